@@ -1,0 +1,45 @@
+# The two commands a new user needs: `make demo` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+# A CPU build of PyTorch first: an unpinned torch would pull GBs of CUDA packages.
+TORCH_PIN ?= torch==2.13.0
+
+.PHONY: demo test lint typecheck unit bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.torch: | $(PY)
+	$(PIP) install --quiet "$(TORCH_PIN)"
+	touch $@
+
+$(VENV)/.base: pyproject.toml $(VENV)/.torch
+	$(PIP) install --quiet -e .
+	touch $@
+
+$(VENV)/.dev: pyproject.toml $(VENV)/.torch
+	$(PIP) install --quiet -e ".[dev]"
+	touch $@ $(VENV)/.base
+
+demo: $(VENV)/.base
+	$(VENV)/bin/faasml plan train lr-higgs --budget 2.00
+
+lint: $(VENV)/.dev
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff format --check src tests benchmarks
+
+typecheck: $(VENV)/.dev
+	$(VENV)/bin/mypy
+
+unit: $(VENV)/.dev
+	$(VENV)/bin/pytest -q
+
+test: lint typecheck unit
+
+bench: $(VENV)/.dev
+	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache

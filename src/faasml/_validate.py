@@ -1,0 +1,143 @@
+"""Reading untyped mappings (YAML) into typed values, naming the bad field and the rule."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from faasml.exceptions import ConfigError
+
+E = TypeVar("E", bound=ConfigError)
+
+
+def load_yaml(path: Path, error: type[ConfigError] = ConfigError) -> Any:
+    """Parse a YAML file; a missing or malformed file raises ``error`` naming the path."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise error(f"cannot read {path}: {err.strerror or err}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise error(f"{path} is not valid YAML: {err}") from None
+
+
+class Fields:
+    """A mapping read field by field; every error names ``where.field`` and the rule broken."""
+
+    def __init__(self, data: object, where: str, error: type[ConfigError] = ConfigError) -> None:
+        if not isinstance(data, Mapping):
+            raise error(f"{where} must be a mapping of fields, not {type(data).__name__}")
+        self.data: Mapping[str, Any] = data
+        self.where = where
+        self.error = error
+        self._seen: set[str] = set()
+
+    def path(self, name: str) -> str:
+        return f"{self.where}.{name}" if self.where else name
+
+    def fail(self, name: str, value: object, rule: str) -> ConfigError:
+        return self.error(f"the value of {self.path(name)} is {value!r}, but {rule}")
+
+    def has(self, name: str) -> bool:
+        return name in self.data
+
+    def raw(self, name: str, default: Any = ...) -> Any:
+        self._seen.add(name)
+        if name not in self.data:
+            if default is ...:
+                raise self.error(f"{self.path(name)} is missing")
+            return default
+        return self.data[name]
+
+    def number(
+        self,
+        name: str,
+        default: float | None = None,
+        *,
+        minimum: float | None = None,
+        maximum: float | None = None,
+        strict_minimum: bool = False,
+        required: bool = True,
+    ) -> float:
+        value = self.raw(name, ... if (required and default is None) else default)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.fail(name, value, "must be a number")
+        value = float(value)
+        if not math.isfinite(value):
+            raise self.fail(name, value, "must be finite")
+        if minimum is not None:
+            if strict_minimum and value <= minimum:
+                raise self.fail(name, value, f"must be > {minimum:g}")
+            if not strict_minimum and value < minimum:
+                raise self.fail(name, value, f"must be >= {minimum:g}")
+        if maximum is not None and value > maximum:
+            raise self.fail(name, value, f"must be <= {maximum:g}")
+        return value
+
+    def optional_number(
+        self, name: str, *, minimum: float | None = None, strict_minimum: bool = False
+    ) -> float | None:
+        if self.raw(name, None) is None:
+            return None
+        return self.number(name, minimum=minimum, strict_minimum=strict_minimum)
+
+    def integer(
+        self,
+        name: str,
+        default: int | None = None,
+        *,
+        minimum: int | None = None,
+        maximum: int | None = None,
+    ) -> int:
+        value = self.raw(name, ... if default is None else default)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(name, value, "must be a whole number")
+        if minimum is not None and value < minimum:
+            raise self.fail(name, value, f"must be >= {minimum}")
+        if maximum is not None and value > maximum:
+            raise self.fail(name, value, f"must be <= {maximum}")
+        return value
+
+    def text(self, name: str, default: str | None = None) -> str:
+        value = self.raw(name, ... if default is None else default)
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(name, value, "must be a non-empty string")
+        return value
+
+    def choice(self, name: str, choices: Iterable[str], default: str | None = None) -> str:
+        options = list(choices)
+        value = self.text(name, default)
+        if value not in options:
+            raise self.fail(name, value, f"must be one of: {', '.join(options)}")
+        return value
+
+    def boolean(self, name: str, default: bool | None = None) -> bool:
+        value = self.raw(name, ... if default is None else default)
+        if not isinstance(value, bool):
+            raise self.fail(name, value, "must be true or false")
+        return value
+
+    def sub(self, name: str, default: Mapping[str, Any] | None = None) -> Fields:
+        value = self.raw(name, ... if default is None else default)
+        return Fields(value, self.path(name), self.error)
+
+    def items(self, name: str, *, allow_empty: bool = False) -> list[Any]:
+        value = self.raw(name)
+        if not isinstance(value, list):
+            raise self.fail(name, value, "must be a list")
+        if not value and not allow_empty:
+            raise self.fail(name, value, "must not be empty")
+        return value
+
+    def finish(self) -> None:
+        """Reject fields nobody read: a typo must not pass silently."""
+        unknown = sorted(set(self.data) - self._seen)
+        if unknown:
+            raise self.error(
+                f"{self.where or 'file'} has unknown field(s): {', '.join(map(str, unknown))}"
+            )

@@ -1,0 +1,25 @@
+"""Catalogs of function platforms and storage services (MISSION C1)."""
+
+from faasml.catalog._load import builtin_catalogs, load_catalog, parse_catalog
+from faasml.catalog._schema import (
+    SCHEMES,
+    Architecture,
+    Catalog,
+    FunctionPlatform,
+    PiecewiseLinear,
+    Source,
+    StorageService,
+)
+
+__all__ = [
+    "SCHEMES",
+    "Architecture",
+    "Catalog",
+    "FunctionPlatform",
+    "PiecewiseLinear",
+    "Source",
+    "StorageService",
+    "builtin_catalogs",
+    "load_catalog",
+    "parse_catalog",
+]

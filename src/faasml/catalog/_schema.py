@@ -1,0 +1,175 @@
+"""Typed catalog records (MISSION C1): a function platform and the storage services beside it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+SCHEMES = ("allreduce", "scatter-reduce", "param-server")
+"""Synchronisation schemes the model knows (CE-scaling eq. 3; SMLT Fig. 5)."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a figure comes from and when it was read."""
+
+    what: str
+    reference: str
+    date: str
+
+
+@dataclass(frozen=True)
+class PiecewiseLinear:
+    """y(x) through sorted points, linear between them, flat outside (e.g. bandwidth by memory)."""
+
+    points: tuple[tuple[float, float], ...]
+
+    def __call__(self, x: ArrayLike) -> NDArray[np.float64]:
+        xs = np.array([p[0] for p in self.points], dtype=float)
+        ys = np.array([p[1] for p in self.points], dtype=float)
+        return np.interp(np.asarray(x, dtype=float), xs, ys)
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """Price and relative compute speed of one CPU architecture of a platform."""
+
+    price_per_gb_s: float
+    compute_speed: float = 1.0
+    """Relative speed of u(m) against the profile's reference (1.0 = as profiled)."""
+
+
+@dataclass(frozen=True)
+class FunctionPlatform:
+    """A FaaS platform: memory, CPU share, prices and limits (CE-scaling Table III: p_f, p_invk)."""
+
+    name: str
+    architectures: dict[str, Architecture]
+    architecture: str
+    """The architecture in force; ``with_architecture`` picks another."""
+    price_per_invocation: float
+    memory_min_mb: int
+    memory_max_mb: int
+    memory_step_mb: int
+    mb_per_vcpu: float
+    """vCPU share = memory / mb_per_vcpu (1769 MB per vCPU on AWS Lambda)."""
+    max_vcpus: float
+    max_duration_s: float
+    concurrency_limit: int
+    cold_start_s: float
+    warm_start_s: float
+    bills_cold_start: bool
+    network_mbps: PiecewiseLinear
+    """A function's network bandwidth in MB/s as a function of its memory in MB."""
+    data_store: str
+    """The storage service that holds training data partitions (the object store)."""
+    capacity_vcpus: float | None = None
+    """Total vCPUs of the machine(s) behind the platform, when bounded (the local machine)."""
+    capacity_memory_mb: float | None = None
+
+    @property
+    def price_per_gb_s(self) -> float:
+        return self.architectures[self.architecture].price_per_gb_s
+
+    @property
+    def compute_speed(self) -> float:
+        return self.architectures[self.architecture].compute_speed
+
+    def with_architecture(self, architecture: str) -> FunctionPlatform:
+        if architecture not in self.architectures:
+            from faasml.exceptions import ConfigError
+
+            raise ConfigError(
+                f"the value of architecture is {architecture!r}, but platform {self.name} "
+                f"offers: {', '.join(sorted(self.architectures))}"
+            )
+        return replace(self, architecture=architecture)
+
+    def vcpus(self, memory_mb: ArrayLike) -> NDArray[np.float64]:
+        """CPU share of a function: memory / mb_per_vcpu, capped at max_vcpus."""
+        return np.minimum(np.asarray(memory_mb, dtype=float) / self.mb_per_vcpu, self.max_vcpus)
+
+    def max_concurrent(self, memory_mb: ArrayLike) -> NDArray[np.int64]:
+        """Most functions of this memory that can run at once: the concurrency limit, and
+        the machine's vCPUs and memory where the platform is bounded by them."""
+        memory = np.asarray(memory_mb, dtype=float)
+        limit = np.full(memory.shape, float(self.concurrency_limit))
+        if self.capacity_vcpus is not None:
+            limit = np.minimum(limit, np.floor(self.capacity_vcpus / self.vcpus(memory) + 1e-9))
+        if self.capacity_memory_mb is not None:
+            limit = np.minimum(limit, np.floor(self.capacity_memory_mb / memory + 1e-9))
+        return limit.astype(np.int64)
+
+    def memory_sizes(self, step_mb: int | None = None) -> NDArray[np.int64]:
+        """Memory sizes offered, from the minimum to the maximum in ``step_mb`` steps."""
+        step = step_mb or self.memory_step_mb
+        sizes = np.arange(self.memory_min_mb, self.memory_max_mb + 1, step, dtype=np.int64)
+        if sizes[-1] != self.memory_max_mb:
+            sizes = np.append(sizes, self.memory_max_mb)
+        return sizes
+
+
+@dataclass(frozen=True)
+class StorageService:
+    """A storage service that carries synchronisation (CE-scaling Table I; b_s, ℓ_s, p_s).
+
+    ``pricing`` is 'request' (a price per PUT and per GET, optionally per unit of item size,
+    as DynamoDB's request units) or 'time' (an hourly price for a node that runs while the
+    job runs, as ElastiCache or a VM parameter server).
+    """
+
+    name: str
+    description: str
+    pricing: str
+    schemes: tuple[str, ...]
+    latency_s: float
+    connection_mbps: float
+    """Bandwidth of one connection in MB/s."""
+    aggregate_mbps: float | None = None
+    """Bandwidth of the whole service in MB/s (a node's NIC); None when it scales out."""
+    put_usd: float = 0.0
+    get_usd: float = 0.0
+    put_unit_kb: float | None = None
+    """When set, a PUT costs put_usd per started unit of this many KB (DynamoDB WRU = 1 KB)."""
+    get_unit_kb: float | None = None
+    hourly_usd: float = 0.0
+    node: str | None = None
+    node_memory_mb: float | None = None
+    """Memory of the node, bounding what one synchronisation round may hold."""
+    max_item_kb: float | None = None
+    """Largest value one key may hold (DynamoDB: 400 KB)."""
+    sources: tuple[Source, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """A versioned catalog: one function platform and the storage services it can use."""
+
+    name: str
+    version: str
+    date: str
+    platform: FunctionPlatform
+    storages: dict[str, StorageService]
+    sources: tuple[Source, ...] = field(default=())
+    path: str | None = None
+
+    def storage(self, name: str) -> StorageService:
+        from faasml.exceptions import UnknownNameError
+
+        try:
+            return self.storages[name]
+        except KeyError:
+            raise UnknownNameError(
+                f"catalog {self.name} has no storage '{name}'; "
+                f"choose one of: {', '.join(sorted(self.storages))}"
+            ) from None
+
+    def with_architecture(self, architecture: str) -> Catalog:
+        return replace(self, platform=self.platform.with_architecture(architecture))
+
+    def restricted_to(self, storages: list[str]) -> Catalog:
+        """The same catalog with only the named storage services (each must exist)."""
+        chosen = {name: self.storage(name) for name in storages}
+        return replace(self, storages=chosen)

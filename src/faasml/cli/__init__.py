@@ -1,0 +1,1 @@
+"""The `faasml` command line."""

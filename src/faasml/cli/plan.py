@@ -1,0 +1,133 @@
+"""`faasml plan ...`: plans and predictions without running anything."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rich.table import Table
+
+from faasml.cli._common import (
+    add_catalog_options,
+    add_constraint_options,
+    catalog_from,
+    console,
+    constraint_from,
+    print_json,
+)
+from faasml.planners import plan_training
+from faasml.reports import train_plan_dict
+from faasml.types import Breakdown, TrainPlan
+from faasml.units import format_duration, format_money
+from faasml.workload import load_workload
+
+
+def register(commands: Any) -> None:
+    plan = commands.add_parser("plan", help="plan allocations and predict time and cost")
+    kinds = plan.add_subparsers(dest="plan_kind", metavar="KIND", parser_class=type(plan))
+    kinds.required = True
+
+    train = kinds.add_parser(
+        "train",
+        help="the best static allocation for training a fixed number of epochs",
+        description="Choose the Pareto-optimal allocation (functions, memory, storage) that "
+        "trains WORKLOAD fastest within a budget, or cheapest within a deadline.",
+    )
+    train.add_argument("workload", help="a shipped workload name or the path of a profile")
+    train.add_argument("--epochs", type=int, help="epochs to train (default: the profile's)")
+    train.add_argument("--json", action="store_true", help="print the plan as JSON")
+    add_constraint_options(train)
+    add_catalog_options(train)
+    train.set_defaults(func=run_plan_train)
+
+
+def run_plan_train(args: argparse.Namespace) -> int:
+    workload = load_workload(args.workload)
+    catalog = catalog_from(args)
+    constraint = constraint_from(args)
+    plan = plan_training(
+        workload,
+        catalog,
+        constraint,
+        epochs=args.epochs,
+        memory_step_mb=args.memory_step,
+        max_functions=args.max_functions,
+    )
+    if args.json:
+        print_json(train_plan_dict(plan))
+    else:
+        print_train_plan(plan)
+    return 0
+
+
+def _bounds(plan: TrainPlan) -> str:
+    parts = []
+    if plan.constraint.budget_usd is not None:
+        parts.append(f"budget {format_money(plan.constraint.budget_usd)}")
+    if plan.constraint.deadline_s is not None:
+        parts.append(f"deadline {format_duration(plan.constraint.deadline_s)}")
+    goal = "fastest" if plan.constraint.goal.value == "min-time" else "cheapest"
+    return f"{goal} within {' and '.join(parts)}"
+
+
+def print_train_plan(plan: TrainPlan) -> None:
+    out = console()
+    choice = plan.choice
+    out.print(
+        f"[bold]faasml plan train[/] {plan.workload} on {plan.catalog}: "
+        f"{plan.epochs} epochs, {_bounds(plan)}"
+    )
+    out.print(f"Searched {plan.space_size:,} allocations; {plan.frontier_size} are Pareto-optimal.")
+    out.print(
+        f"\n[bold]Plan:[/] {choice.allocation.n} functions × {choice.allocation.memory_mb} MB, "
+        f"synchronising through {choice.allocation.storage} ({choice.allocation.scheme})"
+    )
+    out.print(
+        f"Predicted: [bold]{format_duration(plan.time_s)}[/] and "
+        f"[bold]{format_money(plan.cost_usd)}[/] "
+        f"({format_duration(choice.epoch_time_s)} and {format_money(choice.epoch_cost_usd)} "
+        f"per epoch, cold start {format_duration(plan.startup_s)})\n"
+    )
+    out.print(_breakdown_table(plan.total))
+    if plan.runners_up:
+        table = Table(title="Runners-up (best with each other storage)", title_justify="left")
+        for column in ("functions", "memory", "storage", "time", "cost"):
+            table.add_column(column, justify="right" if column != "storage" else "left")
+        for runner in plan.runners_up:
+            a = runner.allocation
+            table.add_row(
+                str(a.n),
+                f"{a.memory_mb} MB",
+                f"{a.storage}/{a.scheme}",
+                format_duration(plan.startup_s + runner.epoch_time_s * plan.epochs),
+                format_money(runner.epoch_cost_usd * plan.epochs),
+            )
+        out.print(table)
+
+
+def _breakdown_table(total: Breakdown) -> Table:
+    table = Table(title="Where time and money go (whole run)", title_justify="left")
+    for column in ("time", "seconds", "share", "money", "dollars", "share "):
+        table.add_column(column, justify="left" if column in ("time", "money") else "right")
+    times = (
+        ("data loading", total.load_s),
+        ("computation", total.compute_s),
+        ("synchronisation", total.sync_s),
+        ("invocation, cold start", total.invoke_s),
+    )
+    costs = (
+        ("functions (GB-s)", total.function_usd),
+        ("invocations", total.invocation_usd),
+        ("storage", total.storage_usd),
+        ("", None),
+    )
+    for (part, seconds), (item, usd) in zip(times, costs, strict=True):
+        table.add_row(
+            part,
+            format_duration(seconds),
+            f"{seconds / total.time_s:.0%}" if total.time_s else "-",
+            item,
+            "" if usd is None else format_money(usd),
+            "" if usd is None else (f"{usd / total.cost_usd:.0%}" if total.cost_usd else "-"),
+        )
+    return table

@@ -1,0 +1,45 @@
+"""One base error the CLI catches, and a few subclasses that say what went wrong."""
+
+from __future__ import annotations
+
+
+class FaasmlError(Exception):
+    """Base class of every error faasml raises on purpose."""
+
+
+class ConfigError(FaasmlError, ValueError):
+    """A value in a file, a flag or an argument breaks a rule; the message names both."""
+
+
+class CatalogError(ConfigError):
+    """A catalog file is missing a field or holds a bad value."""
+
+
+class WorkloadError(ConfigError):
+    """A workload profile is missing a field or holds a bad value."""
+
+
+class UnknownNameError(ConfigError, KeyError):
+    """A name looked up in a registry is not there; the message lists the choices."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class InfeasibleConstraintError(FaasmlError):
+    """No allocation meets the constraint; carries the least budget or deadline that would."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        least_budget_usd: float | None = None,
+        least_deadline_s: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.least_budget_usd = least_budget_usd
+        self.least_deadline_s = least_deadline_s
+
+
+class MissingDependencyError(FaasmlError, ImportError):
+    """An optional dependency is not installed; the message says which extra provides it."""

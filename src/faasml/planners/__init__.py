@@ -1,0 +1,6 @@
+"""Pure planners: workload + catalog + models -> plan (no I/O, no runtime imports)."""
+
+from faasml.planners.pareto import pareto_front, pareto_indices
+from faasml.planners.training import plan_training
+
+__all__ = ["pareto_front", "pareto_indices", "plan_training"]

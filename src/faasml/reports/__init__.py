@@ -1,0 +1,5 @@
+"""Machine-readable and human-readable forms of plans and runs."""
+
+from faasml.reports.plan_json import breakdown_dict, train_plan_dict
+
+__all__ = ["breakdown_dict", "train_plan_dict"]

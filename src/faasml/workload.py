@@ -1,0 +1,201 @@
+"""Workload profiles: a job as the performance model sees it (CE-scaling Table III: D, M, b_z, u).
+
+The file format is documented in docs/workloads.md; the shipped profiles live in
+``faasml/workloads/profiles`` and are found by name.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from faasml._validate import Fields, load_yaml
+from faasml.catalog import Source
+from faasml.exceptions import UnknownNameError, WorkloadError
+
+PROFILE_DIR = Path(__file__).parent / "workloads" / "profiles"
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ComputeProfile:
+    """u(m): seconds of computation per MB of training data for a function of ``m`` MB.
+
+    Two forms. ``amdahl``: u(m) = u₁·((1−p)/min(v,1) + p/v) with v = vCPUs(m), u₁ the time per
+    MB on one full vCPU and p the parallel fraction. ``table``: measured (memory, u) points,
+    interpolated in log–log space, made non-increasing in memory (more memory never computes
+    slower), scaled as 1/v below the first point and flat above the last.
+    """
+
+    kind: str
+    seconds_per_mb_1vcpu: float = 0.0
+    parallel_fraction: float = 0.0
+    points: tuple[tuple[float, float], ...] = ()
+
+    def seconds_per_mb(self, vcpus: ArrayLike, memory_mb: ArrayLike) -> NDArray[np.float64]:
+        v = np.asarray(vcpus, dtype=float)
+        if self.kind == "amdahl":
+            u1, p = self.seconds_per_mb_1vcpu, self.parallel_fraction
+            result: NDArray[np.float64] = u1 * ((1 - p) / np.minimum(v, 1.0) + p / v)
+            return result
+        memory = np.asarray(memory_mb, dtype=float)
+        xs = np.log([pt[0] for pt in self.points])
+        ys = np.minimum.accumulate(np.log([pt[1] for pt in self.points]))
+        inside = np.exp(np.interp(np.log(memory), xs, ys))
+        first_mb = self.points[0][0]
+        below = inside * np.maximum(first_mb / memory, 1.0)  # CPU share shrinks with memory
+        return np.where(memory < first_mb, below, inside)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A training job as the model sees it; sizes in MB, times in seconds."""
+
+    name: str
+    description: str
+    model: str
+    dataset: str
+    dataset_mb: float
+    """D: the training data, as stored in the object store."""
+    samples: int
+    model_mb: float
+    """M: the size of the model (and of one gradient)."""
+    batch_size: int
+    """b_z: samples one function processes per iteration."""
+    compute: ComputeProfile
+    epochs: int
+    """Epochs to plan for when no target loss drives the run."""
+    runtime_mb: float = 200.0
+    """Memory a worker needs besides its data and model (interpreter, framework)."""
+    model_copies: float = 4.0
+    """Copies of the model held in memory (weights, gradient, optimiser state, aggregate)."""
+    target_loss: float | None = None
+    learning_rate: float | None = None
+    sources: tuple[Source, ...] = field(default=())
+    notes: str = ""
+    path: str | None = None
+
+    def iterations_per_epoch(self, n: ArrayLike) -> NDArray[np.int64]:
+        """k = ⌈samples / (n · b_z)⌉ (CE-scaling: k = D / (n · b_z))."""
+        count = np.asarray(n, dtype=float) * self.batch_size
+        return np.ceil(self.samples / count).astype(np.int64)
+
+    def memory_needed_mb(self, n: ArrayLike) -> NDArray[np.float64]:
+        """Memory a function needs to hold its partition D/n, the model copies and the runtime."""
+        result: NDArray[np.float64] = (
+            self.runtime_mb
+            + self.dataset_mb / np.asarray(n, dtype=float)
+            + self.model_copies * self.model_mb
+        )
+        return result
+
+    @property
+    def max_functions(self) -> int:
+        """More functions than samples / b_z would leave a function without one full batch."""
+        return max(1, self.samples // self.batch_size)
+
+
+def builtin_workloads() -> list[str]:
+    """Names of the workload profiles shipped with faasml."""
+    return sorted(path.stem for path in PROFILE_DIR.glob("*.yaml"))
+
+
+def load_workload(name_or_path: str | os.PathLike[str]) -> Workload:
+    """Load a shipped profile by name or a profile file by path, validating every field."""
+    text = os.fspath(name_or_path)
+    path = Path(text)
+    if not (path.suffix in {".yaml", ".yml"} or path.exists()):
+        if text not in builtin_workloads():
+            raise UnknownNameError(
+                f"unknown workload '{text}'; choose one of: {', '.join(builtin_workloads())} "
+                "or give the path of a workload profile"
+            )
+        path = PROFILE_DIR / f"{text}.yaml"
+    return parse_workload(load_yaml(path, WorkloadError), path=str(path))
+
+
+def parse_workload(data: Any, *, path: str | None = None) -> Workload:
+    """Build a Workload from a parsed YAML mapping; errors name the field and the rule."""
+    top = Fields(data, "", WorkloadError)
+    fmt = top.integer("format", minimum=1)
+    if fmt != FORMAT_VERSION:
+        raise top.fail("format", fmt, f"this faasml reads workload format {FORMAT_VERSION}")
+    dataset = top.sub("dataset")
+    memory = top.sub("memory", {})
+    workload = Workload(
+        name=top.text("name"),
+        description=top.text("description", "-"),
+        model=top.text("model"),
+        dataset=dataset.text("name"),
+        dataset_mb=dataset.number("size_mb", minimum=0, strict_minimum=True),
+        samples=dataset.integer("samples", minimum=1),
+        model_mb=top.number("model_size_mb", minimum=0, strict_minimum=True),
+        batch_size=top.integer("batch_size", minimum=1),
+        compute=_compute(top.sub("compute")),
+        epochs=top.integer("epochs", minimum=1),
+        runtime_mb=memory.number("runtime_mb", 200.0, minimum=0),
+        model_copies=memory.number("model_copies", 4.0, minimum=1),
+        target_loss=top.optional_number("target_loss"),
+        learning_rate=top.optional_number("learning_rate", minimum=0, strict_minimum=True),
+        sources=_sources(top),
+        notes=str(top.raw("notes", "")),
+        path=path,
+    )
+    dataset.finish()
+    memory.finish()
+    top.finish()
+    if workload.batch_size > workload.samples:
+        raise top.fail(
+            "batch_size",
+            workload.batch_size,
+            f"must be <= dataset.samples ({workload.samples})",
+        )
+    return workload
+
+
+def _compute(fields: Fields) -> ComputeProfile:
+    kind = fields.choice("model", ("amdahl", "table"))
+    if kind == "amdahl":
+        profile = ComputeProfile(
+            kind=kind,
+            seconds_per_mb_1vcpu=fields.number(
+                "seconds_per_mb_1vcpu", minimum=0, strict_minimum=True
+            ),
+            parallel_fraction=fields.number("parallel_fraction", minimum=0, maximum=1),
+        )
+    else:
+        points = []
+        for index, point in enumerate(fields.items("points")):
+            ok = (
+                isinstance(point, list)
+                and len(point) == 2
+                and all(isinstance(v, int | float) and v > 0 for v in point)
+            )
+            if not ok:
+                raise fields.fail(
+                    f"points[{index}]", point, "must be a pair [memory_mb, seconds_per_mb] > 0"
+                )
+            points.append((float(point[0]), float(point[1])))
+        memories = [p[0] for p in points]
+        if memories != sorted(set(memories)):
+            raise fields.fail("points", points, "must be sorted by memory without repeats")
+        profile = ComputeProfile(kind=kind, points=tuple(points))
+    fields.raw("derivation", None)
+    fields.finish()
+    return profile
+
+
+def _sources(top: Fields) -> tuple[Source, ...]:
+    if top.raw("sources", None) is None:
+        return ()
+    out = []
+    for index, item in enumerate(top.items("sources")):
+        entry = Fields(item, f"sources[{index}]", WorkloadError)
+        out.append(Source(entry.text("what"), entry.text("reference"), str(entry.raw("date"))))
+        entry.finish()
+    return tuple(out)
