@@ -1,0 +1,11 @@
+"""Synchronisation schemes over any Store, chosen by name (CE-scaling eq. 3; SMLT Fig. 5)."""
+
+from __future__ import annotations
+
+from faasml.registry import Registry
+from faasml.sync.schemes._base import SyncScheme
+
+SCHEME_CLASSES: Registry[type[SyncScheme]] = Registry("synchronisation scheme")
+"""'allreduce', 'scatter-reduce', 'param-server' -> SyncScheme class."""
+
+__all__ = ["SCHEME_CLASSES", "SyncScheme"]

@@ -1,0 +1,23 @@
+"""Stores, looked up by URL scheme; an implementation is imported only when its scheme is used.
+
+``open_store("embedded:///dev/shm/faasml-run")``, ``open_store("redis://127.0.0.1:6379/0")``...
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from faasml.registry import Registry
+from faasml.sync.stores._base import Store, StoreStats
+
+STORES: Registry[type[Store]] = Registry("store")
+"""URL scheme -> Store class ("module:Class" strings until first use)."""
+
+
+def open_store(url: str) -> Store:
+    """Open the store a URL names; an unknown scheme lists the known ones."""
+    scheme = urlsplit(url).scheme or url
+    return STORES.get(scheme).from_url(url)
+
+
+__all__ = ["STORES", "Store", "StoreStats", "open_store"]
