@@ -79,9 +79,9 @@ class FunctionPlatform:
 
     def with_architecture(self, architecture: str) -> FunctionPlatform:
         if architecture not in self.architectures:
-            from faasml.exceptions import ConfigError
+            from faasml.exceptions import CatalogError
 
-            raise ConfigError(
+            raise CatalogError(
                 f"the value of architecture is {architecture!r}, but platform {self.name} "
                 f"offers: {', '.join(sorted(self.architectures))}"
             )

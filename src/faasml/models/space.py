@@ -158,13 +158,14 @@ def evaluate(
     if scheme not in service.schemes:
         raise ValueError(f"storage {storage} does not offer scheme {scheme}")
     data_store = catalog.storage(platform.data_store)
-    count, memory = np.broadcast_arrays(
-        np.asarray(n, dtype=np.int64), np.asarray(memory_mb, dtype=np.int64)
-    )
-    count, memory = count.ravel(), memory.ravel()
+    # Keep the inputs' own shapes so that what depends on memory alone (bandwidth, u(m)) is
+    # computed once per memory size and broadcast, not once per allocation.
+    count = np.asarray(n, dtype=np.int64)
+    memory = np.asarray(memory_mb, dtype=np.int64)
+    shape = np.broadcast_shapes(count.shape, memory.shape)
     out = exclusions if exclusions is not None else Exclusions()
 
-    keep = np.ones(count.shape, dtype=bool)
+    keep = np.ones(shape, dtype=bool)
 
     def rule(reason: str, broken: NDArray[np.bool_]) -> None:
         nonlocal keep
@@ -179,9 +180,9 @@ def evaluate(
     rule("more functions than the platform runs at once", count > platform.max_concurrent(memory))
     item = item_mb(scheme, count, workload.model_mb)
     if service.max_item_kb is not None:
-        too_big = item * 1024 > service.max_item_kb
+        too_big = np.broadcast_to(item * 1024 > service.max_item_kb, shape)
         rule(f"{storage}: value larger than its {service.max_item_kb:g} KB item limit", too_big)
-        if too_big.all() and count.size:
+        if too_big.all() and too_big.size:
             out.storages[f"{storage}/{scheme}"] = (
                 f"a {workload.model_mb:g} MB model exceeds the {service.max_item_kb:g} KB item "
                 f"limit of {storage} with {scheme}"
@@ -191,23 +192,28 @@ def evaluate(
             f"{storage}: one round does not fit the node's memory",
             (count + 1) * workload.model_mb > service.node_memory_mb,
         )
-    count, memory = count[keep], memory[keep]
     time = epoch_time(workload, platform, data_store, service, scheme, count, memory)
     cost = epoch_cost(workload, platform, data_store, service, scheme, count, memory, time)
     options = _options(catalog)
+
+    def rows(values: ArrayLike) -> NDArray[np.generic]:
+        return np.broadcast_to(np.asarray(values), shape)[keep]
+
+    kept_n = rows(count).astype(np.int64)
+    kept_memory = rows(memory).astype(np.int64)
     return AllocationTable(
-        n=count,
-        memory_mb=memory,
-        option=np.full(count.shape, options.index((storage, scheme)), dtype=np.int64),
+        n=kept_n,
+        memory_mb=kept_memory,
+        option=np.full(kept_n.shape, options.index((storage, scheme)), dtype=np.int64),
         options=options,
-        load_s=time.load_s,
-        compute_s=time.compute_s,
-        sync_s=time.sync_s,
-        invoke_s=time.invoke_s,
-        function_usd=cost.function_usd,
-        invocation_usd=cost.invocation_usd,
-        storage_usd=cost.storage_usd,
-        startup_usd=startup_cost(platform, count, memory),
+        load_s=rows(time.load_s).astype(float),
+        compute_s=rows(time.compute_s).astype(float),
+        sync_s=rows(time.sync_s).astype(float),
+        invoke_s=rows(time.invoke_s).astype(float),
+        function_usd=rows(cost.function_usd).astype(float),
+        invocation_usd=rows(cost.invocation_usd).astype(float),
+        storage_usd=rows(cost.storage_usd).astype(float),
+        startup_usd=startup_cost(platform, kept_n, kept_memory),
     )
 
 
@@ -227,10 +233,11 @@ def allocation_space(
     memories = platform.memory_sizes(step)
     top = max_functions or int(platform.max_concurrent(memories).max())
     counts = np.arange(1, top + 1, dtype=np.int64)
-    grid_n, grid_m = np.meshgrid(counts, memories, indexing="ij")
     out = exclusions if exclusions is not None else Exclusions()
     parts = [
-        evaluate(workload, catalog, grid_n, grid_m, storage, scheme, exclusions=out)
+        evaluate(
+            workload, catalog, counts[:, None], memories[None, :], storage, scheme, exclusions=out
+        )
         for storage, scheme in _options(catalog)
     ]
     return AllocationTable.concatenate(parts, _options(catalog))

@@ -19,10 +19,18 @@ def pareto_indices(time_s: ArrayLike, cost_usd: ArrayLike) -> NDArray[np.int64]:
     cost = np.asarray(cost_usd, dtype=float)
     if time.size == 0:
         return np.zeros(0, dtype=np.int64)
-    order = np.lexsort((cost, time))
+    # One cheap pass sorted by time alone keeps every non-dominated row (and, at most, a few
+    # rows tied in time); an exact pass with cost breaking ties then runs on those few.
+    candidates = _below_running_min(np.argsort(time, kind="stable"), cost)
+    exact = candidates[np.lexsort((cost[candidates], time[candidates]))]
+    return _below_running_min(exact, cost).astype(np.int64)
+
+
+def _below_running_min(order: NDArray[np.int64], cost: NDArray[np.float64]) -> NDArray[np.int64]:
+    """Rows of ``order`` whose cost is below the cost of every row before them."""
     sorted_cost = cost[order]
     best_before = np.minimum.accumulate(np.concatenate(([np.inf], sorted_cost[:-1])))
-    return order[sorted_cost < best_before].astype(np.int64)
+    return order[sorted_cost < best_before]
 
 
 def pareto_front(table: AllocationTable) -> AllocationTable:
