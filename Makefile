@@ -24,7 +24,7 @@ $(VENV)/.dev: pyproject.toml $(VENV)/.torch
 	touch $@ $(VENV)/.base
 
 demo: $(VENV)/.base
-	$(VENV)/bin/faasml plan train lr-higgs --budget 2.00
+	$(VENV)/bin/faasml plan train lr-higgs --budget 0.05
 
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check src tests benchmarks

@@ -2,4 +2,34 @@
 
 from __future__ import annotations
 
+from faasml.catalog import Catalog, load_catalog
+from faasml.exceptions import (
+    ConfigError,
+    FaasmlError,
+    InfeasibleConstraintError,
+)
+from faasml.models import allocation_space
+from faasml.planners import pareto_front, plan_training
+from faasml.types import Allocation, Breakdown, Constraint, Objective, TrainPlan
+from faasml.workload import Workload, load_workload
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "Allocation",
+    "Breakdown",
+    "Catalog",
+    "ConfigError",
+    "Constraint",
+    "FaasmlError",
+    "InfeasibleConstraintError",
+    "Objective",
+    "TrainPlan",
+    "Workload",
+    "__version__",
+    "allocation_space",
+    "load_catalog",
+    "load_workload",
+    "pareto_front",
+    "plan_training",
+]

@@ -153,3 +153,14 @@ def test_space_respects_concurrency_memory_and_batches() -> None:
     assert len(local_space)
     vcpus = local.platform.vcpus(local_space.memory_mb) * local_space.n
     assert np.all(vcpus <= (local.platform.capacity_vcpus or 0) + 1e-9)
+
+
+def test_one_function_needs_no_sync_node_and_appears_once_in_the_space() -> None:
+    w = WORKLOADS["mobilenet-cifar10"]
+    single = evaluate(w, AWS, [1], [4096], "redis", "allreduce")
+    s3 = evaluate(w, AWS, [1], [4096], "s3", "allreduce")
+    assert single.sync_s[0] == 0.0
+    assert single.cost_usd[0] == pytest.approx(s3.cost_usd[0])  # no node billed
+    space = allocation_space(w, AWS, memory_step_mb=1024)
+    singles = space.option[space.n == 1]
+    assert singles.size and np.unique(singles).size == 1

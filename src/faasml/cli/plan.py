@@ -78,10 +78,14 @@ def print_train_plan(plan: TrainPlan) -> None:
         f"{plan.epochs} epochs, {_bounds(plan)}"
     )
     out.print(f"Searched {plan.space_size:,} allocations; {plan.frontier_size} are Pareto-optimal.")
-    out.print(
-        f"\n[bold]Plan:[/] {choice.allocation.n} functions × {choice.allocation.memory_mb} MB, "
-        f"synchronising through {choice.allocation.storage} ({choice.allocation.scheme})"
+    a = choice.allocation
+    sync = (
+        f"synchronising through {a.storage} ({a.scheme})"
+        if a.n > 1
+        else "no synchronisation (one function)"
     )
+    functions = "function" if a.n == 1 else "functions"
+    out.print(f"\n[bold]Plan:[/] {a.n} {functions} × {a.memory_mb} MB, {sync}")
     out.print(
         f"Predicted: [bold]{format_duration(plan.time_s)}[/] and "
         f"[bold]{format_money(plan.cost_usd)}[/] "
@@ -113,7 +117,7 @@ def _breakdown_table(total: Breakdown) -> Table:
         ("data loading", total.load_s),
         ("computation", total.compute_s),
         ("synchronisation", total.sync_s),
-        ("invocation, cold start", total.invoke_s),
+        ("invoke + cold start", total.invoke_s),
     )
     costs = (
         ("functions (GB-s)", total.function_usd),

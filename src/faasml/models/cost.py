@@ -57,7 +57,8 @@ def epoch_cost(
 
     c^s for request-priced storage: k · (puts · p_put + gets · p_get) for the scheme's requests
     (sync.sync_requests); for time-priced storage: t'/3600 · hourly price of the node, billed
-    per second while the job runs. Reading the partitions costs n · invocations GETs.
+    per second while the job runs, and nothing for a single function (no node is needed).
+    Reading the partitions costs n · invocations GETs.
     """
     count = np.asarray(n, dtype=float)
     memory = np.asarray(memory_mb, dtype=float)
@@ -66,7 +67,8 @@ def epoch_cost(
     invocation = (count * time.invocations * platform.price_per_invocation).astype(float)
     requests = sync_requests(scheme, count, workload.model_mb)
     if storage.pricing == "time":
-        sync_usd = total_s / 3600.0 * storage.hourly_usd
+        # One function synchronises with nobody: no node is started for it.
+        sync_usd = np.where(count > 1, total_s / 3600.0 * storage.hourly_usd, 0.0)
     else:
         per_sync = requests.puts * request_price(
             storage.put_usd, storage.put_unit_kb, requests.item_mb

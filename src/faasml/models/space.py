@@ -234,10 +234,20 @@ def allocation_space(
     top = max_functions or int(platform.max_concurrent(memories).max())
     counts = np.arange(1, top + 1, dtype=np.int64)
     out = exclusions if exclusions is not None else Exclusions()
+    options = _options(catalog)
+    # A single function synchronises with nobody: every option gives it the same time and cost
+    # (time-priced nodes are not started), so n = 1 is evaluated once, with the first option
+    # over the data store.
+    single = next((o for o in options if o[0] == platform.data_store), options[0])
     parts = [
         evaluate(
-            workload, catalog, counts[:, None], memories[None, :], storage, scheme, exclusions=out
+            workload,
+            catalog,
+            (counts if option == single else counts[1:])[:, None],
+            memories[None, :],
+            *option,
+            exclusions=out,
         )
-        for storage, scheme in _options(catalog)
+        for option in options
     ]
-    return AllocationTable.concatenate(parts, _options(catalog))
+    return AllocationTable.concatenate(parts, options)
