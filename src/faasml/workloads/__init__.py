@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import importlib
-import inspect
 from typing import Any
 
 from faasml.exceptions import WorkloadError
 from faasml.registry import Registry
-from faasml.workloads._base import FloatVector, Model, ModelFactory
+from faasml.workloads._base import FloatVector, Model, ModelFactory, check_options
 from faasml.workloads.data import Dataset, partition
 from faasml.workloads.optim import OPTIMIZERS, Optimizer, create_optimizer
 
@@ -33,14 +32,14 @@ def create_model(
     """
     if ":" not in name:
         factory = MODELS.get(name)
-        _check_options(name, factory, options, skip=("input_shape", "num_classes"))
+        check_options(f"model '{name}'", factory, options, skip=("input_shape", "num_classes"))
         return factory(tuple(input_shape), num_classes, **options)
     module_name, _, attribute = name.partition(":")
     try:
         factory = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as err:
         raise WorkloadError(f"cannot load model factory '{name}': {err}") from None
-    _check_options(name, factory, options, skip=())
+    check_options(f"model '{name}'", factory, options, skip=())
     built = factory(**options)
     if isinstance(built, Model):
         return built
@@ -52,23 +51,6 @@ def create_model(
         f"model factory '{name}' returned {type(built).__name__}, "
         "but must return a faasml Model or a torch.nn.Module"
     )
-
-
-def _check_options(name: str, factory: Any, options: dict[str, Any], skip: tuple[str, ...]) -> None:
-    """Refuse options the factory does not take, naming them and the accepted ones."""
-    try:
-        parameters = inspect.signature(factory).parameters
-    except (TypeError, ValueError):  # a builtin without a signature: let the call decide
-        return
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
-        return
-    accepted = [p for p in parameters if p not in skip]
-    unknown = sorted(set(options) - set(accepted))
-    if unknown:
-        raise WorkloadError(
-            f"model '{name}' has no option(s) {', '.join(unknown)}; "
-            f"it accepts: {', '.join(accepted) or 'none'}"
-        )
 
 
 __all__ = [

@@ -21,6 +21,7 @@ for sequence models); labels an int64 array of shape ``(batch,)`` holding class 
 
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
 from typing import Any, Protocol
 
@@ -120,3 +121,20 @@ def accuracy(scores: NDArray[Any], labels: NDArray[np.int64]) -> float:
     if labels.size == 0:
         return float("nan")
     return float(np.mean(np.argmax(scores, axis=1) == labels))
+
+
+def check_options(what: str, function: Any, options: dict[str, Any], skip: tuple[str, ...]) -> None:
+    """Refuse options ``function`` does not take, naming them and the accepted ones."""
+    try:
+        parameters = inspect.signature(function).parameters
+    except (TypeError, ValueError):  # no signature to read: the call itself decides
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return
+    accepted = [p for p in parameters if p not in skip]
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise WorkloadError(
+            f"{what} has no option(s) {', '.join(unknown)}; "
+            f"it accepts: {', '.join(accepted) or 'none'}"
+        )
