@@ -40,6 +40,7 @@ ENV_FIELDS = ("name", "batch_size", "seed", "platform", "store", "catalog", "pro
 """Top-level fields the environment may set: ``FAASML_BATCH_SIZE=128``."""
 ENV_SECTIONS = ("model", "dataset", "optimizer", "tuning", "training")
 """Sections whose fields the environment may set: ``FAASML_TUNING__TRIALS=8``."""
+_TEXT_FIELDS = frozenset({"name", "platform", "store", "catalog", "profile"})
 METRICS = ("loss", "accuracy")
 _MODULE_ATTR = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _SUFFIX_FORMATS = {".csv": "higgs-csv", ".gz": "higgs-csv", ".bin": "cifar10-bin"}
@@ -262,7 +263,9 @@ def environment_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
         parts = name[len(ENV_PREFIX) :].lower().split("__")
         top_level = len(parts) == 1 and parts[0] in ENV_FIELDS
         in_section = len(parts) >= 2 and parts[0] in ENV_SECTIONS and all(parts)
-        if top_level or in_section:
+        if top_level and parts[0] in _TEXT_FIELDS:
+            found[parts[0]] = environ[name]  # a name stays text even when it looks like 123
+        elif top_level or in_section:
             found[".".join(parts)] = _scalar(environ[name])
     return found
 
@@ -341,6 +344,8 @@ def _parse_job(
     profile = f.raw("profile", None)
     if profile is not None and (not isinstance(profile, str) or not profile.strip()):
         raise f.fail("profile", profile, "must be a workload profile name or path")
+    if profile is not None:
+        profile = _resolve_file(profile, base_dir)
     search_space = parse_search_space(f.raw("search_space")) if f.has("search_space") else None
     tuning = _tuning(f.sub("tuning")) if f.has("tuning") else None
     if tuning is not None and search_space is None:
@@ -357,15 +362,35 @@ def _parse_job(
         training=_training(f.sub("training", {})),
         platform=f.text("platform", "local"),
         store=f.text("store", "embedded"),
-        catalog=f.text("catalog", "local"),
+        catalog=_resolve_file(f.text("catalog", "local"), base_dir),
         profile=profile,
         description=description,
         source=source,
     )
     f.finish()
+    _check_model_fits(job)
     if search_space is not None and check_space:
         _check_search_space(job, search_space)
     return job
+
+
+def _resolve_file(value: str, base_dir: Path) -> str:
+    """A ``.yaml`` path relative to the job file made absolute; a shipped name stays a name."""
+    if Path(value).suffix in {".yaml", ".yml"}:
+        return str((base_dir / Path(value).expanduser()).resolve())
+    return value
+
+
+def _check_model_fits(job: JobSpec) -> None:
+    """Build the model on two generated samples, so bad option values fail at load time.
+
+    Only for generated data: a file's shape is known once it is read, when the model is built.
+    """
+    spec = job.dataset
+    if spec.synthetic is None:
+        return
+    sample = generate_dataset(spec.synthetic, 2, seed=spec.seed, **dict(spec.options))
+    job.model.build(sample.input_shape, sample.num_classes)
 
 
 def _model(value: Any) -> ModelSpec:

@@ -75,6 +75,14 @@ def test_layers_file_then_environment_then_overrides(tmp_path: Path) -> None:
     }
 
 
+def test_names_stay_text_and_file_references_resolve_next_to_the_job(tmp_path: Path) -> None:
+    path = _write(tmp_path, {**BASE, "profile": "profiles/mine.yaml", "catalog": "local"})
+    job = load_job(path, environ={"FAASML_NAME": "123"})
+    assert job.name == "123"
+    assert job.profile == str((tmp_path / "profiles" / "mine.yaml").resolve())
+    assert job.catalog == "local"
+
+
 def test_model_shorthand_and_overrides_of_model_options(tmp_path: Path) -> None:
     job = load_job(_write(tmp_path, BASE), {"model.l2": 0.01}, environ={})
     assert job.model.name == "logistic-regression" and dict(job.model.options) == {"l2": 0.01}
@@ -112,6 +120,10 @@ def test_relative_dataset_path_resolves_next_to_the_job_file(tmp_path: Path) -> 
             "dataset.test_fraction is 1.0, but must be <= 0.9",
         ),
         ({"tuning": {"trials": 4}}, "tuning needs a search_space"),
+        (
+            {"model": {"name": "mlp", "hidden": [0]}},
+            r"the value of model.hidden is 0, but must be an integer >= 1",
+        ),
         ({"training": {"target_loss": 0}}, "training.target_loss is 0.0, but must be > 0"),
         ({"training": {"max_epochs": 0}}, "training.max_epochs is 0, but must be >= 1"),
         ({"store": "redis://user:s3cret@localhost:6379/0"}, "credentials never go in job files"),

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from faasml.exceptions import ConfigError, WorkloadError
-from faasml.workloads import create_model, create_optimizer
+from faasml.workloads import create_model, create_optimizer, evaluate_in_batches
 from faasml.workloads.data import higgs_like, iterate_minibatches
 
 
@@ -108,3 +108,15 @@ def test_bad_inputs_name_the_rule() -> None:
         create_model("logistic-regression", (3,), 2, l2=-1.0)
     with pytest.raises(ConfigError, match=r"unknown model 'nope'.*logistic-regression"):
         create_model("nope", (3,), 2)
+
+
+def test_evaluation_in_batches_equals_one_pass() -> None:
+    data = higgs_like(1000, seed=2)
+    model = create_model("logistic-regression", data.input_shape, 2)
+    params = model.init_params(1)
+    whole = model.evaluate(params, data.features, data.labels)
+    sliced = evaluate_in_batches(model, params, data.features, data.labels, batch_size=300)
+    assert sliced["loss"] == pytest.approx(whole["loss"], rel=1e-6)
+    assert sliced["accuracy"] == pytest.approx(whole["accuracy"], rel=1e-9)
+    with pytest.raises(WorkloadError, match="no samples"):
+        evaluate_in_batches(model, params, data.features[:0], data.labels[:0])

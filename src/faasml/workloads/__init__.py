@@ -7,7 +7,13 @@ from typing import Any
 
 from faasml.exceptions import WorkloadError
 from faasml.registry import Registry
-from faasml.workloads._base import FloatVector, Model, ModelFactory, check_options
+from faasml.workloads._base import (
+    FloatVector,
+    Model,
+    ModelFactory,
+    check_options,
+    evaluate_in_batches,
+)
 from faasml.workloads.data import Dataset, partition
 from faasml.workloads.optim import OPTIMIZERS, Optimizer, create_optimizer
 
@@ -63,5 +69,6 @@ __all__ = [
     "Optimizer",
     "create_model",
     "create_optimizer",
+    "evaluate_in_batches",
     "partition",
 ]
