@@ -83,6 +83,15 @@ def test_names_stay_text_and_file_references_resolve_next_to_the_job(tmp_path: P
     assert job.catalog == "local"
 
 
+def test_a_user_module_factory_by_path(tmp_path: Path) -> None:
+    model = {"name": "torch.nn:Linear", "in_features": 4, "out_features": 2}
+    job = load_job(_write(tmp_path, {**BASE, "model": model}), environ={})
+    train, _ = job.dataset.load()
+    assert job.model.build(train.input_shape, train.num_classes).num_params == 10
+    with pytest.raises(ConfigError, match=r"model 'torch.nn:Linear' has no option.*bias_"):
+        load_job(_write(tmp_path, {**BASE, "model": {**model, "bias_": 1}}), environ={})
+
+
 def test_model_shorthand_and_overrides_of_model_options(tmp_path: Path) -> None:
     job = load_job(_write(tmp_path, BASE), {"model.l2": 0.01}, environ={})
     assert job.model.name == "logistic-regression" and dict(job.model.options) == {"l2": 0.01}

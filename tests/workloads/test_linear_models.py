@@ -120,3 +120,24 @@ def test_evaluation_in_batches_equals_one_pass() -> None:
     assert sliced["accuracy"] == pytest.approx(whole["accuracy"], rel=1e-9)
     with pytest.raises(WorkloadError, match="no samples"):
         evaluate_in_batches(model, params, data.features[:0], data.labels[:0])
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    name=st.sampled_from(["logistic-regression", "svm"]),
+    seed=st.integers(0, 2**31 - 1),
+    batch=st.integers(1, 40),
+    scale=st.floats(0.0, 5.0),
+)
+def test_loss_and_evaluation_invariants(name: str, seed: int, batch: int, scale: float) -> None:
+    """Loss >= 0, accuracy in [0, 1], evaluate's loss equals the training loss."""
+    rng = np.random.default_rng(seed)
+    model = create_model(name, (4,), 2, l2=0.01)
+    params = (rng.normal(size=model.num_params) * scale).astype(np.float32)
+    x = rng.normal(size=(batch, 4)).astype(np.float32)
+    y = rng.integers(0, 2, batch)
+    loss, grad = model.loss_and_grad(params, x, y)
+    metrics = model.evaluate(params, x, y)
+    assert loss >= 0 and np.all(np.isfinite(grad))
+    assert 0.0 <= metrics["accuracy"] <= 1.0
+    assert metrics["loss"] == pytest.approx(loss, rel=1e-5, abs=1e-6)

@@ -130,6 +130,9 @@ def test_user_module_factory_by_path_and_adapter() -> None:
     loss, grad = model.loss_and_grad(model.init_params(0), x, y)
     assert np.isfinite(loss) and grad.shape == (15,)
 
+    double = model.loss_and_grad(model.init_params(0), x.astype(np.float64), y)
+    assert double[0] == pytest.approx(loss)  # float64 features are cast to the parameters' type
+
     adapted = TorchModel(
         lambda: torch.nn.Sequential(torch.nn.Linear(4, 1), torch.nn.Flatten(0)),
         lambda out, labels: torch.nn.functional.binary_cross_entropy_with_logits(

@@ -132,7 +132,10 @@ class TorchModel(Model):
     def _inputs(self, features: NDArray[Any], labels: NDArray[np.int64]) -> tuple[Any, Any]:
         self.check_batch(features, labels)
         torch = self._torch
-        x = torch.from_numpy(np.ascontiguousarray(features))
+        array = np.asarray(features)
+        if np.issubdtype(array.dtype, np.floating):
+            array = array.astype(np.float32, copy=False)  # the parameters are float32
+        x = torch.from_numpy(np.ascontiguousarray(array))
         return x, torch.from_numpy(np.ascontiguousarray(labels, dtype=np.int64))
 
     def loss_and_grad(
