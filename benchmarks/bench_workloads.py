@@ -14,11 +14,10 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")  # one thread, set before numpy and torch load
 
 import argparse  # noqa: E402
-import statistics  # noqa: E402
-import time  # noqa: E402
 
 from faasml.workloads import create_model  # noqa: E402
 from faasml.workloads.data import Dataset, higgs_like, images, sequences  # noqa: E402
+from faasml.workloads.throughput import samples_per_second, seconds_per_mb  # noqa: E402
 
 
 def _cases() -> dict[str, tuple[Dataset, tuple[int, ...]]]:
@@ -31,22 +30,6 @@ def _cases() -> dict[str, tuple[Dataset, tuple[int, ...]]]:
         "resnet-small": (pictures, (16, 64, 128)),
         "transformer-small": (sequences(1024, length=32, vocab=64, seed=0), (16, 64, 256)),
     }
-
-
-def measure(name: str, data: Dataset, batch: int, seconds: float) -> float:
-    """Median over 3 repeats of samples/s, each repeat running for about ``seconds``."""
-    model = create_model(name, data.input_shape, data.num_classes)
-    params = model.init_params(0)
-    x, y = data.features[:batch], data.labels[:batch]
-    model.loss_and_grad(params, x, y)  # warm-up: allocations, lazy initialisation
-    rates = []
-    for _ in range(3):
-        count, start = 0, time.perf_counter()
-        while (elapsed := time.perf_counter() - start) < seconds or count < 2:
-            model.loss_and_grad(params, x, y)
-            count += 1
-        rates.append(count * batch / elapsed)
-    return statistics.median(rates)
 
 
 def main() -> None:
@@ -66,13 +49,15 @@ def main() -> None:
     print(f"{'model':<20}{'params':>9}{'batch':>7}{'samples/s':>12}{'ms/iter':>9}{'u1 s/MB':>10}")
     for name in chosen:
         data, batches = cases[name]
-        params = create_model(name, data.input_shape, data.num_classes).num_params
-        mb_per_sample = data.size_mb / len(data)
+        model = create_model(name, data.input_shape, data.num_classes)
+        params = model.init_params(0)
+        bytes_per_sample = 1e6 * data.size_mb / len(data)
         for batch in batches:
-            rate = measure(name, data, batch, args.seconds)
+            x, y = data.features[:batch], data.labels[:batch]
+            rate = samples_per_second(model, params, x, y, seconds=args.seconds)
             print(
-                f"{name:<20}{params:>9}{batch:>7}{rate:>12.0f}{1000 * batch / rate:>9.2f}"
-                f"{1 / (rate * mb_per_sample):>10.3f}"
+                f"{name:<20}{model.num_params:>9}{batch:>7}{rate:>12.0f}"
+                f"{1000 * batch / rate:>9.2f}{seconds_per_mb(rate, bytes_per_sample):>10.3f}"
             )
 
 

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from faasml.exceptions import ConfigError, WorkloadError
 from faasml.workloads import create_model, create_optimizer, evaluate_in_batches
 from faasml.workloads.data import higgs_like, iterate_minibatches
+from faasml.workloads.throughput import samples_per_second, seconds_per_mb
 
 
 def _finite_difference(model, params, x, y, eps=1e-3):  # type: ignore[no-untyped-def]
@@ -141,3 +142,15 @@ def test_loss_and_evaluation_invariants(name: str, seed: int, batch: int, scale:
     assert loss >= 0 and np.all(np.isfinite(grad))
     assert 0.0 <= metrics["accuracy"] <= 1.0
     assert metrics["loss"] == pytest.approx(loss, rel=1e-5, abs=1e-6)
+
+
+def test_throughput_measurement_counts_samples() -> None:
+    data = higgs_like(64, seed=0)
+    model = create_model("svm", data.input_shape, 2)
+    rate = samples_per_second(
+        model, model.init_params(0), data.features, data.labels, seconds=0.01, repeats=1
+    )
+    assert rate > 0
+    assert seconds_per_mb(rate, 116) == pytest.approx(1e6 / (rate * 116))
+    with pytest.raises(WorkloadError, match="empty batch"):
+        samples_per_second(model, model.init_params(0), data.features[:0], data.labels[:0])
