@@ -250,6 +250,27 @@ def load_job(
     return _parse_job(merged, file.resolve().parent, str(file))
 
 
+def parse_assignments(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """``["tuning.trials=8", "platform=local"]`` (command-line ``--set``) -> overrides mapping.
+
+    Values are read as YAML (``8`` is a number, ``[8, 16]`` a list); text stays text.
+    """
+    overrides: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip() or any(not part for part in key.strip().split(".")):
+            raise ConfigError(
+                f"the value of --set is {item!r}, but must be FIELD=VALUE with a dotted field "
+                "such as tuning.trials=8"
+            )
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError:
+            value = text
+        overrides[key.strip()] = text if value is None and text else value
+    return overrides
+
+
 def environment_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
     """Dotted job paths set by ``FAASML_<FIELD>`` / ``FAASML_<SECTION>__<FIELD>`` variables.
 
