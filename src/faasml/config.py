@@ -16,12 +16,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
-import yaml
-
+from faasml._layers import (
+    ENV_FIELDS,
+    ENV_PREFIX,
+    ENV_SECTIONS,
+    environment_overrides,
+    has_password,
+    parse_assignments,
+    redact_url,
+    set_path,
+)
 from faasml._validate import Fields, load_yaml
-from faasml.exceptions import ConfigError, FaasmlError
+from faasml.exceptions import ConfigError
 from faasml.searchspace import SearchSpace, parse_search_space
 from faasml.workloads import MODELS, Model, create_model
 from faasml.workloads._base import check_options
@@ -35,12 +42,6 @@ from faasml.workloads.data import (
 )
 from faasml.workloads.optim import OPTIMIZERS, Optimizer, create_optimizer
 
-ENV_PREFIX = "FAASML_"
-ENV_FIELDS = ("name", "batch_size", "seed", "platform", "store", "catalog", "profile")
-"""Top-level fields the environment may set: ``FAASML_BATCH_SIZE=128``."""
-ENV_SECTIONS = ("model", "dataset", "optimizer", "tuning", "training")
-"""Sections whose fields the environment may set: ``FAASML_TUNING__TRIALS=8``."""
-_TEXT_FIELDS = frozenset({"name", "platform", "store", "catalog", "profile"})
 METRICS = ("loss", "accuracy")
 _MODULE_ATTR = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _SUFFIX_FORMATS = {".csv": "higgs-csv", ".gz": "higgs-csv", ".bin": "cifar10-bin"}
@@ -196,7 +197,7 @@ class JobSpec:
         """This job with one configuration applied (keys as in ``search_space``), revalidated."""
         data = self.to_dict(redact=False)
         for key, value in config.items():
-            _set_path(data, resolve_hyperparameter(key, self.optimizer.name), copy.deepcopy(value))
+            set_path(data, resolve_hyperparameter(key, self.optimizer.name), copy.deepcopy(value))
         data["dataset"] = {}
         return _parse_job(data, Path.cwd(), self.source, dataset=self.dataset, check_space=False)
 
@@ -237,100 +238,17 @@ def load_job(
     if not isinstance(data, Mapping):
         raise ConfigError(f"{file} must hold a mapping of job fields, not {type(data).__name__}")
     store = data.get("store")
-    if isinstance(store, str) and _has_password(store):
+    if isinstance(store, str) and has_password(store):
         raise ConfigError(
             f"{file}: the value of store holds a password; credentials never go in job files: "
             f"set {ENV_PREFIX}STORE in the environment or use the service's credential file"
         )
     merged = copy.deepcopy(dict(data))
     for key, value in environment_overrides(os.environ if environ is None else environ).items():
-        _set_path(merged, key, value)
+        set_path(merged, key, value)
     for key, value in (overrides or {}).items():
-        _set_path(merged, key, value)
+        set_path(merged, key, value)
     return _parse_job(merged, file.resolve().parent, str(file))
-
-
-def parse_assignments(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
-    """``["tuning.trials=8", "platform=local"]`` (command-line ``--set``) -> overrides mapping.
-
-    Values are read as YAML (``8`` is a number, ``[8, 16]`` a list); text stays text.
-    """
-    overrides: dict[str, Any] = {}
-    for item in items:
-        key, sep, text = item.partition("=")
-        if not sep or not key.strip() or any(not part for part in key.strip().split(".")):
-            raise ConfigError(
-                f"the value of --set is {item!r}, but must be FIELD=VALUE with a dotted field "
-                "such as tuning.trials=8"
-            )
-        try:
-            value = yaml.safe_load(text)
-        except yaml.YAMLError:
-            value = text
-        overrides[key.strip()] = text if value is None and text else value
-    return overrides
-
-
-def environment_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
-    """Dotted job paths set by ``FAASML_<FIELD>`` / ``FAASML_<SECTION>__<FIELD>`` variables.
-
-    Values are read as YAML scalars (``8`` is a number, ``true`` a flag); other ``FAASML_*``
-    variables belong to other parts of faasml and are ignored here.
-    """
-    found: dict[str, Any] = {}
-    for name in sorted(environ):
-        if not name.startswith(ENV_PREFIX):
-            continue
-        parts = name[len(ENV_PREFIX) :].lower().split("__")
-        top_level = len(parts) == 1 and parts[0] in ENV_FIELDS
-        in_section = len(parts) >= 2 and parts[0] in ENV_SECTIONS and all(parts)
-        if top_level and parts[0] in _TEXT_FIELDS:
-            found[parts[0]] = environ[name]  # a name stays text even when it looks like 123
-        elif top_level or in_section:
-            found[".".join(parts)] = _scalar(environ[name])
-    return found
-
-
-def redact_url(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (for records, reports and logs)."""
-    if not _has_password(url):
-        return url
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    user = parts.username or ""
-    return urlunsplit((parts.scheme, f"{user}:***@{host}", parts.path, parts.query, ""))
-
-
-def _has_password(url: str) -> bool:
-    try:
-        return bool(urlsplit(url).password)
-    except ValueError:
-        return False
-
-
-def _scalar(text: str) -> Any:
-    try:
-        value = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return text
-    return value if isinstance(value, str | int | float | bool) else text
-
-
-def _set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
-    node = data
-    *parents, leaf = dotted.split(".")
-    for part in parents:
-        child = node.get(part)
-        if child is None:
-            child = {}
-        elif isinstance(child, str) and part == "model" and node is data:
-            child = {"name": child}  # the `model: name` shorthand
-        elif not isinstance(child, Mapping):
-            raise ConfigError(f"cannot set {dotted}: {part} is {child!r}, not a mapping of fields")
-        node[part] = node = dict(child)
-    node[leaf] = value
 
 
 def _dataset_dict(spec: DatasetSpec) -> dict[str, Any]:
@@ -424,12 +342,7 @@ def _model(value: Any) -> ModelSpec:
     elif name not in MODELS:
         raise f.fail("name", name, f"must be one of: {', '.join(MODELS.names())}")
     else:
-        try:
-            check_options(
-                f"model '{name}'", MODELS.get(name), options, ("input_shape", "num_classes")
-            )
-        except FaasmlError as err:
-            raise ConfigError(str(err)) from None
+        check_options(f"model '{name}'", MODELS.get(name), options, ("input_shape", "num_classes"))
     f.finish()
     return ModelSpec(name, options)
 
@@ -529,3 +442,21 @@ def _check_search_space(job: JobSpec, space: SearchSpace) -> None:
                 raise ConfigError(
                     f"search_space.{key} allows {value!r}, which makes an invalid job: {err}"
                 ) from None
+
+
+__all__ = [
+    "ENV_FIELDS",
+    "ENV_PREFIX",
+    "ENV_SECTIONS",
+    "DatasetSpec",
+    "JobSpec",
+    "ModelSpec",
+    "OptimizerSpec",
+    "TrainingSpec",
+    "TuningSpec",
+    "environment_overrides",
+    "load_job",
+    "parse_assignments",
+    "redact_url",
+    "resolve_hyperparameter",
+]
