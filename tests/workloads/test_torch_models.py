@@ -129,6 +129,10 @@ def test_user_module_factory_by_path_and_adapter() -> None:
     x, y = np.ones((2, 4), np.float32), np.array([0, 2])
     loss, grad = model.loss_and_grad(model.init_params(0), x, y)
     assert np.isfinite(loss) and grad.shape == (15,)
+    torch.manual_seed(123)  # the global RNG state must not matter: the seed decides
+    again = create_model("torch.nn:Linear", (4,), 3, in_features=4, out_features=3)
+    assert np.array_equal(again.init_params(5), model.init_params(5))
+    assert not np.array_equal(model.init_params(5), model.init_params(6))
 
     double = model.loss_and_grad(model.init_params(0), x.astype(np.float64), y)
     assert double[0] == pytest.approx(loss)  # float64 features are cast to the parameters' type

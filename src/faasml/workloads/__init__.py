@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 from typing import Any
 
@@ -51,8 +52,14 @@ def create_model(
         return built
     from faasml.workloads.torch_model import TorchModel, is_torch_module
 
-    if is_torch_module(built):
-        return TorchModel.from_module(built, tuple(input_shape), num_classes, name=name)
+    if is_torch_module(built):  # init_params(seed) rebuilds it under torch.manual_seed(seed)
+        return TorchModel(
+            functools.partial(factory, **options),
+            input_shape=tuple(input_shape),
+            num_classes=num_classes,
+            name=name,
+            module=built,
+        )
     raise WorkloadError(
         f"model factory '{name}' returned {type(built).__name__}, "
         "but must return a faasml Model or a torch.nn.Module"

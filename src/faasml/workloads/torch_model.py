@@ -86,7 +86,8 @@ class TorchModel(Model):
         name: str = "torch",
         module_factory: Callable[[], Any] | None = None,
     ) -> TorchModel:
-        """Wrap an already built module; ``init_params`` then reuses its initial weights."""
+        """Wrap an already built module; ``init_params`` then returns its weights as built
+        (whatever the seed), unless ``module_factory`` is given to rebuild it per seed."""
         initial = optional_import("torch", "torch").nn.utils.parameters_to_vector(
             [p for p in module.parameters() if p.requires_grad]
         )
@@ -98,7 +99,8 @@ class TorchModel(Model):
             name=name,
             module=module,
         )
-        model._initial = snapshot
+        if module_factory is None:
+            model._initial = snapshot
         return model
 
     @property
