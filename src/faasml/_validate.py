@@ -3,15 +3,32 @@
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
 
-from faasml.exceptions import ConfigError
+from faasml.exceptions import ConfigError, UnknownNameError
 
 E = TypeVar("E", bound=ConfigError)
+
+
+def shipped_or_path(name_or_path: str | os.PathLike[str], directory: Path, kind: str) -> Path:
+    """The file a name or path means: a ``.yaml``/``.yml`` path or an existing file as given,
+    otherwise a shipped ``directory/NAME.yaml``; an unknown name lists the shipped ones."""
+    text = os.fspath(name_or_path)
+    path = Path(text)
+    if path.suffix in {".yaml", ".yml"} or path.exists():
+        return path
+    shipped = sorted(p.stem for p in directory.glob("*.yaml"))
+    if text not in shipped:
+        raise UnknownNameError(
+            f"unknown {kind} '{text}'; choose one of: {', '.join(shipped)} "
+            f"or give the path of a {kind} file"
+        )
+    return directory / f"{text}.yaml"
 
 
 def load_yaml(path: Path, error: type[ConfigError] = ConfigError) -> Any:

@@ -14,9 +14,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from faasml._validate import Fields, load_yaml
+from faasml._validate import Fields, load_yaml, shipped_or_path
 from faasml.catalog import Source
-from faasml.exceptions import UnknownNameError, WorkloadError
+from faasml.catalog._load import parse_sources
+from faasml.exceptions import WorkloadError
 
 PROFILE_DIR = Path(__file__).parent / "workloads" / "profiles"
 FORMAT_VERSION = 1
@@ -107,15 +108,7 @@ def builtin_workloads() -> list[str]:
 
 def load_workload(name_or_path: str | os.PathLike[str]) -> Workload:
     """Load a shipped profile by name or a profile file by path, validating every field."""
-    text = os.fspath(name_or_path)
-    path = Path(text)
-    if not (path.suffix in {".yaml", ".yml"} or path.exists()):
-        if text not in builtin_workloads():
-            raise UnknownNameError(
-                f"unknown workload '{text}'; choose one of: {', '.join(builtin_workloads())} "
-                "or give the path of a workload profile"
-            )
-        path = PROFILE_DIR / f"{text}.yaml"
+    path = shipped_or_path(name_or_path, PROFILE_DIR, "workload")
     return parse_workload(load_yaml(path, WorkloadError), path=str(path))
 
 
@@ -142,7 +135,7 @@ def parse_workload(data: Any, *, path: str | None = None) -> Workload:
         model_copies=memory.number("model_copies", 4.0, minimum=1),
         target_loss=top.optional_number("target_loss"),
         learning_rate=top.optional_number("learning_rate", minimum=0, strict_minimum=True),
-        sources=_sources(top),
+        sources=parse_sources(top),
         notes=str(top.raw("notes", "")),
         path=path,
     )
@@ -188,14 +181,3 @@ def _compute(fields: Fields) -> ComputeProfile:
     fields.raw("derivation", None)
     fields.finish()
     return profile
-
-
-def _sources(top: Fields) -> tuple[Source, ...]:
-    if top.raw("sources", None) is None:
-        return ()
-    out = []
-    for index, item in enumerate(top.items("sources")):
-        entry = Fields(item, f"sources[{index}]", WorkloadError)
-        out.append(Source(entry.text("what"), entry.text("reference"), str(entry.raw("date"))))
-        entry.finish()
-    return tuple(out)

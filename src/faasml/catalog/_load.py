@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from faasml._validate import Fields, load_yaml
+from faasml._validate import Fields, load_yaml, shipped_or_path
 from faasml.catalog._schema import (
     SCHEMES,
     Architecture,
@@ -16,7 +16,7 @@ from faasml.catalog._schema import (
     Source,
     StorageService,
 )
-from faasml.exceptions import CatalogError, UnknownNameError
+from faasml.exceptions import CatalogError
 
 DATA_DIR = Path(__file__).parent / "data"
 FORMAT_VERSION = 1
@@ -29,15 +29,7 @@ def builtin_catalogs() -> list[str]:
 
 def load_catalog(name_or_path: str | os.PathLike[str] = "aws-lambda") -> Catalog:
     """Load a shipped catalog by name or a user's catalog file by path, validating every field."""
-    text = os.fspath(name_or_path)
-    path = Path(text)
-    if not (path.suffix in {".yaml", ".yml"} or path.exists()):
-        if text not in builtin_catalogs():
-            raise UnknownNameError(
-                f"unknown catalog '{text}'; choose one of: {', '.join(builtin_catalogs())} "
-                "or give the path of a catalog file"
-            )
-        path = DATA_DIR / f"{text}.yaml"
+    path = shipped_or_path(name_or_path, DATA_DIR, "catalog")
     return parse_catalog(load_yaml(path, CatalogError), where=str(path), path=str(path))
 
 
@@ -50,7 +42,7 @@ def parse_catalog(data: Any, *, where: str = "catalog", path: str | None = None)
     name = top.text("name")
     version = str(top.raw("version"))
     date = str(top.raw("date"))
-    sources = _sources(top, "sources")
+    sources = parse_sources(top)
     platform = _platform(top.sub("platform"))
     storage_items = top.sub("storage")
     storages: dict[str, StorageService] = {}
@@ -68,13 +60,14 @@ def parse_catalog(data: Any, *, where: str = "catalog", path: str | None = None)
     return Catalog(name, version, date, platform, storages, sources, path)
 
 
-def _sources(fields: Fields, name: str) -> tuple[Source, ...]:
+def parse_sources(fields: Fields, name: str = "sources") -> tuple[Source, ...]:
+    """An optional list of {what, reference, date} entries."""
     if not fields.has(name):
         fields.raw(name, None)
         return ()
     out = []
     for index, item in enumerate(fields.items(name)):
-        entry = Fields(item, f"{fields.path(name)}[{index}]", CatalogError)
+        entry = Fields(item, f"{fields.path(name)}[{index}]", fields.error)
         out.append(Source(entry.text("what"), entry.text("reference"), str(entry.raw("date"))))
         entry.finish()
     return tuple(out)
@@ -202,7 +195,7 @@ def _storage(name: str, fields: Fields) -> StorageService:
         node=node,
         node_memory_mb=node_memory,
         max_item_kb=fields.optional_number("max_item_kb", minimum=0, strict_minimum=True),
-        sources=_sources(fields, "sources"),
+        sources=parse_sources(fields),
     )
     fields.finish()
     return service
