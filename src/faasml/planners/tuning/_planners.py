@@ -107,12 +107,12 @@ def greedy(problem: TuningProblem) -> tuple[int, ...]:
     """CE-scaling Algorithm 1, warm-started from the cost-optimal static plan as in the paper
     and, in addition, from the best static plan; the better result is returned, so it is never
     worse than either static baseline."""
-    starts: list[tuple[int, ...]] = []
     try:
         starts = [_warm_start(problem, static_cheapest_row(problem))]
         starts.append(_warm_start(problem, static_best_row(problem)))
     except InfeasibleConstraintError:
-        # No static plan fits: start from the plan cheapest in the limited resource.
+        # No static plan fits: start from the plan cheapest in the limited resource and let
+        # the spending phase bring the other quantity within its bound, if it can.
         starts = [_cheapest_in_limit(problem)]
     minimise_time = problem.constraint.goal is Objective.MIN_TIME
     best: tuple[int, ...] | None = None
@@ -121,22 +121,19 @@ def greedy(problem: TuningProblem) -> tuple[int, ...]:
         choice = greedy_options(problem, start)
         time, cost = problem.totals(choice)
         key = (time, cost) if minimise_time else (cost, time)
-        if key < best_key:
+        if problem.constraint.admits(time, cost) and key < best_key:
             best, best_key = choice, key
-    assert best is not None  # at least one start
+    if best is None:
+        raise InfeasibleConstraintError("greedy: found no plan within both bounds")
     return _rows(problem, best)
 
 
 def _cheapest_in_limit(problem: TuningProblem) -> tuple[int, ...]:
-    """Each stage on its option cheapest in the limited resource; checked against the bounds."""
+    """Each stage on its option cheapest in the limited resource (budget, or deadline)."""
     minimise_time = problem.constraint.goal is Objective.MIN_TIME
-    choice = tuple(
+    return tuple(
         int(np.argmin(s.cost_usd if minimise_time else s.time_s)) for s in problem.stages
     )
-    time, cost = problem.totals(choice)
-    if not problem.constraint.admits(time, cost):
-        raise InfeasibleConstraintError("no plan meets the constraint")
-    return choice
 
 
 def _split(problem: TuningProblem, shares: np.ndarray, name: str) -> tuple[int, ...]:
