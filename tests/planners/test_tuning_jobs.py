@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -44,7 +46,7 @@ def test_every_stage_keeps_at_least_one_trial_and_shrinks_by_eta(trials: int, et
     counts = sha.trial_counts
     assert counts[0] == trials
     assert all(q >= 1 for q in counts)
-    assert all(b == a // eta for a, b in zip(counts, counts[1:], strict=False))
+    assert all(b == a // eta for a, b in itertools.pairwise(counts))
 
 
 def test_hyperband_brackets_match_li_et_al() -> None:

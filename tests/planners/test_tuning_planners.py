@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from functools import cache
 
 import numpy as np
@@ -48,7 +47,7 @@ def brute_force(
     table: AllocationTable, catalog: Catalog, sha: SuccessiveHalving, constraint: Constraint
 ) -> float | None:
     """The best objective over every assignment of a row of Θ to every stage (None: none fits)."""
-    values = [stage_values(table, catalog, q, r) for q, r in zip(sha.trial_counts, sha.epochs)]
+    values = [stage_values(table, catalog, q, r) for q, r in zip(sha.trial_counts, sha.epochs, strict=True)]
     time = sum(np.ix_(*[v[0] for v in values])) if len(values) > 1 else values[0][0]
     cost = sum(np.ix_(*[v[1] for v in values])) if len(values) > 1 else values[0][1]
     ok = np.ones(np.shape(time), dtype=bool)
@@ -66,7 +65,7 @@ def plan_value(
     problem: TuningProblem, rows: tuple[int, ...], catalog: Catalog, sha: SuccessiveHalving
 ) -> tuple[float, float]:
     time = cost = 0.0
-    for (q, r), row in zip(zip(sha.trial_counts, sha.epochs), rows, strict=True):
+    for (q, r), row in zip(zip(sha.trial_counts, sha.epochs, strict=True), rows, strict=True):
         t, c = stage_values(problem.table.take([row]), catalog, q, r)
         time += float(t[0])
         cost += float(c[0])
@@ -90,10 +89,11 @@ def instances(draw: st.DrawFn) -> tuple[AllocationTable, Catalog, SuccessiveHalv
     assume(len(table) > 0)
     eta = draw(st.integers(2, 4))
     trials = draw(st.integers(eta, 3000))
-    stages = draw(st.integers(1, 3).filter(lambda s: s <= SuccessiveHalving(trials, eta).stages + 1))
+    most = SuccessiveHalving(trials, eta).stages + 1
+    stages = draw(st.integers(1, min(3, most)))
     epochs = tuple(draw(st.lists(st.integers(1, 3), min_size=stages, max_size=stages)))
     sha = SuccessiveHalving(trials, eta, stages, epochs)
-    values = [stage_values(table, catalog, q, r) for q, r in zip(sha.trial_counts, sha.epochs)]
+    values = [stage_values(table, catalog, q, r) for q, r in zip(sha.trial_counts, sha.epochs, strict=True)]
     least_t = sum(float(v[0].min()) for v in values)
     most_t = sum(float(v[0].max()) for v in values)
     least_c = sum(float(v[1].min()) for v in values)
