@@ -43,11 +43,18 @@ def stage_values(
     return time, cost
 
 
+def all_stage_values(
+    table: AllocationTable, catalog: Catalog, sha: SuccessiveHalving
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    stages = zip(sha.trial_counts, sha.epochs, strict=True)
+    return [stage_values(table, catalog, q, r) for q, r in stages]
+
+
 def brute_force(
     table: AllocationTable, catalog: Catalog, sha: SuccessiveHalving, constraint: Constraint
 ) -> float | None:
     """The best objective over every assignment of a row of Θ to every stage (None: none fits)."""
-    values = [stage_values(table, catalog, q, r) for q, r in zip(sha.trial_counts, sha.epochs, strict=True)]
+    values = all_stage_values(table, catalog, sha)
     time = sum(np.ix_(*[v[0] for v in values])) if len(values) > 1 else values[0][0]
     cost = sum(np.ix_(*[v[1] for v in values])) if len(values) > 1 else values[0][1]
     ok = np.ones(np.shape(time), dtype=bool)
@@ -93,7 +100,7 @@ def instances(draw: st.DrawFn) -> tuple[AllocationTable, Catalog, SuccessiveHalv
     stages = draw(st.integers(1, min(3, most)))
     epochs = tuple(draw(st.lists(st.integers(1, 3), min_size=stages, max_size=stages)))
     sha = SuccessiveHalving(trials, eta, stages, epochs)
-    values = [stage_values(table, catalog, q, r) for q, r in zip(sha.trial_counts, sha.epochs, strict=True)]
+    values = all_stage_values(table, catalog, sha)
     least_t = sum(float(v[0].min()) for v in values)
     most_t = sum(float(v[0].max()) for v in values)
     least_c = sum(float(v[1].min()) for v in values)

@@ -131,9 +131,7 @@ def greedy(problem: TuningProblem) -> tuple[int, ...]:
 def _cheapest_in_limit(problem: TuningProblem) -> tuple[int, ...]:
     """Each stage on its option cheapest in the limited resource (budget, or deadline)."""
     minimise_time = problem.constraint.goal is Objective.MIN_TIME
-    return tuple(
-        int(np.argmin(s.cost_usd if minimise_time else s.time_s)) for s in problem.stages
-    )
+    return tuple(int(np.argmin(s.cost_usd if minimise_time else s.time_s)) for s in problem.stages)
 
 
 def _split(problem: TuningProblem, shares: np.ndarray, name: str) -> tuple[int, ...]:
