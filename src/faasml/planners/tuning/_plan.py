@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time as _time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -167,6 +167,12 @@ def _check_feasible(problem: TuningProblem, workload: str) -> None:
 
 
 def _with(problem: TuningProblem, constraint: Constraint) -> TuningProblem:
-    from dataclasses import replace
-
     return replace(problem, constraint=constraint)
+
+
+def retarget(setup: TuningSetup, constraint: Constraint) -> TuningSetup:
+    """The same job and candidates under another constraint (stage options do not depend on
+    it), checked for feasibility; cheap, so sweeps over budgets reuse one evaluation of Θ."""
+    problem = _with(setup.problem, constraint)
+    _check_feasible(problem, setup.workload)
+    return TuningSetup(problem, setup.workload, setup.catalog, setup.setup_s)
