@@ -14,6 +14,7 @@ from faasml.exceptions import FaasmlError
 
 COMMAND_MODULES = ("faasml.cli.plan",)
 """Each module has ``register(subparsers)``, which adds its parser and sets ``func``."""
+COMMAND_MODULES += ("faasml.cli.simulate",)
 
 EXIT_USAGE = 2
 
