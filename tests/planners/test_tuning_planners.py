@@ -265,3 +265,36 @@ def test_exact_dynamic_programme_agrees_with_milp_at_paper_scale(workload: str) 
         mip = setup.problem.totals(exact_options_milp(setup.problem))
         assert dp[1] <= factor * least
         assert dp[0] <= mip[0] * (1 + 1e-7)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(["lr-higgs", "mobilenet-cifar10", "bert-imdb", "lr-yfcc"]),
+    st.integers(64, 16384),
+    st.integers(2, 10),
+    st.sampled_from([512, 1024, 2048]),
+    st.floats(1.0, 4.0),
+    st.booleans(),
+)
+def test_exact_matches_milp_on_many_stages(
+    workload: str, trials: int, stages: int, step: int, factor: float, by_budget: bool
+) -> None:
+    from faasml.planners.tuning._exact import exact_options, exact_options_milp
+
+    sha = SuccessiveHalving(trials, 2, min(stages, SuccessiveHalving(trials, 2).stages))
+    catalog = _catalog("aws-lambda")
+    loose = tuning_problem(
+        load_workload(workload), catalog, Constraint(budget_usd=1e15), sha, memory_step_mb=step
+    )
+    least_cost = sum(float(s.cost_usd.min()) for s in loose.problem.stages)
+    least_time = sum(float(s.time_s.min()) for s in loose.problem.stages)
+    constraint = (
+        Constraint(budget_usd=factor * least_cost)
+        if by_budget
+        else Constraint(deadline_s=factor * least_time)
+    )
+    problem = build_problem(loose.problem.table, catalog, sha, constraint)
+    dp = problem.totals(exact_options(problem))
+    mip = problem.totals(exact_options_milp(problem))
+    assert constraint.admits(*dp)
+    assert _objective(constraint, *dp) <= _objective(constraint, *mip) * (1 + 1e-7)
