@@ -21,7 +21,14 @@ def test_plan_tune_json_lists_stages_and_savings(capsys: pytest.CaptureFixture[s
         data["cost_usd"] / 2.00
     )
     compared = data["compared"]
-    assert set(compared) == {"greedy", "static", "static-cheapest", "fixed", "even-trials"}
+    assert set(compared) == {
+        "greedy",
+        "static",
+        "static-cheapest",
+        "fixed",
+        "fixed-pool",
+        "even-trials",
+    }
     for name in ("static", "static-cheapest"):
         assert compared[name]["saving"] >= -1e-9
 

@@ -24,7 +24,7 @@ from faasml.planners.tuning import (
 from faasml.types import Constraint, Objective
 from faasml.workload import load_workload
 
-PLANNERS = ("exact", "greedy", "static", "static-cheapest", "fixed", "even-trials")
+PLANNERS = ("exact", "greedy", "static", "static-cheapest", "fixed", "fixed-pool", "even-trials")
 
 
 @cache
@@ -298,3 +298,30 @@ def test_exact_matches_milp_on_many_stages(
     mip = problem.totals(exact_options_milp(problem))
     assert constraint.admits(*dp)
     assert _objective(constraint, *dp) <= _objective(constraint, *mip) * (1 + 1e-7)
+
+
+def test_fixed_pool_splits_one_pool_equally_among_each_stage_trials(
+    lr_setup: tuple[Catalog, SuccessiveHalving],
+) -> None:
+    catalog, sha = lr_setup
+    setup = tuning_problem(
+        load_workload("mobilenet-cifar10"),
+        catalog,
+        Constraint(budget_usd=1e6),
+        sha,
+        memory_step_mb=512,
+    )
+    pool = plan_from(setup, "fixed-pool")
+    exact = plan_from(setup, "exact")
+    assert exact.time_s <= pool.time_s * (1 + 1e-9)
+    first = pool.stages[0].allocation
+    assert {(s.allocation.memory_mb, s.allocation.storage) for s in pool.stages} == {
+        (first.memory_mb, first.storage)
+    }
+    # One pool size N explains every stage's functions per trial: n_i = max(1, N // q_i).
+    candidates = [
+        n
+        for n in range(1, 1001)
+        if all(s.allocation.n == max(1, n // s.trials) for s in pool.stages)
+    ]
+    assert candidates

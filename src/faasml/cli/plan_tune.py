@@ -30,7 +30,7 @@ from faasml.types import Allocation, Constraint, Objective, TunePlan
 from faasml.units import format_duration, format_money
 from faasml.workload import load_workload
 
-BASELINES = ("static", "static-cheapest", "fixed")
+BASELINES = ("static", "static-cheapest", "fixed", "fixed-pool")
 """The plans every savings figure is measured against."""
 SWEEP = (0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
 """Multiples of the user's limit plotted in the time-against-budget figure."""

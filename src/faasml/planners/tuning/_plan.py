@@ -13,6 +13,7 @@ from faasml.models.space import Exclusions, allocation_space
 from faasml.planners.tuning._exact import exact_options
 from faasml.planners.tuning._job import TuningJob
 from faasml.planners.tuning._planners import TUNING_PLANNERS
+from faasml.planners.tuning._pools import pool_plans
 from faasml.planners.tuning._problem import TuningProblem, build_problem
 from faasml.types import Constraint, Objective, StagePlan, TunePlan
 from faasml.units import format_duration, format_money
@@ -52,7 +53,10 @@ def tuning_problem(
     if len(space) == 0:
         reasons = "; ".join(f"{k} ({v})" for k, v in exclusions.counts.most_common())
         raise ConfigError(f"no allocation of {catalog.name} can run {workload.name}: {reasons}")
-    problem = build_problem(space, catalog, job, constraint)
+    pools = pool_plans(
+        workload, catalog, job, memory_step_mb=memory_step_mb, max_functions=max_functions
+    )
+    problem = build_problem(space, catalog, job, constraint, pools=pools)
     _check_feasible(problem, workload.name)
     return TuningSetup(problem, workload.name, catalog.name, _time.perf_counter() - started)
 

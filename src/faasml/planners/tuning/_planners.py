@@ -4,8 +4,9 @@
 are the paper's (§IV-B): ``static-cheapest`` (the cost-optimal single allocation, LambdaML and
 Siren as evaluated, and Algorithm 1's warm start), ``static`` (the best single allocation
 within the constraint, a stronger baseline), ``fixed`` (the limit split equally among stages
-and the trials of a stage) and ``even-trials`` (split in proportion to trial-epochs, what the
-paper says Siren's learned policy tends to do).
+and the trials of a stage), ``fixed-pool`` (the same pool of functions for every stage, split
+equally among its trials: the paper's cluster-based method) and ``even-trials`` (split in
+proportion to trial-epochs, what the paper says Siren's learned policy tends to do).
 """
 
 from __future__ import annotations
@@ -173,3 +174,30 @@ def even_trials(problem: TuningProblem) -> tuple[int, ...]:
     q_i · r_i, so early stages, most of whose trials are stopped, get most of it."""
     work = np.array([s.trials * s.epochs for s in problem.stages], dtype=float)
     return _split(problem, work / work.sum(), "even-trials")
+
+
+@TUNING_PLANNERS.decorator("fixed-pool")
+def fixed_pool(problem: TuningProblem) -> tuple[int, ...]:
+    """The paper's cluster-based Fixed: the same pool of N functions (one memory size and
+    storage) for every stage, split equally among the stage's trials (``_pools``); the best
+    such plan within the constraint."""
+    if not problem.pool_plans:
+        raise InfeasibleConstraintError("fixed-pool: no pool plan was evaluated for this job")
+    plans = np.array(problem.pool_plans, dtype=np.int64)
+    time = np.zeros(len(plans))
+    cost = np.zeros(len(plans))
+    for stage in range(len(problem.stages)):
+        stage_time, stage_cost, _ = problem.stage_totals(stage, plans[:, stage])
+        time += stage_time
+        cost += stage_cost
+    ok = np.ones(len(plans), dtype=bool)
+    c = problem.constraint
+    if c.budget_usd is not None:
+        ok &= cost <= c.budget_usd
+    if c.deadline_s is not None:
+        ok &= time <= c.deadline_s
+    rows = np.flatnonzero(ok)
+    if rows.size == 0:
+        raise InfeasibleConstraintError("fixed-pool: no equal split of a pool fits")
+    primary, secondary = (time, cost) if c.goal is Objective.MIN_TIME else (cost, time)
+    return tuple(int(r) for r in plans[_pick(rows, primary, secondary)])
