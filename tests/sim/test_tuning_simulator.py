@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from faasml.catalog import Catalog, load_catalog
@@ -54,3 +56,11 @@ def test_bad_noise_is_refused(planned: tuple[TunePlan, Catalog], noise: float) -
     plan, catalog = planned
     with pytest.raises(ConfigError, match="the value of noise"):
         simulate_tuning(plan, catalog, noise=noise)
+
+
+def test_a_platform_too_small_for_the_plan_is_refused(planned: tuple[TunePlan, Catalog]) -> None:
+    plan, catalog = planned
+    widest = max(stage.allocation.n for stage in plan.stages)
+    small = replace(catalog, platform=replace(catalog.platform, concurrency_limit=widest - 1))
+    with pytest.raises(ConfigError, match="runs at most"):
+        simulate_tuning(plan, small)
