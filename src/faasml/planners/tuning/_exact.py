@@ -1,0 +1,319 @@
+"""The exact tuning planner: the multiple-choice knapsack of CE-scaling eqs. 7–9 / 11.
+
+Choose one option per stage (x_i(θ) of eq. 6) minimising F = Σ F_i (time, eq. 7; or cost,
+eq. 11) subject to G = Σ G_i ≤ limit (budget, eq. 8; or deadline, eq. 9) and, when both bounds
+are given, F ≤ its own bound. Solved exactly by a dynamic programme over stages whose states
+are the Pareto-optimal partial sums (F, G) — a dominated partial plan can never complete into
+a better plan — pruned by two valid bounds:
+
+* feasibility: G + Σ_rest min G_j ≤ limit and F + Σ_rest min F_j ≤ F's bound;
+* optimality: F + L_rest(limit − G) > incumbent, where L_rest is the LP relaxation of the
+  remaining stages (the merged lower convex hulls of their options, a lower bound on any
+  integral completion) and the incumbent is the LP solution rounded down to a feasible plan.
+
+Nothing that could be optimal is ever dropped, so the result is optimal over the stage options
+(which ``_problem.tuning_candidates`` proves complete). ``exact_options_milp`` solves the same
+problem with HiGHS (``scipy.optimize.milp``) as a cross-check.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.optimize import Bounds, LinearConstraint, milp
+from scipy.sparse import csr_array
+
+from faasml.exceptions import InfeasibleConstraintError
+from faasml.planners.tuning._problem import TuningProblem
+from faasml.types import Objective
+
+Array = NDArray[np.float64]
+_SLACK = 1e-12
+"""Relative tolerance of the optimality bound: prune only what is worse by more than this."""
+
+
+def _roles(problem: TuningProblem) -> tuple[list[Array], list[Array], float, float]:
+    """Per-stage F (minimised) and G (limited) values, G's limit and F's own bound."""
+    c = problem.constraint
+    budget = np.inf if c.budget_usd is None else c.budget_usd
+    deadline = np.inf if c.deadline_s is None else c.deadline_s
+    if c.goal is Objective.MIN_TIME:
+        return (
+            [s.time_s for s in problem.stages],
+            [s.cost_usd for s in problem.stages],
+            budget,
+            deadline,
+        )
+    return (
+        [s.cost_usd for s in problem.stages],
+        [s.time_s for s in problem.stages],
+        deadline,
+        budget,
+    )
+
+
+def _front(f: Array, g: Array) -> NDArray[np.int64]:
+    """Indices of points not dominated in (f, g), by increasing f: one single-key sort (much
+    faster than a two-key one); of points with equal f a dominated one may stay, which costs a
+    state but never loses the optimum."""
+    order = np.argsort(f, kind="quicksort")
+    sorted_g = g[order]
+    best_before = np.minimum.accumulate(np.concatenate(([np.inf], sorted_g[:-1])))
+    return order[sorted_g < best_before].astype(np.int64)
+
+
+def _hull(g: Array, f: Array) -> NDArray[np.int64]:
+    """Indices of the lower convex hull of points sorted by g ascending (f descending).
+
+    Vectorised: every pass drops each point on or above the chord of its neighbours (such a
+    point is no vertex of the hull, so dropping them all at once leaves the hull unchanged),
+    until none is left to drop.
+    """
+    rows = np.arange(len(g), dtype=np.int64)
+    while rows.size >= 3:
+        x, y = g[rows], f[rows]
+        above = (y[1:-1] - y[:-2]) * (x[2:] - x[:-2]) >= (y[2:] - y[:-2]) * (x[1:-1] - x[:-2])
+        if not above.any():
+            break
+        rows = rows[np.concatenate(([True], ~above, [True]))]
+    return rows
+
+
+class _Relaxation:
+    """L(b) = min Σ F s.t. Σ G ≤ b over a set of stages with fractional choices (LP bound):
+    from every stage's cheapest option, take hull segments in order of slope."""
+
+    def __init__(self, g0: float, g: Array, f: Array) -> None:
+        self.g0, self.g, self.f = g0, g, f
+
+    def __call__(self, budget: Array) -> Array:
+        value = np.interp(budget, self.g, self.f, right=self.f[-1])
+        result: Array = np.where(budget < self.g0 * (1 - _SLACK), np.inf, value)
+        return result
+
+
+class _Segments:
+    """Every stage's hull segments sorted once by slope; the LP bound of any set of stages
+    is then a masked cumulative sum."""
+
+    def __init__(
+        self,
+        hulls: list[tuple[Array, Array]],
+        hull_rows: list[NDArray[np.int64]] | None = None,
+    ) -> None:
+        self.g_start = np.array([g[0] for g, _ in hulls])
+        self.f_start = np.array([f[0] for _, f in hulls])
+        stage = np.concatenate([np.full(len(g) - 1, i) for i, (g, _) in enumerate(hulls)])
+        dg = np.concatenate([np.diff(g) for g, _ in hulls])
+        df = np.concatenate([np.diff(f) for _, f in hulls])
+        order = np.argsort(df / np.where(dg > 0, dg, 1.0), kind="stable")
+        self.stage, self.dg, self.df = stage[order], dg[order], df[order]
+        ends = (
+            np.concatenate([rows[1:] for rows in hull_rows])
+            if hull_rows is not None
+            else np.zeros(len(stage), dtype=np.int64)
+        )
+        self.end = ends[order]
+        """The option (index into the stage's options) each segment leads to."""
+
+    def relaxation(self, include: NDArray[np.bool_]) -> _Relaxation:
+        mask = include[self.stage]
+        g0 = float(self.g_start[include].sum())
+        f0 = float(self.f_start[include].sum())
+        g = g0 + np.concatenate(([0.0], np.cumsum(self.dg[mask])))
+        f = f0 + np.concatenate(([0.0], np.cumsum(self.df[mask])))
+        return _Relaxation(g0, g, f)
+
+
+def exact_options(problem: TuningProblem) -> tuple[int, ...]:
+    """Optimal option index per stage; InfeasibleConstraintError when no choice fits."""
+    fs, gs, g_limit, f_limit = _roles(problem)
+    # Sort every stage's options by G; being a Pareto front, F then decreases.
+    sorts = [np.lexsort((f, g)) for f, g in zip(fs, gs, strict=True)]
+    fs = [f[o] for f, o in zip(fs, sorts, strict=True)]
+    gs = [g[o] for g, o in zip(gs, sorts, strict=True)]
+    if sum(float(g[-1]) for g in gs) <= g_limit and sum(float(f[-1]) for f in fs) <= f_limit:
+        # The limit does not bind: every stage on its best option is optimal.
+        return tuple(int(o[-1]) for o in sorts)
+    # Lower convex hulls of the full option sets: the LP bounds of every later step (on a
+    # subset of options they are weaker but still valid lower bounds).
+    hull_rows = [_hull(g, f) for f, g in zip(fs, gs, strict=True)]
+    hulls = [(g[h], f[h]) for f, g, h in zip(fs, gs, hull_rows, strict=True)]
+    incumbent = _improved(
+        fs, gs, g_limit, f_limit, _rounded_lp(fs, gs, g_limit, f_limit, hull_rows)
+    )
+    kept = _reduce(fs, gs, g_limit, incumbent, hulls)
+    sub_f = [f[k] for f, k in zip(fs, kept, strict=True)]
+    sub_g = [g[k] for g, k in zip(gs, kept, strict=True)]
+    if incumbent is not None:
+        # A narrow first pass (a beam of the most promising states) finds a near-optimal
+        # plan; the tighter incumbent makes the exact pass prune far more.
+        local = [int(np.flatnonzero(k == j)[0]) for k, j in zip(kept, incumbent[1], strict=True)]
+        found = _solve(sub_f, sub_g, hulls, g_limit, f_limit, (incumbent[0], tuple(local)), beam=64)
+        if found is not None and found[0] < incumbent[0]:
+            incumbent = (found[0], tuple(int(k[j]) for k, j in zip(kept, found[1], strict=True)))
+            kept = _reduce(fs, gs, g_limit, incumbent, hulls)
+            sub_f = [f[k] for f, k in zip(fs, kept, strict=True)]
+            sub_g = [g[k] for g, k in zip(gs, kept, strict=True)]
+        local = [int(np.flatnonzero(k == j)[0]) for k, j in zip(kept, incumbent[1], strict=True)]
+        start: tuple[float, tuple[int, ...]] | None = (incumbent[0], tuple(local))
+    else:
+        start = None
+    best = _solve(sub_f, sub_g, hulls, g_limit, f_limit, start, beam=None)
+    if best is None:
+        raise InfeasibleConstraintError("no plan meets the constraint")
+    return tuple(int(sort[k[j]]) for sort, k, j in zip(sorts, kept, best[1], strict=True))
+
+
+def _reduce(
+    fs: list[Array],
+    gs: list[Array],
+    g_limit: float,
+    incumbent: tuple[float, tuple[int, ...]] | None,
+    hulls: list[tuple[Array, Array]],
+) -> list[NDArray[np.int64]]:
+    """Options that can still be optimal (classic MCKP variable reduction): option j of stage
+    i is dropped when f_ij + L_{−i}(limit − g_ij), the LP bound of the other stages with what
+    is left, exceeds the incumbent's F. The incumbent's own options are always kept."""
+    if incumbent is None:
+        return [np.arange(len(f), dtype=np.int64) for f in fs]
+    segments = _Segments(hulls)
+    kept = []
+    for i, (f, g) in enumerate(zip(fs, gs, strict=True)):
+        others = segments.relaxation(np.arange(len(fs)) != i)
+        bound = f + others(g_limit - g)
+        keep = np.flatnonzero(bound <= incumbent[0] * (1 + _SLACK))
+        kept.append(np.union1d(keep, [incumbent[1][i]]).astype(np.int64))
+    return kept
+
+
+def _solve(
+    fs: list[Array],
+    gs: list[Array],
+    hulls: list[tuple[Array, Array]],
+    g_limit: float,
+    f_limit: float,
+    incumbent: tuple[float, tuple[int, ...]] | None,
+    *,
+    beam: int | None,
+) -> tuple[float, tuple[int, ...]] | None:
+    """The dynamic programme over the stages, options sorted by G: the best plan, or the
+    incumbent when nothing beats it, or None. With ``beam`` only that many states with the
+    lowest bounds survive each stage (a heuristic pass); without it the result is exact."""
+    d = len(fs)
+    segments = _Segments(hulls)
+    suffix = [segments.relaxation(np.arange(d) > i) for i in range(d)]
+    min_g_rest = np.concatenate((np.cumsum([g[0] for g in gs][::-1])[::-1][1:], [0.0]))
+    min_f_rest = np.concatenate((np.cumsum([f[-1] for f in fs][::-1])[::-1][1:], [0.0]))
+    best_f = np.inf if incumbent is None else incumbent[0]
+
+    state_f = np.zeros(1)
+    state_g = np.zeros(1)
+    parents: list[tuple[NDArray[np.int64], NDArray[np.int64]]] = []
+    for i in range(d - 1):
+        k = len(fs[i])
+        total_f = (state_f[:, None] + fs[i][None, :]).ravel()
+        total_g = (state_g[:, None] + gs[i][None, :]).ravel()
+        keep = (total_g + min_g_rest[i] <= g_limit) & (total_f + min_f_rest[i] <= f_limit)
+        bound = total_f + suffix[i](g_limit - total_g)
+        keep &= bound <= best_f * (1 + _SLACK)
+        rows = np.flatnonzero(keep)
+        if rows.size == 0:
+            return incumbent
+        front = rows[_front(total_f[rows], total_g[rows])]
+        if beam is not None and front.size > beam:
+            front = front[np.argpartition(bound[front], beam)[:beam]]
+        parents.append(((front // k).astype(np.int64), (front % k).astype(np.int64)))
+        state_f, state_g = total_f[front], total_g[front]
+    # Last stage: the best option within what is left is the last one that fits.
+    last = np.searchsorted(gs[-1], g_limit - state_g, side="right") - 1
+    value = np.where(last >= 0, state_f + fs[-1][np.maximum(last, 0)], np.inf)
+    value = np.where(value <= f_limit, value, np.inf)
+    best = int(np.argmin(value))
+    if not np.isfinite(value[best]) or value[best] > best_f:
+        return incumbent
+    choice = [int(last[best])]
+    for parent, option in reversed(parents):
+        choice.append(int(option[best]))
+        best = int(parent[best])
+    return float(value[int(np.argmin(value))]), tuple(reversed(choice))
+
+
+def _improved(
+    fs: list[Array],
+    gs: list[Array],
+    g_limit: float,
+    f_limit: float,
+    start: tuple[float, tuple[int, ...]] | None,
+) -> tuple[float, tuple[int, ...]] | None:
+    """Local search from a feasible plan: take the single-stage change that lowers F most
+    while G stays within its limit, until none does (a tighter incumbent prunes more)."""
+    if start is None:
+        return None
+    width = max(len(f) for f in fs)
+    f_pad = np.full((len(fs), width), np.inf)
+    g_pad = np.full((len(fs), width), np.inf)
+    for i, (f, g) in enumerate(zip(fs, gs, strict=True)):
+        f_pad[i, : len(f)] = f
+        g_pad[i, : len(g)] = g
+    rows = np.arange(len(fs))
+    choice = np.array(start[1], dtype=np.int64)
+    for _ in range(4 * len(fs) * width):
+        spent = float(g_pad[rows, choice].sum())
+        gain = f_pad[rows, choice][:, None] - f_pad
+        ok = (spent - g_pad[rows, choice][:, None] + g_pad <= g_limit) & (gain > 0)
+        if not ok.any():
+            break
+        flat = int(np.argmax(np.where(ok, gain, -np.inf)))
+        choice[flat // width] = flat % width
+    value = float(f_pad[rows, choice].sum())
+    return (value, tuple(int(j) for j in choice)) if value <= f_limit else start
+
+
+def _rounded_lp(
+    fs: list[Array],
+    gs: list[Array],
+    g_limit: float,
+    f_limit: float,
+    hull_rows: list[NDArray[np.int64]],
+) -> tuple[float, tuple[int, ...]] | None:
+    """A feasible plan near the LP optimum, or None: from each stage's cheapest-in-G option,
+    the hull segments in order of slope while they fit whole (the LP solution rounded down)."""
+    spent = sum(float(g[0]) for g in gs)
+    if spent > g_limit:
+        return None
+    hulls = [(g[h], f[h]) for f, g, h in zip(fs, gs, hull_rows, strict=True)]
+    segments = _Segments(hulls, hull_rows)
+    taken = np.flatnonzero(np.cumsum(segments.dg) <= g_limit - spent)
+    choice = np.zeros(len(fs), dtype=np.int64)
+    if taken.size:
+        prefix = slice(0, int(taken[-1]) + 1)
+        # Within a stage segments come in slope order, so the last one taken is the option.
+        np.maximum.at(choice, segments.stage[prefix], segments.end[prefix])
+    value = sum(float(f[j]) for f, j in zip(fs, choice, strict=True))
+    return (value, tuple(int(j) for j in choice)) if value <= f_limit else None
+
+
+def exact_options_milp(problem: TuningProblem) -> tuple[int, ...]:
+    """The same problem as a MILP solved by HiGHS to a zero gap (a cross-check; slower)."""
+    fs, gs, g_limit, f_limit = _roles(problem)
+    sizes = np.array([len(f) for f in fs])
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    f_all, g_all = np.concatenate(fs), np.concatenate(gs)
+    total = int(sizes.sum())
+    stage_of = np.repeat(np.arange(len(fs)), sizes)
+    rows = [LinearConstraint(csr_array((np.ones(total), (stage_of, np.arange(total)))), 1, 1)]
+    for values, limit in ((g_all, g_limit), (f_all, f_limit)):
+        if np.isfinite(limit):
+            rows.append(LinearConstraint(values[None, :] / limit, -np.inf, 1.0))
+    result = milp(
+        f_all / (float(np.abs(f_all).max()) or 1.0),
+        integrality=np.ones(total),
+        bounds=Bounds(0, 1),
+        constraints=rows,
+        options={"mip_rel_gap": 0.0},
+    )
+    if result.x is None:
+        raise InfeasibleConstraintError(f"no plan meets the constraint ({result.message})")
+    picked = np.flatnonzero(result.x > 0.5)
+    return tuple(int(j - starts[stage_of[j]]) for j in picked)
