@@ -36,7 +36,10 @@ SYNTHETIC_FAMILIES = ("inverse", "exponential", "power", "step")
 class TrainingCurve(Protocol):
     """What the simulator reads: the loss observed at the end of each epoch."""
 
-    target_loss: float
+    @property
+    def target_loss(self) -> float:
+        """The loss the run trains to."""
+        ...
 
     def observed(self, epoch: int) -> float:
         """Loss observed at the end of ``epoch`` (1-based); KeyError past a recording's end."""
