@@ -118,7 +118,12 @@ def _nnls_two(g: Array, y: Array, w: Array) -> tuple[Array, Array, Array]:
 
 
 def _fit_family(
-    family: str, k: Array, y: Array, w: Array, around: float | None = None
+    family: str,
+    k: Array,
+    y: Array,
+    w: Array,
+    around: float | None = None,
+    width: float = 0.0,
 ) -> tuple[float, float, float, float]:
     """Best (θ, a, c) and weighted SSE of one family: a coarse grid over log θ (or none when
     refining ``around`` a previous θ), then a fine grid around the best."""
@@ -130,7 +135,8 @@ def _fit_family(
         lo, hi = grid[max(best - 1, 0)], grid[min(best + 1, grid.size - 1)]
         fallback = (float(grid[best]), float(a[best]), float(c[best]), float(err[best]))
     else:
-        lo, hi = around / _STEP, around * _STEP
+        step = width or _STEP
+        lo, hi = around / step, around * step
         fallback = None
     fine = np.geomspace(lo, hi, _FINE)
     fa, fc, ferr = _nnls_two(_basis(family, k, fine), y, w)
@@ -138,6 +144,11 @@ def _fit_family(
     if fallback is not None and fallback[3] < ferr[pick]:
         return fallback
     return float(fine[pick]), float(fa[pick]), float(fc[pick]), float(ferr[pick])
+
+
+def whole_epochs(epochs: float) -> int:
+    """⌈epochs⌉ (at least 1), ignoring a thousandth of an epoch of fitting noise."""
+    return max(1, math.ceil(epochs - 1e-3))
 
 
 @dataclass(frozen=True)
@@ -155,7 +166,7 @@ class EpochPrediction:
     @property
     def whole(self) -> int:
         """Whole epochs to train: ⌈epochs⌉, at least 1."""
-        return max(1, math.ceil(self.epochs - 1e-9))
+        return whole_epochs(self.epochs)
 
 
 @dataclass(frozen=True)
@@ -300,6 +311,8 @@ def _fit_robust(family: str, k: Array, y: Array) -> LossFit:
         residual = y - (a * _basis(family, k, np.array([theta]))[0] + c)
         w = _huber_weights(residual)
         theta, a, c, sse = _fit_family(family, k, y, w, around=theta)
+    for shrink in (8.0, 64.0):  # polish θ on ever finer grids
+        theta, a, c, sse = _fit_family(family, k, y, w, theta, _STEP ** (1.0 / shrink))
     cov = _covariance(family, k, w, theta, a, sse)
     return LossFit(
         family=family,

@@ -31,7 +31,12 @@ from numpy.typing import NDArray
 
 from faasml.catalog import Catalog
 from faasml.exceptions import ConfigError, UnreachableTargetError
-from faasml.models.convergence import MIN_POINTS, EpochPrediction, fit_loss_curve
+from faasml.models.convergence import (
+    MIN_POINTS,
+    EpochPrediction,
+    fit_loss_curve,
+    whole_epochs,
+)
 from faasml.models.restart import SwitchCost, switch_costs
 from faasml.models.space import AllocationTable, allocation_space
 from faasml.planners.pareto import pareto_front
@@ -247,7 +252,7 @@ class TrainingPolicy:
     def _replan(
         self, epoch: int, budget: float | None, time_left: float | None, why: str
     ) -> tuple[Decision, int, str, SwitchCost | None]:
-        remaining = max(1, math.ceil(self._reference - 1e-9) - epoch)
+        remaining = max(1, whole_epochs(self._reference) - epoch)
         p, cur = self.frontier, self._row
         t, c = p.time_s, p.cost_usd
         switch = switch_costs(
@@ -342,7 +347,7 @@ class TrainingPolicy:
         effective: int | None = None,
         switch: SwitchCost | None = None,
     ) -> SchedulerDecision:
-        total = None if estimate is None else max(epoch, math.ceil(estimate - 1e-9))
+        total = None if estimate is None else max(epoch, whole_epochs(estimate))
         return SchedulerDecision(
             epoch=epoch,
             decision=decision,
