@@ -54,7 +54,7 @@ DEFAULT_DELTA = 0.1
 TRUSTED_POINTS = 5
 """Epochs observed before the online fit replaces the offline estimate."""
 
-TRUSTED_SPREAD = 0.5
+TRUSTED_SPREAD = 1.5
 """An online prediction is acted on when its 80 % interval is at most this share of it."""
 
 
