@@ -186,10 +186,14 @@ class TrainingPolicy:
         )
         estimate = self._reference if prediction is None else prediction.epochs
         decision, row, reason, switch = Decision.KEEP, self._row, note, None
-        if prediction is not None and self._pending is None:
-            replan, why = self._should_replan(prediction.epochs)
+        if self._pending is None:
+            replan, why = (False, note)
+            if prediction is not None:
+                replan, why = self._should_replan(prediction.epochs)
+            if not replan and self.guarded:
+                replan, why = self._outgrown(epoch, estimate, budget, time_left)
             if replan:
-                self._reference = prediction.epochs
+                self._reference = estimate
                 decision, row, reason, switch = self._replan(epoch, budget, time_left, why)
         next_cost, next_time = self._next_epoch(row, switch)
         if self.guarded and not self._fits(next_cost, next_time, budget, time_left):
@@ -232,6 +236,21 @@ class TrainingPolicy:
         return False, f"predicted epochs moved {change:.0%}, within δ = {self.delta:g}"
 
     # -- internals ----------------------------------------------------------------------------
+
+    def _outgrown(
+        self, epoch: int, estimate: float, budget: float | None, time_left: float | None
+    ) -> tuple[bool, str]:
+        """Whether the current allocation can no longer pay for the predicted remaining
+        epochs: then the policy re-plans whatever δ says (it never plans beyond what remains)."""
+        remaining = max(1, whole_epochs(estimate) - epoch)
+        cost = remaining * float(self.frontier.cost_usd[self._row])
+        time = remaining * float(self.frontier.time_s[self._row])
+        if self._fits(cost, time, budget, time_left):
+            return False, ""
+        return True, (
+            f"the current allocation cannot pay for the {remaining} predicted remaining epochs "
+            f"({format_money(cost)}, {format_duration(time)})"
+        )
 
     def _predict(self) -> tuple[EpochPrediction | None, str]:
         if len(self._epochs) < max(MIN_POINTS, TRUSTED_POINTS):
