@@ -24,7 +24,7 @@ import numpy as np
 
 from faasml.catalog import load_catalog
 from faasml.exceptions import FaasmlError, InfeasibleConstraintError
-from faasml.models.convergence import fit_loss_curve
+from faasml.models.convergence import predict_epochs
 from faasml.planners.adaptive import AdaptiveScheduler, training_frontier
 from faasml.sim.synthetic import SyntheticCurve, random_curve
 from faasml.sim.training import TrainingRun, offline_epochs_for, relative_error, simulate_training
@@ -49,9 +49,10 @@ def online_error(curve: SyntheticCurve, progress: float) -> float:
     truth = curve.epochs_to_target
     seen = max(3, round(progress * truth))
     epochs = list(range(1, seen + 1))
-    fit = fit_loss_curve(epochs, [curve.observed(k) for k in epochs])
+    losses = [curve.observed(k) for k in epochs]
     try:
-        return min(relative_error(fit.epochs_to_reach(curve.target_loss).epochs, truth), 1.0)
+        predicted = predict_epochs(epochs, losses, curve.target_loss).prediction.epochs
+        return min(relative_error(predicted, truth), 1.0)
     except FaasmlError:
         return 1.0
 

@@ -103,8 +103,9 @@ def test_rescales_when_the_prediction_moves_beyond_delta_and_keeps_within() -> N
     first_online = decisions[5]
     assert first_online[0].decision is Decision.RESCALE
     assert "more than δ" in first_online[0].reason
-    assert first_online[0].effective_epoch == 7  # delayed restart: epoch 6 still on the old one
-    assert first_online[0].switch is not None and first_online[0].switch.delayed
+    switch = first_online[0].switch
+    assert switch is not None and switch.delayed and switch.mid_epoch
+    assert first_online[0].effective_epoch == 6  # takes over at a sync point within epoch 6
     assert first_online[0].predicted_total_epochs == 30
     assert all(d[1].decision is Decision.KEEP for d in decisions.values())
 

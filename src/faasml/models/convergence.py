@@ -48,6 +48,9 @@ _STEP = float((1e4 / 1e-3) ** (1 / (_COARSE - 1)))
 """Ratio between neighbouring coarse grid points (of the widest grid)."""
 _DRAWS = 256
 _HUBER_K = 1.5
+_REACH_SHARE = 0.1
+"""``predict_epochs`` refuses when families that reach the target hold less than this share
+of the Akaike weight: a good fit with its floor above the target outweighs poor ones below."""
 _AUTO_MARGIN = 0.97
 """Another family replaces ``inverse`` only when its residual is at least 3 % smaller."""
 
@@ -228,7 +231,9 @@ class LossFit:
             return mean[None, :]
         rng = np.random.default_rng(20230515)
         try:
-            draws = rng.multivariate_normal(mean, cov, size=_DRAWS, method="eigh")
+            draws = rng.multivariate_normal(
+                mean, cov, size=_DRAWS, method="eigh", check_valid="ignore"
+            )
         except (np.linalg.LinAlgError, ValueError):
             return mean[None, :]
         draws[:, 0] = np.maximum(draws[:, 0], _GRIDS[self.family][0])
@@ -322,4 +327,77 @@ def _fit_robust(family: str, k: Array, y: Array) -> LossFit:
         residual=math.sqrt(sse / float(w.sum())),
         points=int(k.size),
         covariance=tuple(tuple(float(v) for v in row) for row in cov),
+    )
+
+
+@dataclass(frozen=True)
+class AveragedPrediction:
+    """An epochs-to-target prediction averaged over curve families, and the fits behind it."""
+
+    prediction: EpochPrediction
+    fits: tuple[LossFit, ...]
+    weights: tuple[float, ...]
+    """Akaike weight of each fit (0 for a family that never reaches the target)."""
+
+    @property
+    def best(self) -> LossFit:
+        """The fit with the largest weight."""
+        return self.fits[int(np.argmax(self.weights))]
+
+
+def predict_epochs(
+    epochs: Sequence[float] | ArrayLike,
+    losses: Sequence[float] | ArrayLike,
+    target: float,
+    family: str = "auto",
+) -> AveragedPrediction:
+    """Epochs to reach ``target``: with ``family="auto"`` the Akaike-weighted geometric mean of
+    the predictions of every family that reaches the target (equal parameter counts, so the
+    weights are exp(−n/2 · (ln SSE_f − ln SSE_min))). Averaging in log space keeps one family's
+    far extrapolation from dominating; dropping families whose floor is above the target keeps
+    one pessimistic family from vetoing the others. The interval averages the families' bounds
+    the same way (infinite when a family with weight above 1 % has no upper bound). Raises
+    UnreachableTargetError when no family reaches the target."""
+    names = FAMILIES if family == "auto" else (family,)
+    if family != "auto" and family not in FAMILIES:
+        fit_loss_curve(epochs, losses, family)  # raises the ConfigError naming the choices
+    fits = tuple(fit_loss_curve(epochs, losses, name) for name in names)
+    n = fits[0].points
+    sse = np.array([max(f.residual, 1e-300) ** 2 for f in fits])
+    raw = np.exp(-0.5 * n * (np.log(sse) - np.log(sse.min())))
+    predictions: list[EpochPrediction | None] = []
+    refusal: UnreachableTargetError | None = None
+    for fit in fits:
+        try:
+            predictions.append(fit.epochs_to_reach(target))
+        except UnreachableTargetError as err:
+            predictions.append(None)
+            refusal = refusal or err
+    reach = np.array([p is not None for p in predictions])
+    if raw[reach].sum() < _REACH_SHARE * raw.sum():
+        best = fits[int(np.argmax(raw))]
+        raise UnreachableTargetError(
+            f"the target loss {target:g} is at or below the fitted floor {best.floor:.4g} of the "
+            f"best-fitting curve ({best.family}); it is not predicted to be reached",
+            floor=best.floor,
+        )
+    weights = np.where(reach, raw, 0.0)
+    weights = weights / weights.sum()
+
+    def mean_log(values: list[float]) -> float:
+        logs = np.log(np.maximum(np.array(values), 1e-9))
+        return float(np.exp(np.sum(weights[reach] * logs)))
+
+    chosen = [p for p in predictions if p is not None]
+    point = mean_log([p.epochs for p in chosen])
+    low = mean_log([p.low for p in chosen])
+    highs = [p.high for p in chosen]
+    unbounded = any(
+        not math.isfinite(h) and w > 0.01 for h, w in zip(highs, weights[reach], strict=True)
+    )
+    high = math.inf if unbounded else mean_log([h if math.isfinite(h) else point for h in highs])
+    return AveragedPrediction(
+        prediction=EpochPrediction(point, min(low, point), max(high, point)),
+        fits=fits,
+        weights=tuple(float(w) for w in weights),
     )

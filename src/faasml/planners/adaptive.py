@@ -7,9 +7,10 @@ and the best Pareto allocation for the whole budget or deadline (Alg. 2 lines 3�
 epoch it refits the loss curve (line 8) and, when the predicted total epochs moved by more than
 δ from the prediction its allocation was planned for (line 11), it chooses the best Pareto
 allocation for the predicted remaining epochs within what is left of the budget or the time
-(lines 12–13), switching with a delayed restart: the next epoch still runs on the old
-allocation while the new functions start, which is why one epoch of the old allocation is paid
-before the new one is planned for e* − e' − 1 epochs (line 12).
+(lines 12–13), switching with a delayed restart: the new functions start while the old ones
+train the next epoch and take over at a synchronisation point (``faasml.models.restart``); the
+plan charges that switching epoch as the restart model prices it, then e* − e' − 1 epochs of the
+new allocation (line 12).
 
 Choices the paper leaves open (docs/adaptive.md): the change is measured against the prediction
 the current allocation was planned for (so slow drift still triggers), in both directions;
@@ -34,7 +35,7 @@ from faasml.exceptions import ConfigError, UnreachableTargetError
 from faasml.models.convergence import (
     MIN_POINTS,
     EpochPrediction,
-    fit_loss_curve,
+    predict_epochs,
     whole_epochs,
 )
 from faasml.models.restart import SwitchCost, switch_costs
@@ -134,12 +135,9 @@ class TrainingPolicy:
         self.frontier = frontier or training_frontier(
             workload, catalog, memory_step_mb=memory_step_mb, max_functions=max_functions
         )
-        self._storages = [self.frontier.options[int(o)][0] for o in self.frontier.option]
         self._epochs: list[int] = []
         self._losses: list[float] = []
         self._row = -1
-        self._pending: tuple[int, int] | None = None
-        """(frontier row, first epoch it runs) of a delayed switch not yet taken over."""
         self._reference = float(epochs)
         self._family: str | None = None
 
@@ -171,8 +169,6 @@ class TrainingPolicy:
         decide the allocation of the next epoch (Alg. 2 lines 8–15)."""
         self._require_start()
         self._check(epoch, loss, spent_usd, elapsed_s)
-        if self._pending is not None and self._pending[1] <= epoch + 1:
-            self._row, self._pending = self._pending[0], None
         self._epochs.append(epoch)
         self._losses.append(loss)
         if loss <= self.target_loss:
@@ -186,15 +182,14 @@ class TrainingPolicy:
         )
         estimate = self._reference if prediction is None else prediction.epochs
         decision, row, reason, switch = Decision.KEEP, self._row, note, None
-        if self._pending is None:
-            replan, why = (False, note)
-            if prediction is not None:
-                replan, why = self._should_replan(prediction.epochs)
-            if not replan and self.guarded:
-                replan, why = self._outgrown(epoch, estimate, budget, time_left)
-            if replan:
-                self._reference = estimate
-                decision, row, reason, switch = self._replan(epoch, budget, time_left, why)
+        replan, why = (False, note)
+        if prediction is not None:
+            replan, why = self._should_replan(prediction.epochs)
+        if not replan and self.guarded:
+            replan, why = self._outgrown(epoch, estimate, budget, time_left)
+        if replan:
+            self._reference = estimate
+            decision, row, reason, switch = self._replan(epoch, budget, time_left, why)
         next_cost, next_time = self._next_epoch(row, switch)
         if self.guarded and not self._fits(next_cost, next_time, budget, time_left):
             return self._decide(
@@ -208,11 +203,11 @@ class TrainingPolicy:
             )
         effective = epoch + 1
         if decision is Decision.RESCALE:
-            if switch is not None and switch.delayed:
+            # From the next observation on the new allocation runs: it takes over during the
+            # next epoch (or at its end when it cannot be ready in time).
+            self._row = row
+            if switch is not None and switch.delayed and not switch.mid_epoch:
                 effective = epoch + 2
-                self._pending = (row, effective)
-            else:
-                self._row = row
         return self._decide(
             epoch,
             decision,
@@ -240,27 +235,42 @@ class TrainingPolicy:
     def _outgrown(
         self, epoch: int, estimate: float, budget: float | None, time_left: float | None
     ) -> tuple[bool, str]:
-        """Whether the current allocation can no longer pay for the predicted remaining
-        epochs: then the policy re-plans whatever δ says (it never plans beyond what remains)."""
+        """Whether the current allocation no longer matches what is left, whatever δ says: it
+        cannot pay for the predicted remaining epochs (the policy never plans beyond what
+        remains), or it would leave more than δ of the constrained budget or time unused
+        while a faster (budget) or cheaper (deadline) Pareto allocation exists."""
         remaining = max(1, whole_epochs(estimate) - epoch)
-        cost = remaining * float(self.frontier.cost_usd[self._row])
-        time = remaining * float(self.frontier.time_s[self._row])
-        if self._fits(cost, time, budget, time_left):
+        p, row = self.frontier, self._row
+        cost, time = remaining * float(p.cost_usd[row]), remaining * float(p.time_s[row])
+        if not self._fits(cost, time, budget, time_left):
+            return True, (
+                f"the current allocation cannot pay for the {remaining} predicted remaining "
+                f"epochs ({format_money(cost)}, {format_duration(time)})"
+            )
+        if self.constraint.goal is Objective.MIN_TIME and budget is not None:
+            used, better = cost / max(budget, 1e-12), bool(p.time_s[row] > p.time_s.min())
+            what = "budget"
+        elif self.constraint.goal is Objective.MIN_COST and time_left is not None:
+            used, better = time / max(time_left, 1e-12), bool(p.cost_usd[row] > p.cost_usd.min())
+            what = "time"
+        else:
             return False, ""
-        return True, (
-            f"the current allocation cannot pay for the {remaining} predicted remaining epochs "
-            f"({format_money(cost)}, {format_duration(time)})"
-        )
+        if better and used < 1.0 - self.delta:
+            return True, (
+                f"the current allocation would use {used:.0%} of the {what} left for the "
+                f"{remaining} predicted remaining epochs"
+            )
+        return False, ""
 
     def _predict(self) -> tuple[EpochPrediction | None, str]:
         if len(self._epochs) < max(MIN_POINTS, TRUSTED_POINTS):
             return None, f"offline estimate of {self.offline_epochs} epochs stands (too few points)"
-        fit = fit_loss_curve(self._epochs, self._losses, self.family)
-        self._family = fit.family
         try:
-            prediction = fit.epochs_to_reach(self.target_loss)
+            averaged = predict_epochs(self._epochs, self._losses, self.target_loss, self.family)
         except UnreachableTargetError as err:
             return None, f"{err}; keeping the last prediction"
+        self._family = averaged.best.family
+        prediction = averaged.prediction
         if prediction.high - prediction.low > TRUSTED_SPREAD * prediction.epochs:
             return None, (
                 f"online prediction {prediction.epochs:.1f} epochs too uncertain "
@@ -279,18 +289,18 @@ class TrainingPolicy:
             self.catalog,
             p.allocation(cur),
             float(t[cur]),
-            p.n,
-            p.memory_mb,
-            self._storages,
+            float(c[cur]),
+            p,
             delayed=self.delayed_restart,
         )
-        # Epochs on the new allocation: one fewer after a delayed restart (Alg. 2 line 12).
-        on_new = remaining - switch.delayed.astype(float)
-        time = np.where(switch.delayed, t[cur], 0.0) + switch.visible_s + on_new * t
-        cost = np.where(switch.delayed, c[cur], 0.0) + switch.cost_usd + on_new * c
+        # The switching epoch (old and new functions, overheads), then the rest on the new one.
+        # Alg. 2 line 12 charges a whole epoch of the old allocation; the takeover at the
+        # synchronisation point charges the share the old functions train, as priced by
+        # faasml.models.restart.
+        time = switch.epoch_s + (remaining - 1) * t
+        cost = switch.epoch_usd + (remaining - 1) * c
         time[cur], cost[cur] = remaining * t[cur], remaining * c[cur]
-        usable = on_new >= 1
-        usable[cur] = True
+        usable = np.ones(time.shape, dtype=bool)
         admitted = usable & self._admits(time, cost, budget, time_left)
         if admitted.any():
             row = self._best(np.flatnonzero(admitted), time, cost)
@@ -310,19 +320,16 @@ class TrainingPolicy:
             hidden_s=float(switch.hidden_s[row]),
             cost_usd=float(switch.cost_usd[row]),
             delayed=bool(switch.delayed[row]),
-            launch_after_s=float(switch.launch_after_s[row]),
+            mid_epoch=bool(switch.mid_epoch[row]),
+            epoch_s=float(switch.epoch_s[row]),
+            epoch_usd=float(switch.epoch_usd[row]),
         )
         return Decision.RESCALE, row, f"{why}; re-planned: {p.allocation(row)} is {plan}", chosen
 
     def _next_epoch(self, row: int, switch: SwitchCost | None) -> tuple[float, float]:
-        p, cur = self.frontier, self._row
         if switch is None:
-            return float(p.cost_usd[row]), float(p.time_s[row])
-        runs = cur if switch.delayed else row
-        return (
-            float(p.cost_usd[runs]) + switch.cost_usd,
-            float(p.time_s[runs]) + switch.visible_s,
-        )
+            return float(self.frontier.cost_usd[row]), float(self.frontier.time_s[row])
+        return switch.epoch_usd, switch.epoch_s
 
     def _best(self, rows: NDArray[np.int64], time: Array, cost: Array) -> int:
         primary, secondary = (

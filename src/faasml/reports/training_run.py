@@ -18,7 +18,7 @@ def epoch_record_dict(record: EpochRecord) -> dict[str, Any]:
         "allocation": allocation_dict(record.allocation),
         "elapsed_s": record.elapsed_s,
         "spent_usd": record.spent_usd,
-        "switch_s": record.switch_s,
+        "switched": record.switched,
         "decision": decision.decision.value,
         "reason": decision.reason,
         "predicted_total_epochs": decision.predicted_total_epochs,
@@ -36,7 +36,9 @@ def epoch_record_dict(record: EpochRecord) -> dict[str, Any]:
             "visible_s": switch.visible_s,
             "cost_usd": switch.cost_usd,
             "delayed": switch.delayed,
-            "launch_after_s": switch.launch_after_s,
+            "mid_epoch": switch.mid_epoch,
+            "epoch_s": switch.epoch_s,
+            "epoch_usd": switch.epoch_usd,
         },
     }
 
