@@ -255,7 +255,7 @@ class TrainingPolicy:
             what = "time"
         else:
             return False, ""
-        if better and used < 1.0 - self.delta:
+        if better and used * (1.0 + self.delta) < 1.0 - self.delta:
             return True, (
                 f"the current allocation would use {used:.0%} of the {what} left for the "
                 f"{remaining} predicted remaining epochs"
@@ -297,18 +297,21 @@ class TrainingPolicy:
         # Alg. 2 line 12 charges a whole epoch of the old allocation; the takeover at the
         # synchronisation point charges the share the old functions train, as priced by
         # faasml.models.restart.
-        time = switch.epoch_s + (remaining - 1) * t
-        cost = switch.epoch_usd + (remaining - 1) * c
-        time[cur], cost[cur] = remaining * t[cur], remaining * c[cur]
-        usable = np.ones(time.shape, dtype=bool)
-        admitted = usable & self._admits(time, cost, budget, time_left)
-        if admitted.any():
-            row = self._best(np.flatnonzero(admitted), time, cost)
-            plan = f"best for {remaining} more epochs within {self._left(budget, time_left)}"
+        # Provision for (1 + δ) × the predicted epochs: the drift the policy tolerates without
+        # re-planning; fall back to the prediction itself when that does not fit.
+        for count in dict.fromkeys((math.ceil(remaining * (1.0 + self.delta) - 1e-9), remaining)):
+            time = switch.epoch_s + (count - 1) * t
+            cost = switch.epoch_usd + (count - 1) * c
+            time[cur], cost[cur] = count * t[cur], count * c[cur]
+            admitted = self._admits(time, cost, budget, time_left)
+            if admitted.any():
+                row = self._best(np.flatnonzero(admitted), time, cost)
+                plan = f"best for {count} more epochs within {self._left(budget, time_left)}"
+                break
         else:
             # Best effort: the allocation that buys the most epochs of what is left.
             per_epoch = c if self.constraint.budget_usd is not None else t
-            row = int(np.flatnonzero(usable)[np.argmin(per_epoch[usable])])
+            row = int(np.argmin(per_epoch))
             plan = (
                 f"no allocation fits {remaining} more epochs within "
                 f"{self._left(budget, time_left)}; best effort with the one that buys most epochs"
