@@ -58,8 +58,18 @@ def test_start_is_the_best_pareto_allocation_within_the_budget() -> None:
 
 def test_an_infeasible_budget_names_the_least_budget() -> None:
     with pytest.raises(InfeasibleConstraintError, match="least budget") as caught:
-        scheduler(Constraint(budget_usd=least_budget(20) / 2), 20).start()
+        scheduler(Constraint(budget_usd=least_budget(20) / 4), 20).start()
     assert caught.value.least_budget_usd == pytest.approx(least_budget(20))
+
+
+def test_a_budget_for_part_of_the_offline_estimate_starts_best_effort() -> None:
+    policy = scheduler(Constraint(budget_usd=least_budget(20) * 0.7), 20)
+    chosen = policy.start()
+    assert "best effort" in policy.start_reason
+    cheapest = int(np.argmin(FRONTIER.cost_usd))
+    assert chosen == FRONTIER.allocation(cheapest)
+    with pytest.raises(ConfigError, match="start_fraction"):
+        scheduler(Constraint(budget_usd=1.0), 20, start_fraction=0.0)
 
 
 def test_observe_checks_its_input_and_needs_start() -> None:

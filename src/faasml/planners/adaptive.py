@@ -121,6 +121,7 @@ class TrainingPolicy:
         frontier: AllocationTable | None = None,
         memory_step_mb: int | None = None,
         max_functions: int | None = None,
+        start_fraction: float = 0.5,
     ) -> None:
         if not (math.isfinite(target_loss) and target_loss >= 0):
             raise ConfigError(f"the value of target_loss is {target_loss}, but must be >= 0")
@@ -132,6 +133,12 @@ class TrainingPolicy:
         self.workload, self.catalog, self.constraint = workload, catalog, constraint
         self.target_loss, self.delta, self.offline_epochs = target_loss, delta, epochs
         self.family = family
+        if not 0 < start_fraction <= 1:
+            raise ConfigError(
+                f"the value of start_fraction is {start_fraction}, but must be in (0, 1]"
+            )
+        self.start_fraction = start_fraction
+        self.start_reason = ""
         self.frontier = frontier or training_frontier(
             workload, catalog, memory_step_mb=memory_step_mb, max_functions=max_functions
         )
@@ -151,15 +158,30 @@ class TrainingPolicy:
 
     def start(self) -> Allocation:
         """The best Pareto allocation for the offline estimate within the whole constraint
-        (Alg. 2 lines 3–6; eqs. 13–16). Raises InfeasibleConstraintError naming the least
-        budget or deadline that would do."""
-        p = self.frontier
+        (Alg. 2 lines 3–6; eqs. 13–16). When the estimate does not fit but ``start_fraction``
+        of it does, the allocation that buys the most epochs (``start_reason`` says so);
+        otherwise InfeasibleConstraintError naming the least budget or deadline."""
+        p, bounds = self.frontier, (self.constraint.budget_usd, self.constraint.deadline_s)
         time = self.catalog.platform.cold_start_s + self.offline_epochs * p.time_s
         cost = p.startup_usd + self.offline_epochs * p.cost_usd
-        admitted = self._admits(time, cost, self.constraint.budget_usd, self.constraint.deadline_s)
-        if not admitted.any():
+        admitted = self._admits(time, cost, *bounds)
+        if admitted.any():
+            self._row = self._best(np.flatnonzero(admitted), time, cost)
+            self.start_reason = f"best for the offline estimate of {self.offline_epochs} epochs"
+            return self.frontier.allocation(self._row)
+        # The offline estimate is a guess (errors up to 40 %, CE-scaling Fig. 4a): when a part
+        # of it fits, start best-effort and let the online fit decide; refuse below that part.
+        least = max(1, math.ceil(self.start_fraction * self.offline_epochs))
+        part_time = self.catalog.platform.cold_start_s + least * p.time_s
+        part_cost = p.startup_usd + least * p.cost_usd
+        if not self._admits(part_time, part_cost, *bounds).any():
             raise _infeasible(self.workload, self.offline_epochs, self.constraint, time, cost)
-        self._row = self._best(np.flatnonzero(admitted), time, cost)
+        per_epoch = p.cost_usd if self.constraint.budget_usd is not None else p.time_s
+        self._row = int(np.argmin(per_epoch))
+        self.start_reason = (
+            f"the offline estimate of {self.offline_epochs} epochs does not fit the constraint; "
+            f"best effort with the allocation that buys the most epochs"
+        )
         return self.frontier.allocation(self._row)
 
     def observe(
@@ -240,13 +262,15 @@ class TrainingPolicy:
         remains), or it would leave more than δ of the constrained budget or time unused
         while a faster (budget) or cheaper (deadline) Pareto allocation exists."""
         remaining = max(1, whole_epochs(estimate) - epoch)
+        provision = math.ceil(remaining * (1.0 + self.delta / 2) - 1e-9)
         p, row = self.frontier, self._row
-        cost, time = remaining * float(p.cost_usd[row]), remaining * float(p.time_s[row])
+        cost, time = provision * float(p.cost_usd[row]), provision * float(p.time_s[row])
         if not self._fits(cost, time, budget, time_left):
             return True, (
                 f"the current allocation cannot pay for the {remaining} predicted remaining "
-                f"epochs ({format_money(cost)}, {format_duration(time)})"
+                f"epochs with a margin of δ/2 ({format_money(cost)}, {format_duration(time)})"
             )
+        cost, time = remaining * float(p.cost_usd[row]), remaining * float(p.time_s[row])
         if self.constraint.goal is Objective.MIN_TIME and budget is not None:
             used, better = cost / max(budget, 1e-12), bool(p.time_s[row] > p.time_s.min())
             what = "budget"
