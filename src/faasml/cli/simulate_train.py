@@ -148,6 +148,7 @@ def print_timeline(run: TrainingRun) -> None:
         table.add_column(
             column, justify="left" if column in ("decision", "allocation") else "right"
         )
+    notes: list[str] = []
     for record in run.records:
         d = record.decision
         predicted = "-" if d.predicted_total_epochs is None else str(d.predicted_total_epochs)
@@ -157,8 +158,9 @@ def print_timeline(run: TrainingRun) -> None:
                 f" ({d.prediction.low:.0f}–{'∞' if high == float('inf') else f'{high:.0f}'})"
             )
         decision = d.decision.value
-        if d.decision.value != "keep":
-            decision += f": {d.reason}"
+        if d.decision.value != "keep" or "re-planned" in d.reason:
+            decision += f" [{len(notes) + 1}]"
+            notes.append(f"[{len(notes) + 1}] epoch {record.epoch}: {d.reason}")
         table.add_row(
             str(record.epoch),
             f"{record.loss:.4g}",
@@ -169,6 +171,8 @@ def print_timeline(run: TrainingRun) -> None:
             format_duration(record.elapsed_s),
         )
     out.print(table)
+    for note in notes:
+        out.print(note)
     status = "reached the target" if run.reached else "did not reach the target"
     broken = " [bold red]— constraint violated[/]" if run.violated else ""
     out.print(

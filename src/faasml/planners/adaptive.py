@@ -55,6 +55,10 @@ DEFAULT_DELTA = 0.1
 TRUSTED_POINTS = 5
 """Epochs observed before the online fit replaces the offline estimate."""
 
+MIN_UNDERUSE_EPOCHS = 3
+"""Fewer predicted remaining epochs than this (or than 1/δ, where one epoch is more than δ of
+the rest) never trigger a re-plan for unused budget or time."""
+
 TRUSTED_SPREAD = 1.5
 """An online prediction is acted on when its 80 % interval is at most this share of it."""
 
@@ -162,13 +166,17 @@ class TrainingPolicy:
         of it does, the allocation that buys the most epochs (``start_reason`` says so);
         otherwise InfeasibleConstraintError naming the least budget or deadline."""
         p, bounds = self.frontier, (self.constraint.budget_usd, self.constraint.deadline_s)
-        time = self.catalog.platform.cold_start_s + self.offline_epochs * p.time_s
-        cost = p.startup_usd + self.offline_epochs * p.cost_usd
-        admitted = self._admits(time, cost, *bounds)
-        if admitted.any():
-            self._row = self._best(np.flatnonzero(admitted), time, cost)
-            self.start_reason = f"best for the offline estimate of {self.offline_epochs} epochs"
-            return self.frontier.allocation(self._row)
+        # Provision for (1 + δ) × the estimate as re-plans do, else for the estimate itself.
+        for count in dict.fromkeys((self._provision(self.offline_epochs), self.offline_epochs)):
+            time = self.catalog.platform.cold_start_s + count * p.time_s
+            cost = p.startup_usd + count * p.cost_usd
+            admitted = self._admits(time, cost, *bounds)
+            if admitted.any():
+                self._row = self._best(np.flatnonzero(admitted), time, cost)
+                self.start_reason = (
+                    f"best for {count} epochs (offline estimate {self.offline_epochs})"
+                )
+                return self.frontier.allocation(self._row)
         # The offline estimate is a guess (errors up to 40 %, CE-scaling Fig. 4a): when a part
         # of it fits, start best-effort and let the online fit decide; refuse below that part.
         least = max(1, math.ceil(self.start_fraction * self.offline_epochs))
@@ -279,12 +287,20 @@ class TrainingPolicy:
             what = "time"
         else:
             return False, ""
-        if better and used * (1.0 + self.delta) < 1.0 - self.delta:
+        if (
+            better
+            and remaining >= max(MIN_UNDERUSE_EPOCHS, 1.0 / max(self.delta, 1e-9))
+            and used * (1.0 + self.delta) < 1.0 - self.delta
+        ):
             return True, (
                 f"the current allocation would use {used:.0%} of the {what} left for the "
                 f"{remaining} predicted remaining epochs"
             )
         return False, ""
+
+    def _provision(self, epochs: int) -> int:
+        """(1 + δ) × ``epochs``, rounded up: the drift tolerated without re-planning."""
+        return math.ceil(epochs * (1.0 + self.delta) - 1e-9)
 
     def _predict(self) -> tuple[EpochPrediction | None, str]:
         if len(self._epochs) < max(MIN_POINTS, TRUSTED_POINTS):
@@ -323,7 +339,7 @@ class TrainingPolicy:
         # faasml.models.restart.
         # Provision for (1 + δ) × the predicted epochs: the drift the policy tolerates without
         # re-planning; fall back to the prediction itself when that does not fit.
-        for count in dict.fromkeys((math.ceil(remaining * (1.0 + self.delta) - 1e-9), remaining)):
+        for count in dict.fromkeys((self._provision(remaining), remaining)):
             time = switch.epoch_s + (count - 1) * t
             cost = switch.epoch_usd + (count - 1) * c
             time[cur], cost[cur] = count * t[cur], count * c[cur]
