@@ -24,6 +24,7 @@ runs past the deadline.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -89,14 +90,22 @@ def training_frontier(
     *,
     memory_step_mb: int | None = None,
     max_functions: int | None = None,
+    storages: Sequence[str] | None = None,
 ) -> AllocationTable:
     """𝒫: the Pareto-optimal allocations in (epoch time, epoch cost) (CE-scaling §III-B3); a
-    scheduler searches only these. Compute once and pass to many schedulers."""
+    scheduler searches only these. ``storages`` keeps only those sync storages (the data store
+    stays whatever the platform uses). Compute once and pass to many schedulers."""
     space = allocation_space(
         workload, catalog, memory_step_mb=memory_step_mb, max_functions=max_functions
     )
+    if storages is not None:
+        wanted = [i for i, (name, _) in enumerate(space.options) if name in storages]
+        space = space.take(np.flatnonzero(np.isin(space.option, wanted)))
     if len(space) == 0:
-        raise ConfigError(f"no allocation of {catalog.name} can run {workload.name}")
+        raise ConfigError(
+            f"no allocation of {catalog.name} can run {workload.name}"
+            + (f" with storage {', '.join(storages)}" if storages is not None else "")
+        )
     return pareto_front(space)
 
 
