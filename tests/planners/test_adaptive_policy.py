@@ -155,3 +155,13 @@ def test_guarded_policies_never_overspend_or_overrun(
     assert run.time_s <= (constraint.deadline_s or np.inf) * (1 + 1e-9)
     if run.reached:
         assert run.records[-1].loss <= curve.target_loss
+
+
+def test_the_frontier_can_be_kept_to_some_storages() -> None:
+    narrow = training_frontier(
+        WORKLOAD, CATALOG, memory_step_mb=256, max_functions=100, storages=["s3"]
+    )
+    assert {narrow.allocation(i).storage for i in range(len(narrow))} == {"s3"}
+    assert float(narrow.time_s.min()) >= float(FRONTIER.time_s.min())
+    with pytest.raises(ConfigError, match="storage nowhere"):
+        training_frontier(WORKLOAD, CATALOG, max_functions=10, storages=["nowhere"])

@@ -46,8 +46,12 @@ _COARSE = 64
 _FINE = 32
 _STEP = float((1e4 / 1e-3) ** (1 / (_COARSE - 1)))
 """Ratio between neighbouring coarse grid points (of the widest grid)."""
+_COARSE_GRIDS = {name: np.geomspace(lo, hi, _COARSE) for name, (lo, hi) in _GRIDS.items()}
+_UNIT = np.linspace(0.0, 1.0, _FINE)
 _DRAWS = 256
 _HUBER_K = 1.5
+_HUBER_ROUNDS = 2
+_POLISH = (8.0, 64.0)
 _REACH_SHARE = 0.1
 """``predict_epochs`` refuses when families that reach the target hold less than this share
 of the Akaike weight: a good fit with its floor above the target outweighs poor ones below."""
@@ -91,33 +95,41 @@ def _nnls_two(g: Array, y: Array, w: Array) -> tuple[Array, Array, Array]:
 
     The unconstrained solution is taken where both are non-negative; otherwise the best of the
     two one-variable solutions (a = 0 or c = 0), which is the exact NNLS optimum for two columns.
+    Residuals come from the weighted sums (no second pass over the points).
     """
-    sw = w.sum()
-    gw = (w * g).sum(axis=1)
-    ggw = (w * g * g).sum(axis=1)
-    yw = (w * y).sum()
-    gyw = (w * g * y).sum(axis=1)
+    wg = w * g
+    sw = float(w.sum())
+    gw = wg.sum(axis=1)
+    ggw = (wg * g).sum(axis=1)
+    yw = float((w * y).sum())
+    yyw = float((w * y * y).sum())
+    gyw = wg @ y
     det = ggw * sw - gw * gw
     with np.errstate(divide="ignore", invalid="ignore"):
         a_free = (gyw * sw - gw * yw) / det
         c_free = (ggw * yw - gw * gyw) / det
-        a_only = np.maximum(gyw / ggw, 0.0)
+        a_only = np.where(ggw > 0, np.maximum(gyw / ggw, 0.0), 0.0)
     c_only = max(yw / sw, 0.0)
     free_ok = np.isfinite(a_free) & (a_free >= 0) & (c_free >= 0)
+    a_free = np.where(free_ok, a_free, 0.0)
+    c_free = np.where(free_ok, c_free, 0.0)
 
     def sse(a: Array, c: Array | float) -> Array:
-        res = y[None, :] - a[:, None] * g - np.asarray(c)[..., None]
-        return (w * res * res).sum(axis=1)
+        # Σw(y − a·g − c)² expanded into the sums above.
+        result: Array = yyw - 2 * a * gyw - 2 * c * yw + a * a * ggw + 2 * a * c * gw + c * c * sw
+        return np.maximum(result, 0.0)
 
-    zeros = np.zeros_like(gw)
-    a_only = np.nan_to_num(a_only)
-    cand_a = np.stack([np.where(free_ok, a_free, 0.0), a_only, zeros])
-    cand_c = np.stack([np.where(free_ok, c_free, 0.0), zeros, np.full_like(gw, c_only)])
-    errors = np.stack([np.where(free_ok, sse(cand_a[0], cand_c[0]), np.inf)])
-    errors = np.concatenate([errors, sse(cand_a[1], 0.0)[None], sse(zeros, c_only)[None]])
+    errors = np.stack(
+        [
+            np.where(free_ok, sse(a_free, c_free), np.inf),
+            sse(a_only, 0.0),
+            np.broadcast_to(sse(np.zeros(1), c_only), gw.shape),
+        ]
+    )
     pick = np.argmin(errors, axis=0)
-    rows = np.arange(g.shape[0])
-    return cand_a[pick, rows], cand_c[pick, rows], errors[pick, rows]
+    cand_a = np.where(pick == 0, a_free, np.where(pick == 1, a_only, 0.0))
+    cand_c = np.where(pick == 0, c_free, np.where(pick == 2, c_only, 0.0))
+    return cand_a, cand_c, np.take_along_axis(errors, pick[None, :], axis=0)[0]
 
 
 def _fit_family(
@@ -131,8 +143,7 @@ def _fit_family(
     """Best (θ, a, c) and weighted SSE of one family: a coarse grid over log θ (or none when
     refining ``around`` a previous θ), then a fine grid around the best."""
     if around is None:
-        low, high = _GRIDS[family]
-        grid = np.geomspace(low, high, _COARSE)
+        grid = _COARSE_GRIDS[family]
         a, c, err = _nnls_two(_basis(family, k, grid), y, w)
         best = int(np.argmin(err))
         lo, hi = grid[max(best - 1, 0)], grid[min(best + 1, grid.size - 1)]
@@ -141,7 +152,7 @@ def _fit_family(
         step = width or _STEP
         lo, hi = around / step, around * step
         fallback = None
-    fine = np.geomspace(lo, hi, _FINE)
+    fine = lo * (hi / lo) ** _UNIT
     fa, fc, ferr = _nnls_two(_basis(family, k, fine), y, w)
     pick = int(np.argmin(ferr))
     if fallback is not None and fallback[3] < ferr[pick]:
@@ -312,12 +323,14 @@ def fit_loss_curve(
 def _fit_robust(family: str, k: Array, y: Array) -> LossFit:
     w = np.ones_like(y)
     theta, a, c, sse = _fit_family(family, k, y, w)
-    for _ in range(2):
+    for _ in range(_HUBER_ROUNDS):
         residual = y - (a * _basis(family, k, np.array([theta]))[0] + c)
         w = _huber_weights(residual)
         theta, a, c, sse = _fit_family(family, k, y, w, around=theta)
-    for shrink in (8.0, 64.0):  # polish θ on ever finer grids
+    for shrink in _POLISH:  # polish θ on ever finer grids
         theta, a, c, sse = _fit_family(family, k, y, w, theta, _STEP ** (1.0 / shrink))
+    residual = y - (a * _basis(family, k, np.array([theta]))[0] + c)
+    sse = float((w * residual * residual).sum())  # exactly, not from the expanded sums
     cov = _covariance(family, k, w, theta, a, sse)
     return LossFit(
         family=family,
@@ -363,7 +376,7 @@ def predict_epochs(
         fit_loss_curve(epochs, losses, family)  # raises the ConfigError naming the choices
     fits = tuple(fit_loss_curve(epochs, losses, name) for name in names)
     n = fits[0].points
-    sse = np.array([max(f.residual, 1e-300) ** 2 for f in fits])
+    sse = np.array([max(f.residual**2, 1e-300) for f in fits])
     raw = np.exp(-0.5 * n * (np.log(sse) - np.log(sse.min())))
     predictions: list[EpochPrediction | None] = []
     refusal: UnreachableTargetError | None = None
