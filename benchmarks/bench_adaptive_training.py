@@ -15,6 +15,7 @@ Run: .venv/bin/python benchmarks/bench_adaptive_training.py [--curves N] [--seed
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from collections import defaultdict
@@ -262,13 +263,14 @@ def speed_table(seed: int) -> None:
     catalog = load_catalog("aws-lambda")
     print(
         f"{'workload':<19}{'frontier':>9}{'decisions':>10}{'mean ms':>9}{'p50 ms':>8}"
-        f"{'p99 ms':>8}{'re-plan mean ms':>16}"
+        f"{'p99 ms':>8}{'re-plan mean ms':>16}{'CPU mean ms':>13}"
     )
     rng = np.random.default_rng(seed)
     for name in ("lr-higgs", "mobilenet-cifar10", "bert-imdb"):
         workload = load_workload(name)
         frontier = training_frontier(workload, catalog)
         all_ms: list[float] = []
+        cpu_ms: list[float] = []
         replan_ms: list[float] = []
         for _ in range(5):
             curve = random_curve(rng, workload.target_loss or 1.0, families=SMOOTH, epochs=(30, 60))
@@ -283,9 +285,11 @@ def speed_table(seed: int) -> None:
             )
             policy.start()
             for epoch in range(1, curve.true_epochs):
-                start = time.perf_counter()
-                decision = policy.observe(epoch, curve.observed(epoch), 0.0, 0.0)
+                loss = curve.observed(epoch)
+                start, cpu = time.perf_counter(), time.process_time()
+                decision = policy.observe(epoch, loss, 0.0, 0.0)
                 elapsed = (time.perf_counter() - start) * 1000
+                cpu_ms.append((time.process_time() - cpu) * 1000)
                 all_ms.append(elapsed)
                 if "re-planned" in decision.reason:
                     replan_ms.append(elapsed)
@@ -296,7 +300,10 @@ def speed_table(seed: int) -> None:
             f"{name:<19}{len(frontier):>9}{len(all_ms):>10}{statistics.mean(all_ms):>9.2f}"
             f"{ordered[len(ordered) // 2]:>8.2f}{ordered[int(0.99 * (len(ordered) - 1))]:>8.2f}"
             f"{statistics.mean(replan_ms) if replan_ms else float('nan'):>16.2f}"
+            f"{statistics.mean(cpu_ms):>13.2f}"
         )
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"(load average {load:.1f} on {os.cpu_count()} CPUs while measuring)")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
