@@ -14,11 +14,13 @@ new allocation (line 12).
 
 Choices the paper leaves open (docs/adaptive.md): the change is measured against the prediction
 the current allocation was planned for (so slow drift still triggers), in both directions;
-before three points the offline estimate stands; a fit whose floor is above the target keeps
-the last prediction; when no allocation fits the predicted remaining epochs the policy goes on
-best-effort with the allocation that buys the most epochs; and before every epoch it checks
-that the epoch fits what is left, stopping otherwise, so it never spends beyond the budget or
-runs past the deadline.
+before ``TRUSTED_POINTS`` epochs, or while the prediction's interval is too wide or its floor
+above the target, the last prediction stands; plans provision (1 + δ) × the predicted epochs,
+the drift tolerated without re-planning; the policy also re-plans when its allocation can no
+longer pay for the predicted epochs, or leaves more than δ of the budget or time unused; when
+nothing fits it goes on best-effort with the allocation that buys the most epochs; and before
+every epoch it checks that the epoch fits what is left, stopping otherwise, so it never spends
+beyond the budget or runs past the deadline.
 """
 
 from __future__ import annotations
