@@ -50,6 +50,7 @@ def offline_epochs_from(args: argparse.Namespace) -> int:
         high = "∞" if p.high == float("inf") else f"{p.high:.1f}"
         console().print(
             f"Offline estimate: {estimate.epochs} epochs to reach loss {args.target_loss:g} "
-            f"({p.low:.1f}–{high}; {estimate.fit.family} fit of {len(curve)} sample epochs)"
+            f"(predicted {p.epochs:.1f}, 80 % interval {p.low:.1f}–{high}; best fit "
+            f"{estimate.fit.family}, from {len(curve)} sample epochs)"
         )
     return estimate.epochs
