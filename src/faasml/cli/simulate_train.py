@@ -79,8 +79,12 @@ def _curve(args: argparse.Namespace, workload: Workload) -> TrainingCurve:
     target = args.target_loss if args.target_loss is not None else workload.target_loss
     if target is None:
         raise ConfigError(f"workload {workload.name} has no target_loss; give --target-loss")
+    if not target > 0:
+        raise ConfigError(f"the value of --target-loss is {target:g}, but must be > 0")
     if args.curve:
         return RecordedCurve(read_curve(args.curve), target)
+    if args.true_epochs is not None and not args.true_epochs >= 1:
+        raise ConfigError(f"the value of --true-epochs is {args.true_epochs:g}, but must be >= 1")
     true_epochs = args.true_epochs if args.true_epochs is not None else 1.5 * workload.epochs
     if args.noise < 0:
         raise ConfigError(f"the value of --noise is {args.noise}, but must be >= 0")
