@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from faasml.exceptions import ConfigError, FaasmlError, UnreachableTargetError
-from faasml.models.convergence import FAMILIES, fit_loss_curve
+from faasml.models.convergence import FAMILIES, fit_loss_curve, predict_epochs
 from faasml.sim.synthetic import synthetic_curve
 
 
@@ -103,3 +103,26 @@ def test_every_family_is_fitted_by_name() -> None:
     ks = np.arange(1, 12, dtype=float)
     for family in FAMILIES:
         assert fit_loss_curve(ks, 2.0 / (ks + 1.0) + 0.1, family).family == family
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    family=st.sampled_from(["inverse", "exponential", "power"]),
+    true_epochs=st.floats(10, 60),
+    floor=st.floats(0.1, 0.8),
+)
+def test_the_averaged_prediction_recovers_a_noise_free_curve(
+    family: str, true_epochs: float, floor: float
+) -> None:
+    curve = synthetic_curve(family, 1.0, true_epochs, floor_ratio=floor)
+    ks = np.arange(0, max(6, int(0.5 * true_epochs)) + 1, dtype=float)
+    averaged = predict_epochs(ks, curve.mean(ks), 1.0)
+    assert averaged.best.family == family
+    assert sum(averaged.weights) == pytest.approx(1.0)
+    assert averaged.prediction.epochs == pytest.approx(true_epochs, rel=0.02)
+
+
+def test_the_averaged_prediction_refuses_what_the_best_fit_never_reaches() -> None:
+    ks = np.arange(1, 20, dtype=float)
+    with pytest.raises(UnreachableTargetError, match="best-fitting"):
+        predict_epochs(ks, 1.0 / (0.2 * ks + 0.5) + 0.3, 0.25)
