@@ -43,3 +43,11 @@ class InfeasibleConstraintError(FaasmlError):
 
 class MissingDependencyError(FaasmlError, ImportError):
     """An optional dependency is not installed; the message says which extra provides it."""
+
+
+class UnreachableTargetError(FaasmlError):
+    """A fitted loss curve does not reach the target loss: the target is at or below its floor."""
+
+    def __init__(self, message: str, *, floor: float) -> None:
+        super().__init__(message)
+        self.floor = floor
