@@ -107,7 +107,9 @@ def test_unknown_catalog_lists_choices_and_bad_yaml_names_file(tmp_path: Path) -
 
 def test_restricting_storages_and_architectures() -> None:
     aws = load_catalog("aws-lambda")
-    assert set(aws.restricted_to(["s3"]).storages) == {"s3"}
+    only_ps = aws.restricted_to(["vm-ps"])
+    assert only_ps.sync_options() == (("vm-ps", "param-server"),)
+    assert "s3" in only_ps.storages  # the data store stays: training data is read from it
     with pytest.raises(UnknownNameError, match="no storage 'gcs'"):
         aws.restricted_to(["gcs"])
     with pytest.raises(CatalogError, match="offers: arm, x86"):

@@ -154,6 +154,8 @@ class Catalog:
     storages: dict[str, StorageService]
     sources: tuple[Source, ...] = field(default=())
     path: str | None = None
+    sync_storages: tuple[str, ...] | None = None
+    """The storages offered for synchronisation (``restricted_to``); None: all of them."""
 
     def storage(self, name: str) -> StorageService:
         from faasml.exceptions import UnknownNameError
@@ -170,6 +172,15 @@ class Catalog:
         return replace(self, platform=self.platform.with_architecture(architecture))
 
     def restricted_to(self, storages: list[str]) -> Catalog:
-        """The same catalog with only the named storage services (each must exist)."""
-        chosen = {name: self.storage(name) for name in storages}
-        return replace(self, storages=chosen)
+        """The same catalog synchronising only through the named services (each must exist).
+
+        The platform's data store stays in ``storages`` (training data is read from it) but
+        is offered for synchronisation only when it is named.
+        """
+        chosen = tuple(self.storage(name).name for name in storages)
+        return replace(self, sync_storages=chosen)
+
+    def sync_options(self) -> tuple[tuple[str, str], ...]:
+        """Every (storage, scheme) pair a plan may synchronise through."""
+        names = self.sync_storages if self.sync_storages is not None else tuple(self.storages)
+        return tuple((name, scheme) for name in names for scheme in self.storages[name].schemes)

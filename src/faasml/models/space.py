@@ -130,12 +130,6 @@ class AllocationTable:
         )
 
 
-def _options(catalog: Catalog) -> tuple[tuple[str, str], ...]:
-    return tuple(
-        (name, scheme) for name, service in catalog.storages.items() for scheme in service.schemes
-    )
-
-
 def evaluate(
     workload: Workload,
     catalog: Catalog,
@@ -194,7 +188,7 @@ def evaluate(
         )
     time = epoch_time(workload, platform, data_store, service, scheme, count, memory)
     cost = epoch_cost(workload, platform, data_store, service, scheme, count, memory, time)
-    options = _options(catalog)
+    options = catalog.sync_options()
 
     def rows(values: ArrayLike) -> NDArray[np.generic]:
         return np.broadcast_to(np.asarray(values), shape)[keep]
@@ -234,7 +228,7 @@ def allocation_space(
     top = max_functions or int(platform.max_concurrent(memories).max())
     counts = np.arange(1, top + 1, dtype=np.int64)
     out = exclusions if exclusions is not None else Exclusions()
-    options = _options(catalog)
+    options = catalog.sync_options()
     # A single function synchronises with nobody: every option gives it the same time and cost
     # (time-priced nodes are not started), so n = 1 is evaluated once, with the first option
     # over the data store.

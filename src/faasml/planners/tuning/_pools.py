@@ -42,7 +42,7 @@ def pool_plans(
         [[max(1, n // q) for q in job.trial_counts] for n in pools], dtype=np.int64
     )
     counts = np.unique(per_trial)
-    options = [(s, scheme) for s, svc in catalog.storages.items() for scheme in svc.schemes]
+    options = catalog.sync_options()
     parts: list[AllocationTable] = []
     plans: list[tuple[int, ...]] = []
     offset = 0
