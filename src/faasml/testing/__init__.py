@@ -1,0 +1,1 @@
+"""Conformance suites every platform and store implementation must pass, and their helpers."""
