@@ -43,3 +43,7 @@ class InfeasibleConstraintError(FaasmlError):
 
 class MissingDependencyError(FaasmlError, ImportError):
     """An optional dependency is not installed; the message says which extra provides it."""
+
+
+class StoreUnavailableError(FaasmlError):
+    """A store's server cannot be reached (after retries); the message names the endpoint."""

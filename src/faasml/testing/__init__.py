@@ -1,1 +1,1 @@
-"""Conformance suites every platform and store implementation must pass, and their helpers."""
+"""Conformance suites every implementation of a contract must pass (run by pytest)."""

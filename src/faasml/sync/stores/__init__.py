@@ -12,6 +12,8 @@ from faasml.sync.stores._base import Store, StoreStats
 
 STORES: Registry[type[Store]] = Registry("store")
 """URL scheme -> Store class ("module:Class" strings until first use)."""
+STORES.register("embedded", "faasml.sync.stores.embedded:EmbeddedStore")
+STORES.register("ps", "faasml.sync.param_server:ParameterServerStore")
 
 
 def open_store(url: str) -> Store:

@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from faasml.exceptions import ConfigError, UnknownNameError
+from faasml.sync.param_server import ParameterServer
+from faasml.sync.stores import open_store
+from faasml.sync.stores.embedded import EmbeddedStore
+from faasml.testing.store_conformance import StoreConformance
+
+
+class TestEmbeddedStore(StoreConformance):
+    @pytest.fixture
+    def store_url(self, tmp_path: Path) -> str:
+        return f"embedded://{tmp_path / 'store'}"
+
+
+@pytest.fixture(scope="module")
+def param_server() -> Iterator[ParameterServer]:
+    with ParameterServer() as server:
+        yield server
+
+
+class TestParameterServerStore(StoreConformance):
+    @pytest.fixture
+    def store_url(self, param_server: ParameterServer) -> str:
+        return param_server.url
+
+
+def test_embedded_without_path_picks_a_fresh_directory() -> None:
+    store = open_store("embedded://")
+    assert isinstance(store, EmbeddedStore)
+    try:
+        store.put("k", b"v")
+        assert open_store(store.url).get("k") == b"v"
+    finally:
+        store.destroy()
+    assert not store.root.exists()
+
+
+def test_bad_urls_name_the_value_and_the_rule() -> None:
+    with pytest.raises(ConfigError, match="embedded store is on this machine only"):
+        open_store("embedded://otherhost/x")
+    with pytest.raises(UnknownNameError, match=r"choose one of: .*embedded"):
+        open_store("nosuch://x")
+    with pytest.raises(ConfigError, match="ps://host:port"):
+        open_store("ps://nohostport")
+
+
+def test_overlong_key_is_refused(tmp_path: Path) -> None:
+    store = open_store(f"embedded://{tmp_path}")
+    with pytest.raises(ConfigError, match="at most 240"):
+        store.put("k" * 300, b"")
