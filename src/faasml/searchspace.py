@@ -1,0 +1,174 @@
+"""Hyperparameter search spaces: named distributions and seeded sampling of N configurations.
+
+A job file writes one distribution per hyperparameter::
+
+    search_space:
+      optimizer.lr: {loguniform: [0.001, 1.0]}
+      optimizer.momentum: {uniform: [0.0, 0.95]}
+      batch_size: {int: [32, 256]}
+      model.hidden: {choice: [[32], [64, 64]]}
+
+``SearchSpace.sample(n, seed)`` draws n configurations; the same (space, n, seed) always gives
+the same list, and configuration i does not depend on n (a larger tuning run extends a smaller
+one's trials).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from faasml.exceptions import ConfigError
+
+
+@dataclass(frozen=True)
+class Uniform:
+    """A float drawn uniformly from [low, high]."""
+
+    low: float
+    high: float
+
+    def sample(self, rng: np.random.Generator) -> float:
+        return float(rng.uniform(self.low, self.high))
+
+    def extremes(self) -> tuple[Any, ...]:
+        return (self.low, self.high)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"uniform": [self.low, self.high]}
+
+
+@dataclass(frozen=True)
+class LogUniform:
+    """A float whose logarithm is uniform in [log low, log high] (low > 0)."""
+
+    low: float
+    high: float
+
+    def sample(self, rng: np.random.Generator) -> float:
+        value = math.exp(rng.uniform(math.log(self.low), math.log(self.high)))
+        return min(max(value, self.low), self.high)
+
+    def extremes(self) -> tuple[Any, ...]:
+        return (self.low, self.high)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"loguniform": [self.low, self.high]}
+
+
+@dataclass(frozen=True)
+class IntUniform:
+    """An integer drawn uniformly from low..high, both included."""
+
+    low: int
+    high: int
+
+    def sample(self, rng: np.random.Generator) -> int:
+        return int(rng.integers(self.low, self.high + 1))
+
+    def extremes(self) -> tuple[Any, ...]:
+        return (self.low, self.high)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"int": [self.low, self.high]}
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One of the listed values, each equally likely (values may be lists, e.g. layer widths)."""
+
+    values: tuple[Any, ...]
+
+    def sample(self, rng: np.random.Generator) -> Any:
+        return copy.deepcopy(self.values[int(rng.integers(len(self.values)))])
+
+    def extremes(self) -> tuple[Any, ...]:
+        return self.values
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"choice": copy.deepcopy(list(self.values))}
+
+
+Distribution = Uniform | LogUniform | IntUniform | Choice
+KINDS = ("uniform", "loguniform", "int", "choice")
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """Hyperparameter name (a job-file path such as ``optimizer.lr``) -> distribution."""
+
+    params: Mapping[str, Distribution]
+
+    def __len__(self) -> int:
+        return len(self.params)
+
+    def sample(self, n: int, seed: int) -> list[dict[str, Any]]:
+        """``n`` seeded configurations; configuration i depends only on (space, seed, i)."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ConfigError(f"the value of n is {n!r}, but must be an integer >= 0")
+        configs = []
+        for index in range(n):
+            rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, 0x5EA7C4, index])
+            configs.append({name: self.params[name].sample(rng) for name in sorted(self.params)})
+        return configs
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: dist.to_dict() for name, dist in self.params.items()}
+
+
+def parse_distribution(data: object, where: str) -> Distribution:
+    """One distribution: ``{uniform|loguniform|int: [low, high]}`` or ``{choice: [...]}``."""
+    if not isinstance(data, Mapping) or len(data) != 1:
+        raise ConfigError(
+            f"the value of {where} is {data!r}, but must be a mapping with one of "
+            f"{', '.join(KINDS)} (e.g. {{loguniform: [0.001, 1.0]}})"
+        )
+    ((kind, args),) = data.items()
+    if kind not in KINDS:
+        raise ConfigError(f"{where} has distribution {kind!r}; choose one of: {', '.join(KINDS)}")
+    here = f"{where}.{kind}"
+    if kind == "choice":
+        if not isinstance(args, list) or not args:
+            raise ConfigError(f"the value of {here} is {args!r}, but must be a non-empty list")
+        return Choice(tuple(args))
+    if not isinstance(args, list) or len(args) != 2:
+        raise ConfigError(f"the value of {here} is {args!r}, but must be a list [low, high]")
+    low, high = args
+    if kind == "int":
+        if any(isinstance(v, bool) or not isinstance(v, int) for v in (low, high)):
+            raise ConfigError(f"the value of {here} is {args!r}, but both bounds must be integers")
+        if low > high:
+            raise ConfigError(f"the value of {here} is {args!r}, but must have low <= high")
+        return IntUniform(low, high)
+    if any(
+        isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v)
+        for v in (low, high)
+    ):
+        raise ConfigError(f"the value of {here} is {args!r}, but both bounds must be numbers")
+    if low >= high:
+        raise ConfigError(f"the value of {here} is {args!r}, but must have low < high")
+    if kind == "loguniform":
+        if low <= 0:
+            raise ConfigError(f"the value of {here} is {args!r}, but must have low > 0")
+        return LogUniform(float(low), float(high))
+    return Uniform(float(low), float(high))
+
+
+def parse_search_space(data: object, where: str = "search_space") -> SearchSpace:
+    """A mapping of hyperparameter paths to distributions, as a job file writes it."""
+    if not isinstance(data, Mapping) or not data:
+        raise ConfigError(
+            f"the value of {where} is {data!r}, but must be a non-empty mapping of "
+            "hyperparameter names to distributions"
+        )
+    params: dict[str, Distribution] = {}
+    for name, spec in data.items():
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigError(f"{where} has a key {name!r}; keys must be non-empty strings")
+        params[name] = parse_distribution(spec, f"{where}.{name}")
+    return SearchSpace(params)

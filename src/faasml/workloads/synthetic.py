@@ -1,0 +1,90 @@
+"""Seeded synthetic data sets, so that demos and tests need no download.
+
+Each generator is deterministic in its arguments (same seed, same bytes) and makes a problem
+the matching built-in model can learn but not solve trivially:
+
+- ``higgs-like``: two classes, Gaussian features; the label is drawn from a logistic model with
+  a linear part and a weaker quadratic part (a linear model reaches roughly 70–80 %, like Higgs).
+- ``images``: CIFAR-shaped images (3, 32, 32): one smooth random template per class plus
+  per-image noise, a random brightness shift and a random horizontal shift; pixel values are
+  multiples of 1/255 in [0, 1], so they round-trip through the CIFAR-10 binary format exactly.
+- ``sequences``: integer token sequences; the label says whether tokens from the upper half of
+  the vocabulary outnumber those from the lower half.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from faasml.exceptions import WorkloadError
+from faasml.workloads._dataset import Dataset
+
+
+def _count(name: str, value: Any, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise WorkloadError(
+            f"the value of dataset.{name} is {value!r}, but must be an integer >= {minimum}"
+        )
+    return value
+
+
+def higgs_like(samples: int, features: int = 28, seed: int = 0, noise: float = 1.0) -> Dataset:
+    """Two-class tabular data shaped like UCI HIGGS (``features`` columns, labels 0/1)."""
+    n, d = _count("samples", samples, 2), _count("features", features)
+    if isinstance(noise, bool) or not isinstance(noise, int | float) or not noise >= 0:
+        raise WorkloadError(f"the value of dataset.noise is {noise!r}, but must be a number >= 0")
+    rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, 1])
+    x = rng.normal(size=(n, d))
+    w = rng.normal(size=d) / np.sqrt(d)
+    q = rng.normal(size=d) / d
+    logits = 2.0 * (x @ w) + 0.5 * ((x * x) @ q) * d / np.sqrt(d)
+    logits += rng.logistic(scale=max(noise, 1e-9), size=n) if noise else 0.0
+    labels = (logits > 0).astype(np.int64)
+    if labels.min() == labels.max():  # tiny samples: make sure both classes appear
+        labels[: n // 2] = 1 - labels[0]
+    return Dataset(x.astype(np.float32), labels, 2)
+
+
+def images(
+    samples: int, classes: int = 10, size: int = 32, channels: int = 3, seed: int = 0
+) -> Dataset:
+    """CIFAR-shaped images of ``classes`` classes (float32 in [0, 1], multiples of 1/255)."""
+    n, k = _count("samples", samples), _count("classes", classes, 2)
+    side, depth = _count("size", size, 4), _count("channels", channels)
+    rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, 2])
+    coarse = rng.uniform(0.0, 1.0, size=(k, depth, 4, 4))
+    repeat = -(-side // 4)
+    templates = np.kron(coarse, np.ones((repeat, repeat)))[:, :, :side, :side]
+    labels = rng.integers(0, k, size=n)
+    shift = rng.integers(-2, 3, size=n)
+    pictures = templates[labels]
+    for s in np.unique(shift):
+        pictures[shift == s] = np.roll(pictures[shift == s], int(s), axis=3)
+    pictures = pictures + rng.normal(0.0, 0.15, size=pictures.shape)
+    pictures += rng.normal(0.0, 0.1, size=(n, 1, 1, 1))
+    pixels = np.clip(np.rint(pictures * 255), 0, 255) / 255
+    return Dataset(pixels.astype(np.float32), labels.astype(np.int64), k)
+
+
+def sequences(samples: int, length: int = 16, vocab: int = 64, seed: int = 0) -> Dataset:
+    """Token sequences (int64 ids in [0, vocab)) with a two-class counting label."""
+    n, t, v = _count("samples", samples), _count("length", length), _count("vocab", vocab, 4)
+    rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, 3])
+    bias = rng.uniform(0.3, 0.7, size=(n, 1))
+    upper = rng.random((n, t)) < bias
+    tokens = np.where(
+        upper, rng.integers(v // 2, v, size=(n, t)), rng.integers(0, v // 2, size=(n, t))
+    )
+    labels = (upper.sum(axis=1) * 2 > t).astype(np.int64)
+    return Dataset(tokens.astype(np.int64), labels, 2)
+
+
+GENERATORS: dict[str, Callable[..., Dataset]] = {
+    "higgs-like": higgs_like,
+    "images": images,
+    "sequences": sequences,
+}
+"""Generator name (as job files write it) -> generator(samples, seed=..., **options)."""
