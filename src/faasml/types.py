@@ -157,3 +157,43 @@ class TrainPlan:
     @property
     def cost_usd(self) -> float:
         return self.total.cost_usd
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """One stage of a tuning plan: q_i trials of r_i epochs on θ_i (CE-scaling eqs. 7–8)."""
+
+    index: int
+    """1-based stage number."""
+    trials: int
+    epochs: int
+    allocation: Allocation
+    epoch: Breakdown
+    """Predicted time and cost of one epoch of one trial on ``allocation``."""
+    waves: int
+    """⌈q_i / trials that fit the concurrency limit at once⌉."""
+    time_s: float
+    """waves · (cold start + r_i · t'(θ_i))."""
+    cost_usd: float
+    """q_i · (r_i · c'(θ_i) + cold-start cost of the trial's functions)."""
+
+
+@dataclass(frozen=True)
+class TunePlan:
+    """A resource-partitioning plan for a tuning job: one allocation per stage (eqs. 6–12)."""
+
+    planner: str
+    constraint: Constraint
+    stages: tuple[StagePlan, ...]
+    time_s: float
+    """Σ stage times (eq. 7)."""
+    cost_usd: float
+    """Σ stage costs (eqs. 8 and 11)."""
+    planning_s: float
+    """Wall time of the planner itself, candidates given."""
+    setup_s: float = 0.0
+    """Wall time of evaluating Θ and pruning it to the candidates (shared by all planners)."""
+    workload: str = ""
+    catalog: str = ""
+    candidates: int = 0
+    """Allocations the planner chose from (after stage-aware Pareto pruning)."""

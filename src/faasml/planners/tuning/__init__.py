@@ -1,0 +1,41 @@
+"""Resource partitioning for successive-halving tuning (CE-scaling §III-C, MISSION C4).
+
+from faasml.planners.tuning import SuccessiveHalving, plan_tuning
+plan = plan_tuning(workload, catalog, Constraint(budget_usd=50), SuccessiveHalving(1024))
+"""
+
+from faasml.planners.tuning._job import (
+    Stages,
+    SuccessiveHalving,
+    TuningJob,
+    concatenate,
+    hyperband,
+)
+from faasml.planners.tuning._plan import TuningSetup, plan_from, plan_tuning, tuning_problem
+from faasml.planners.tuning._planners import TUNING_PLANNERS, TuningPlanner
+from faasml.planners.tuning._problem import (
+    StageOptions,
+    TuningProblem,
+    build_problem,
+    trials_per_wave,
+    tuning_candidates,
+)
+
+__all__ = [
+    "TUNING_PLANNERS",
+    "StageOptions",
+    "Stages",
+    "SuccessiveHalving",
+    "TuningJob",
+    "TuningPlanner",
+    "TuningProblem",
+    "TuningSetup",
+    "build_problem",
+    "concatenate",
+    "hyperband",
+    "plan_from",
+    "plan_tuning",
+    "trials_per_wave",
+    "tuning_candidates",
+    "tuning_problem",
+]

@@ -1,0 +1,172 @@
+"""``plan_tuning``: evaluate Θ, prune it to the tuning candidates and run a planner by name."""
+
+from __future__ import annotations
+
+import time as _time
+from dataclasses import dataclass
+
+import numpy as np
+
+from faasml.catalog import Catalog
+from faasml.exceptions import ConfigError, InfeasibleConstraintError
+from faasml.models.space import Exclusions, allocation_space
+from faasml.planners.tuning._exact import exact_options
+from faasml.planners.tuning._job import TuningJob
+from faasml.planners.tuning._planners import TUNING_PLANNERS
+from faasml.planners.tuning._problem import TuningProblem, build_problem
+from faasml.types import Constraint, Objective, StagePlan, TunePlan
+from faasml.units import format_duration, format_money
+from faasml.workload import Workload
+
+
+@dataclass(frozen=True)
+class TuningSetup:
+    """A problem ready for any planner, with where it came from and how long it took."""
+
+    problem: TuningProblem
+    workload: str
+    catalog: str
+    setup_s: float
+
+
+def tuning_problem(
+    workload: Workload,
+    catalog: Catalog,
+    constraint: Constraint,
+    job: TuningJob,
+    *,
+    memory_step_mb: int | None = None,
+    max_functions: int | None = None,
+) -> TuningSetup:
+    """Θ evaluated and pruned to the stage options of ``job``; raises InfeasibleConstraintError
+    with the least budget or deadline when no plan at all meets ``constraint``."""
+    started = _time.perf_counter()
+    exclusions = Exclusions()
+    space = allocation_space(
+        workload,
+        catalog,
+        memory_step_mb=memory_step_mb,
+        max_functions=max_functions,
+        exclusions=exclusions,
+    )
+    if len(space) == 0:
+        reasons = "; ".join(f"{k} ({v})" for k, v in exclusions.counts.most_common())
+        raise ConfigError(f"no allocation of {catalog.name} can run {workload.name}: {reasons}")
+    problem = build_problem(space, catalog, job, constraint)
+    _check_feasible(problem, workload.name)
+    return TuningSetup(problem, workload.name, catalog.name, _time.perf_counter() - started)
+
+
+def plan_from(setup: TuningSetup, planner: str = "exact") -> TunePlan:
+    """Run the planner named ``planner`` (see ``TUNING_PLANNERS``) on a prepared problem."""
+    function = TUNING_PLANNERS.get(planner)
+    started = _time.perf_counter()
+    rows = function(setup.problem)
+    elapsed = _time.perf_counter() - started
+    return _tune_plan(setup, planner, rows, elapsed)
+
+
+def plan_tuning(
+    workload: Workload,
+    catalog: Catalog,
+    constraint: Constraint,
+    sha: TuningJob,
+    planner: str = "exact",
+    *,
+    memory_step_mb: int | None = None,
+    max_functions: int | None = None,
+) -> TunePlan:
+    """One allocation per stage of ``sha`` minimising time within a budget, or cost within a
+    deadline (CE-scaling eqs. 7–12), by the planner named ``planner``: exact, greedy, static,
+    static-cheapest, fixed or even-trials."""
+    TUNING_PLANNERS.get(planner)  # an unknown name fails before any work
+    setup = tuning_problem(
+        workload,
+        catalog,
+        constraint,
+        sha,
+        memory_step_mb=memory_step_mb,
+        max_functions=max_functions,
+    )
+    return plan_from(setup, planner)
+
+
+def _tune_plan(setup: TuningSetup, planner: str, rows: tuple[int, ...], elapsed: float) -> TunePlan:
+    problem = setup.problem
+    stages = []
+    for index, row in enumerate(rows):
+        time, cost, waves = problem.stage_totals(index, np.array([row]))
+        stage = problem.stages[index]
+        stages.append(
+            StagePlan(
+                index=index + 1,
+                trials=stage.trials,
+                epochs=stage.epochs,
+                allocation=problem.table.allocation(row),
+                epoch=problem.table.breakdown(row),
+                waves=int(waves[0]),
+                time_s=float(time[0]),
+                cost_usd=float(cost[0]),
+            )
+        )
+    total_time = sum(s.time_s for s in stages)
+    total_cost = sum(s.cost_usd for s in stages)
+    if not problem.constraint.admits(total_time, total_cost):
+        raise InfeasibleConstraintError(  # a planner bug, never a user error
+            f"planner {planner} returned a plan outside the constraint"
+        )
+    return TunePlan(
+        planner=planner,
+        constraint=problem.constraint,
+        stages=tuple(stages),
+        time_s=total_time,
+        cost_usd=total_cost,
+        planning_s=elapsed,
+        setup_s=setup.setup_s,
+        workload=setup.workload,
+        catalog=setup.catalog,
+        candidates=len(problem.table),
+    )
+
+
+def _check_feasible(problem: TuningProblem, workload: str) -> None:
+    """Stages are independent but for the sums, so Σ min C_i is the least budget and Σ min T_i
+    the least deadline; with both bounds the exact solver decides."""
+    c = problem.constraint
+    least_cost = float(sum(s.cost_usd.min() for s in problem.stages))
+    least_time = float(sum(s.time_s.min() for s in problem.stages))
+    what = f"no plan tunes {workload} over {len(problem.stages)} stages"
+    if c.budget_usd is not None and least_cost > c.budget_usd:
+        raise InfeasibleConstraintError(
+            f"{what} within a budget of {format_money(c.budget_usd)}; "
+            f"the least budget that works is {format_money(least_cost)}",
+            least_budget_usd=least_cost,
+        )
+    if c.deadline_s is not None and least_time > c.deadline_s:
+        raise InfeasibleConstraintError(
+            f"{what} within a deadline of {format_duration(c.deadline_s)}; "
+            f"the shortest deadline that works is {format_duration(least_time)}",
+            least_deadline_s=least_time,
+        )
+    if c.budget_usd is not None and c.deadline_s is not None:
+        try:
+            exact_options(problem)
+        except InfeasibleConstraintError:
+            cheapest = Constraint(deadline_s=c.deadline_s, objective=Objective.MIN_COST)
+            fastest = Constraint(budget_usd=c.budget_usd, objective=Objective.MIN_TIME)
+            budget = problem.totals(exact_options(_with(problem, cheapest)))[1]
+            deadline = problem.totals(exact_options(_with(problem, fastest)))[0]
+            raise InfeasibleConstraintError(
+                f"{what} within both {format_money(c.budget_usd)} and "
+                f"{format_duration(c.deadline_s)}: meeting the deadline needs at least "
+                f"{format_money(budget)}, and within the budget the shortest run takes "
+                f"{format_duration(deadline)}",
+                least_budget_usd=budget,
+                least_deadline_s=deadline,
+            ) from None
+
+
+def _with(problem: TuningProblem, constraint: Constraint) -> TuningProblem:
+    from dataclasses import replace
+
+    return replace(problem, constraint=constraint)

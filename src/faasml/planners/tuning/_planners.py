@@ -1,0 +1,180 @@
+"""The tuning planners, each a pure function ``(TuningProblem) -> rows`` (one θ per stage).
+
+``exact`` and ``greedy`` partition resources across stages (CE-scaling §III-C); the baselines
+are the paper's (§IV-B): ``static-cheapest`` (the cost-optimal single allocation, LambdaML and
+Siren as evaluated, and Algorithm 1's warm start), ``static`` (the best single allocation
+within the constraint, a stronger baseline), ``fixed`` (the limit split equally among stages
+and the trials of a stage) and ``even-trials`` (split in proportion to trial-epochs, what the
+paper says Siren's learned policy tends to do).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from faasml.exceptions import InfeasibleConstraintError
+from faasml.planners.tuning._exact import exact_options
+from faasml.planners.tuning._greedy import greedy_options
+from faasml.planners.tuning._problem import TuningProblem
+from faasml.registry import Registry
+from faasml.types import Objective
+from faasml.units import format_duration, format_money
+
+TuningPlanner = Callable[[TuningProblem], tuple[int, ...]]
+"""A pure planner: the candidate-table row of every stage, or InfeasibleConstraintError."""
+
+TUNING_PLANNERS: Registry[TuningPlanner] = Registry("tuning planner")
+
+
+def _rows(problem: TuningProblem, options: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(int(s.rows[j]) for s, j in zip(problem.stages, options, strict=True))
+
+
+def _static_rows(problem: TuningProblem) -> tuple[NDArray[np.int64], np.ndarray, np.ndarray]:
+    """Rows whose static plan meets every bound, with the static plans' times and costs."""
+    time, cost = problem.static_totals()
+    ok = np.ones(time.shape, dtype=bool)
+    c = problem.constraint
+    if c.budget_usd is not None:
+        ok &= cost <= c.budget_usd
+    if c.deadline_s is not None:
+        ok &= time <= c.deadline_s
+    rows = np.flatnonzero(ok)
+    if rows.size == 0:
+        raise InfeasibleConstraintError(
+            "no single allocation for every stage meets the constraint "
+            "(a plan that changes the allocation between stages may)"
+        )
+    return rows, time, cost
+
+
+def _pick(rows: NDArray[np.int64], primary: np.ndarray, secondary: np.ndarray) -> int:
+    return int(rows[np.lexsort((secondary[rows], primary[rows]))[0]])
+
+
+def static_cheapest_row(problem: TuningProblem) -> int:
+    """The cost-optimal static allocation within the bounds (Algorithm 1's warm start)."""
+    rows, time, cost = _static_rows(problem)
+    return _pick(rows, cost, time)
+
+
+def static_best_row(problem: TuningProblem) -> int:
+    """The static allocation that is best in the objective within the bounds."""
+    rows, time, cost = _static_rows(problem)
+    if problem.constraint.goal is Objective.MIN_TIME:
+        return _pick(rows, time, cost)
+    return _pick(rows, cost, time)
+
+
+@TUNING_PLANNERS.decorator("static-cheapest")
+def static_cheapest(problem: TuningProblem) -> tuple[int, ...]:
+    """The paper's static baseline: the cheapest single θ for every stage."""
+    return (static_cheapest_row(problem),) * len(problem.stages)
+
+
+@TUNING_PLANNERS.decorator("static")
+def static(problem: TuningProblem) -> tuple[int, ...]:
+    """The fastest (or, under a deadline, cheapest) single θ for every stage that fits."""
+    return (static_best_row(problem),) * len(problem.stages)
+
+
+@TUNING_PLANNERS.decorator("exact")
+def exact(problem: TuningProblem) -> tuple[int, ...]:
+    """The optimal partitioning (multiple-choice knapsack solved exactly, see ``_exact``)."""
+    return _rows(problem, exact_options(problem))
+
+
+def _dominating_option(problem: TuningProblem, stage: int, row: int) -> int:
+    """The stage option no worse than ``row`` in both time and cost (it exists: the options
+    are the stage's Pareto front over all candidates)."""
+    time, cost, _ = problem.stage_totals(stage, np.array([row]))
+    options = problem.stages[stage]
+    ok = np.flatnonzero(
+        (options.time_s <= time[0] * (1 + 1e-12)) & (options.cost_usd <= cost[0] * (1 + 1e-12))
+    )
+    return int(ok[0])
+
+
+def _warm_start(problem: TuningProblem, row: int) -> tuple[int, ...]:
+    return tuple(_dominating_option(problem, i, row) for i in range(len(problem.stages)))
+
+
+@TUNING_PLANNERS.decorator("greedy")
+def greedy(problem: TuningProblem) -> tuple[int, ...]:
+    """CE-scaling Algorithm 1, warm-started from the cost-optimal static plan as in the paper
+    and, in addition, from the best static plan; the better result is returned, so it is never
+    worse than either static baseline."""
+    starts: list[tuple[int, ...]] = []
+    try:
+        starts = [_warm_start(problem, static_cheapest_row(problem))]
+        starts.append(_warm_start(problem, static_best_row(problem)))
+    except InfeasibleConstraintError:
+        # No static plan fits: start from the plan cheapest in the limited resource.
+        starts = [_cheapest_in_limit(problem)]
+    minimise_time = problem.constraint.goal is Objective.MIN_TIME
+    best: tuple[int, ...] | None = None
+    best_key: tuple[float, float] = (np.inf, np.inf)
+    for start in dict.fromkeys(starts):
+        choice = greedy_options(problem, start)
+        time, cost = problem.totals(choice)
+        key = (time, cost) if minimise_time else (cost, time)
+        if key < best_key:
+            best, best_key = choice, key
+    assert best is not None  # at least one start
+    return _rows(problem, best)
+
+
+def _cheapest_in_limit(problem: TuningProblem) -> tuple[int, ...]:
+    """Each stage on its option cheapest in the limited resource; checked against the bounds."""
+    minimise_time = problem.constraint.goal is Objective.MIN_TIME
+    choice = tuple(
+        int(np.argmin(s.cost_usd if minimise_time else s.time_s)) for s in problem.stages
+    )
+    time, cost = problem.totals(choice)
+    if not problem.constraint.admits(time, cost):
+        raise InfeasibleConstraintError("no plan meets the constraint")
+    return choice
+
+
+def _split(problem: TuningProblem, shares: np.ndarray, name: str) -> tuple[int, ...]:
+    """Per stage, the best option within its share of the limit (budget, or deadline)."""
+    minimise_time = problem.constraint.goal is Objective.MIN_TIME
+    c = problem.constraint
+    limit = c.budget_usd if minimise_time else c.deadline_s
+    assert limit is not None  # the objective's limit is always given
+    choice = []
+    for i, (stage, share) in enumerate(zip(problem.stages, shares * limit, strict=True)):
+        spent, objective = (
+            (stage.cost_usd, stage.time_s) if minimise_time else (stage.time_s, stage.cost_usd)
+        )
+        fits = np.flatnonzero(spent <= share)
+        if fits.size == 0:
+            shown = format_money if minimise_time else format_duration
+            raise InfeasibleConstraintError(
+                f"{name}: stage {i + 1}'s share {shown(share)} is below its least "
+                f"{'cost' if minimise_time else 'time'} {shown(float(spent.min()))}"
+            )
+        choice.append(int(fits[np.argmin(objective[fits])]))
+    time, cost = problem.totals(tuple(choice))
+    if not c.admits(time, cost):
+        raise InfeasibleConstraintError(f"{name}: the plan breaks the other bound")
+    return _rows(problem, tuple(choice))
+
+
+@TUNING_PLANNERS.decorator("fixed")
+def fixed(problem: TuningProblem) -> tuple[int, ...]:
+    """The cluster-style baseline: the limit split equally among stages (and so among the
+    trials of a stage, which all get the same θ)."""
+    d = len(problem.stages)
+    return _split(problem, np.full(d, 1.0 / d), "fixed")
+
+
+@TUNING_PLANNERS.decorator("even-trials")
+def even_trials(problem: TuningProblem) -> tuple[int, ...]:
+    """The Siren-like baseline: the limit split in proportion to each stage's trial-epochs
+    q_i · r_i, so early stages, most of whose trials are stopped, get most of it."""
+    work = np.array([s.trials * s.epochs for s in problem.stages], dtype=float)
+    return _split(problem, work / work.sum(), "even-trials")

@@ -1,0 +1,165 @@
+"""The tuning problem as a multiple-choice knapsack: one option per stage (CE-scaling eqs. 6–12).
+
+Stage i with q_i trials of r_i epochs on allocation θ (time t'(θ), cost c'(θ) per epoch, cold
+start s, cold-start cost u(θ) of its n functions; k(θ) = ⌊max_concurrent(m) / n⌋ trials fit
+the platform at once):
+
+    waves  w_i(θ) = ⌈q_i / k(θ)⌉
+    time   T_i(θ) = w_i(θ) · (s + r_i · t'(θ))            (eq. 7, with concurrency waves)
+    cost   C_i(θ) = q_i · (r_i · c'(θ) + u(θ))            (eq. 8 / eq. 11)
+
+Every trial starts its n functions cold once, so a wave takes s + r_i·t'(θ). A plan's time is
+Σ T_i and its cost Σ C_i. Each stage's options are the Pareto front of (T_i, C_i); the
+candidates come from the allocation space Θ pruned in a way that keeps every stage's and
+every static plan's optimum (``tuning_candidates``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from faasml.catalog import Catalog
+from faasml.models.space import AllocationTable
+from faasml.planners.pareto import pareto_indices
+from faasml.planners.tuning._job import TuningJob
+from faasml.types import Constraint
+
+Array = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+
+
+def trials_per_wave(table: AllocationTable, catalog: Catalog) -> IntArray:
+    """k(θ) = ⌊max_concurrent(m) / n⌋: trials of n functions the platform runs at once."""
+    limit = catalog.platform.max_concurrent(table.memory_mb)
+    return np.maximum(1, limit // np.maximum(table.n, 1)).astype(np.int64)
+
+
+def tuning_candidates(table: AllocationTable, catalog: Catalog, job: TuningJob) -> AllocationTable:
+    """The rows of Θ that can be optimal for some stage of ``job`` or for a static plan.
+
+    Rows with the same k(θ) have the same waves in every stage, so within such a group a stage's
+    T_i grows with t'(θ) and its C_i with ρ·c'(θ) + u(θ) for ρ = r_i. A row dominated in
+    (t', ρ·c' + u) inside its group, for every ρ among the r_i and Σq_i·r_i / Σq_i (static
+    plans), is dominated in every stage and every static plan, so dropping it is exact.
+    """
+    if len(table) == 0:
+        return table
+    k = trials_per_wave(table, catalog)
+    q = np.asarray(job.trial_counts, dtype=float)
+    r = np.asarray(job.epochs, dtype=float)
+    ratios = sorted({*map(float, r), float((q * r).sum() / q.sum())})
+    order = np.argsort(k, kind="stable")
+    bounds = np.flatnonzero(np.diff(k[order])) + 1
+    time = table.time_s
+    keep = np.zeros(len(table), dtype=bool)
+    for group in np.split(order, bounds):
+        for rho in ratios:
+            cost = rho * table.cost_usd[group] + table.startup_usd[group]
+            keep[group[pareto_indices(time[group], cost)]] = True
+    return table.take(np.flatnonzero(keep))
+
+
+@dataclass(frozen=True)
+class StageOptions:
+    """The Pareto-optimal options of one stage, cheapest first (so slowest first)."""
+
+    trials: int
+    epochs: int
+    rows: IntArray
+    """Rows of the problem's candidate table."""
+    time_s: Array
+    """T_i(θ) of each option."""
+    cost_usd: Array
+    """C_i(θ) of each option."""
+    waves: IntArray
+
+    def __len__(self) -> int:
+        return int(self.rows.shape[0])
+
+
+@dataclass(frozen=True)
+class TuningProblem:
+    """Everything a tuning planner needs; planners are pure functions of it."""
+
+    constraint: Constraint
+    table: AllocationTable
+    """Candidate allocations with their per-epoch estimates."""
+    cold_start_s: float
+    trials_per_wave: IntArray
+    """k(θ) of each candidate row."""
+    stages: tuple[StageOptions, ...]
+
+    @property
+    def trial_counts(self) -> tuple[int, ...]:
+        return tuple(stage.trials for stage in self.stages)
+
+    @property
+    def epochs(self) -> tuple[int, ...]:
+        return tuple(stage.epochs for stage in self.stages)
+
+    def stage_totals(self, stage: int, rows: IntArray) -> tuple[Array, Array, IntArray]:
+        """T_i, C_i and waves of stage ``stage`` on candidate ``rows`` (any rows, not only its
+        Pareto options)."""
+        q, r = self.stages[stage].trials, self.stages[stage].epochs
+        waves = -(-q // self.trials_per_wave[rows])
+        time = waves * (self.cold_start_s + r * self.table.time_s[rows])
+        cost = q * (r * self.table.cost_usd[rows] + self.table.startup_usd[rows])
+        return time, cost, waves.astype(np.int64)
+
+    def static_totals(self) -> tuple[Array, Array]:
+        """Time and cost of the static plan on every candidate row (one θ for all stages)."""
+        rows = np.arange(len(self.table))
+        time = np.zeros(len(self.table))
+        cost = np.zeros(len(self.table))
+        for stage in range(len(self.stages)):
+            t, c, _ = self.stage_totals(stage, rows)
+            time += t
+            cost += c
+        return time, cost
+
+    def totals(self, choice: tuple[int, ...]) -> tuple[float, float]:
+        """Σ T_i and Σ C_i of a choice of one option index per stage."""
+        time = sum(float(s.time_s[j]) for s, j in zip(self.stages, choice, strict=True))
+        cost = sum(float(s.cost_usd[j]) for s, j in zip(self.stages, choice, strict=True))
+        return time, cost
+
+    def option_of_row(self, stage: int, row: int) -> int | None:
+        """The option index of candidate ``row`` in ``stage``, if it is one of its options."""
+        hits = np.flatnonzero(self.stages[stage].rows == row)
+        return int(hits[0]) if hits.size else None
+
+
+def build_problem(
+    table: AllocationTable, catalog: Catalog, job: TuningJob, constraint: Constraint
+) -> TuningProblem:
+    """The stage options of ``job`` over the candidate table (see ``tuning_candidates``)."""
+    candidates = tuning_candidates(table, catalog, job)
+    k = trials_per_wave(candidates, catalog)
+    shell = TuningProblem(
+        constraint=constraint,
+        table=candidates,
+        cold_start_s=catalog.platform.cold_start_s,
+        trials_per_wave=k,
+        stages=tuple(
+            StageOptions(
+                q, r, np.zeros(0, np.int64), np.zeros(0), np.zeros(0), np.zeros(0, np.int64)
+            )
+            for q, r in zip(job.trial_counts, job.epochs, strict=True)
+        ),
+    )
+    rows = np.arange(len(candidates), dtype=np.int64)
+    stages = []
+    for index, (q, r) in enumerate(zip(job.trial_counts, job.epochs, strict=True)):
+        time, cost, waves = shell.stage_totals(index, rows)
+        front = pareto_indices(cost, time)  # cheapest first
+        stages.append(StageOptions(q, r, rows[front], time[front], cost[front], waves[front]))
+    return TuningProblem(
+        constraint=constraint,
+        table=candidates,
+        cold_start_s=shell.cold_start_s,
+        trials_per_wave=k,
+        stages=tuple(stages),
+    )
