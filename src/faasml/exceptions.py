@@ -47,3 +47,11 @@ class MissingDependencyError(FaasmlError, ImportError):
 
 class StoreUnavailableError(FaasmlError):
     """A store's server cannot be reached (after retries); the message names the endpoint."""
+
+
+class UnreachableTargetError(FaasmlError):
+    """A fitted loss curve does not reach the target loss: the target is at or below its floor."""
+
+    def __init__(self, message: str, *, floor: float) -> None:
+        super().__init__(message)
+        self.floor = floor

@@ -1,0 +1,312 @@
+"""Loss-curve fitting and epochs-to-target prediction (CE-scaling §II-C2 Finding 2, §III-D).
+
+Every family is l(k) = a·g(k; θ) + c with a, c ≥ 0 and one shape parameter θ > 0:
+
+- ``inverse`` (Optimus): l(k) = 1/(β₀k + β₁) + β₂. With ρ = β₁/β₀ it reads
+  (1/β₀)·1/(k + ρ) + β₂, so a = 1/β₀, c = β₂, θ = ρ.
+- ``exponential``: l(k) = a·exp(−θk) + c.
+- ``power``: l(k) = a·(k + 1)^(−θ) + c.
+
+Fitting is variable projection: for each θ on a log grid the linear part (a, c) is solved by
+non-negative least squares in closed form, all grid points at once; the best θ is refined on
+a finer grid. Outliers (loss spikes, non-monotone noise) are down-weighted by two rounds of
+Huber reweighting. ``family="auto"`` fits every family and keeps the one with the smallest
+weighted residual (the inverse family wins ties: Optimus' curve is the default).
+
+The uncertainty of a prediction comes from the Gauss–Newton covariance of (θ, a, c): 256
+parameter draws (fixed seed, so the same data give the same interval) are pushed through the
+closed-form inverse of the curve and the 10th and 90th percentiles reported.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from faasml.exceptions import ConfigError, UnreachableTargetError
+
+Array = NDArray[np.float64]
+
+FAMILIES = ("inverse", "exponential", "power")
+"""Curve families ``fit_loss_curve`` knows; ``auto`` chooses among them by fit quality."""
+
+MIN_POINTS = 3
+"""Three parameters need at least three (epoch, loss) points."""
+
+_GRIDS: dict[str, tuple[float, float]] = {
+    "inverse": (1e-3, 1e4),
+    "exponential": (1e-4, 5.0),
+    "power": (1e-3, 8.0),
+}
+_COARSE = 64
+_FINE = 32
+_STEP = float((1e4 / 1e-3) ** (1 / (_COARSE - 1)))
+"""Ratio between neighbouring coarse grid points (of the widest grid)."""
+_DRAWS = 256
+_HUBER_K = 1.5
+_AUTO_MARGIN = 0.97
+"""Another family replaces ``inverse`` only when its residual is at least 3 % smaller."""
+
+
+def _basis(family: str, epochs: Array, theta: Array) -> Array:
+    """g(k; θ) for every θ (rows) and epoch (columns)."""
+    k = epochs[None, :]
+    t = theta[:, None]
+    if family == "inverse":
+        return 1.0 / (k + t)
+    if family == "exponential":
+        return np.exp(-t * k)
+    return (k + 1.0) ** (-t)
+
+
+def _basis_dtheta(family: str, epochs: Array, theta: float) -> Array:
+    """∂g/∂θ at one θ, for the Gauss–Newton covariance."""
+    k = epochs
+    if family == "inverse":
+        return -1.0 / (k + theta) ** 2
+    if family == "exponential":
+        return -k * np.exp(-theta * k)
+    return -np.log(k + 1.0) * (k + 1.0) ** (-theta)
+
+
+def _inverse(family: str, theta: Array, level: Array) -> Array:
+    """k with g(k; θ) = level (level in (0, g(0)]), the closed form of each family."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        if family == "inverse":
+            return 1.0 / level - theta
+        if family == "exponential":
+            return -np.log(level) / theta
+        return level ** (-1.0 / theta) - 1.0
+
+
+def _nnls_two(g: Array, y: Array, w: Array) -> tuple[Array, Array, Array]:
+    """Weighted NNLS of y ≈ a·g + c with a, c ≥ 0 for every row of g at once.
+
+    The unconstrained solution is taken where both are non-negative; otherwise the best of the
+    two one-variable solutions (a = 0 or c = 0), which is the exact NNLS optimum for two columns.
+    """
+    sw = w.sum()
+    gw = (w * g).sum(axis=1)
+    ggw = (w * g * g).sum(axis=1)
+    yw = (w * y).sum()
+    gyw = (w * g * y).sum(axis=1)
+    det = ggw * sw - gw * gw
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a_free = (gyw * sw - gw * yw) / det
+        c_free = (ggw * yw - gw * gyw) / det
+        a_only = np.maximum(gyw / ggw, 0.0)
+    c_only = max(yw / sw, 0.0)
+    free_ok = np.isfinite(a_free) & (a_free >= 0) & (c_free >= 0)
+
+    def sse(a: Array, c: Array | float) -> Array:
+        res = y[None, :] - a[:, None] * g - np.asarray(c)[..., None]
+        return (w * res * res).sum(axis=1)
+
+    zeros = np.zeros_like(gw)
+    a_only = np.nan_to_num(a_only)
+    cand_a = np.stack([np.where(free_ok, a_free, 0.0), a_only, zeros])
+    cand_c = np.stack([np.where(free_ok, c_free, 0.0), zeros, np.full_like(gw, c_only)])
+    errors = np.stack([np.where(free_ok, sse(cand_a[0], cand_c[0]), np.inf)])
+    errors = np.concatenate([errors, sse(cand_a[1], 0.0)[None], sse(zeros, c_only)[None]])
+    pick = np.argmin(errors, axis=0)
+    rows = np.arange(g.shape[0])
+    return cand_a[pick, rows], cand_c[pick, rows], errors[pick, rows]
+
+
+def _fit_family(
+    family: str, k: Array, y: Array, w: Array, around: float | None = None
+) -> tuple[float, float, float, float]:
+    """Best (θ, a, c) and weighted SSE of one family: a coarse grid over log θ (or none when
+    refining ``around`` a previous θ), then a fine grid around the best."""
+    if around is None:
+        low, high = _GRIDS[family]
+        grid = np.geomspace(low, high, _COARSE)
+        a, c, err = _nnls_two(_basis(family, k, grid), y, w)
+        best = int(np.argmin(err))
+        lo, hi = grid[max(best - 1, 0)], grid[min(best + 1, grid.size - 1)]
+        fallback = (float(grid[best]), float(a[best]), float(c[best]), float(err[best]))
+    else:
+        lo, hi = around / _STEP, around * _STEP
+        fallback = None
+    fine = np.geomspace(lo, hi, _FINE)
+    fa, fc, ferr = _nnls_two(_basis(family, k, fine), y, w)
+    pick = int(np.argmin(ferr))
+    if fallback is not None and fallback[3] < ferr[pick]:
+        return fallback
+    return float(fine[pick]), float(fa[pick]), float(fc[pick]), float(ferr[pick])
+
+
+@dataclass(frozen=True)
+class EpochPrediction:
+    """Epochs (counted from 0, fractional) at which the fitted curve reaches a target loss.
+
+    ``low`` and ``high`` bound an 80 % interval from the fit's parameter uncertainty;
+    ``high`` is ``math.inf`` when plausible curves never reach the target.
+    """
+
+    epochs: float
+    low: float
+    high: float
+
+    @property
+    def whole(self) -> int:
+        """Whole epochs to train: ⌈epochs⌉, at least 1."""
+        return max(1, math.ceil(self.epochs - 1e-9))
+
+
+@dataclass(frozen=True)
+class LossFit:
+    """A fitted loss curve l(k) = a·g(k; θ) + c of one family (see the module docstring)."""
+
+    family: str
+    theta: float
+    """Shape parameter: ρ = β₁/β₀ (inverse), the decay rate (exponential), the exponent (power)."""
+    scale: float
+    """a ≥ 0: 1/β₀ for the inverse family."""
+    floor: float
+    """c ≥ 0: the loss the curve tends to (β₂ for the inverse family)."""
+    residual: float
+    """Root of the weighted mean squared residual, in loss units."""
+    points: int
+    covariance: tuple[tuple[float, ...], ...]
+    """Gauss–Newton covariance of (θ, a, c); zeros when it could not be estimated."""
+
+    @property
+    def betas(self) -> tuple[float, float, float]:
+        """(β₀, β₁, β₂) of Optimus' l(k) = 1/(β₀k + β₁) + β₂ (inverse family only)."""
+        if self.family != "inverse":
+            raise ConfigError(f"betas are defined for the inverse family, not {self.family}")
+        if self.scale <= 0:
+            return (math.inf, math.inf, self.floor)
+        return (1.0 / self.scale, self.theta / self.scale, self.floor)
+
+    def predict(self, epoch: ArrayLike) -> Array:
+        """l(k) at the given epochs."""
+        k = np.atleast_1d(np.asarray(epoch, dtype=float))
+        values = self.scale * _basis(self.family, k, np.array([self.theta]))[0] + self.floor
+        return values.reshape(np.shape(epoch)) if np.ndim(epoch) else values
+
+    def epochs_to_reach(self, target: float) -> EpochPrediction:
+        """Epochs until l(k) = target, with an 80 % interval.
+
+        Raises UnreachableTargetError when the target is at or below the fitted floor (the curve
+        never gets there) — the message says so and names the floor.
+        """
+        if not math.isfinite(target):
+            raise ConfigError(f"the value of the target loss is {target}, but must be finite")
+        if target <= self.floor or self.scale <= 0:
+            raise UnreachableTargetError(
+                f"the target loss {target:g} is at or below the fitted floor {self.floor:.4g} of "
+                f"the {self.family} curve; it is not predicted to be reached",
+                floor=self.floor,
+            )
+        point = float(self._solve(np.array([[self.theta, self.scale, self.floor]]), target)[0])
+        solved = self._solve(self._draws(), target)
+        low = float(np.quantile(solved, 0.1, method="lower"))
+        high = float(np.quantile(solved, 0.9, method="higher"))
+        return EpochPrediction(point, min(low, point), max(high, point))
+
+    def _draws(self) -> Array:
+        mean = np.array([self.theta, self.scale, self.floor])
+        cov = np.array(self.covariance, dtype=float)
+        if not np.all(np.isfinite(cov)) or not cov.any():
+            return mean[None, :]
+        rng = np.random.default_rng(20230515)
+        try:
+            draws = rng.multivariate_normal(mean, cov, size=_DRAWS, method="eigh")
+        except (np.linalg.LinAlgError, ValueError):
+            return mean[None, :]
+        draws[:, 0] = np.maximum(draws[:, 0], _GRIDS[self.family][0])
+        draws[:, 1:] = np.maximum(draws[:, 1:], 0.0)
+        return draws
+
+    def _solve(self, params: Array, target: float) -> Array:
+        """Epoch at which each parameter row reaches the target (inf when it never does)."""
+        rows = np.atleast_2d(params)
+        theta, a, c = rows[:, 0], rows[:, 1], rows[:, 2]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            level = (target - c) / a
+        k = _inverse(self.family, theta, level)
+        k = np.where((level > 0) & np.isfinite(k), np.maximum(k, 0.0), np.inf)
+        return np.asarray(k, dtype=float)
+
+
+def _huber_weights(residual: Array) -> Array:
+    scale = 1.4826 * float(np.median(np.abs(residual - np.median(residual))))
+    if scale <= 0 or not math.isfinite(scale):
+        return np.ones_like(residual)
+    r = np.abs(residual) / (_HUBER_K * scale)
+    return np.where(r <= 1.0, 1.0, 1.0 / np.maximum(r, 1e-12))
+
+
+def _covariance(family: str, k: Array, w: Array, theta: float, a: float, sse: float) -> Array:
+    n = k.size
+    if n <= 3:
+        return np.zeros((3, 3))
+    jac = np.column_stack(
+        [a * _basis_dtheta(family, k, theta), _basis(family, k, np.array([theta]))[0], np.ones(n)]
+    )
+    jtj = (jac * w[:, None]).T @ jac
+    sigma2 = sse / max(float(w.sum()) - 3.0, 1.0)
+    try:
+        cov = np.linalg.pinv(jtj) * sigma2
+    except np.linalg.LinAlgError:  # pragma: no cover - pinv rarely fails
+        return np.zeros((3, 3))
+    return np.asarray(cov, dtype=float)
+
+
+def fit_loss_curve(
+    epochs: Sequence[float] | ArrayLike,
+    losses: Sequence[float] | ArrayLike,
+    family: str = "auto",
+) -> LossFit:
+    """Fit l(k) of ``family`` (or the best of every family for ``"auto"``) to (epoch, loss)
+    points by robust non-negative least squares (Optimus' curve: CE-scaling §III-D, Alg. 2
+    line 8). Epochs must be ≥ 0 and losses finite and ≥ 0; at least three points."""
+    k = np.asarray(epochs, dtype=float).ravel()
+    y = np.asarray(losses, dtype=float).ravel()
+    if k.shape != y.shape:
+        raise ConfigError(f"got {k.size} epochs but {y.size} losses; they must pair up")
+    if k.size < MIN_POINTS:
+        raise ConfigError(
+            f"the number of (epoch, loss) points is {k.size}, but must be >= {MIN_POINTS}"
+        )
+    if not np.all(np.isfinite(k)) or np.any(k < 0):
+        raise ConfigError("every epoch must be a finite number >= 0")
+    if not np.all(np.isfinite(y)) or np.any(y < 0):
+        bad = y[~(np.isfinite(y) & (y >= 0))][0]
+        raise ConfigError(f"a loss is {bad}, but every loss must be finite and >= 0")
+    if family != "auto" and family not in FAMILIES:
+        raise ConfigError(
+            f"the value of family is {family!r}, but must be one of: auto, {', '.join(FAMILIES)}"
+        )
+    chosen = FAMILIES if family == "auto" else (family,)
+    fits = [_fit_robust(name, k, y) for name in chosen]
+    best = fits[0]
+    for fit in fits[1:]:
+        if fit.residual < best.residual * (_AUTO_MARGIN if best.family == "inverse" else 1.0):
+            best = fit
+    return best
+
+
+def _fit_robust(family: str, k: Array, y: Array) -> LossFit:
+    w = np.ones_like(y)
+    theta, a, c, sse = _fit_family(family, k, y, w)
+    for _ in range(2):
+        residual = y - (a * _basis(family, k, np.array([theta]))[0] + c)
+        w = _huber_weights(residual)
+        theta, a, c, sse = _fit_family(family, k, y, w, around=theta)
+    cov = _covariance(family, k, w, theta, a, sse)
+    return LossFit(
+        family=family,
+        theta=theta,
+        scale=a,
+        floor=c,
+        residual=math.sqrt(sse / float(w.sum())),
+        points=int(k.size),
+        covariance=tuple(tuple(float(v) for v in row) for row in cov),
+    )
