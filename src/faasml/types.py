@@ -197,3 +197,14 @@ class TunePlan:
     catalog: str = ""
     candidates: int = 0
     """Allocations the planner chose from (after stage-aware Pareto pruning)."""
+
+
+class Decision(Enum):
+    """What a training scheduler decides after an epoch (CE-scaling Algorithm 2)."""
+
+    KEEP = "keep"
+    """Go on with the current allocation."""
+    RESCALE = "rescale"
+    """Switch to another allocation (with a delayed restart where the policy uses one)."""
+    STOP = "stop"
+    """Stop training: the target is reached, or the constraint cannot be met any more."""

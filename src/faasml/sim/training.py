@@ -1,0 +1,235 @@
+"""Training-job simulator: a training policy against a loss curve on the shared event loop.
+
+Each epoch lasts t'(θ) and costs c'(θ) of the allocation running it (CE-scaling eqs. 2–5,
+``faasml.models.evaluate``); the first start pays the cold start, and every switch the overhead
+of ``faasml.models.restart`` (hidden in part by a delayed restart). The loss at the end of an
+epoch comes from the curve (synthetic or recorded). The policy decides after each epoch, exactly
+as it would in a real run; the simulator applies the decision, including a delayed restart's
+one-epoch lag, and records the timeline.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from faasml.catalog import Catalog
+from faasml.exceptions import ConfigError, UnreachableTargetError
+from faasml.models.cost import startup_cost
+from faasml.models.offline import offline_estimate
+from faasml.models.restart import switch_cost
+from faasml.models.space import AllocationTable, evaluate
+from faasml.planners.adaptive import DEFAULT_DELTA, TRAINING_POLICIES, SchedulerDecision
+from faasml.sim.engine import EventLoop
+from faasml.sim.synthetic import TrainingCurve, sample_run
+from faasml.types import Allocation, Constraint, Decision
+from faasml.workload import Workload
+
+
+@dataclass(frozen=True)
+class EpochRecord:
+    """One simulated epoch: what ran, what it cost, what the policy saw and decided."""
+
+    epoch: int
+    allocation: Allocation
+    """The allocation that ran this epoch."""
+    loss: float
+    elapsed_s: float
+    """Time since the job started, at the end of this epoch."""
+    spent_usd: float
+    """Money spent so far, at the end of this epoch."""
+    switch_s: float
+    """Visible switch overhead paid in this epoch."""
+    decision: SchedulerDecision
+
+
+@dataclass(frozen=True)
+class TrainingRun:
+    """The outcome of one simulated training job."""
+
+    policy: str
+    workload: str
+    catalog: str
+    constraint: Constraint
+    target_loss: float
+    offline_epochs: int
+    true_epochs: int | None
+    """Epochs the curve really needs (None for a recording that never reaches the target)."""
+    start: Allocation
+    records: tuple[EpochRecord, ...]
+    reached: bool
+    stop_reason: str
+    time_s: float
+    cost_usd: float
+    restarts: int
+    hidden_switch_s: float = 0.0
+    """Switch time hidden by delayed restarts, summed."""
+    visible_switch_s: float = 0.0
+    meta: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def violated(self) -> bool:
+        """True when the run spent more than the budget or ran past the deadline."""
+        return not self.constraint.admits(self.time_s, self.cost_usd)
+
+    @property
+    def met(self) -> bool:
+        """Target reached within the constraint."""
+        return self.reached and not self.violated
+
+
+def offline_epochs_for(
+    curve: TrainingCurve,
+    *,
+    fallback: int,
+    sample_epochs: int = 10,
+    mismatch: float = 0.35,
+    sample_fraction: float = 0.05,
+    seed: int = 0,
+) -> int:
+    """The LambdaML-style offline estimate for ``curve``: a simulated run on a sample of the
+    data (``sample_run``) extrapolated by ``offline_estimate``; ``fallback`` when that run's
+    fit never reaches the target."""
+    epochs, losses = sample_run(curve, epochs=sample_epochs, mismatch=mismatch, seed=seed)
+    try:
+        estimate = offline_estimate(
+            epochs, losses, curve.target_loss, sample_fraction=sample_fraction
+        )
+    except UnreachableTargetError:
+        return fallback
+    return min(estimate.epochs, 100 * fallback)
+
+
+def simulate_training(
+    workload: Workload,
+    catalog: Catalog,
+    constraint: Constraint,
+    curve: TrainingCurve,
+    *,
+    policy: str = "adaptive",
+    delta: float = DEFAULT_DELTA,
+    offline_epochs: int | None = None,
+    frontier: AllocationTable | None = None,
+    family: str = "auto",
+    max_epochs: int | None = None,
+    seed: int = 0,
+) -> TrainingRun:
+    """Run ``policy`` (a name in TRAINING_POLICIES) on ``curve`` until it stops, the curve's
+    recording ends, or ``max_epochs`` epochs (default: 5 × the true epochs, at least 50)."""
+    try:
+        truth: int | None = curve.true_epochs
+    except ConfigError:
+        truth = None
+    estimate = offline_epochs or offline_epochs_for(curve, fallback=workload.epochs, seed=seed)
+    limit = max_epochs or max(50, 5 * (truth or estimate))
+    if limit < 1:
+        raise ConfigError(f"the value of max_epochs is {limit}, but must be >= 1")
+    scheduler = TRAINING_POLICIES.get(policy)(
+        workload,
+        catalog,
+        constraint,
+        curve.target_loss,
+        delta=delta,
+        offline_epochs=estimate,
+        family=family,
+        frontier=frontier,
+    )
+    loop = EventLoop()
+    cache: dict[Allocation, tuple[float, float]] = {}
+
+    def epoch_of(allocation: Allocation) -> tuple[float, float]:
+        if allocation not in cache:
+            row = evaluate(
+                workload,
+                catalog,
+                [allocation.n],
+                [allocation.memory_mb],
+                allocation.storage,
+                allocation.scheme,
+            )
+            cache[allocation] = (float(row.time_s[0]), float(row.cost_usd[0]))
+        return cache[allocation]
+
+    first = scheduler.start()
+    state = {
+        "spent": float(startup_cost(catalog.platform, first.n, first.memory_mb)),
+        "hidden": 0.0,
+        "visible": 0.0,
+    }
+    records: list[EpochRecord] = []
+    outcome = {"reason": f"stopped after {limit} epochs (max_epochs)", "reached": False}
+    running: list[Allocation] = [first]
+    upcoming: list[Allocation] = []
+
+    def run_epoch(epoch: int, overhead_s: float, overhead_usd: float) -> None:
+        seconds, dollars = epoch_of(running[0])
+        state["spent"] += dollars + overhead_usd
+        loop.after(overhead_s + seconds, lambda: end_epoch(epoch, overhead_s))
+
+    def end_epoch(epoch: int, overhead_s: float) -> None:
+        try:
+            loss = curve.observed(epoch)
+        except KeyError:
+            outcome["reason"] = f"the recorded curve ends before epoch {epoch}"
+            return
+        decision = scheduler.observe(epoch, loss, state["spent"], loop.now)
+        records.append(
+            EpochRecord(epoch, running[0], loss, loop.now, state["spent"], overhead_s, decision)
+        )
+        if decision.decision is Decision.STOP:
+            outcome["reason"] = decision.reason
+            outcome["reached"] = loss <= curve.target_loss
+            return
+        if upcoming:  # a delayed restart takes over at this synchronisation point
+            running[0] = upcoming.pop()
+        overhead_s, overhead_usd = 0.0, 0.0
+        if decision.decision is Decision.RESCALE:
+            old_seconds, _ = epoch_of(running[0])
+            switch = switch_cost(
+                workload,
+                catalog,
+                running[0],
+                old_seconds,
+                decision.allocation,
+                delayed=scheduler.delayed_restart,
+            )
+            overhead_s, overhead_usd = switch.visible_s, switch.cost_usd
+            state["hidden"] += switch.hidden_s
+            state["visible"] += switch.visible_s
+            if switch.delayed:
+                upcoming.append(decision.allocation)
+            else:
+                running[0] = decision.allocation
+        if epoch < limit:
+            run_epoch(epoch + 1, overhead_s, overhead_usd)
+
+    loop.after(catalog.platform.cold_start_s, lambda: run_epoch(1, 0.0, 0.0))
+    loop.run()
+    restarts = sum(1 for r in records if r.decision.decision is Decision.RESCALE)
+    return TrainingRun(
+        policy=policy,
+        workload=workload.name,
+        catalog=catalog.name,
+        constraint=constraint,
+        target_loss=curve.target_loss,
+        offline_epochs=estimate,
+        true_epochs=truth,
+        start=first,
+        records=tuple(records),
+        reached=bool(outcome["reached"]),
+        stop_reason=str(outcome["reason"]),
+        time_s=records[-1].elapsed_s if records else loop.now,
+        cost_usd=state["spent"],
+        restarts=restarts,
+        hidden_switch_s=state["hidden"],
+        visible_switch_s=state["visible"],
+    )
+
+
+def relative_error(predicted: float, actual: float) -> float:
+    """|predicted − actual| / actual, with an unreachable prediction counted as 100 %."""
+    if not math.isfinite(predicted):
+        return 1.0
+    return float(np.abs(predicted - actual) / actual)
