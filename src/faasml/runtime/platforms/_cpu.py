@@ -30,6 +30,7 @@ class CgroupCpu:
     def __init__(self, root: Path, version: int) -> None:
         self.version = version
         self.root = root / f"faasml-{os.getpid()}"
+        _remove_stale(root)
         self.root.mkdir(exist_ok=True)
 
     @staticmethod
@@ -83,6 +84,22 @@ class CgroupCpu:
                     self.detach(child)
             with contextlib.suppress(OSError):
                 self.root.rmdir()
+
+
+def _remove_stale(root: Path) -> None:
+    """Remove the empty groups of platforms whose process died without closing."""
+    for group in root.glob("faasml-*"):
+        try:
+            pid = int(group.name.split("-", 1)[1])
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            for child in group.iterdir():
+                if child.is_dir():
+                    CgroupCpu.detach(child)
+            with contextlib.suppress(OSError):
+                group.rmdir()
+        except (ValueError, PermissionError, OSError):
+            continue
 
 
 class DutyCycle:

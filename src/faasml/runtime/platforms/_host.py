@@ -47,7 +47,20 @@ def _run(ref: str, payload: Any) -> Any:
     return target(payload)
 
 
+def _die_with_parent() -> None:
+    """Linux: be killed when the platform's process dies (no orphaned functions)."""
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        pass
+
+
 def main(argv: list[str]) -> int:
+    _die_with_parent()
     fd, memory_mb = int(argv[0]), int(argv[1])
     preload = [name for name in (argv[2] if len(argv) > 2 else "").split(",") if name]
     conn = Connection(fd)
