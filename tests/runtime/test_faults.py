@@ -112,3 +112,14 @@ def test_budget_guard_stops_before_overspending(tmp_path: Path) -> None:
     assert trial.status == "stopped"
     assert coordinator.stop_reason is not None and "budget guard" in coordinator.stop_reason
     assert coordinator.meter.total_usd == 0
+
+
+def test_silent_worker_is_detected_and_restarted(
+    tmp_path: Path, fault_free: NDArray[np.float32]
+) -> None:
+    hang = TrialFault(0, 0, Fault(worker_id=2, round_id=2, during="hang"))
+    trial, params, _ = _train(tmp_path, faults=[hang], silent_after_s=2.0)
+    assert trial.restarts == 1
+    assert "silent" in trial.failures[0]
+    assert params is not None
+    np.testing.assert_allclose(params, fault_free, atol=1e-6, rtol=0)

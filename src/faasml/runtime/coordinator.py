@@ -100,6 +100,7 @@ class _Segment:
     started: float
     estimate_usd: float
     rounds: int
+    budget_capped: bool = False
 
 
 class BudgetExhaustedError(FaasmlError):
@@ -141,6 +142,8 @@ class Coordinator:
         self._prepared: set[int] = set()
         self._round_s: dict[tuple[int, int], float] = {}
         """Measured seconds per round by (n, memory): predicts segment time and cost."""
+        self._init_s: dict[int, float] = {}
+        """Longest cold start measured by memory size (the budget guard's estimate)."""
         self.predicted_round_s: Callable[[Allocation], float] | None = None
         self.stop_reason: str | None = None
         self.segments = 0
@@ -191,6 +194,7 @@ class Coordinator:
         for trial in waiting:
             trial.status = "running" if trial.epochs_done < until_epoch else "done"
         while True:
+            launched = False
             for trial in waiting:
                 if trial.status != "running" or any(s.trial is trial for s in running):
                     continue
@@ -206,7 +210,17 @@ class Coordinator:
                     continue
                 if segment is not None:
                     running.append(segment)
+                    launched = True
             if not running:
+                if (
+                    not launched
+                    and self.stop_reason is None
+                    and any(t.status == "running" for t in waiting)
+                ):
+                    self.stop_reason = (
+                        f"{allocation} cannot start on {self.platform.name}: the platform "
+                        "refused its functions (capacity); checkpoints kept"
+                    )
                 break
             beat = time.monotonic()
             time.sleep(self.options.poll_s)
@@ -250,7 +264,8 @@ class Coordinator:
         """Predicted cost of a segment: n functions for its predicted time (eq. 4)."""
         per_round = self.round_seconds(allocation)
         platform = self.catalog.platform
-        seconds = (per_round or 0.0) * rounds + platform.cold_start_s
+        init = max(self._init_s.get(allocation.memory_mb, 0.0), platform.cold_start_s)
+        seconds = (per_round or 0.0) * rounds + init
         gb = allocation.memory_mb / 1024.0
         return allocation.n * (
             seconds * gb * platform.price_per_gb_s + platform.price_per_invocation
@@ -274,6 +289,7 @@ class Coordinator:
                     f"${estimate * BUDGET_MARGIN:.6f} and ${max(left, 0):.6f} of the "
                     f"${self.budget_usd:.6f} budget is left; stopped with checkpoints kept"
                 )
+        timeout, capped = self._timeout(allocation, running)
         token = uuid.uuid4().hex[:8]
         out = (
             f"{self.namespace}/t{trial.trial_id}/ckpt/e{trial.epoch:04d}-"
@@ -302,7 +318,9 @@ class Coordinator:
                     sync_timeout_s=self.options.sync_timeout_s,
                     fault=fault,
                 )
-                invocations.append(self.platform.invoke(WORKER_FN, task, allocation.memory_mb))
+                invocations.append(
+                    self.platform.invoke(WORKER_FN, task, allocation.memory_mb, timeout)
+                )
         except CapacityError:
             for invocation in invocations:
                 invocation.cancel()
@@ -311,8 +329,33 @@ class Coordinator:
             return None
         self.segments += 1
         return _Segment(
-            trial, allocation, invocations, stop, out, token, time.monotonic(), estimate, span
+            trial,
+            allocation,
+            invocations,
+            stop,
+            out,
+            token,
+            time.monotonic(),
+            estimate,
+            span,
+            capped,
         )
+
+    def _timeout(self, allocation: Allocation, running: list[_Segment]) -> tuple[float, bool]:
+        """The segment's time limit: the platform's maximum duration, or less when the budget
+        left would be spent sooner — n functions of m MB cannot bill more than that limit, so
+        the budget guard holds even when a prediction was wrong."""
+        limit = self.catalog.platform.max_duration_s
+        if self.budget_usd is None:
+            return limit, False
+        committed = sum(s.estimate_usd for s in running)
+        left = self.budget_usd - self.spent_usd() - committed
+        platform = self.catalog.platform
+        rate = allocation.n * allocation.memory_mb / 1024.0 * platform.price_per_gb_s
+        affordable = (left - allocation.n * platform.price_per_invocation) / rate if rate else limit
+        if affordable < limit:
+            return max(affordable, 1e-3), True
+        return limit, False
 
     def _stop_batch(self, trial: TrialState, allocation: Allocation, rounds: int) -> int | None:
         """Where to renew the function: None runs to the epoch's end."""
@@ -340,6 +383,9 @@ class Coordinator:
         billed = invocation.billed
         if billed is not None:
             self.meter.invocation(billed, self.now(), trial.trial_id)
+            if billed.cold:
+                known = self._init_s.get(billed.memory_mb, 0.0)
+                self._init_s[billed.memory_mb] = max(known, billed.init_s)
 
     def _poll(self, segment: _Segment) -> bool:
         """Handle a segment whose invocations ended; True when it is finished with."""
@@ -379,7 +425,13 @@ class Coordinator:
         trial.failures.append(
             f"epoch {trial.epoch + 1} batch {trial.batch}: {reason} at {self.now():.2f} s"
         )
-        if sum(1 for f in trial.failures if f.startswith(f"epoch {trial.epoch + 1} ")) > (
+        if segment.budget_capped and "timeout" in reason:
+            self.stop_reason = (
+                f"budget guard: trial {trial.trial_id} epoch {trial.epoch + 1} was stopped when "
+                "the budget ran out; the last checkpoint is kept"
+            )
+            trial.status = "stopped"
+        elif sum(1 for f in trial.failures if f.startswith(f"epoch {trial.epoch + 1} ")) > (
             self.options.max_restarts
         ):
             trial.status = "failed"

@@ -56,7 +56,7 @@ class Fault:
     worker_id: int
     round_id: int
     during: str = "compute"
-    """'compute' (before the gradient) or 'sync' (inside the scheme's reduce)."""
+    """'compute' (before the gradient), 'sync' (inside the scheme's reduce) or 'hang'."""
 
 
 @dataclass(frozen=True)
@@ -159,6 +159,43 @@ def rounds_per_epoch(samples: int, n: int, batch_size: int) -> int:
     return num_batches(max(1, samples // n), batch_size)
 
 
+class Heartbeat:
+    """Writes ``time round pid`` under a key every HEARTBEAT_S from a thread, so the
+    coordinator can tell a slow worker (still beating) from a silent one."""
+
+    def __init__(self, store: Store, key: str) -> None:
+        self.store, self.key = store, key
+        self.round_id = 0
+        self._stop = threading.Event()
+        self._beat()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _beat(self) -> None:
+        self.store.put(self.key, f"{time.time():.3f} {self.round_id} {os.getpid()}".encode())
+
+    def _run(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S):
+            self._beat()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _inject(fault: Fault | None, worker_id: int, round_id: int) -> None:
+    """Apply an injected fault: SIGKILL now ('compute'), SIGKILL 2 ms into the coming reduce
+    ('sync'), or SIGSTOP, a worker that hangs and falls silent ('hang')."""
+    if fault is None or fault.worker_id != worker_id or fault.round_id != round_id:
+        return
+    if fault.during == "sync":
+        _kill_self_later(0.002)
+    elif fault.during == "hang":
+        os.kill(os.getpid(), signal.SIGSTOP)
+    else:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def _kill_self_later(delay_s: float) -> None:
     timer = threading.Timer(delay_s, lambda: os.kill(os.getpid(), signal.SIGKILL))
     timer.daemon = True
@@ -203,36 +240,27 @@ def run_segment(task: WorkerTask) -> SegmentReport:
     compute_s = sync_s = 0.0
     loss_sum, samples = 0.0, 0
     round_id = task.round_id
-    last_beat = 0.0
-    for batch in range(task.start_batch, stop):
-        now = time.monotonic()
-        if now - last_beat >= HEARTBEAT_S:
-            objects.put(
-                f"{task.namespace}/hb/w{task.worker_id}",
-                f"{time.time():.3f} {round_id} {os.getpid()}".encode(),
-            )
-            last_beat = now
-        fault = task.fault
-        if fault is not None and fault.worker_id == task.worker_id and fault.round_id == round_id:
-            if fault.during == "sync":
-                _kill_self_later(0.002)
-            else:
-                os.kill(os.getpid(), signal.SIGKILL)
-        first = batch * recipe.batch_size
-        last = len(data) if batch == rounds - 1 else first + recipe.batch_size
-        chosen = order[first:last]
-        t0 = time.monotonic()
-        loss, grad = model.loss_and_grad(params, data.features[chosen], data.labels[chosen])
-        t1 = time.monotonic()
-        mean = scheme.reduce(task.worker_id, round_id, np.asarray(grad, dtype=np.float32))
-        t2 = time.monotonic()
-        params = optimizer.step(params, mean)
-        compute_s += (t1 - t0) + (time.monotonic() - t2)
-        sync_s += t2 - t1
-        loss_sum += float(loss) * len(chosen)
-        samples += len(chosen)
-        round_id += 1
-
+    heartbeat = Heartbeat(objects, f"{task.namespace}/hb/w{task.worker_id}")
+    try:
+        for batch in range(task.start_batch, stop):
+            heartbeat.round_id = round_id
+            _inject(task.fault, task.worker_id, round_id)
+            first = batch * recipe.batch_size
+            last = len(data) if batch == rounds - 1 else first + recipe.batch_size
+            chosen = order[first:last]
+            t0 = time.monotonic()
+            loss, grad = model.loss_and_grad(params, data.features[chosen], data.labels[chosen])
+            t1 = time.monotonic()
+            mean = scheme.reduce(task.worker_id, round_id, np.asarray(grad, dtype=np.float32))
+            t2 = time.monotonic()
+            params = optimizer.step(params, mean)
+            compute_s += (t1 - t0) + (time.monotonic() - t2)
+            sync_s += t2 - t1
+            loss_sum += float(loss) * len(chosen)
+            samples += len(chosen)
+            round_id += 1
+    finally:
+        heartbeat.stop()
     epoch_done = stop >= rounds
     checkpoint_key: str | None = None
     val: dict[str, float] = {}
