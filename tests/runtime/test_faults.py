@@ -66,6 +66,7 @@ def _train(
         )
         coordinator.set_data(train, test)
         coordinator.run([trial], Allocation(3, 256, "embedded", scheme), until_epoch=2)
+        coordinator.close()
     params = None if trial.checkpoint is None else load_checkpoint(objects, trial.checkpoint).params
     return trial, params, coordinator
 
@@ -84,6 +85,7 @@ def fault_free(tmp_path_factory: pytest.TempPathFactory) -> NDArray[np.float32]:
         ("allreduce", Fault(worker_id=1, round_id=3, during="compute")),
         ("allreduce", Fault(worker_id=0, round_id=10, during="sync")),
         ("scatter-reduce", Fault(worker_id=2, round_id=9, during="sync")),
+        ("param-server", Fault(worker_id=1, round_id=4, during="sync")),
     ],
 )
 def test_killed_worker_gives_the_fault_free_model(

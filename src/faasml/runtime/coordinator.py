@@ -101,6 +101,7 @@ class _Segment:
     estimate_usd: float
     rounds: int
     budget_capped: bool = False
+    sync_url: str = ""
 
 
 class BudgetExhaustedError(FaasmlError):
@@ -146,6 +147,7 @@ class Coordinator:
         """Longest cold start measured by memory size (the budget guard's estimate)."""
         self.predicted_round_s: Callable[[Allocation], float] | None = None
         self.stop_reason: str | None = None
+        self._server: Any = None
         self.segments = 0
         self.restarts = 0
         self.busy_s = 0.0
@@ -303,7 +305,7 @@ class Coordinator:
                 task = WorkerTask(
                     recipe=recipe,
                     object_url=self.objects.url,
-                    sync_url=self.sync_url,
+                    sync_url=self._sync_url(allocation),
                     scheme=allocation.scheme,
                     namespace=f"{self.namespace}/t{trial.trial_id}/{token}",
                     data_prefix=self.data_prefix,
@@ -339,6 +341,7 @@ class Coordinator:
             estimate,
             span,
             capped,
+            self._sync_url(allocation),
         )
 
     def _timeout(self, allocation: Allocation, running: list[_Segment]) -> tuple[float, bool]:
@@ -441,7 +444,7 @@ class Coordinator:
     def _cleanup(self, segment: _Segment) -> None:
         from faasml.sync.stores import open_store
 
-        with open_store(self.sync_url) as sync:
+        with open_store(segment.sync_url) as sync:
             sync.delete(f"{self.namespace}/t{segment.trial.trial_id}/{segment.token}/")
         self.objects.delete(f"{self.namespace}/t{segment.trial.trial_id}/{segment.token}/")
 
@@ -525,6 +528,29 @@ class Coordinator:
                     running.remove(segment)
                     self._fail(segment, f"worker {worker} silent for over {bound:g} s")
                     break
+
+    def _sync_url(self, allocation: Allocation) -> str:
+        """The parameter store of a scheme: the embedded store, or for 'param-server' a
+        parameter-server process this coordinator starts on loopback (the VM-PS case)."""
+        if allocation.scheme != "param-server":
+            return self.sync_url
+        if self._server is None:
+            from faasml.sync.param_server import ParameterServer
+
+            self._server = ParameterServer().start()
+        return self._server.url
+
+    def close(self) -> None:
+        """Stop the parameter server (billed per second where its service is time-priced)."""
+        if self._server is None:
+            return
+        uptime = self._server.uptime_s
+        self._server.stop()
+        self._server = None
+        for service in self.catalog.storages.values():
+            if service.pricing == "time" and "param-server" in service.schemes:
+                self.meter.server(service, uptime, self.now())
+                break
 
     def prewarm(self, allocation: Allocation) -> int:
         """Start the functions of ``allocation`` now, to take over at the next segment

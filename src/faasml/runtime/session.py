@@ -211,6 +211,7 @@ class BaseRun:
             self.state["cold_starts"] = self.state.get("cold_starts", 0) + platform.cold_starts
             self.state["restarts"] = self.state.get("restarts", 0) + coordinator.restarts
             self.state["segments"] = self.state.get("segments", 0) + coordinator.segments
+            coordinator.close()
             platform.close()
             coordinator.objects.close()
             self.save()
