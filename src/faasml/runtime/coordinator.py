@@ -165,7 +165,8 @@ class Coordinator:
         self.samples = len(train)
         self.objects.put(f"{self.data_prefix}/test", dataset_to_bytes(test))
 
-    def _prepare(self, n: int) -> None:
+    def prepare_partitions(self, n: int) -> None:
+        """Write the n partitions of the training data to the object store (once per n)."""
         if n in self._prepared:
             return
         prefix = f"{self.data_prefix}/n{n}"
@@ -190,7 +191,7 @@ class Coordinator:
         """Train every trial in ``trials`` on ``allocation`` until it has ``until_epoch``
         epochs done, running as many at once as the platform's capacity allows. Trials the
         budget cannot pay for are marked 'stopped' and ``stop_reason`` says why."""
-        self._prepare(allocation.n)
+        self.prepare_partitions(allocation.n)
         running: list[_Segment] = []
         waiting = [t for t in trials if t.status in ("pending", "running", "done")]
         for trial in waiting:
@@ -555,5 +556,5 @@ class Coordinator:
     def prewarm(self, allocation: Allocation) -> int:
         """Start the functions of ``allocation`` now, to take over at the next segment
         (delayed restart, CE-scaling §III-D)."""
-        self._prepare(allocation.n)
+        self.prepare_partitions(allocation.n)
         return self.platform.prewarm(allocation.memory_mb, allocation.n)
