@@ -64,7 +64,8 @@ def run_profile(args: argparse.Namespace) -> int:
     out.print(
         f"  store: latency {result.latency_s * 1e6:.0f} µs, "
         f"{result.bandwidth_mbps:.0f} MB/s; cold start {format_duration(result.cold_start_s)}, "
-        f"warm start {result.warm_start_s * 1e3:.1f} ms"
+        f"warm start {result.warm_start_s * 1e3:.1f} ms, "
+        f"per-invocation overhead {result.invocation_overhead_s * 1e3:.1f} ms"
     )
     for key, value in sorted(result.sync_s_per_round.items()):
         out.print(f"  sync {key}: {value * 1e3:.2f} ms per round")
