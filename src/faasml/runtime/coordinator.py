@@ -496,6 +496,7 @@ class Coordinator:
                     "load_s": trial.partial["load_s"],
                     "samples_per_s": samples / seconds if seconds > 0 else 0.0,
                     "batch_size": lead.batch_size,
+                    "reported": {k: v for r in reports for k, v in r.reported.items()},
                     "invocations": int(trial.partial["invocations"]),
                     "n": segment.allocation.n,
                     "memory_mb": segment.allocation.memory_mb,

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from faasml.runtime import context
 from faasml.runtime.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from faasml.sync.schemes import SCHEME_CLASSES
 from faasml.sync.stores import Store, StoreStats, open_store
@@ -114,6 +115,8 @@ class SegmentReport:
     checkpoint: str | None = None
     pid: int = 0
     cold_load: bool = False
+    reported: dict[str, float] = field(default_factory=dict)
+    """Metrics the model's code recorded with ``faasml.report``."""
 
     @property
     def samples_per_s(self) -> float:
@@ -240,6 +243,7 @@ def run_segment(task: WorkerTask) -> SegmentReport:
     compute_s = sync_s = 0.0
     loss_sum, samples = 0.0, 0
     round_id = task.round_id
+    context.open_context()
     heartbeat = Heartbeat(objects, f"{task.namespace}/hb/w{task.worker_id}")
     try:
         for batch in range(task.start_batch, stop):
@@ -277,6 +281,7 @@ def run_segment(task: WorkerTask) -> SegmentReport:
             if len(test):
                 scores = model.evaluate(params, test.features, test.labels)
                 val = {key: float(value) for key, value in scores.items()}
+    reported = context.close_context()
     return SegmentReport(
         worker_id=task.worker_id,
         epoch=task.epoch,
@@ -295,6 +300,7 @@ def run_segment(task: WorkerTask) -> SegmentReport:
         checkpoint=checkpoint_key,
         pid=os.getpid(),
         cold_load=cold_load,
+        reported=reported,
     )
 
 
