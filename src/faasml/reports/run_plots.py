@@ -42,11 +42,14 @@ def write_plots(state: dict[str, Any], folder: Path) -> list[Path]:
         ys.append(total)
     ax.step(xs, ys, where="post", label="spent")
     budget = state.get("constraint", {}).get("budget_usd")
-    if budget is not None:
+    title = "Spend over time"
+    if budget is not None and total >= 0.1 * budget:
         ax.axhline(budget, color="red", linestyle="--", label="budget")
+    elif budget is not None:
+        title += f" (budget ${budget:g}, off the scale)"
     ax.set_xlabel("seconds")
     ax.set_ylabel("US dollars")
-    ax.set_title("Spend over time")
+    ax.set_title(title)
     ax.legend(fontsize="small")
     out.append(_save(fig, folder / "spend.png"))
 
