@@ -11,6 +11,7 @@ their state to the run directory after every segment, so ``resume`` continues wi
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -214,6 +215,9 @@ class BaseRun:
             coordinator.close()
             platform.close()
             coordinator.objects.close()
+            # The parameter store holds only rounds in flight (each segment has its own
+            # namespace, a resumed segment starts a new one): nothing in it is needed later.
+            shutil.rmtree(self.dir.sync_dir(), ignore_errors=True)
             self.save()
         self.dir.write_outputs(self.state)
         return self.state
