@@ -125,3 +125,42 @@ def test_silent_worker_is_detected_and_restarted(
     assert "silent" in trial.failures[0]
     assert params is not None
     np.testing.assert_allclose(params, fault_free, atol=1e-6, rtol=0)
+
+
+def test_prewarmed_functions_take_over_without_cold_starts(tmp_path: Path) -> None:
+    """Delayed restart (CE-scaling §III-D): the new allocation's functions start early and
+    the segment that switches to them starts none."""
+    job = JobSpec.from_mapping(JOB)
+    train, test = job.dataset.load()
+    recipe = ModelRecipe(
+        "logistic-regression",
+        {},
+        train.input_shape,
+        train.num_classes,
+        "sgd",
+        {"lr": 0.1},
+        50,
+        3,
+    )
+    catalog = load_catalog("local")
+    objects = open_store(f"embedded://{tmp_path}/objects")
+    with open_platform("local", catalog, cpu="none") as platform:
+        coordinator = Coordinator(
+            platform,
+            catalog,
+            Meter(catalog),
+            objects,
+            f"embedded://{tmp_path}/sync",
+            lambda _: recipe,
+            namespace="run",
+        )
+        coordinator.set_data(train, test)
+        trial = TrialState(0, {})
+        coordinator.run([trial], Allocation(1, 256, "embedded"), until_epoch=1)
+        before = platform.cold_starts
+        assert coordinator.prewarm(Allocation(2, 320, "embedded")) == 2
+        coordinator.run([trial], Allocation(2, 320, "embedded"), until_epoch=2)
+        assert platform.cold_starts == before + 2  # only the prewarmed ones
+        assert trial.epochs_done == 2 and trial.history[-1]["n"] == 2
+        prewarm = [c for c in coordinator.meter.charges if c.detail == "prewarm"]
+        assert len(prewarm) == 2  # their start is billed

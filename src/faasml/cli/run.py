@@ -31,7 +31,9 @@ def register(commands: Any) -> None:
         "resume", help="continue an interrupted tune or train run from its run directory"
     )
     resume.add_argument("run_dir", help="the run directory of the interrupted run")
-    resume.set_defaults(func=run_resume)
+    resume.add_argument("--budget", metavar="$", help="a new budget (e.g. after a budget stop)")
+    resume.add_argument("--deadline", metavar="T", help="a new deadline")
+    resume.set_defaults(func=run_resume, minimise=None)
 
 
 def _run_dir(args: argparse.Namespace, name: str) -> Path:
@@ -56,7 +58,10 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def run_resume(args: argparse.Namespace) -> int:
-    run = resume_run(args.run_dir)
+    constraint = None
+    if args.budget is not None or args.deadline is not None:
+        constraint = constraint_from(args)
+    run = resume_run(args.run_dir, constraint=constraint)
     console().print(f"Resuming the {run.kind} run in {args.run_dir} (status {run.state['status']})")
     return _execute(run)
 

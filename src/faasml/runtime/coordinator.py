@@ -232,11 +232,15 @@ class Coordinator:
                     running.remove(segment)
             self.busy_s += time.monotonic() - beat
             self._check_silent(running)
-            for billed in self.platform.take_standalone_bills():
-                self.meter.standalone(billed, self.now())
+            self._collect_standalone()
+        self._collect_standalone()
         for trial in waiting:
             if trial.status == "running":
                 trial.status = "stopped" if self.stop_reason else trial.status
+
+    def _collect_standalone(self) -> None:
+        for billed in self.platform.take_standalone_bills():
+            self.meter.standalone(billed, self.now())
 
     def _fits(self, running: list[_Segment], allocation: Allocation) -> bool:
         platform = self.catalog.platform
@@ -544,6 +548,7 @@ class Coordinator:
 
     def close(self) -> None:
         """Stop the parameter server (billed per second where its service is time-priced)."""
+        self._collect_standalone()
         if self._server is None:
             return
         uptime = self._server.uptime_s

@@ -353,8 +353,24 @@ class TrainRun(BaseRun):
                 training.target_loss,
             )
             start = scheduler.start()
-            self.state["plan"]["planner"] = "adaptive"
-            self.state["plan"]["stages"][0]["allocation"] = dataclasses.asdict(start)
+            table = evaluate(
+                self.workload,
+                self.catalog,
+                [start.n],
+                [start.memory_mb],
+                start.storage,
+                start.scheme,
+            )
+            epochs = training.max_epochs
+            stage = self.state["plan"]["stages"][0]
+            stage["allocation"] = dataclasses.asdict(start)
+            stage["epoch_time_s"] = float(table.time_s[0])
+            stage["epoch_cost_usd"] = float(table.cost_usd[0])
+            stage["time_s"] = self.catalog.platform.cold_start_s + epochs * float(table.time_s[0])
+            stage["cost_usd"] = float(table.startup_usd[0]) + epochs * float(table.cost_usd[0])
+            self.state["plan"].update(
+                planner="adaptive", time_s=stage["time_s"], cost_usd=stage["cost_usd"]
+            )
         self.state["allocation"] = self.state["plan"]["stages"][0]["allocation"]
         self.state["allocations"] = [{"epoch": 1, **self.state["allocation"]}]
         self.trials = [TrialState(0, {})]
@@ -427,8 +443,11 @@ def _loss(record: dict[str, Any]) -> float:
     return float(value if value is not None else record["loss"])
 
 
-def resume_run(run_dir: str | Path, **kwargs: Any) -> BaseRun:
-    """Reopen an interrupted run from its record; ``execute()`` continues it."""
+def resume_run(
+    run_dir: str | Path, *, constraint: Constraint | None = None, **kwargs: Any
+) -> BaseRun:
+    """Reopen an interrupted run from its record; ``execute()`` continues it. A new
+    ``constraint`` replaces the recorded one (e.g. a larger budget after a budget stop)."""
     from faasml.config import load_job
 
     folder = RunDir(run_dir)
@@ -439,7 +458,11 @@ def resume_run(run_dir: str | Path, **kwargs: Any) -> BaseRun:
     job = (
         load_job(source) if source and Path(source).exists() else JobSpec.from_mapping(state["job"])
     )
-    constraint = constraint_from_dict(state["constraint"])
+    if constraint is None:
+        constraint = constraint_from_dict(state["constraint"])
+    else:
+        state["constraint"] = constraint_dict(constraint)
+        state.pop("stop_reason", None)
     cls = TuneRun if state["kind"] == "tune" else TrainRun
     for trial in state["trials"]:
         if trial["status"] == "running":
