@@ -16,12 +16,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
-import yaml
-
+from faasml._layers import (
+    ENV_FIELDS,
+    ENV_PREFIX,
+    ENV_SECTIONS,
+    environment_overrides,
+    has_password,
+    parse_assignments,
+    redact_url,
+    set_path,
+)
 from faasml._validate import Fields, load_yaml
-from faasml.exceptions import ConfigError, FaasmlError
+from faasml.exceptions import ConfigError
 from faasml.searchspace import SearchSpace, parse_search_space
 from faasml.workloads import MODELS, Model, create_model
 from faasml.workloads._base import check_options
@@ -35,11 +42,6 @@ from faasml.workloads.data import (
 )
 from faasml.workloads.optim import OPTIMIZERS, Optimizer, create_optimizer
 
-ENV_PREFIX = "FAASML_"
-ENV_FIELDS = ("name", "batch_size", "seed", "platform", "store", "catalog", "profile")
-"""Top-level fields the environment may set: ``FAASML_BATCH_SIZE=128``."""
-ENV_SECTIONS = ("model", "dataset", "optimizer", "tuning", "training")
-"""Sections whose fields the environment may set: ``FAASML_TUNING__TRIALS=8``."""
 METRICS = ("loss", "accuracy")
 _MODULE_ATTR = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _SUFFIX_FORMATS = {".csv": "higgs-csv", ".gz": "higgs-csv", ".bin": "cifar10-bin"}
@@ -195,7 +197,7 @@ class JobSpec:
         """This job with one configuration applied (keys as in ``search_space``), revalidated."""
         data = self.to_dict(redact=False)
         for key, value in config.items():
-            _set_path(data, resolve_hyperparameter(key, self.optimizer.name), copy.deepcopy(value))
+            set_path(data, resolve_hyperparameter(key, self.optimizer.name), copy.deepcopy(value))
         data["dataset"] = {}
         return _parse_job(data, Path.cwd(), self.source, dataset=self.dataset, check_space=False)
 
@@ -236,77 +238,17 @@ def load_job(
     if not isinstance(data, Mapping):
         raise ConfigError(f"{file} must hold a mapping of job fields, not {type(data).__name__}")
     store = data.get("store")
-    if isinstance(store, str) and _has_password(store):
+    if isinstance(store, str) and has_password(store):
         raise ConfigError(
             f"{file}: the value of store holds a password; credentials never go in job files: "
             f"set {ENV_PREFIX}STORE in the environment or use the service's credential file"
         )
     merged = copy.deepcopy(dict(data))
     for key, value in environment_overrides(os.environ if environ is None else environ).items():
-        _set_path(merged, key, value)
+        set_path(merged, key, value)
     for key, value in (overrides or {}).items():
-        _set_path(merged, key, value)
+        set_path(merged, key, value)
     return _parse_job(merged, file.resolve().parent, str(file))
-
-
-def environment_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
-    """Dotted job paths set by ``FAASML_<FIELD>`` / ``FAASML_<SECTION>__<FIELD>`` variables.
-
-    Values are read as YAML scalars (``8`` is a number, ``true`` a flag); other ``FAASML_*``
-    variables belong to other parts of faasml and are ignored here.
-    """
-    found: dict[str, Any] = {}
-    for name in sorted(environ):
-        if not name.startswith(ENV_PREFIX):
-            continue
-        parts = name[len(ENV_PREFIX) :].lower().split("__")
-        top_level = len(parts) == 1 and parts[0] in ENV_FIELDS
-        in_section = len(parts) >= 2 and parts[0] in ENV_SECTIONS and all(parts)
-        if top_level or in_section:
-            found[".".join(parts)] = _scalar(environ[name])
-    return found
-
-
-def redact_url(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (for records, reports and logs)."""
-    if not _has_password(url):
-        return url
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    user = parts.username or ""
-    return urlunsplit((parts.scheme, f"{user}:***@{host}", parts.path, parts.query, ""))
-
-
-def _has_password(url: str) -> bool:
-    try:
-        return bool(urlsplit(url).password)
-    except ValueError:
-        return False
-
-
-def _scalar(text: str) -> Any:
-    try:
-        value = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return text
-    return value if isinstance(value, str | int | float | bool) else text
-
-
-def _set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
-    node = data
-    *parents, leaf = dotted.split(".")
-    for part in parents:
-        child = node.get(part)
-        if child is None:
-            child = {}
-        elif isinstance(child, str) and part == "model" and node is data:
-            child = {"name": child}  # the `model: name` shorthand
-        elif not isinstance(child, Mapping):
-            raise ConfigError(f"cannot set {dotted}: {part} is {child!r}, not a mapping of fields")
-        node[part] = node = dict(child)
-    node[leaf] = value
 
 
 def _dataset_dict(spec: DatasetSpec) -> dict[str, Any]:
@@ -341,6 +283,8 @@ def _parse_job(
     profile = f.raw("profile", None)
     if profile is not None and (not isinstance(profile, str) or not profile.strip()):
         raise f.fail("profile", profile, "must be a workload profile name or path")
+    if profile is not None:
+        profile = _resolve_file(profile, base_dir)
     search_space = parse_search_space(f.raw("search_space")) if f.has("search_space") else None
     tuning = _tuning(f.sub("tuning")) if f.has("tuning") else None
     if tuning is not None and search_space is None:
@@ -357,15 +301,35 @@ def _parse_job(
         training=_training(f.sub("training", {})),
         platform=f.text("platform", "local"),
         store=f.text("store", "embedded"),
-        catalog=f.text("catalog", "local"),
+        catalog=_resolve_file(f.text("catalog", "local"), base_dir),
         profile=profile,
         description=description,
         source=source,
     )
     f.finish()
+    _check_model_fits(job)
     if search_space is not None and check_space:
         _check_search_space(job, search_space)
     return job
+
+
+def _resolve_file(value: str, base_dir: Path) -> str:
+    """A ``.yaml`` path relative to the job file made absolute; a shipped name stays a name."""
+    if Path(value).suffix in {".yaml", ".yml"}:
+        return str((base_dir / Path(value).expanduser()).resolve())
+    return value
+
+
+def _check_model_fits(job: JobSpec) -> None:
+    """Build the model on two generated samples, so bad option values fail at load time.
+
+    Only for generated data: a file's shape is known once it is read, when the model is built.
+    """
+    spec = job.dataset
+    if spec.synthetic is None:
+        return
+    sample = generate_dataset(spec.synthetic, 2, seed=spec.seed, **dict(spec.options))
+    job.model.build(sample.input_shape, sample.num_classes)
 
 
 def _model(value: Any) -> ModelSpec:
@@ -378,12 +342,7 @@ def _model(value: Any) -> ModelSpec:
     elif name not in MODELS:
         raise f.fail("name", name, f"must be one of: {', '.join(MODELS.names())}")
     else:
-        try:
-            check_options(
-                f"model '{name}'", MODELS.get(name), options, ("input_shape", "num_classes")
-            )
-        except FaasmlError as err:
-            raise ConfigError(str(err)) from None
+        check_options(f"model '{name}'", MODELS.get(name), options, ("input_shape", "num_classes"))
     f.finish()
     return ModelSpec(name, options)
 
@@ -483,3 +442,21 @@ def _check_search_space(job: JobSpec, space: SearchSpace) -> None:
                 raise ConfigError(
                     f"search_space.{key} allows {value!r}, which makes an invalid job: {err}"
                 ) from None
+
+
+__all__ = [
+    "ENV_FIELDS",
+    "ENV_PREFIX",
+    "ENV_SECTIONS",
+    "DatasetSpec",
+    "JobSpec",
+    "ModelSpec",
+    "OptimizerSpec",
+    "TrainingSpec",
+    "TuningSpec",
+    "environment_overrides",
+    "load_job",
+    "parse_assignments",
+    "redact_url",
+    "resolve_hyperparameter",
+]

@@ -12,7 +12,12 @@ from rich.console import Console
 from faasml import __version__
 from faasml.exceptions import FaasmlError
 
-COMMAND_MODULES = ("faasml.cli.plan", "faasml.cli.run", "faasml.cli.profile")
+COMMAND_MODULES = (
+    "faasml.cli.plan",
+    "faasml.cli.job",
+    "faasml.cli.run",
+    "faasml.cli.profile",
+)
 """Each module has ``register(subparsers)``, which adds its parser and sets ``func``."""
 
 EXIT_USAGE = 2

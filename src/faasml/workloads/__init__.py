@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 from typing import Any
 
 from faasml.exceptions import WorkloadError
 from faasml.registry import Registry
-from faasml.workloads._base import FloatVector, Model, ModelFactory, check_options
+from faasml.workloads._base import (
+    FloatVector,
+    Model,
+    ModelFactory,
+    check_options,
+    evaluate_in_batches,
+)
 from faasml.workloads.data import Dataset, partition
 from faasml.workloads.optim import OPTIMIZERS, Optimizer, create_optimizer
 
@@ -45,8 +52,14 @@ def create_model(
         return built
     from faasml.workloads.torch_model import TorchModel, is_torch_module
 
-    if is_torch_module(built):
-        return TorchModel.from_module(built, tuple(input_shape), num_classes, name=name)
+    if is_torch_module(built):  # init_params(seed) rebuilds it under torch.manual_seed(seed)
+        return TorchModel(
+            functools.partial(factory, **options),
+            input_shape=tuple(input_shape),
+            num_classes=num_classes,
+            name=name,
+            module=built,
+        )
     raise WorkloadError(
         f"model factory '{name}' returned {type(built).__name__}, "
         "but must return a faasml Model or a torch.nn.Module"
@@ -63,5 +76,6 @@ __all__ = [
     "Optimizer",
     "create_model",
     "create_optimizer",
+    "evaluate_in_batches",
     "partition",
 ]

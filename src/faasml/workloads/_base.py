@@ -123,6 +123,33 @@ def accuracy(scores: NDArray[Any], labels: NDArray[np.int64]) -> float:
     return float(np.mean(np.argmax(scores, axis=1) == labels))
 
 
+def evaluate_in_batches(
+    model: Model,
+    params: FloatVector,
+    features: NDArray[Any],
+    labels: NDArray[np.int64],
+    batch_size: int = 1024,
+) -> dict[str, float]:
+    """``model.evaluate`` over many samples in slices of ``batch_size`` (bounded memory).
+
+    Every metric is a per-sample mean, so the slices' results are averaged weighted by size.
+    """
+    if batch_size < 1:
+        raise WorkloadError(f"the value of batch_size is {batch_size}, but must be >= 1")
+    count = len(labels)
+    if count == 0:
+        raise WorkloadError("there are no samples to evaluate on")
+    totals: dict[str, float] = {}
+    for start in range(0, count, batch_size):
+        part = model.evaluate(
+            params, features[start : start + batch_size], labels[start : start + batch_size]
+        )
+        weight = min(batch_size, count - start) / count
+        for key, value in part.items():
+            totals[key] = totals.get(key, 0.0) + weight * value
+    return totals
+
+
 def check_options(what: str, function: Any, options: dict[str, Any], skip: tuple[str, ...]) -> None:
     """Refuse options ``function`` does not take, naming them and the accepted ones."""
     try:

@@ -122,6 +122,8 @@ def num_batches(num_samples: int, batch_size: int) -> int:
 
 def batch_order(num_samples: int, *, seed: int, epoch: int) -> NDArray[np.int64]:
     """The seeded permutation of sample indices an epoch walks; depends only on (seed, epoch)."""
+    if epoch < 0:
+        raise WorkloadError(f"the value of epoch is {epoch}, but must be >= 0")
     rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, int(epoch)])
     return rng.permutation(num_samples).astype(np.int64)
 

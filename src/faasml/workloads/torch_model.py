@@ -86,7 +86,8 @@ class TorchModel(Model):
         name: str = "torch",
         module_factory: Callable[[], Any] | None = None,
     ) -> TorchModel:
-        """Wrap an already built module; ``init_params`` then reuses its initial weights."""
+        """Wrap an already built module; ``init_params`` then returns its weights as built
+        (whatever the seed), unless ``module_factory`` is given to rebuild it per seed."""
         initial = optional_import("torch", "torch").nn.utils.parameters_to_vector(
             [p for p in module.parameters() if p.requires_grad]
         )
@@ -98,7 +99,8 @@ class TorchModel(Model):
             name=name,
             module=module,
         )
-        model._initial = snapshot
+        if module_factory is None:
+            model._initial = snapshot
         return model
 
     @property
@@ -132,7 +134,10 @@ class TorchModel(Model):
     def _inputs(self, features: NDArray[Any], labels: NDArray[np.int64]) -> tuple[Any, Any]:
         self.check_batch(features, labels)
         torch = self._torch
-        x = torch.from_numpy(np.ascontiguousarray(features))
+        array = np.asarray(features)
+        if np.issubdtype(array.dtype, np.floating):
+            array = array.astype(np.float32, copy=False)  # the parameters are float32
+        x = torch.from_numpy(np.ascontiguousarray(array))
         return x, torch.from_numpy(np.ascontiguousarray(labels, dtype=np.int64))
 
     def loss_and_grad(

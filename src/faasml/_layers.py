@@ -1,0 +1,102 @@
+"""Layers of a job file: FAASML_* environment variables, --set assignments, dotted paths,
+and credentials kept out of what faasml echoes. Public through ``faasml.config``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import yaml
+
+from faasml.exceptions import ConfigError
+
+ENV_PREFIX = "FAASML_"
+ENV_FIELDS = ("name", "batch_size", "seed", "platform", "store", "catalog", "profile")
+"""Top-level fields the environment may set: ``FAASML_BATCH_SIZE=128``."""
+ENV_SECTIONS = ("model", "dataset", "optimizer", "tuning", "training")
+"""Sections whose fields the environment may set: ``FAASML_TUNING__TRIALS=8``."""
+_TEXT_FIELDS = frozenset({"name", "platform", "store", "catalog", "profile"})
+
+
+def parse_assignments(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """``["tuning.trials=8", "platform=local"]`` (command-line ``--set``) -> overrides mapping.
+
+    Values are read as YAML (``8`` is a number, ``[8, 16]`` a list); text stays text.
+    """
+    overrides: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip() or any(not part for part in key.strip().split(".")):
+            raise ConfigError(
+                f"the value of --set is {item!r}, but must be FIELD=VALUE with a dotted field "
+                "such as tuning.trials=8"
+            )
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError:
+            value = text
+        overrides[key.strip()] = text if value is None and text else value
+    return overrides
+
+
+def environment_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
+    """Dotted job paths set by ``FAASML_<FIELD>`` / ``FAASML_<SECTION>__<FIELD>`` variables.
+
+    Values are read as YAML scalars (``8`` is a number, ``true`` a flag); other ``FAASML_*``
+    variables belong to other parts of faasml and are ignored here.
+    """
+    found: dict[str, Any] = {}
+    for name in sorted(environ):
+        if not name.startswith(ENV_PREFIX):
+            continue
+        parts = name[len(ENV_PREFIX) :].lower().split("__")
+        top_level = len(parts) == 1 and parts[0] in ENV_FIELDS
+        in_section = len(parts) >= 2 and parts[0] in ENV_SECTIONS and all(parts)
+        if top_level and parts[0] in _TEXT_FIELDS:
+            found[parts[0]] = environ[name]  # a name stays text even when it looks like 123
+        elif top_level or in_section:
+            found[".".join(parts)] = _scalar(environ[name])
+    return found
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password replaced by ``***`` (for records, reports and logs)."""
+    if not has_password(url):
+        return url
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    user = parts.username or ""
+    return urlunsplit((parts.scheme, f"{user}:***@{host}", parts.path, parts.query, ""))
+
+
+def has_password(url: str) -> bool:
+    try:
+        return bool(urlsplit(url).password)
+    except ValueError:
+        return False
+
+
+def _scalar(text: str) -> Any:
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+    return value if isinstance(value, str | int | float | bool) else text
+
+
+def set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
+    node = data
+    *parents, leaf = dotted.split(".")
+    for part in parents:
+        child = node.get(part)
+        if child is None:
+            child = {}
+        elif isinstance(child, str) and part == "model" and node is data:
+            child = {"name": child}  # the `model: name` shorthand
+        elif not isinstance(child, Mapping):
+            raise ConfigError(f"cannot set {dotted}: {part} is {child!r}, not a mapping of fields")
+        node[part] = node = dict(child)
+    node[leaf] = value

@@ -1,0 +1,106 @@
+"""`faasml job check JOB`: validate a job file, load its data, build its model, show its trials."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rich.table import Table
+
+from faasml.cli._common import console, print_json
+from faasml.config import JobSpec, load_job, parse_assignments
+
+
+def register(commands: Any) -> None:
+    job = commands.add_parser("job", help="check job files")
+    kinds = job.add_subparsers(dest="job_kind", metavar="KIND", parser_class=type(job))
+    kinds.required = True
+    check = kinds.add_parser(
+        "check",
+        help="validate a job file, load its data and build its model",
+        description="Read JOB with the environment (FAASML_*) and --set overrides, validate "
+        "every field, load the data, build the model and optimiser, and show the sizes the "
+        "planner uses and the first sampled trial configurations. Nothing is trained.",
+    )
+    check.add_argument("job", help="path of the job file (see docs/jobs.md)")
+    check.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override a field, e.g. --set tuning.trials=8 (repeatable)",
+    )
+    check.add_argument(
+        "--trials", type=int, default=5, metavar="N", help="sampled configurations to show"
+    )
+    check.add_argument("--json", action="store_true", help="print the result as JSON")
+    check.set_defaults(func=run_job_check)
+
+
+def summarize(job: JobSpec, trials: int) -> dict[str, Any]:
+    """The validated job, its data and model sizes, and its first ``trials`` configurations."""
+    train, test = job.dataset.load()
+    model = job.model.build(train.input_shape, train.num_classes)
+    job.optimizer.build(model.num_params)
+    configs = []
+    if job.search_space is not None:
+        count = min(trials, job.tuning.trials) if job.tuning is not None else trials
+        configs = job.sample_configs(max(count, 0))
+    return {
+        "job": job.to_dict(),
+        "data": {
+            "train_samples": len(train),
+            "test_samples": len(test),
+            "input_shape": list(train.input_shape),
+            "num_classes": train.num_classes,
+            "dataset_mb": round(train.size_mb, 6),
+        },
+        "model": {"name": job.model.name, "params": model.num_params, "model_mb": model.size_mb},
+        "trials": configs,
+    }
+
+
+def run_job_check(args: argparse.Namespace) -> int:
+    job = load_job(args.job, parse_assignments(args.set))
+    summary = summarize(job, args.trials)
+    if args.json:
+        print_json(summary)
+        return 0
+    out = console()
+    data, model = summary["data"], summary["model"]
+    out.print(f"[bold]{job.name}[/] is valid ({args.job})")
+    table = Table(show_header=False, box=None)
+    table.add_row(
+        "model", f"{model['name']}: {model['params']:,} parameters ({model['model_mb']:.3g} MB)"
+    )
+    table.add_row(
+        "data",
+        f"{data['train_samples']:,} training ({data['dataset_mb']:.2f} MB) + "
+        f"{data['test_samples']:,} held-out samples of shape {tuple(data['input_shape'])}, "
+        f"{data['num_classes']} classes",
+    )
+    table.add_row("optimizer", f"{job.optimizer.name} {dict(job.optimizer.hyperparameters)}")
+    table.add_row("batch size", f"{job.batch_size} per worker")
+    if job.tuning is not None:
+        t = job.tuning
+        table.add_row(
+            "tuning",
+            f"{t.trials} trials, η = {t.reduction_factor}, {t.stages} stages "
+            f"{list(t.trials_per_stage)}, {t.epochs_per_stage} epoch(s) per stage, by {t.metric}",
+        )
+    target = job.training.target_loss
+    table.add_row(
+        "training",
+        f"up to {job.training.max_epochs} epochs"
+        + (f", until loss <= {target:g}" if target is not None else ""),
+    )
+    table.add_row(
+        "runs on", f"platform {job.platform}, store {job.to_dict()['store']}, catalog {job.catalog}"
+    )
+    out.print(table)
+    for index, config in enumerate(summary["trials"]):
+        values = ", ".join(
+            f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in config.items()
+        )
+        out.print(f"  trial {index}: {values}")
+    return 0
