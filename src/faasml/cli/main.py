@@ -15,6 +15,7 @@ from faasml.exceptions import FaasmlError
 COMMAND_MODULES = (
     "faasml.cli.plan",
     "faasml.cli.job",
+    "faasml.cli.simulate",
     "faasml.cli.run",
     "faasml.cli.profile",
 )

@@ -15,6 +15,7 @@ from faasml.cli._common import (
     constraint_from,
     print_json,
 )
+from faasml.cli.plan_tune import register_tune
 from faasml.planners import plan_training
 from faasml.reports import train_plan_dict
 from faasml.types import Breakdown, TrainPlan
@@ -39,6 +40,7 @@ def register(commands: Any) -> None:
     add_constraint_options(train)
     add_catalog_options(train)
     train.set_defaults(func=run_plan_train)
+    register_tune(kinds)
 
 
 def run_plan_train(args: argparse.Namespace) -> int:

@@ -11,7 +11,13 @@ from faasml.planners.tuning._job import (
     concatenate,
     hyperband,
 )
-from faasml.planners.tuning._plan import TuningSetup, plan_from, plan_tuning, tuning_problem
+from faasml.planners.tuning._plan import (
+    TuningSetup,
+    plan_from,
+    plan_tuning,
+    retarget,
+    tuning_problem,
+)
 from faasml.planners.tuning._planners import TUNING_PLANNERS, TuningPlanner
 from faasml.planners.tuning._problem import (
     StageOptions,
@@ -35,6 +41,7 @@ __all__ = [
     "hyperband",
     "plan_from",
     "plan_tuning",
+    "retarget",
     "trials_per_wave",
     "tuning_candidates",
     "tuning_problem",

@@ -26,7 +26,6 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import csr_array
 
 from faasml.exceptions import InfeasibleConstraintError
-from faasml.planners.pareto import pareto_indices
 from faasml.planners.tuning._problem import TuningProblem
 from faasml.types import Objective
 
@@ -53,6 +52,16 @@ def _roles(problem: TuningProblem) -> tuple[list[Array], list[Array], float, flo
         deadline,
         budget,
     )
+
+
+def _front(f: Array, g: Array) -> NDArray[np.int64]:
+    """Indices of points not dominated in (f, g), by increasing f: one single-key sort (much
+    faster than a two-key one); of points with equal f a dominated one may stay, which costs a
+    state but never loses the optimum."""
+    order = np.argsort(f, kind="quicksort")
+    sorted_g = g[order]
+    best_before = np.minimum.accumulate(np.concatenate(([np.inf], sorted_g[:-1])))
+    return order[sorted_g < best_before].astype(np.int64)
 
 
 def _hull(g: Array, f: Array) -> NDArray[np.int64]:
@@ -94,62 +103,152 @@ class _Relaxation:
 def exact_options(problem: TuningProblem) -> tuple[int, ...]:
     """Optimal option index per stage; InfeasibleConstraintError when no choice fits."""
     fs, gs, g_limit, f_limit = _roles(problem)
+    # Sort every stage's options by G; being a Pareto front, F then decreases.
+    sorts = [np.lexsort((f, g)) for f, g in zip(fs, gs, strict=True)]
+    fs = [f[o] for f, o in zip(fs, sorts, strict=True)]
+    gs = [g[o] for g, o in zip(gs, sorts, strict=True)]
+    if sum(float(g[-1]) for g in gs) <= g_limit and sum(float(f[-1]) for f in fs) <= f_limit:
+        # The limit does not bind: every stage on its best option is optimal.
+        return tuple(int(o[-1]) for o in sorts)
+    incumbent = _improved(fs, gs, g_limit, f_limit, _rounded_lp(fs, gs, g_limit, f_limit))
+    kept = _reduce(fs, gs, g_limit, incumbent)
+    sub_f = [f[k] for f, k in zip(fs, kept, strict=True)]
+    sub_g = [g[k] for g, k in zip(gs, kept, strict=True)]
+    if incumbent is not None:
+        # A narrow first pass (a beam of the most promising states) finds a near-optimal
+        # plan; the tighter incumbent makes the exact pass prune far more.
+        local = [int(np.flatnonzero(k == j)[0]) for k, j in zip(kept, incumbent[1], strict=True)]
+        found = _solve(sub_f, sub_g, g_limit, f_limit, (incumbent[0], tuple(local)), beam=64)
+        if found is not None and found[0] < incumbent[0]:
+            incumbent = (found[0], tuple(int(k[j]) for k, j in zip(kept, found[1], strict=True)))
+            kept = _reduce(fs, gs, g_limit, incumbent)
+            sub_f = [f[k] for f, k in zip(fs, kept, strict=True)]
+            sub_g = [g[k] for g, k in zip(gs, kept, strict=True)]
+        local = [int(np.flatnonzero(k == j)[0]) for k, j in zip(kept, incumbent[1], strict=True)]
+        start: tuple[float, tuple[int, ...]] | None = (incumbent[0], tuple(local))
+    else:
+        start = None
+    best = _solve(sub_f, sub_g, g_limit, f_limit, start, beam=None)
+    if best is None:
+        raise InfeasibleConstraintError("no plan meets the constraint")
+    return tuple(int(sort[k[j]]) for sort, k, j in zip(sorts, kept, best[1], strict=True))
+
+
+def _reduce(
+    fs: list[Array],
+    gs: list[Array],
+    g_limit: float,
+    incumbent: tuple[float, tuple[int, ...]] | None,
+) -> list[NDArray[np.int64]]:
+    """Options that can still be optimal (classic MCKP variable reduction): option j of stage
+    i is dropped when f_ij + L_{−i}(limit − g_ij), the LP bound of the other stages with what
+    is left, exceeds the incumbent's F. The incumbent's own options are always kept."""
+    if incumbent is None:
+        return [np.arange(len(f), dtype=np.int64) for f in fs]
+    hulls = [(g[h], f[h]) for f, g in zip(fs, gs, strict=True) for h in [_hull(g, f)]]
+    kept = []
+    for i, (f, g) in enumerate(zip(fs, gs, strict=True)):
+        others = _Relaxation(hulls[:i] + hulls[i + 1 :])
+        bound = f + others(g_limit - g)
+        keep = np.flatnonzero(bound <= incumbent[0] * (1 + _SLACK))
+        kept.append(np.union1d(keep, [incumbent[1][i]]).astype(np.int64))
+    return kept
+
+
+def _solve(
+    fs: list[Array],
+    gs: list[Array],
+    g_limit: float,
+    f_limit: float,
+    incumbent: tuple[float, tuple[int, ...]] | None,
+    *,
+    beam: int | None,
+) -> tuple[float, tuple[int, ...]] | None:
+    """The dynamic programme over the stages, options sorted by G: the best plan, or the
+    incumbent when nothing beats it, or None. With ``beam`` only that many states with the
+    lowest bounds survive each stage (a heuristic pass); without it the result is exact."""
     d = len(fs)
-    hulls = []
-    for f, g in zip(fs, gs, strict=True):
-        # Options come cheapest-in-cost first; sort by G for either objective.
-        order = np.lexsort((f, g))
-        index = order[_hull(g[order], f[order])]
-        hulls.append((g[index], f[index]))
+    hulls = [(g[h], f[h]) for f, g in zip(fs, gs, strict=True) for h in [_hull(g, f)]]
     suffix = [_Relaxation(hulls[i + 1 :]) for i in range(d)]
-    min_g_rest = np.concatenate((np.cumsum([g.min() for g in gs][::-1])[::-1][1:], [0.0]))
-    min_f_rest = np.concatenate((np.cumsum([f.min() for f in fs][::-1])[::-1][1:], [0.0]))
-    incumbent = _rounded_lp(fs, gs, g_limit, f_limit)
+    min_g_rest = np.concatenate((np.cumsum([g[0] for g in gs][::-1])[::-1][1:], [0.0]))
+    min_f_rest = np.concatenate((np.cumsum([f[-1] for f in fs][::-1])[::-1][1:], [0.0]))
+    best_f = np.inf if incumbent is None else incumbent[0]
 
     state_f = np.zeros(1)
     state_g = np.zeros(1)
     parents: list[tuple[NDArray[np.int64], NDArray[np.int64]]] = []
-    for i in range(d):
+    for i in range(d - 1):
         k = len(fs[i])
         total_f = (state_f[:, None] + fs[i][None, :]).ravel()
         total_g = (state_g[:, None] + gs[i][None, :]).ravel()
         keep = (total_g + min_g_rest[i] <= g_limit) & (total_f + min_f_rest[i] <= f_limit)
-        if incumbent is not None:
-            best_f = incumbent[0]
-            bound = total_f + suffix[i](g_limit - total_g)
-            keep &= bound <= best_f * (1 + _SLACK) + 1e-300
+        bound = total_f + suffix[i](g_limit - total_g)
+        keep &= bound <= best_f * (1 + _SLACK)
         rows = np.flatnonzero(keep)
         if rows.size == 0:
-            break
-        front = rows[pareto_indices(total_f[rows], total_g[rows])]
+            return incumbent
+        front = rows[_front(total_f[rows], total_g[rows])]
+        if beam is not None and front.size > beam:
+            front = front[np.argpartition(bound[front], beam)[:beam]]
         parents.append(((front // k).astype(np.int64), (front % k).astype(np.int64)))
         state_f, state_g = total_f[front], total_g[front]
-    else:
-        best = int(np.argmin(state_f))
-        if incumbent is None or state_f[best] <= incumbent[0]:
-            choice = []
-            for parent, option in reversed(parents):
-                choice.append(int(option[best]))
-                best = int(parent[best])
-            return tuple(reversed(choice))
-    if incumbent is not None:
-        return incumbent[1]
-    raise InfeasibleConstraintError("no plan meets the constraint")
+    # Last stage: the best option within what is left is the last one that fits.
+    last = np.searchsorted(gs[-1], g_limit - state_g, side="right") - 1
+    value = np.where(last >= 0, state_f + fs[-1][np.maximum(last, 0)], np.inf)
+    value = np.where(value <= f_limit, value, np.inf)
+    best = int(np.argmin(value))
+    if not np.isfinite(value[best]) or value[best] > best_f:
+        return incumbent
+    choice = [int(last[best])]
+    for parent, option in reversed(parents):
+        choice.append(int(option[best]))
+        best = int(parent[best])
+    return float(value[int(np.argmin(value))]), tuple(reversed(choice))
+
+
+def _improved(
+    fs: list[Array],
+    gs: list[Array],
+    g_limit: float,
+    f_limit: float,
+    start: tuple[float, tuple[int, ...]] | None,
+) -> tuple[float, tuple[int, ...]] | None:
+    """Local search from a feasible plan: take the single-stage change that lowers F most
+    while G stays within its limit, until none does (a tighter incumbent prunes more)."""
+    if start is None:
+        return None
+    width = max(len(f) for f in fs)
+    f_pad = np.full((len(fs), width), np.inf)
+    g_pad = np.full((len(fs), width), np.inf)
+    for i, (f, g) in enumerate(zip(fs, gs, strict=True)):
+        f_pad[i, : len(f)] = f
+        g_pad[i, : len(g)] = g
+    rows = np.arange(len(fs))
+    choice = np.array(start[1], dtype=np.int64)
+    for _ in range(4 * len(fs) * width):
+        spent = float(g_pad[rows, choice].sum())
+        gain = f_pad[rows, choice][:, None] - f_pad
+        ok = (spent - g_pad[rows, choice][:, None] + g_pad <= g_limit) & (gain > 0)
+        if not ok.any():
+            break
+        flat = int(np.argmax(np.where(ok, gain, -np.inf)))
+        choice[flat // width] = flat % width
+    value = float(f_pad[rows, choice].sum())
+    return (value, tuple(int(j) for j in choice)) if value <= f_limit else start
 
 
 def _rounded_lp(
     fs: list[Array], gs: list[Array], g_limit: float, f_limit: float
 ) -> tuple[float, tuple[int, ...]] | None:
-    """A feasible plan near the LP optimum, or None: each stage on the cheapest-in-G option,
-    then the best ratio upgrades (over the hulls) that fit whole."""
-    choice = [int(np.argmin(g)) for g in gs]
-    spent = sum(float(g[j]) for g, j in zip(gs, choice, strict=True))
+    """A feasible plan near the LP optimum, or None: each stage on its cheapest-in-G option,
+    then the hull upgrades in order of benefit −ΔF/ΔG that fit whole (options sorted by G)."""
+    choice = [0] * len(gs)
+    spent = sum(float(g[0]) for g in gs)
     if spent > g_limit:
         return None
     steps: list[tuple[float, int, int]] = []
     for i, (f, g) in enumerate(zip(fs, gs, strict=True)):
-        order = np.lexsort((f, g))
-        hull = order[_hull(g[order], f[order])]
+        hull = _hull(g, f)
         steps.extend(
             ((f[b] - f[a]) / (g[b] - g[a]), i, int(b))
             for a, b in itertools.pairwise(hull)

@@ -87,7 +87,8 @@ def _best_step(
 
 
 def greedy_options(problem: TuningProblem, start: tuple[int, ...]) -> tuple[int, ...]:
-    """Algorithm 1 from the warm start ``start`` (an option index per stage, feasible)."""
+    """Algorithm 1 from the warm start ``start`` (an option index per stage within G's limit;
+    the final spending phase only lowers F, so a start above F's own bound may end within it)."""
     pad = _Padded(problem)
     best = np.array(start, dtype=np.int64)
     base_g = min(pad.totals(best)[1], pad.g_limit)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time as _time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -13,6 +13,7 @@ from faasml.models.space import Exclusions, allocation_space
 from faasml.planners.tuning._exact import exact_options
 from faasml.planners.tuning._job import TuningJob
 from faasml.planners.tuning._planners import TUNING_PLANNERS
+from faasml.planners.tuning._pools import pool_plans
 from faasml.planners.tuning._problem import TuningProblem, build_problem
 from faasml.types import Constraint, Objective, StagePlan, TunePlan
 from faasml.units import format_duration, format_money
@@ -52,7 +53,10 @@ def tuning_problem(
     if len(space) == 0:
         reasons = "; ".join(f"{k} ({v})" for k, v in exclusions.counts.most_common())
         raise ConfigError(f"no allocation of {catalog.name} can run {workload.name}: {reasons}")
-    problem = build_problem(space, catalog, job, constraint)
+    pools = pool_plans(
+        workload, catalog, job, memory_step_mb=memory_step_mb, max_functions=max_functions
+    )
+    problem = build_problem(space, catalog, job, constraint, pools=pools)
     _check_feasible(problem, workload.name)
     return TuningSetup(problem, workload.name, catalog.name, _time.perf_counter() - started)
 
@@ -167,6 +171,12 @@ def _check_feasible(problem: TuningProblem, workload: str) -> None:
 
 
 def _with(problem: TuningProblem, constraint: Constraint) -> TuningProblem:
-    from dataclasses import replace
-
     return replace(problem, constraint=constraint)
+
+
+def retarget(setup: TuningSetup, constraint: Constraint) -> TuningSetup:
+    """The same job and candidates under another constraint (stage options do not depend on
+    it), checked for feasibility; cheap, so sweeps over budgets reuse one evaluation of Θ."""
+    problem = _with(setup.problem, constraint)
+    _check_feasible(problem, setup.workload)
+    return TuningSetup(problem, setup.workload, setup.catalog, setup.setup_s)

@@ -4,8 +4,9 @@
 are the paper's (§IV-B): ``static-cheapest`` (the cost-optimal single allocation, LambdaML and
 Siren as evaluated, and Algorithm 1's warm start), ``static`` (the best single allocation
 within the constraint, a stronger baseline), ``fixed`` (the limit split equally among stages
-and the trials of a stage) and ``even-trials`` (split in proportion to trial-epochs, what the
-paper says Siren's learned policy tends to do).
+and the trials of a stage), ``fixed-pool`` (the same pool of functions for every stage, split
+equally among its trials: the paper's cluster-based method) and ``even-trials`` (split in
+proportion to trial-epochs, what the paper says Siren's learned policy tends to do).
 """
 
 from __future__ import annotations
@@ -107,12 +108,12 @@ def greedy(problem: TuningProblem) -> tuple[int, ...]:
     """CE-scaling Algorithm 1, warm-started from the cost-optimal static plan as in the paper
     and, in addition, from the best static plan; the better result is returned, so it is never
     worse than either static baseline."""
-    starts: list[tuple[int, ...]] = []
     try:
         starts = [_warm_start(problem, static_cheapest_row(problem))]
         starts.append(_warm_start(problem, static_best_row(problem)))
     except InfeasibleConstraintError:
-        # No static plan fits: start from the plan cheapest in the limited resource.
+        # No static plan fits: start from the plan cheapest in the limited resource and let
+        # the spending phase bring the other quantity within its bound, if it can.
         starts = [_cheapest_in_limit(problem)]
     minimise_time = problem.constraint.goal is Objective.MIN_TIME
     best: tuple[int, ...] | None = None
@@ -121,22 +122,17 @@ def greedy(problem: TuningProblem) -> tuple[int, ...]:
         choice = greedy_options(problem, start)
         time, cost = problem.totals(choice)
         key = (time, cost) if minimise_time else (cost, time)
-        if key < best_key:
+        if problem.constraint.admits(time, cost) and key < best_key:
             best, best_key = choice, key
-    assert best is not None  # at least one start
+    if best is None:
+        raise InfeasibleConstraintError("greedy: found no plan within both bounds")
     return _rows(problem, best)
 
 
 def _cheapest_in_limit(problem: TuningProblem) -> tuple[int, ...]:
-    """Each stage on its option cheapest in the limited resource; checked against the bounds."""
+    """Each stage on its option cheapest in the limited resource (budget, or deadline)."""
     minimise_time = problem.constraint.goal is Objective.MIN_TIME
-    choice = tuple(
-        int(np.argmin(s.cost_usd if minimise_time else s.time_s)) for s in problem.stages
-    )
-    time, cost = problem.totals(choice)
-    if not problem.constraint.admits(time, cost):
-        raise InfeasibleConstraintError("no plan meets the constraint")
-    return choice
+    return tuple(int(np.argmin(s.cost_usd if minimise_time else s.time_s)) for s in problem.stages)
 
 
 def _split(problem: TuningProblem, shares: np.ndarray, name: str) -> tuple[int, ...]:
@@ -178,3 +174,30 @@ def even_trials(problem: TuningProblem) -> tuple[int, ...]:
     q_i · r_i, so early stages, most of whose trials are stopped, get most of it."""
     work = np.array([s.trials * s.epochs for s in problem.stages], dtype=float)
     return _split(problem, work / work.sum(), "even-trials")
+
+
+@TUNING_PLANNERS.decorator("fixed-pool")
+def fixed_pool(problem: TuningProblem) -> tuple[int, ...]:
+    """The paper's cluster-based Fixed: the same pool of N functions (one memory size and
+    storage) for every stage, split equally among the stage's trials (``_pools``); the best
+    such plan within the constraint."""
+    if not problem.pool_plans:
+        raise InfeasibleConstraintError("fixed-pool: no pool plan was evaluated for this job")
+    plans = np.array(problem.pool_plans, dtype=np.int64)
+    time = np.zeros(len(plans))
+    cost = np.zeros(len(plans))
+    for stage in range(len(problem.stages)):
+        stage_time, stage_cost, _ = problem.stage_totals(stage, plans[:, stage])
+        time += stage_time
+        cost += stage_cost
+    ok = np.ones(len(plans), dtype=bool)
+    c = problem.constraint
+    if c.budget_usd is not None:
+        ok &= cost <= c.budget_usd
+    if c.deadline_s is not None:
+        ok &= time <= c.deadline_s
+    rows = np.flatnonzero(ok)
+    if rows.size == 0:
+        raise InfeasibleConstraintError("fixed-pool: no equal split of a pool fits")
+    primary, secondary = (time, cost) if c.goal is Objective.MIN_TIME else (cost, time)
+    return tuple(int(r) for r in plans[_pick(rows, primary, secondary)])

@@ -91,6 +91,8 @@ class TuningProblem:
     trials_per_wave: IntArray
     """k(θ) of each candidate row."""
     stages: tuple[StageOptions, ...]
+    pool_plans: tuple[tuple[int, ...], ...] = ()
+    """Plans of the cluster-style baseline (one candidate row per stage), when evaluated."""
 
     @property
     def trial_counts(self) -> tuple[int, ...]:
@@ -133,10 +135,21 @@ class TuningProblem:
 
 
 def build_problem(
-    table: AllocationTable, catalog: Catalog, job: TuningJob, constraint: Constraint
+    table: AllocationTable,
+    catalog: Catalog,
+    job: TuningJob,
+    constraint: Constraint,
+    *,
+    pools: tuple[AllocationTable, tuple[tuple[int, ...], ...]] | None = None,
 ) -> TuningProblem:
-    """The stage options of ``job`` over the candidate table (see ``tuning_candidates``)."""
+    """The stage options of ``job`` over the candidate table (see ``tuning_candidates``);
+    ``pools`` adds the allocations and plans of the ``fixed-pool`` baseline."""
     candidates = tuning_candidates(table, catalog, job)
+    plans: tuple[tuple[int, ...], ...] = ()
+    if pools is not None and len(pools[0]):
+        offset = len(candidates)
+        candidates = AllocationTable.concatenate([candidates, pools[0]], candidates.options)
+        plans = tuple(tuple(offset + row for row in plan) for plan in pools[1])
     k = trials_per_wave(candidates, catalog)
     shell = TuningProblem(
         constraint=constraint,
@@ -162,4 +175,5 @@ def build_problem(
         cold_start_s=shell.cold_start_s,
         trials_per_wave=k,
         stages=tuple(stages),
+        pool_plans=plans,
     )

@@ -1,0 +1,254 @@
+"""`faasml plan tune`: a resource-partitioning plan for a successive-halving tuning job."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from faasml.cli._common import (
+    add_catalog_options,
+    add_constraint_options,
+    catalog_from,
+    console,
+    constraint_from,
+    print_json,
+)
+from faasml.exceptions import ConfigError, InfeasibleConstraintError
+from faasml.planners.tuning import (
+    TUNING_PLANNERS,
+    SuccessiveHalving,
+    TuningSetup,
+    plan_from,
+    retarget,
+    tuning_problem,
+)
+from faasml.reports.tune_json import comparison_dict, objective_value, saving
+from faasml.types import Allocation, Constraint, Objective, TunePlan
+from faasml.units import format_duration, format_money
+from faasml.workload import load_workload
+
+BASELINES = ("static", "static-cheapest", "fixed", "fixed-pool")
+"""The plans every savings figure is measured against."""
+SWEEP = (0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
+"""Multiples of the user's limit plotted in the time-against-budget figure."""
+
+
+def register_tune(kinds: Any) -> None:
+    """Add `plan tune` to the `plan` command's kinds."""
+    tune = kinds.add_parser(
+        "tune",
+        help="partition resources among the stages of a successive-halving tuning job",
+        description="Give every stage of a successive-halving job its own allocation "
+        "(functions, memory, storage) so the job finishes fastest within a budget, or "
+        "cheapest within a deadline (CE-scaling §III-C).",
+    )
+    tune.add_argument("workload", help="a shipped workload name or the path of a profile")
+    add_job_options(tune)
+    tune.add_argument(
+        "--planner",
+        default="exact",
+        help=f"one of: {', '.join(TUNING_PLANNERS.names())} (default: exact)",
+    )
+    tune.add_argument("--json", action="store_true", help="print the plan as JSON")
+    tune.add_argument(
+        "--plot", metavar="DIR", help="write budget_share.png and tradeoff.png into DIR"
+    )
+    add_constraint_options(tune)
+    add_catalog_options(tune)
+    tune.set_defaults(func=run_plan_tune)
+
+
+def add_job_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("successive-halving job")
+    group.add_argument("--trials", type=int, required=True, help="trials in the first stage")
+    group.add_argument(
+        "--reduction-factor", type=int, default=2, metavar="η", help="keep 1/η per stage"
+    )
+    group.add_argument(
+        "--stages", type=int, default=None, help="number of stages (default: ⌊log_η trials⌋)"
+    )
+    group.add_argument(
+        "--epochs-per-stage",
+        default="2",
+        metavar="R",
+        help="epochs each trial trains per stage: one number, or one per stage (2,2,4)",
+    )
+
+
+def job_from(args: argparse.Namespace) -> SuccessiveHalving:
+    text = str(args.epochs_per_stage)
+    try:
+        counts = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise ConfigError(
+            f"the value of --epochs-per-stage is {text!r}, but must be a whole number or "
+            "comma-separated whole numbers"
+        ) from None
+    epochs: int | tuple[int, ...] = counts[0] if len(counts) == 1 else counts
+    return SuccessiveHalving(args.trials, args.reduction_factor, args.stages, epochs)
+
+
+def setup_from(args: argparse.Namespace) -> TuningSetup:
+    TUNING_PLANNERS.get(args.planner)  # fail on an unknown name before any work
+    return tuning_problem(
+        load_workload(args.workload),
+        catalog_from(args),
+        constraint_from(args),
+        job_from(args),
+        memory_step_mb=args.memory_step,
+        max_functions=args.max_functions,
+    )
+
+
+def compare(setup: TuningSetup, chosen: str) -> dict[str, TunePlan | str]:
+    """Every other planner's plan on the same problem, or why it found none."""
+    others: dict[str, TunePlan | str] = {}
+    for name in TUNING_PLANNERS.names():
+        if name == chosen:
+            continue
+        try:
+            others[name] = plan_from(setup, name)
+        except InfeasibleConstraintError as err:
+            others[name] = str(err)
+    return others
+
+
+def run_plan_tune(args: argparse.Namespace) -> int:
+    setup = setup_from(args)
+    plan = plan_from(setup, args.planner)
+    others = compare(setup, args.planner)
+    if args.plot:
+        write_plots(setup, plan, others, Path(args.plot))
+    if args.json:
+        print_json(comparison_dict(plan, others))
+    else:
+        print_tune_plan(plan, others)
+        if args.plot:
+            console().print(f"Plots written to {args.plot}/budget_share.png and tradeoff.png")
+    return 0
+
+
+def bounds_text(constraint: Constraint) -> str:
+    parts = []
+    if constraint.budget_usd is not None:
+        parts.append(f"budget {format_money(constraint.budget_usd)}")
+    if constraint.deadline_s is not None:
+        parts.append(f"deadline {format_duration(constraint.deadline_s)}")
+    goal = "fastest" if constraint.goal is Objective.MIN_TIME else "cheapest"
+    return f"{goal} within {' and '.join(parts)}"
+
+
+def print_tune_plan(plan: TunePlan, others: dict[str, TunePlan | str]) -> None:
+    out = console()
+    trials = plan.stages[0].trials
+    out.print(
+        f"[bold]faasml plan tune[/] {plan.workload} on {plan.catalog}: {trials} trials, "
+        f"{len(plan.stages)} stages, {bounds_text(plan.constraint)}"
+    )
+    out.print(
+        f"Planner [bold]{plan.planner}[/] chose among {plan.candidates:,} candidate allocations "
+        f"in {plan.planning_s * 1000:.0f} ms (model and pruning: {plan.setup_s:.2f} s)."
+    )
+    out.print(stage_table(plan))
+    out.print(
+        f"Predicted: [bold]{format_duration(plan.time_s)}[/] and "
+        f"[bold]{format_money(plan.cost_usd)}[/]\n"
+    )
+    out.print(comparison_table(plan, others))
+
+
+def stage_table(plan: TunePlan) -> Table:
+    budget = plan.constraint.budget_usd
+    share_name = "share of budget" if budget is not None else "share of cost"
+    table = Table(title="Stages", title_justify="left")
+    for column in ("stage", "trials", "epochs", "θ = (n × memory, storage)", "waves"):
+        table.add_column(column, justify="left" if column.startswith("θ") else "right")
+    for column in ("time", "cost", share_name):
+        table.add_column(column, justify="right")
+    for s in plan.stages:
+        base = budget if budget is not None else plan.cost_usd
+        table.add_row(
+            str(s.index),
+            str(s.trials),
+            str(s.epochs),
+            allocation_text(s.allocation),
+            str(s.waves),
+            format_duration(s.time_s),
+            format_money(s.cost_usd),
+            f"{s.cost_usd / base:.1%}" if base else "-",
+        )
+    return table
+
+
+_SCHEME = {"allreduce": "AR", "scatter-reduce": "SR", "param-server": "PS"}
+
+
+def allocation_text(allocation: Allocation) -> str:
+    """'4 × 1792 MB, vm-ps PS': functions, memory, storage and scheme (AR, SR or PS)."""
+    scheme = _SCHEME.get(allocation.scheme, allocation.scheme)
+    return f"{allocation.n} × {allocation.memory_mb} MB, {allocation.storage} {scheme}"
+
+
+def comparison_table(plan: TunePlan, others: dict[str, TunePlan | str]) -> Table:
+    what = "time" if plan.constraint.goal is Objective.MIN_TIME else "cost"
+    table = Table(title=f"Against the other planners ({what} saved by {plan.planner})")
+    for column in ("planner", "time", "cost", "planning", "saving"):
+        table.add_column(column, justify="left" if column == "planner" else "right")
+    table.add_row(
+        f"[bold]{plan.planner}[/]",
+        format_duration(plan.time_s),
+        format_money(plan.cost_usd),
+        f"{plan.planning_s * 1000:.0f} ms",
+        "",
+    )
+    ordered = [n for n in BASELINES if n in others] + [n for n in others if n not in BASELINES]
+    for name in ordered:
+        other = others[name]
+        if isinstance(other, str):
+            table.add_row(name, "no plan", "", "", "")
+            continue
+        cut = saving(plan, other)
+        table.add_row(
+            name,
+            format_duration(other.time_s),
+            format_money(other.cost_usd),
+            f"{other.planning_s * 1000:.0f} ms",
+            "-" if cut is None else f"{cut:.1%}",
+        )
+    return table
+
+
+def write_plots(
+    setup: TuningSetup, plan: TunePlan, others: dict[str, TunePlan | str], folder: Path
+) -> None:
+    from faasml.reports.tune_plots import budget_share_png, tradeoff_png
+
+    shown = {plan.planner: plan}
+    shown.update({n: p for n, p in others.items() if isinstance(p, TunePlan)})
+    budget_share_png(shown, folder / "budget_share.png")
+    constraint = plan.constraint
+    by_budget = constraint.goal is Objective.MIN_TIME
+    limit = constraint.budget_usd if by_budget else constraint.deadline_s
+    assert limit is not None  # the objective's own limit is always set
+    limits = [limit * factor for factor in SWEEP]
+    results: dict[str, list[float | None]] = {n: [] for n in shown}
+    for value in limits:
+        budget = value if by_budget else constraint.budget_usd
+        deadline = constraint.deadline_s if by_budget else value
+        swept = Constraint(budget_usd=budget, deadline_s=deadline, objective=constraint.goal)
+        try:
+            target = retarget(setup, swept)
+        except InfeasibleConstraintError:
+            target = None
+        for name in shown:
+            try:
+                results[name].append(
+                    None if target is None else objective_value(plan_from(target, name))
+                )
+            except InfeasibleConstraintError:
+                results[name].append(None)
+    title = f"{plan.workload}: {'time against budget' if by_budget else 'cost against deadline'}"
+    tradeoff_png(limits, results, folder / "tradeoff.png", by_budget=by_budget, title=title)

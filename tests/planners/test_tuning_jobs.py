@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from faasml.exceptions import ConfigError
+from faasml.planners.tuning import Stages, SuccessiveHalving, concatenate, hyperband
+
+
+def test_paper_scale_job_has_fourteen_halving_stages() -> None:
+    sha = SuccessiveHalving(16384, reduction_factor=2, epochs_per_stage=2)
+    assert sha.stages == 14
+    assert sha.trial_counts == tuple(16384 // 2**i for i in range(14))
+    assert sha.trial_counts[-1] == 2
+    assert sha.epochs == (2,) * 14
+
+
+def test_epochs_per_stage_may_differ_by_stage() -> None:
+    sha = SuccessiveHalving(27, reduction_factor=3, stages=4, epochs_per_stage=(1, 2, 3, 4))
+    assert sha.trial_counts == (27, 9, 3, 1)
+    assert sha.epochs == (1, 2, 3, 4)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"trials": 0}, "the value of trials is 0, but must be trials >= 1"),
+        ({"trials": 8, "reduction_factor": 1}, "reduction_factor is 1, but must be"),
+        ({"trials": 8, "stages": 5}, "the value of stages is 5, but must be stages <= 4"),
+        ({"trials": 8, "stages": 2, "epochs_per_stage": (1,)}, "has 1 entries"),
+        ({"trials": 8, "epochs_per_stage": 0}, "epochs_per_stage[0] is 0"),
+        ({"trials": 2.5}, "must be an integer"),
+    ],
+)
+def test_bad_jobs_name_the_value_and_the_rule(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        SuccessiveHalving(**kwargs)  # type: ignore[arg-type]
+
+
+@given(st.integers(1, 5000), st.integers(2, 6))
+def test_every_stage_keeps_at_least_one_trial_and_shrinks_by_eta(trials: int, eta: int) -> None:
+    sha = SuccessiveHalving(trials, eta)
+    counts = sha.trial_counts
+    assert counts[0] == trials
+    assert all(q >= 1 for q in counts)
+    assert all(b == a // eta for a, b in itertools.pairwise(counts))
+
+
+def test_hyperband_brackets_match_li_et_al() -> None:
+    brackets = hyperband(81, reduction_factor=3)
+    assert [b.trials for b in brackets] == [81, 34, 15, 8, 5]
+    assert brackets[0].trial_counts == (81, 27, 9, 3, 1)
+    # Trials resume from checkpoints: 1, 3, 9, 27, 81 epochs in total -> 1, 2, 6, 18, 54 more.
+    assert brackets[0].epochs == (1, 2, 6, 18, 54)
+    assert brackets[-1].epochs == (81,)
+    joined = concatenate(brackets)
+    assert len(joined.trial_counts) == sum(b.stages for b in brackets)
+
+
+def test_stages_need_matching_counts() -> None:
+    with pytest.raises(ConfigError, match="one of each per stage"):
+        Stages((4, 2), (1,))
+    with pytest.raises(ConfigError, match="trials of stage 2 is 0"):
+        Stages((4, 0), (1, 1))

@@ -1,0 +1,327 @@
+"""The tuning planners against brute force and against each other (CE-scaling eqs. 7–12)."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from faasml.catalog import Catalog, load_catalog
+from faasml.exceptions import InfeasibleConstraintError, UnknownNameError
+from faasml.models import AllocationTable, evaluate
+from faasml.planners.tuning import (
+    TUNING_PLANNERS,
+    SuccessiveHalving,
+    TuningProblem,
+    build_problem,
+    plan_from,
+    plan_tuning,
+    tuning_problem,
+)
+from faasml.types import Constraint, Objective
+from faasml.workload import load_workload
+
+PLANNERS = ("exact", "greedy", "static", "static-cheapest", "fixed", "fixed-pool", "even-trials")
+
+
+@cache
+def _catalog(name: str) -> Catalog:
+    return load_catalog(name)
+
+
+def stage_values(
+    table: AllocationTable, catalog: Catalog, trials: int, epochs: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """T_i and C_i of every row, written out independently of the planner's code."""
+    per_wave = np.maximum(1, catalog.platform.max_concurrent(table.memory_mb) // table.n)
+    waves = np.ceil(trials / per_wave)
+    time = waves * (catalog.platform.cold_start_s + epochs * table.time_s)
+    cost = trials * (epochs * table.cost_usd + table.startup_usd)
+    return time, cost
+
+
+def all_stage_values(
+    table: AllocationTable, catalog: Catalog, sha: SuccessiveHalving
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    stages = zip(sha.trial_counts, sha.epochs, strict=True)
+    return [stage_values(table, catalog, q, r) for q, r in stages]
+
+
+def brute_force(
+    table: AllocationTable, catalog: Catalog, sha: SuccessiveHalving, constraint: Constraint
+) -> float | None:
+    """The best objective over every assignment of a row of Θ to every stage (None: none fits)."""
+    values = all_stage_values(table, catalog, sha)
+    time = sum(np.ix_(*[v[0] for v in values])) if len(values) > 1 else values[0][0]
+    cost = sum(np.ix_(*[v[1] for v in values])) if len(values) > 1 else values[0][1]
+    ok = np.ones(np.shape(time), dtype=bool)
+    if constraint.budget_usd is not None:
+        ok &= cost <= constraint.budget_usd
+    if constraint.deadline_s is not None:
+        ok &= time <= constraint.deadline_s
+    if not ok.any():
+        return None
+    goal = time if constraint.goal is Objective.MIN_TIME else cost
+    return float(goal[ok].min())
+
+
+def plan_value(
+    problem: TuningProblem, rows: tuple[int, ...], catalog: Catalog, sha: SuccessiveHalving
+) -> tuple[float, float]:
+    time = cost = 0.0
+    for (q, r), row in zip(zip(sha.trial_counts, sha.epochs, strict=True), rows, strict=True):
+        t, c = stage_values(problem.table.take([row]), catalog, q, r)
+        time += float(t[0])
+        cost += float(c[0])
+    return time, cost
+
+
+@st.composite
+def instances(draw: st.DrawFn) -> tuple[AllocationTable, Catalog, SuccessiveHalving, Constraint]:
+    catalog = _catalog(draw(st.sampled_from(["aws-lambda", "local"])))
+    workload = load_workload(
+        draw(st.sampled_from(["lr-higgs", "mobilenet-cifar10", "bert-imdb", "resnet50-cifar10"]))
+    )
+    options = [(s, scheme) for s, svc in catalog.storages.items() for scheme in svc.schemes]
+    chosen = draw(st.lists(st.sampled_from(options), min_size=1, max_size=2, unique=True))
+    ns = draw(st.lists(st.integers(1, 300), min_size=1, max_size=4, unique=True))
+    sizes = [int(m) for m in catalog.platform.memory_sizes(64)]
+    memories = draw(st.lists(st.sampled_from(sizes), min_size=1, max_size=3, unique=True))
+    grid_n, grid_m = np.meshgrid(ns, memories, indexing="ij")
+    parts = [evaluate(workload, catalog, grid_n, grid_m, s, scheme) for s, scheme in chosen]
+    table = AllocationTable.concatenate(parts, parts[0].options)
+    assume(len(table) > 0)
+    eta = draw(st.integers(2, 4))
+    trials = draw(st.integers(eta, 3000))
+    most = SuccessiveHalving(trials, eta).stages + 1
+    stages = draw(st.integers(1, min(3, most)))
+    epochs = tuple(draw(st.lists(st.integers(1, 3), min_size=stages, max_size=stages)))
+    sha = SuccessiveHalving(trials, eta, stages, epochs)
+    values = all_stage_values(table, catalog, sha)
+    least_t = sum(float(v[0].min()) for v in values)
+    most_t = sum(float(v[0].max()) for v in values)
+    least_c = sum(float(v[1].min()) for v in values)
+    most_c = sum(float(v[1].max()) for v in values)
+    kind = draw(st.sampled_from(["budget", "deadline", "both-time", "both-cost"]))
+    budget = least_c + draw(st.floats(0, 1.1)) * (most_c - least_c) + 1e-9
+    deadline = least_t + draw(st.floats(0, 1.1)) * (most_t - least_t) + 1e-9
+    if kind == "budget":
+        constraint = Constraint(budget_usd=budget)
+    elif kind == "deadline":
+        constraint = Constraint(deadline_s=deadline)
+    else:
+        goal = Objective.MIN_TIME if kind == "both-time" else Objective.MIN_COST
+        constraint = Constraint(budget_usd=budget, deadline_s=deadline, objective=goal)
+    return table, catalog, sha, constraint
+
+
+def _objective(constraint: Constraint, time: float, cost: float) -> float:
+    return time if constraint.goal is Objective.MIN_TIME else cost
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(instances())
+def test_exact_is_optimal_against_brute_force(
+    instance: tuple[AllocationTable, Catalog, SuccessiveHalving, Constraint],
+) -> None:
+    table, catalog, sha, constraint = instance
+    best = brute_force(table, catalog, sha, constraint)
+    problem = build_problem(table, catalog, sha, constraint)
+    if best is None:
+        with pytest.raises(InfeasibleConstraintError):
+            TUNING_PLANNERS.get("exact")(problem)
+        return
+    rows = TUNING_PLANNERS.get("exact")(problem)
+    time, cost = plan_value(problem, rows, catalog, sha)
+    assert constraint.admits(time, cost)
+    assert _objective(constraint, time, cost) == pytest.approx(best, rel=1e-9)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(instances())
+def test_exact_beats_greedy_beats_static_and_every_plan_fits(
+    instance: tuple[AllocationTable, Catalog, SuccessiveHalving, Constraint],
+) -> None:
+    table, catalog, sha, constraint = instance
+    problem = build_problem(table, catalog, sha, constraint)
+    value: dict[str, float] = {}
+    for name in PLANNERS:
+        try:
+            rows = TUNING_PLANNERS.get(name)(problem)
+        except InfeasibleConstraintError:
+            continue
+        time, cost = plan_value(problem, rows, catalog, sha)
+        assert constraint.admits(time, cost), name
+        value[name] = _objective(constraint, time, cost)
+    if "exact" not in value:
+        assert brute_force(table, catalog, sha, constraint) is None
+        return
+    if "static-cheapest" in value:  # greedy's warm start exists, so greedy finds a plan
+        assert "greedy" in value
+    tolerance = 1 + 1e-9
+    for other in PLANNERS[1:]:
+        if other in value:
+            assert value["exact"] <= value[other] * tolerance, other
+    for baseline in ("static", "static-cheapest"):
+        if baseline in value and "greedy" in value:
+            assert value["greedy"] <= value[baseline] * tolerance, baseline
+
+
+@pytest.fixture(scope="module")
+def lr_setup() -> tuple[Catalog, SuccessiveHalving]:
+    return _catalog("aws-lambda"), SuccessiveHalving(1024, 2, epochs_per_stage=2)
+
+
+def test_plan_tuning_reports_stages_waves_and_sums(
+    lr_setup: tuple[Catalog, SuccessiveHalving],
+) -> None:
+    catalog, sha = lr_setup
+    workload = load_workload("lr-higgs")
+    plan = plan_tuning(
+        workload, catalog, Constraint(budget_usd=5.0), sha, "exact", memory_step_mb=256
+    )
+    assert plan.planner == "exact"
+    assert [s.trials for s in plan.stages] == list(sha.trial_counts)
+    assert plan.cost_usd <= 5.0
+    assert plan.time_s == pytest.approx(sum(s.time_s for s in plan.stages))
+    assert plan.cost_usd == pytest.approx(sum(s.cost_usd for s in plan.stages))
+    for stage in plan.stages:
+        per_wave = max(1, catalog.platform.concurrency_limit // stage.allocation.n)
+        assert stage.waves == -(-stage.trials // per_wave)
+        assert stage.time_s == pytest.approx(
+            stage.waves * (catalog.platform.cold_start_s + stage.epochs * stage.epoch.time_s)
+        )
+    # Finding 1: the early, crowded stages get less per trial than the last ones.
+    assert plan.stages[0].cost_usd / plan.stages[0].trials < plan.stages[-1].cost_usd / 2
+
+
+def test_infeasible_budget_names_the_least_budget_that_works(
+    lr_setup: tuple[Catalog, SuccessiveHalving],
+) -> None:
+    catalog, sha = lr_setup
+    workload = load_workload("mobilenet-cifar10")
+    with pytest.raises(InfeasibleConstraintError, match="least budget that works") as err:
+        plan_tuning(workload, catalog, Constraint(budget_usd=0.01), sha, memory_step_mb=256)
+    least = err.value.least_budget_usd
+    assert least is not None and least > 0.01
+    plan = plan_tuning(workload, catalog, Constraint(budget_usd=least), sha, memory_step_mb=256)
+    assert plan.cost_usd <= least * (1 + 1e-9)
+
+
+def test_infeasible_deadline_names_the_shortest_deadline(
+    lr_setup: tuple[Catalog, SuccessiveHalving],
+) -> None:
+    catalog, sha = lr_setup
+    workload = load_workload("lr-higgs")
+    with pytest.raises(InfeasibleConstraintError, match="shortest deadline") as err:
+        plan_tuning(workload, catalog, Constraint(deadline_s=1.0), sha, memory_step_mb=256)
+    assert err.value.least_deadline_s is not None and err.value.least_deadline_s > 1.0
+
+
+def test_unknown_planner_lists_the_choices(lr_setup: tuple[Catalog, SuccessiveHalving]) -> None:
+    catalog, sha = lr_setup
+    with pytest.raises(UnknownNameError, match="choose one of: even-trials, exact, fixed"):
+        plan_tuning(load_workload("lr-higgs"), catalog, Constraint(budget_usd=1), sha, "magic")
+
+
+def test_deadline_objective_cuts_cost_against_static(
+    lr_setup: tuple[Catalog, SuccessiveHalving],
+) -> None:
+    catalog, sha = lr_setup
+    workload = load_workload("mobilenet-cifar10")
+    loose = tuning_problem(workload, catalog, Constraint(budget_usd=1e9), sha, memory_step_mb=256)
+    fastest = sum(float(s.time_s.min()) for s in loose.problem.stages)
+    setup = tuning_problem(
+        workload, catalog, Constraint(deadline_s=2.0 * fastest), sha, memory_step_mb=256
+    )
+    exact = plan_from(setup, "exact")
+    static = plan_from(setup, "static")
+    assert exact.time_s <= 2.0 * fastest * (1 + 1e-9)
+    assert exact.cost_usd < static.cost_usd
+
+
+@pytest.mark.parametrize("workload", ["lr-higgs", "resnet50-cifar10"])
+def test_exact_dynamic_programme_agrees_with_milp_at_paper_scale(workload: str) -> None:
+    from faasml.planners.tuning._exact import exact_options, exact_options_milp
+
+    catalog = _catalog("aws-lambda")
+    sha = SuccessiveHalving(16384, 2, 14, 2)
+    loose = tuning_problem(
+        load_workload(workload), catalog, Constraint(budget_usd=1e12), sha, memory_step_mb=1024
+    )
+    least = sum(float(s.cost_usd.min()) for s in loose.problem.stages)
+    for factor in (1.1, 2.0):
+        setup = tuning_problem(
+            load_workload(workload),
+            catalog,
+            Constraint(budget_usd=factor * least),
+            sha,
+            memory_step_mb=1024,
+        )
+        dp = setup.problem.totals(exact_options(setup.problem))
+        mip = setup.problem.totals(exact_options_milp(setup.problem))
+        assert dp[1] <= factor * least
+        assert dp[0] <= mip[0] * (1 + 1e-7)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(["lr-higgs", "mobilenet-cifar10", "bert-imdb", "lr-yfcc"]),
+    st.integers(64, 16384),
+    st.integers(2, 10),
+    st.sampled_from([512, 1024, 2048]),
+    st.floats(1.0, 4.0),
+    st.booleans(),
+)
+def test_exact_matches_milp_on_many_stages(
+    workload: str, trials: int, stages: int, step: int, factor: float, by_budget: bool
+) -> None:
+    from faasml.planners.tuning._exact import exact_options, exact_options_milp
+
+    sha = SuccessiveHalving(trials, 2, min(stages, SuccessiveHalving(trials, 2).stages))
+    catalog = _catalog("aws-lambda")
+    loose = tuning_problem(
+        load_workload(workload), catalog, Constraint(budget_usd=1e15), sha, memory_step_mb=step
+    )
+    least_cost = sum(float(s.cost_usd.min()) for s in loose.problem.stages)
+    least_time = sum(float(s.time_s.min()) for s in loose.problem.stages)
+    constraint = (
+        Constraint(budget_usd=factor * least_cost)
+        if by_budget
+        else Constraint(deadline_s=factor * least_time)
+    )
+    problem = build_problem(loose.problem.table, catalog, sha, constraint)
+    dp = problem.totals(exact_options(problem))
+    mip = problem.totals(exact_options_milp(problem))
+    assert constraint.admits(*dp)
+    assert _objective(constraint, *dp) <= _objective(constraint, *mip) * (1 + 1e-7)
+
+
+def test_fixed_pool_splits_one_pool_equally_among_each_stage_trials(
+    lr_setup: tuple[Catalog, SuccessiveHalving],
+) -> None:
+    catalog, sha = lr_setup
+    setup = tuning_problem(
+        load_workload("mobilenet-cifar10"),
+        catalog,
+        Constraint(budget_usd=1e6),
+        sha,
+        memory_step_mb=512,
+    )
+    pool = plan_from(setup, "fixed-pool")
+    exact = plan_from(setup, "exact")
+    assert exact.time_s <= pool.time_s * (1 + 1e-9)
+    first = pool.stages[0].allocation
+    assert {(s.allocation.memory_mb, s.allocation.storage) for s in pool.stages} == {
+        (first.memory_mb, first.storage)
+    }
+    # One pool size N explains every stage's functions per trial: n_i = max(1, N // q_i).
+    candidates = [
+        n
+        for n in range(1, 1001)
+        if all(s.allocation.n == max(1, n // s.trials) for s in pool.stages)
+    ]
+    assert candidates

@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+import pytest
+
+from faasml.catalog import Catalog, load_catalog
+from faasml.exceptions import ConfigError
+from faasml.planners.tuning import SuccessiveHalving, plan_tuning
+from faasml.sim import simulate_tuning
+from faasml.types import Constraint, TunePlan
+from faasml.workload import load_workload
+
+
+@pytest.fixture(scope="module")
+def planned() -> tuple[TunePlan, Catalog]:
+    catalog = load_catalog("aws-lambda")
+    plan = plan_tuning(
+        load_workload("mobilenet-cifar10"),
+        catalog,
+        Constraint(budget_usd=400.0),
+        SuccessiveHalving(4096, 2, epochs_per_stage=2),
+        memory_step_mb=512,
+    )
+    assert any(stage.waves > 1 for stage in plan.stages)  # the concurrency limit binds
+    return plan, catalog
+
+
+def test_without_noise_the_simulation_reproduces_the_prediction(
+    planned: tuple[TunePlan, Catalog],
+) -> None:
+    plan, catalog = planned
+    run = simulate_tuning(plan, catalog, noise=0.0, cold_start_noise=0.0)
+    assert run.time_s == pytest.approx(plan.time_s, rel=1e-9)
+    assert run.cost_usd == pytest.approx(plan.cost_usd, rel=1e-9)
+    for stage, predicted in zip(run.stages, plan.stages, strict=True):
+        assert stage.time_s == pytest.approx(predicted.time_s, rel=1e-9)
+        assert stage.peak_functions <= catalog.platform.concurrency_limit
+    assert run.within_constraint
+
+
+def test_noisy_runs_are_deterministic_under_a_seed(planned: tuple[TunePlan, Catalog]) -> None:
+    plan, catalog = planned
+    first = simulate_tuning(plan, catalog, noise=0.15, seed=7)
+    again = simulate_tuning(plan, catalog, noise=0.15, seed=7)
+    other = simulate_tuning(plan, catalog, noise=0.15, seed=8)
+    assert first == again
+    assert first.time_s != other.time_s
+    # Stages wait for their slowest trial, so noise lengthens them; money tracks the mean.
+    assert 0.0 < first.time_error < 0.5
+    assert abs(first.cost_error) < 0.05
+
+
+@pytest.mark.parametrize("noise", [-0.1, float("nan")])
+def test_bad_noise_is_refused(planned: tuple[TunePlan, Catalog], noise: float) -> None:
+    plan, catalog = planned
+    with pytest.raises(ConfigError, match="the value of noise"):
+        simulate_tuning(plan, catalog, noise=noise)
