@@ -11,6 +11,7 @@ and warm start. The result is written as a workload profile and a catalog the pl
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -27,10 +28,12 @@ from faasml.runtime.billing import Meter
 from faasml.runtime.coordinator import WORKER_FN, Coordinator
 from faasml.runtime.platform import open_platform
 from faasml.runtime.session import job_workload
-from faasml.runtime.worker import ModelRecipe, SegmentReport, WorkerTask
+from faasml.runtime.worker import ModelRecipe, SegmentReport, WorkerTask, rounds_per_epoch
 from faasml.sync.stores import open_store
 
 PROBE_FN = "faasml.runtime.profiling:probe_store"
+MEASURE_S = 1.0
+"""Computation each u(m) measurement covers at least (ten 100 ms CPU-quota periods)."""
 
 
 def probe_store(payload: dict[str, Any]) -> dict[str, float]:
@@ -121,7 +124,12 @@ def profile_job(
         fixed: list[float] = []
 
         def segment(
-            n: int, memory: int, scheme: str, tag: str, start: str | None = None
+            n: int,
+            memory: int,
+            scheme: str,
+            tag: str,
+            start: str | None = None,
+            count: int = rounds,
         ) -> list[SegmentReport]:
             coordinator.prepare_partitions(n)
             tasks = [
@@ -136,7 +144,7 @@ def profile_job(
                     worker_id=w,
                     epoch=0,
                     start_batch=0,
-                    stop_batch=rounds,
+                    stop_batch=count,
                     round_id=0,
                     checkpoint=start,
                     checkpoint_out=f"p/ckpt-{tag}",
@@ -155,10 +163,17 @@ def profile_job(
             objects.delete(f"p/{tag}/")
             return reports
 
+        epoch_rounds = rounds_per_epoch(len(train), 1, job.batch_size)
         for memory in sizes:
-            segment(1, memory, "allreduce", f"warm-{memory}")  # cold start, loads the data
+            # The first run starts the function and loads the data; the second runs long
+            # enough (MEASURE_S of computation) to span many CPU-quota periods.
+            warm = segment(1, memory, "allreduce", f"warm-{memory}")[0]
+            per_round = warm.compute_s / max(warm.rounds, 1)
+            count = min(epoch_rounds, max(rounds, math.ceil(MEASURE_S / max(per_round, 1e-6))))
             overheads.clear()
-            report = segment(1, memory, "allreduce", f"u-{memory}", f"p/ckpt-warm-{memory}")[0]
+            report = segment(1, memory, "allreduce", f"u-{memory}", f"p/ckpt-warm-{memory}", count)[
+                0
+            ]
             fixed.extend(overheads)
             per_mb = report.compute_s / max(report.samples * mb_per_sample, 1e-12)
             result.compute_points.append((memory, per_mb))
@@ -173,8 +188,11 @@ def profile_job(
         fitted: list[float] = []
         for n in counts:
             for scheme in ("allreduce", "scatter-reduce"):
-                segment(n, sizes[0], scheme, f"w-{n}-{scheme}")  # warm every instance first
-                reports = segment(n, sizes[0], scheme, f"s-{n}-{scheme}")
+                warm_up = segment(n, sizes[0], scheme, f"w-{n}-{scheme}")  # warm them all
+                busy = max(r.compute_s + r.sync_s for r in warm_up) / max(warm_up[0].rounds, 1)
+                limit = rounds_per_epoch(len(train), n, job.batch_size)
+                count = min(limit, max(rounds, math.ceil(MEASURE_S / max(busy, 1e-6))))
+                reports = segment(n, sizes[0], scheme, f"s-{n}-{scheme}", None, count)
                 per_round = max(r.sync_s for r in reports) / max(reports[0].rounds, 1)
                 result.sync_s_per_round[f"n={n} {scheme}"] = per_round
                 steps = float(transfers(scheme, n))
