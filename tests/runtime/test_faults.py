@@ -164,3 +164,42 @@ def test_prewarmed_functions_take_over_without_cold_starts(tmp_path: Path) -> No
         assert trial.epochs_done == 2 and trial.history[-1]["n"] == 2
         prewarm = [c for c in coordinator.meter.charges if c.detail == "prewarm"]
         assert len(prewarm) == 2  # their start is billed
+
+
+def test_budget_holds_when_predictions_are_far_too_low(tmp_path: Path) -> None:
+    """Four trials at once on a budget their real cost exceeds, with a prediction 10⁴ times too
+    low: the reservations stop functions before the bill passes the budget."""
+    job = JobSpec.from_mapping(JOB)
+    train, test = job.dataset.load()
+    recipe = ModelRecipe(
+        "logistic-regression",
+        {},
+        train.input_shape,
+        train.num_classes,
+        "sgd",
+        {"lr": 0.1},
+        50,
+        3,
+    )
+    catalog = load_catalog("local")
+    budget = 6e-5
+    objects = open_store(f"embedded://{tmp_path}/objects")
+    with open_platform("local", catalog, cpu="none") as platform:
+        coordinator = Coordinator(
+            platform,
+            catalog,
+            Meter(catalog),
+            objects,
+            f"embedded://{tmp_path}/sync",
+            lambda _: recipe,
+            namespace="run",
+            budget_usd=budget,
+        )
+        coordinator.predicted_round_s = lambda _: 1e-7
+        coordinator.set_data(train, test)
+        trials = [TrialState(i, {}) for i in range(4)]
+        coordinator.run(trials, Allocation(2, 512, "embedded"), until_epoch=20)
+    assert coordinator.stop_reason is not None and "budget guard" in coordinator.stop_reason
+    assert coordinator.meter.total_usd <= budget * (1 + 1e-9)
+    assert all(t.epochs_done > 0 and t.checkpoint for t in trials)  # they progressed together
+    assert all(t.status == "stopped" for t in trials)

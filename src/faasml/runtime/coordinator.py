@@ -33,6 +33,12 @@ from faasml.workloads.data import Dataset
 WORKER_FN = "faasml.runtime.worker:run_segment"
 BUDGET_MARGIN = 1.25
 """A segment starts only when its predicted cost × this margin fits the budget left."""
+RESERVE_FACTOR = 10.0
+"""A segment reserves up to this many times its predicted cost; its functions are stopped when
+they have spent the reservation, so the reservations of running segments bound what they can
+still spend."""
+KILL_SLACK_S = 0.05
+"""Billed time a killed function may run past its limit (monitor tick and kill)."""
 
 
 @dataclass
@@ -102,6 +108,9 @@ class _Segment:
     rounds: int
     budget_capped: bool = False
     sync_url: str = ""
+    reserve_usd: float = 0.0
+    """Most this segment can still bill (its functions are stopped at ``timeout_s``)."""
+    timeout_s: float = 0.0
 
 
 class BudgetExhaustedError(FaasmlError):
@@ -143,7 +152,12 @@ class Coordinator:
         self._prepared: set[int] = set()
         self._round_s: dict[tuple[int, int], float] = {}
         """Measured seconds per round by (n, memory): predicts segment time and cost."""
+        self._floor_s: dict[tuple[int, int], float] = {}
+        """Least segment seconds by (n, memory), raised when a segment ran out of its
+        reservation: the next prediction is at least twice what it was allowed."""
         self._init_s: dict[int, float] = {}
+        self._started: dict[int, int] = {}
+        """Instances started (and not failed) by memory size: the warm pool, approximately."""
         """Longest cold start measured by memory size (the budget guard's estimate)."""
         self.predicted_round_s: Callable[[Allocation], float] | None = None
         self.stop_reason: str | None = None
@@ -198,7 +212,8 @@ class Coordinator:
             trial.status = "running" if trial.epochs_done < until_epoch else "done"
         while True:
             launched = False
-            for trial in waiting:
+            # The least advanced trial first, so trials progress together within a stage.
+            for trial in sorted(waiting, key=lambda t: (t.epochs_done, t.batch, t.trial_id)):
                 if trial.status != "running" or any(s.trial is trial for s in running):
                     continue
                 if trial.epochs_done >= until_epoch:
@@ -267,12 +282,18 @@ class Coordinator:
             return self.predicted_round_s(allocation)
         return None
 
-    def _segment_cost(self, allocation: Allocation, rounds: int) -> float:
-        """Predicted cost of a segment: n functions for its predicted time (eq. 4)."""
+    def _segment_cost(self, allocation: Allocation, rounds: int, busy: int = 0) -> float:
+        """Predicted cost of a segment: n functions for its predicted time (eq. 4); ``busy``
+        functions of the same size are running already."""
         per_round = self.round_seconds(allocation)
         platform = self.catalog.platform
-        init = max(self._init_s.get(allocation.memory_mb, 0.0), platform.cold_start_s)
+        # A cold start is CPU-bound: below one vCPU it stretches by 1/vCPU.
+        share = min(1.0, float(platform.vcpus(allocation.memory_mb)))
+        init = max(self._init_s.get(allocation.memory_mb, 0.0), platform.cold_start_s / share)
+        if self._started.get(allocation.memory_mb, 0) >= busy + allocation.n:
+            init = 0.0  # enough instances of this size were started: they are likely warm
         seconds = (per_round or 0.0) * rounds + init
+        seconds = max(seconds, self._floor_s.get((allocation.n, allocation.memory_mb), 0.0))
         gb = allocation.memory_mb / 1024.0
         return allocation.n * (
             seconds * gb * platform.price_per_gb_s + platform.price_per_invocation
@@ -284,9 +305,12 @@ class Coordinator:
         rounds = rounds_per_epoch(self.samples, allocation.n, self.recipe_of(trial).batch_size)
         stop = self._stop_batch(trial, allocation, rounds)
         span = (stop if stop is not None else rounds) - trial.batch
-        estimate = self._segment_cost(allocation, span)
+        busy = sum(
+            s.allocation.n for s in running if s.allocation.memory_mb == allocation.memory_mb
+        )
+        estimate = self._segment_cost(allocation, span, busy)
         if self.budget_usd is not None:
-            committed = sum(s.estimate_usd for s in running)
+            committed = sum(s.reserve_usd for s in running)
             left = self.budget_usd - self.spent_usd() - committed
             if estimate * BUDGET_MARGIN > left:
                 if running:
@@ -296,7 +320,7 @@ class Coordinator:
                     f"${estimate * BUDGET_MARGIN:.6f} and ${max(left, 0):.6f} of the "
                     f"${self.budget_usd:.6f} budget is left; stopped with checkpoints kept"
                 )
-        timeout, capped = self._timeout(allocation, running)
+        timeout, capped, reserve = self._reserve(allocation, estimate, running)
         token = uuid.uuid4().hex[:8]
         out = (
             f"{self.namespace}/t{trial.trial_id}/ckpt/e{trial.epoch:04d}-"
@@ -347,23 +371,36 @@ class Coordinator:
             span,
             capped,
             self._sync_url(allocation),
+            reserve,
+            timeout,
         )
 
-    def _timeout(self, allocation: Allocation, running: list[_Segment]) -> tuple[float, bool]:
-        """The segment's time limit: the platform's maximum duration, or less when the budget
-        left would be spent sooner — n functions of m MB cannot bill more than that limit, so
-        the budget guard holds even when a prediction was wrong."""
-        limit = self.catalog.platform.max_duration_s
-        if self.budget_usd is None:
-            return limit, False
-        committed = sum(s.estimate_usd for s in running)
-        left = self.budget_usd - self.spent_usd() - committed
+    def _reserve(
+        self, allocation: Allocation, estimate: float, running: list[_Segment]
+    ) -> tuple[float, bool, float]:
+        """(time limit, whether the budget set it, reservation) of a new segment.
+
+        Without a budget: the platform's maximum duration. With one: the segment reserves
+        RESERVE_FACTOR × its prediction (at most what is left after the running segments'
+        reservations) and its functions are stopped when they would bill more than that:
+        n functions of m MB for t seconds cannot bill more than n·(t·m·p_f + p_invk), so the
+        reservations of all running segments bound the spend and the budget holds even when a
+        prediction is wrong (CE-scaling eq. 4 read backwards)."""
         platform = self.catalog.platform
+        limit = platform.max_duration_s
         rate = allocation.n * allocation.memory_mb / 1024.0 * platform.price_per_gb_s
-        affordable = (left - allocation.n * platform.price_per_invocation) / rate if rate else limit
-        if affordable < limit:
-            return max(affordable, 1e-3), True
-        return limit, False
+        requests = allocation.n * platform.price_per_invocation
+        full = requests + rate * (limit + KILL_SLACK_S)
+        if self.budget_usd is None:
+            return limit, False, full
+        left = self.budget_usd - self.spent_usd() - sum(s.reserve_usd for s in running)
+        reserve = min(full, left, max(RESERVE_FACTOR * estimate, estimate * BUDGET_MARGIN))
+        if rate <= 0:
+            return limit, False, reserve
+        timeout = (reserve - requests) / rate - KILL_SLACK_S
+        if timeout >= limit:
+            return limit, False, reserve
+        return max(timeout, 1e-3), True, reserve
 
     def _stop_batch(self, trial: TrialState, allocation: Allocation, rounds: int) -> int | None:
         """Where to renew the function: None runs to the epoch's end."""
@@ -394,6 +431,8 @@ class Coordinator:
             if billed.cold:
                 known = self._init_s.get(billed.memory_mb, 0.0)
                 self._init_s[billed.memory_mb] = max(known, billed.init_s)
+                if billed.ok:
+                    self._started[billed.memory_mb] = self._started.get(billed.memory_mb, 0) + 1
 
     def _poll(self, segment: _Segment) -> bool:
         """Handle a segment whose invocations ended; True when it is finished with."""
@@ -434,14 +473,16 @@ class Coordinator:
             f"epoch {trial.epoch + 1} batch {trial.batch}: {reason} at {self.now():.2f} s"
         )
         if segment.budget_capped and "timeout" in reason:
-            self.stop_reason = (
-                f"budget guard: trial {trial.trial_id} epoch {trial.epoch + 1} was stopped when "
-                "the budget ran out; the last checkpoint is kept"
-            )
-            trial.status = "stopped"
-        elif sum(1 for f in trial.failures if f.startswith(f"epoch {trial.epoch + 1} ")) > (
-            self.options.max_restarts
-        ):
+            # It spent its reservation: predict at least twice as long next time; the budget
+            # guard then decides whether a retry still fits. Not counted against max_restarts.
+            key = (segment.allocation.n, segment.allocation.memory_mb)
+            self._floor_s[key] = max(self._floor_s.get(key, 0.0), 2 * segment.timeout_s)
+            trial.failures[-1] += " (its budget reservation ran out)"
+        elif sum(
+            1
+            for f in trial.failures
+            if f.startswith(f"epoch {trial.epoch + 1} ") and "reservation" not in f
+        ) > (self.options.max_restarts):
             trial.status = "failed"
         if self.on_segment is not None:
             self.on_segment(trial, None)
