@@ -39,6 +39,12 @@ def _limit_address_space(memory_mb: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
+def _out_of_address_space(err: BaseException) -> bool:
+    """A library that could not be mapped under RLIMIT_AS (e.g. a large framework)."""
+    text = str(err)
+    return "failed to map segment" in text or "Cannot allocate memory" in text
+
+
 def _run(ref: str, payload: Any) -> Any:
     module_name, _, attribute = ref.partition(":")
     target: Any = importlib.import_module(module_name)
@@ -82,6 +88,13 @@ def main(argv: list[str]) -> int:
             value = _run(ref, payload)
         except MemoryError:
             conn.send(("err", "out-of-memory", f"over {memory_mb} MB", traceback.format_exc()))
+            return 1
+        except (ImportError, OSError) as err:
+            if not _out_of_address_space(err):
+                conn.send(("err", "error", f"{type(err).__name__}: {err}", traceback.format_exc()))
+                continue
+            message = f"over {memory_mb} MB of address space: {err}"
+            conn.send(("err", "out-of-memory", message, traceback.format_exc()))
             return 1
         except BaseException as err:  # the function's failure goes back to the caller
             conn.send(("err", "error", f"{type(err).__name__}: {err}", traceback.format_exc()))

@@ -1,12 +1,14 @@
 """The embedded local platform: worker processes on this machine that behave like functions.
 
-Each function instance is a real process (``_host``) with a memory size: its address space is
-capped (RLIMIT_AS) and its resident memory watched, so a function over its size fails as
-``out-of-memory``; its CPU share is memory / mb_per_vcpu, applied by a cgroup quota when one is
-writable, else by a duty-cycle throttle, else reported as not enforced; it is killed at its
-maximum duration. Idle instances stay warm and are reused by invocations of the same size;
-new instances are real cold starts (a Python process importing its runtime), counted. The
-machine's cores and memory, from the ``local`` catalog, bound how many run at once.
+Each function instance is a real process (``_host``) with a memory size. Its address space is
+capped (RLIMIT_AS; ``address_space_limit=False`` leaves only the resident-memory watch, for
+frameworks that map more than they use) and its resident memory is watched, so a function
+over its size fails as ``out-of-memory``. Its CPU share is memory / mb_per_vcpu, applied by a
+cgroup quota when one is writable, else by a duty-cycle throttle, else reported as not
+enforced. It is killed at its maximum duration. Idle instances stay warm and are reused by
+invocations of the same size; new instances are real cold starts (a Python process importing
+its runtime), counted. The machine's cores and memory, from the ``local`` catalog, bound how
+many run at once.
 """
 
 from __future__ import annotations
@@ -121,6 +123,7 @@ class LocalPlatform(Platform):
         cpu: str = "auto",
         preload: tuple[str, ...] = (),
         memory_check: bool = True,
+        address_space_limit: bool = True,
         idle_timeout_s: float = IDLE_TIMEOUT_S,
     ) -> None:
         super().__init__(catalog)
@@ -129,6 +132,7 @@ class LocalPlatform(Platform):
         self.platform = catalog.platform
         self.preload = preload
         self.memory_check = memory_check
+        self.address_space_limit = address_space_limit
         self.idle_timeout_s = idle_timeout_s
         self._cgroup = CgroupCpu.probe() if cpu in ("auto", "cgroup") else None
         if cpu == "cgroup" and self._cgroup is None:
@@ -151,7 +155,10 @@ class LocalPlatform(Platform):
 
     @property
     def enforcement(self) -> Enforcement:
-        memory = "rlimit-as+rss" if self.memory_check else "rlimit-as"
+        parts = (["rlimit-as"] if self.address_space_limit else []) + (
+            ["rss"] if self.memory_check else []
+        )
+        memory = "+".join(parts) or "none"
         return Enforcement(memory=memory, cpu=self._cpu_mode, duration="kill")
 
     @property
@@ -291,6 +298,7 @@ class LocalPlatform(Platform):
                 "FAASML_FUNCTION_MEMORY_MB": str(memory_mb),
                 "FAASML_FUNCTION_VCPUS": f"{vcpus:.4f}",
                 "MALLOC_ARENA_MAX": "2",
+                "FAASML_RLIMIT_AS": "1" if self.address_space_limit else "0",
             }
         )
         spawned = time.monotonic()
