@@ -162,6 +162,7 @@ class Coordinator:
         self.predicted_round_s: Callable[[Allocation], float] | None = None
         self.stop_reason: str | None = None
         self._server: Any = None
+        self._silent_checked = 0.0
         self.segments = 0
         self.restarts = 0
         self.busy_s = 0.0
@@ -563,6 +564,11 @@ class Coordinator:
             self.on_segment(trial, segment)
 
     def _check_silent(self, running: list[_Segment]) -> None:
+        """Restart a segment with a worker whose heartbeat is older than the bound (checked
+        at most once a second: each check reads n heartbeat keys)."""
+        if time.monotonic() - self._silent_checked < 1.0:
+            return
+        self._silent_checked = time.monotonic()
         bound = self.options.silent_after_s
         for segment in list(running):
             if time.monotonic() - segment.started < bound:
