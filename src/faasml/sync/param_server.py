@@ -260,7 +260,7 @@ class ParameterServerStore(Store):
     @classmethod
     def from_url(cls, url: str) -> Self:
         parts = urlsplit(url)
-        if parts.scheme != "ps" or not parts.hostname or parts.port is None:
+        if parts.scheme not in ("ps", "vm-ps") or not parts.hostname or parts.port is None:
             raise ConfigError(f"parameter-server URL {url!r} must look like ps://host:port")
         return cls(url, parts.hostname, parts.port)
 

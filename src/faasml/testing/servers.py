@@ -77,7 +77,7 @@ class LocalServer:
         for _ in range(3):  # another process may take the free port first
             self.port = free_port()
             # Output goes to a file: a pipe nobody reads would fill and block the server.
-            self._log = tempfile.NamedTemporaryFile(prefix=f"faasml-{self.program}-")
+            self._log = tempfile.NamedTemporaryFile(prefix=f"faasml-{self.program}-")  # noqa: SIM115 - closed in stop()
             self._process = subprocess.Popen(
                 self.command(executable), stdout=self._log, stderr=subprocess.STDOUT
             )
