@@ -3,8 +3,8 @@
 Each worker is a *shard generator* (splits its gradient into n shards and uploads n − 1 of them,
 keeping its own), a *shard aggregator* (downloads the n − 1 copies of its shard, averages them,
 uploads the aggregated shard) and a *global aggregator* (downloads the n − 1 other aggregated
-shards and reassembles the mean). Every worker moves about 4 M (n − 1) / n bytes, all workers
-in parallel, instead of the single aggregator's 2 (n − 1) M of all-reduce.
+shards and reassembles the mean). Every worker makes 3n − 2 transfers of one shard (M / n), about
+3 M bytes, all workers in parallel, instead of the single aggregator's 2 (n − 1) M of all-reduce.
 """
 
 from __future__ import annotations
