@@ -4,6 +4,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from faasml.exceptions import ConfigError, UnknownNameError
 from faasml.sync.param_server import ParameterServer
@@ -54,3 +56,25 @@ def test_overlong_key_is_refused(tmp_path: Path) -> None:
     store = open_store(f"embedded://{tmp_path}")
     with pytest.raises(ConfigError, match="at most 240"):
         store.put("k" * 300, b"")
+
+
+_key_text = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+    max_size=12,
+)
+
+
+@settings(max_examples=30, deadline=None)
+@given(keys=st.sets(_key_text, max_size=8), prefix=_key_text)
+def test_delete_removes_exactly_the_keys_with_the_prefix(keys: set[str], prefix: str) -> None:
+    store = open_store("embedded://")
+    assert isinstance(store, EmbeddedStore)
+    try:
+        for key in keys:
+            store.put(key, key.encode())
+        removed = store.delete(prefix)
+        kept = {k for k in keys if not k.startswith(prefix)}
+        assert removed == len(keys) - len(kept)
+        assert {k for k in keys if store.get(k) is not None} == kept
+    finally:
+        store.destroy()

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -95,3 +96,17 @@ def test_shards_cover_the_gradient_and_differ_by_at_most_one() -> None:
             assert all(a[1] == b[0] for a, b in itertools.pairwise(bounds))
             sizes = [stop - start for start, stop in bounds]
             assert max(sizes) - min(sizes) <= 1
+
+
+def test_throttled_store_holds_transfers_to_the_bandwidth(tmp_path: Path) -> None:
+    from faasml.sync.stores.throttled import ThrottledStore
+
+    inner = open_store(f"embedded://{tmp_path}")
+    store = ThrottledStore(inner, mbps=10.0)
+    start = time.perf_counter()
+    store.put("k", bytes(500_000))  # 0.05 s at 10 MB/s
+    assert store.get("k") == bytes(500_000)
+    assert time.perf_counter() - start >= 0.099
+    assert store.stats is inner.stats and inner.stats.bytes_read == 500_000
+    with pytest.raises(ConfigError, match="mbps is 0"):
+        ThrottledStore(inner, 0)

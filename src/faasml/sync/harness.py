@@ -26,6 +26,7 @@ from numpy.typing import NDArray
 from faasml.exceptions import ConfigError
 from faasml.sync.schemes import SCHEME_CLASSES
 from faasml.sync.stores import StoreStats, open_store
+from faasml.sync.stores.throttled import ThrottledStore
 
 
 def gradient_for(seed: int, worker_id: int, round_id: int, size: int) -> NDArray[np.float32]:
@@ -93,6 +94,7 @@ def _worker(
     rounds: int,
     seed: int,
     timeout_s: float,
+    worker_mbps: float | None,
     barrier: Barrier,
     results: Any,
 ) -> None:
@@ -101,7 +103,8 @@ def _worker(
     stats = StoreStats()
     error: str | None = None
     try:
-        with open_store(store_url) as store:
+        with open_store(store_url) as opened:
+            store = opened if worker_mbps is None else ThrottledStore(opened, worker_mbps)
             scheme = SCHEME_CLASSES.get(scheme_name)(store, n_workers, namespace, timeout_s)
             for round_id in range(rounds):
                 gradient = gradient_for(seed, worker_id, round_id, size)
@@ -129,11 +132,14 @@ def run_reduce(
     timeout_s: float = 60.0,
     absent: Sequence[int] = (),
     namespace: str | None = None,
+    worker_mbps: float | None = None,
 ) -> ReduceRun:
     """Run ``rounds`` reduce rounds of ``size`` floats on n spawned worker processes.
 
     Workers listed in ``absent`` are never started (a worker that never arrives): the others
-    must fail with TimeoutError after ``timeout_s``. Raises ConfigError for a bad argument.
+    must fail with TimeoutError after ``timeout_s``. ``worker_mbps`` holds each worker's
+    transfers to a function's network bandwidth (``ThrottledStore``). Raises ConfigError for a
+    bad argument.
     """
     if n_workers < 1 or size < 0 or rounds < 1:
         raise ConfigError(
@@ -159,6 +165,7 @@ def run_reduce(
                 rounds,
                 seed,
                 timeout_s,
+                worker_mbps,
                 barrier,
                 results,
             ),

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import select
 import socket
 import socketserver
 import struct
@@ -213,7 +214,8 @@ class ParameterServer:
         cmd += ["--host", self.host, "--port", str(self.port)]
         self._process = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         stdout = self._process.stdout
-        line = stdout.readline().split() if stdout is not None else []
+        ready = stdout is not None and select.select([stdout], [], [], self.start_timeout_s)[0]
+        line = stdout.readline().split() if stdout is not None and ready else []
         if len(line) != 4 or line[:2] != ["faasml-ps", "listening"]:
             self.stop()
             raise StoreUnavailableError(
@@ -260,7 +262,7 @@ class ParameterServerStore(Store):
     @classmethod
     def from_url(cls, url: str) -> Self:
         parts = urlsplit(url)
-        if parts.scheme != "ps" or not parts.hostname or parts.port is None:
+        if parts.scheme not in ("ps", "vm-ps") or not parts.hostname or parts.port is None:
             raise ConfigError(f"parameter-server URL {url!r} must look like ps://host:port")
         return cls(url, parts.hostname, parts.port)
 

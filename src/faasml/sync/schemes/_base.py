@@ -30,22 +30,43 @@ def encode(array: NDArray[np.float32]) -> bytes:
     return np.ascontiguousarray(array, dtype="<f4").tobytes()
 
 
-def decode(value: bytes) -> NDArray[np.float32]:
-    """The inverse of ``encode``; the array is a fresh, writable copy."""
+def decode(value: bytes, copy: bool = True) -> NDArray[np.float32]:
+    """The inverse of ``encode``: a fresh, writable copy, or with ``copy=False`` a read-only
+    view of ``value`` (one copy less where the array is only read)."""
     if len(value) % 4:
         raise ValueError(f"a float32 array takes a multiple of 4 bytes, got {len(value)}")
-    return np.frombuffer(value, dtype="<f4").astype(np.float32)
+    view = np.frombuffer(value, dtype="<f4")
+    return view.astype(np.float32) if copy else view
+
+
+class MeanAccumulator:
+    """A running float64 sum, so an aggregator holds one model, not n of them."""
+
+    def __init__(self) -> None:
+        self._total: NDArray[np.float64] | None = None
+        self.count = 0
+
+    def add(self, array: NDArray[np.float32]) -> None:
+        if self._total is None:
+            self._total = np.array(array, dtype=np.float64)
+        elif array.shape != self._total.shape:
+            raise ValueError(f"gradient shapes differ: {array.shape} vs {self._total.shape}")
+        else:
+            self._total += array
+        self.count += 1
+
+    def mean(self) -> NDArray[np.float32]:
+        if self._total is None:
+            raise ValueError("no gradient was added")
+        return (self._total / self.count).astype(np.float32)
 
 
 def mean_of(arrays: Sequence[NDArray[np.float32]]) -> NDArray[np.float32]:
     """Mean of equally long arrays: float64 sums in the given order, then / n, as float32."""
-    total = np.array(arrays[0], dtype=np.float64)
-    for array in arrays[1:]:
-        if array.shape != total.shape:
-            raise ValueError(f"gradient shapes differ: {array.shape} vs {total.shape}")
-        total += array
-    total /= len(arrays)
-    return total.astype(np.float32)
+    accumulator = MeanAccumulator()
+    for array in arrays:
+        accumulator.add(array)
+    return accumulator.mean()
 
 
 def shard_bounds(length: int, n_shards: int) -> list[tuple[int, int]]:

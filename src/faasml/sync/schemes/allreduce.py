@@ -11,7 +11,14 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from faasml.sync.schemes._base import Deadline, SyncScheme, decode, encode, mean_of
+from faasml.sync.schemes._base import (
+    Deadline,
+    MeanAccumulator,
+    SyncScheme,
+    decode,
+    encode,
+    mean_of,
+)
 
 
 class AllReduce(SyncScheme):
@@ -32,10 +39,12 @@ class AllReduce(SyncScheme):
         if worker_id != 0:
             self.store.put(f"{base}/grad/{worker_id}", encode(gradient))
             return decode(self.store.wait_get(f"{base}/mean", deadline.left()))
-        parts = [gradient]
+        total = MeanAccumulator()
+        total.add(gradient)
         for peer in range(1, self.n_workers):
-            parts.append(decode(self.store.wait_get(f"{base}/grad/{peer}", deadline.left())))
-        mean = mean_of(parts)
+            value = self.store.wait_get(f"{base}/grad/{peer}", deadline.left())
+            total.add(decode(value, copy=False))
+        mean = total.mean()
         self.store.put(f"{base}/mean", encode(mean))
         # Every peer uploaded this round's gradient, so each has read the previous mean.
         if self._previous_round is not None:

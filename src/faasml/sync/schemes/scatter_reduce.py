@@ -3,8 +3,8 @@
 Each worker is a *shard generator* (splits its gradient into n shards and uploads n − 1 of them,
 keeping its own), a *shard aggregator* (downloads the n − 1 copies of its shard, averages them,
 uploads the aggregated shard) and a *global aggregator* (downloads the n − 1 other aggregated
-shards and reassembles the mean). Every worker moves about 4 M (n − 1) / n bytes, all workers
-in parallel, instead of the single aggregator's 2 (n − 1) M of all-reduce.
+shards and reassembles the mean). Every worker makes 3n − 2 transfers of one shard (M / n), about
+3 M bytes, all workers in parallel, instead of the single aggregator's 2 (n − 1) M of all-reduce.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from numpy.typing import NDArray
 
 from faasml.sync.schemes._base import (
     Deadline,
+    MeanAccumulator,
     SyncScheme,
     decode,
     encode,
@@ -47,14 +48,14 @@ class ScatterReduce(SyncScheme):
             self.store.put(f"{base}/{owner}/shard/{worker_id}", encode(gradient[start:stop]))
         # 3. Shard aggregator: the copies of my shard from every worker, in worker order.
         start, stop = bounds[worker_id]
-        copies: list[NDArray[np.float32]] = []
+        total = MeanAccumulator()
         for source in range(n):
             if source == worker_id:
-                copies.append(gradient[start:stop])
+                total.add(gradient[start:stop])
             else:
                 key = f"{base}/{worker_id}/shard/{source}"
-                copies.append(decode(self.store.wait_get(key, deadline.left())))
-        mine = mean_of(copies)
+                total.add(decode(self.store.wait_get(key, deadline.left()), copy=False))
+        mine = total.mean()
         # Every worker has uploaded this round's shards, so each has finished the previous
         # round: my keys of that round can go.
         if self._previous_round is not None:
@@ -70,5 +71,5 @@ class ScatterReduce(SyncScheme):
                 result[start:stop] = mine
             else:
                 value = self.store.wait_get(f"{base}/{owner}/mean", deadline.left())
-                result[start:stop] = decode(value)
+                result[start:stop] = decode(value, copy=False)
         return result
