@@ -81,3 +81,14 @@ def test_simulate_tune_reports_simulated_beside_predicted(
     quiet += ["--noise", "0", "--cold-start-noise", "0"]
     assert main(quiet) == 0
     assert "time +0.0%" in capsys.readouterr().out
+
+
+def test_plan_tune_plans_every_hyperband_bracket(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["plan", "tune", "lr-higgs", "--hyperband", "27", "--reduction-factor", "3"]
+    assert main([*argv, "--memory-step", "512", "--budget", "5", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    # Brackets s = 3, 2, 1, 0 have 4, 3, 2 and 1 stages.
+    assert len(data["stages"]) == 10
+    assert [s["trials"] for s in data["stages"][:4]] == [27, 9, 3, 1]
+    assert main([*argv, "--trials", "8", "--budget", "5"]) == 2
+    assert "not both" in capsys.readouterr().err

@@ -6,7 +6,7 @@ from functools import cache
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from faasml.catalog import Catalog, load_catalog
@@ -130,6 +130,7 @@ def test_exact_is_optimal_against_brute_force(
     table, catalog, sha, constraint = instance
     best = brute_force(table, catalog, sha, constraint)
     problem = build_problem(table, catalog, sha, constraint)
+    event("infeasible" if best is None else "feasible")
     if best is None:
         with pytest.raises(InfeasibleConstraintError):
             TUNING_PLANNERS.get("exact")(problem)

@@ -1,10 +1,20 @@
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from faasml.catalog import Catalog, load_catalog
-from faasml.exceptions import ConfigError
-from faasml.planners.tuning import SuccessiveHalving, plan_tuning
+from faasml.exceptions import ConfigError, InfeasibleConstraintError
+from faasml.planners.tuning import (
+    SuccessiveHalving,
+    plan_from,
+    plan_tuning,
+    retarget,
+    tuning_problem,
+)
 from faasml.sim import simulate_tuning
 from faasml.types import Constraint, TunePlan
 from faasml.workload import load_workload
@@ -54,3 +64,37 @@ def test_bad_noise_is_refused(planned: tuple[TunePlan, Catalog], noise: float) -
     plan, catalog = planned
     with pytest.raises(ConfigError, match="the value of noise"):
         simulate_tuning(plan, catalog, noise=noise)
+
+
+def test_a_platform_too_small_for_the_plan_is_refused(planned: tuple[TunePlan, Catalog]) -> None:
+    plan, catalog = planned
+    widest = max(stage.allocation.n for stage in plan.stages)
+    small = replace(catalog, platform=replace(catalog.platform, concurrency_limit=widest - 1))
+    with pytest.raises(ConfigError, match="runs at most"):
+        simulate_tuning(plan, small)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(["lr-higgs", "mobilenet-cifar10", "bert-imdb"]),
+    st.integers(2, 3000),
+    st.sampled_from(["exact", "greedy", "static", "even-trials"]),
+    st.floats(1.05, 3.0),
+)
+def test_noiseless_simulation_matches_every_plan(
+    workload: str, trials: int, planner: str, factor: float
+) -> None:
+    catalog = load_catalog("aws-lambda")
+    sha = SuccessiveHalving(trials)
+    setup = tuning_problem(
+        load_workload(workload), catalog, Constraint(budget_usd=1e15), sha, memory_step_mb=1024
+    )
+    least = sum(float(s.cost_usd.min()) for s in setup.problem.stages)
+    try:
+        plan = plan_from(retarget(setup, Constraint(budget_usd=factor * least)), planner)
+    except InfeasibleConstraintError:
+        return
+    run = simulate_tuning(plan, catalog, noise=0.0, cold_start_noise=0.0)
+    assert run.time_s == pytest.approx(plan.time_s, rel=1e-9)
+    assert run.cost_usd == pytest.approx(plan.cost_usd, rel=1e-9)
+    assert all(s.peak_functions <= catalog.platform.concurrency_limit for s in run.stages)

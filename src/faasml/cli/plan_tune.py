@@ -20,7 +20,10 @@ from faasml.exceptions import ConfigError, InfeasibleConstraintError
 from faasml.planners.tuning import (
     TUNING_PLANNERS,
     SuccessiveHalving,
+    TuningJob,
     TuningSetup,
+    concatenate,
+    hyperband,
     plan_from,
     retarget,
     tuning_problem,
@@ -63,7 +66,14 @@ def register_tune(kinds: Any) -> None:
 
 def add_job_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("successive-halving job")
-    group.add_argument("--trials", type=int, required=True, help="trials in the first stage")
+    group.add_argument("--trials", type=int, help="trials in the first stage")
+    group.add_argument(
+        "--hyperband",
+        type=int,
+        metavar="MAX_EPOCHS",
+        help="instead of --trials: every Hyperband bracket for this largest epoch budget, "
+        "run one after another (uses --reduction-factor)",
+    )
     group.add_argument(
         "--reduction-factor", type=int, default=2, metavar="η", help="keep 1/η per stage"
     )
@@ -78,7 +88,11 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def job_from(args: argparse.Namespace) -> SuccessiveHalving:
+def job_from(args: argparse.Namespace) -> TuningJob:
+    if (args.trials is None) == (args.hyperband is None):
+        raise ConfigError("give either --trials (successive halving) or --hyperband, not both")
+    if args.hyperband is not None:
+        return concatenate(hyperband(args.hyperband, args.reduction_factor))
     text = str(args.epochs_per_stage)
     try:
         counts = tuple(int(part) for part in text.split(","))
@@ -145,7 +159,7 @@ def print_tune_plan(plan: TunePlan, others: dict[str, TunePlan | str]) -> None:
     out = console()
     trials = plan.stages[0].trials
     out.print(
-        f"[bold]faasml plan tune[/] {plan.workload} on {plan.catalog}: {trials} trials, "
+        f"[bold]faasml plan tune[/] {plan.workload} on {plan.catalog}: {trials} trials first, "
         f"{len(plan.stages)} stages, {bounds_text(plan.constraint)}"
     )
     out.print(

@@ -95,6 +95,11 @@ class _StageRun:
         self.loop, self.stage, self.on_done = loop, stage, on_done
         memory = stage.allocation.memory_mb
         self.free = int(catalog.platform.max_concurrent(memory))
+        if stage.allocation.n > self.free:
+            raise ConfigError(
+                f"stage {stage.index} needs {stage.allocation.n} functions of {memory} MB per "
+                f"trial, but {catalog.name} runs at most {self.free} at once"
+            )
         self.queue = deque(range(stage.trials))
         self.durations, self.costs = durations, costs
         self.started_at = loop.now

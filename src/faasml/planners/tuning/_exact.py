@@ -18,8 +18,6 @@ problem with HiGHS (``scipy.optimize.milp``) as a cross-check.
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 from numpy.typing import NDArray
 from scipy.optimize import Bounds, LinearConstraint, milp
@@ -65,39 +63,66 @@ def _front(f: Array, g: Array) -> NDArray[np.int64]:
 
 
 def _hull(g: Array, f: Array) -> NDArray[np.int64]:
-    """Indices of the lower convex hull of points sorted by g ascending (f descending)."""
-    hull: list[int] = []
-    for j in range(len(g)):
-        while len(hull) >= 2:
-            a, b = hull[-2], hull[-1]
-            # Drop b when it lies on or above the segment a -> j.
-            if (f[b] - f[a]) * (g[j] - g[a]) >= (f[j] - f[a]) * (g[b] - g[a]):
-                hull.pop()
-            else:
-                break
-        hull.append(j)
-    return np.array(hull, dtype=np.int64)
+    """Indices of the lower convex hull of points sorted by g ascending (f descending).
+
+    Vectorised: every pass drops each point on or above the chord of its neighbours (such a
+    point is no vertex of the hull, so dropping them all at once leaves the hull unchanged),
+    until none is left to drop.
+    """
+    rows = np.arange(len(g), dtype=np.int64)
+    while rows.size >= 3:
+        x, y = g[rows], f[rows]
+        above = (y[1:-1] - y[:-2]) * (x[2:] - x[:-2]) >= (y[2:] - y[:-2]) * (x[1:-1] - x[:-2])
+        if not above.any():
+            break
+        rows = rows[np.concatenate(([True], ~above, [True]))]
+    return rows
 
 
 class _Relaxation:
-    """L(b) = min Σ F s.t. Σ G ≤ b over a set of stages with fractional choices (LP bound)."""
+    """L(b) = min Σ F s.t. Σ G ≤ b over a set of stages with fractional choices (LP bound):
+    from every stage's cheapest option, take hull segments in order of slope."""
 
-    def __init__(self, hulls: list[tuple[Array, Array]]) -> None:
-        self.g0 = float(sum(g[0] for g, _ in hulls))
-        self.f0 = float(sum(f[0] for _, f in hulls))
-        if hulls:
-            dg = np.concatenate([np.diff(g) for g, _ in hulls])
-            df = np.concatenate([np.diff(f) for _, f in hulls])
-        else:
-            dg = df = np.zeros(0)
-        order = np.argsort(df / np.where(dg > 0, dg, 1.0), kind="stable")
-        self.g = self.g0 + np.concatenate(([0.0], np.cumsum(dg[order])))
-        self.f = self.f0 + np.concatenate(([0.0], np.cumsum(df[order])))
+    def __init__(self, g0: float, g: Array, f: Array) -> None:
+        self.g0, self.g, self.f = g0, g, f
 
     def __call__(self, budget: Array) -> Array:
         value = np.interp(budget, self.g, self.f, right=self.f[-1])
         result: Array = np.where(budget < self.g0 * (1 - _SLACK), np.inf, value)
         return result
+
+
+class _Segments:
+    """Every stage's hull segments sorted once by slope; the LP bound of any set of stages
+    is then a masked cumulative sum."""
+
+    def __init__(
+        self,
+        hulls: list[tuple[Array, Array]],
+        hull_rows: list[NDArray[np.int64]] | None = None,
+    ) -> None:
+        self.g_start = np.array([g[0] for g, _ in hulls])
+        self.f_start = np.array([f[0] for _, f in hulls])
+        stage = np.concatenate([np.full(len(g) - 1, i) for i, (g, _) in enumerate(hulls)])
+        dg = np.concatenate([np.diff(g) for g, _ in hulls])
+        df = np.concatenate([np.diff(f) for _, f in hulls])
+        order = np.argsort(df / np.where(dg > 0, dg, 1.0), kind="stable")
+        self.stage, self.dg, self.df = stage[order], dg[order], df[order]
+        ends = (
+            np.concatenate([rows[1:] for rows in hull_rows])
+            if hull_rows is not None
+            else np.zeros(len(stage), dtype=np.int64)
+        )
+        self.end = ends[order]
+        """The option (index into the stage's options) each segment leads to."""
+
+    def relaxation(self, include: NDArray[np.bool_]) -> _Relaxation:
+        mask = include[self.stage]
+        g0 = float(self.g_start[include].sum())
+        f0 = float(self.f_start[include].sum())
+        g = g0 + np.concatenate(([0.0], np.cumsum(self.dg[mask])))
+        f = f0 + np.concatenate(([0.0], np.cumsum(self.df[mask])))
+        return _Relaxation(g0, g, f)
 
 
 def exact_options(problem: TuningProblem) -> tuple[int, ...]:
@@ -110,25 +135,31 @@ def exact_options(problem: TuningProblem) -> tuple[int, ...]:
     if sum(float(g[-1]) for g in gs) <= g_limit and sum(float(f[-1]) for f in fs) <= f_limit:
         # The limit does not bind: every stage on its best option is optimal.
         return tuple(int(o[-1]) for o in sorts)
-    incumbent = _improved(fs, gs, g_limit, f_limit, _rounded_lp(fs, gs, g_limit, f_limit))
-    kept = _reduce(fs, gs, g_limit, incumbent)
+    # Lower convex hulls of the full option sets: the LP bounds of every later step (on a
+    # subset of options they are weaker but still valid lower bounds).
+    hull_rows = [_hull(g, f) for f, g in zip(fs, gs, strict=True)]
+    hulls = [(g[h], f[h]) for f, g, h in zip(fs, gs, hull_rows, strict=True)]
+    incumbent = _improved(
+        fs, gs, g_limit, f_limit, _rounded_lp(fs, gs, g_limit, f_limit, hull_rows)
+    )
+    kept = _reduce(fs, gs, g_limit, incumbent, hulls)
     sub_f = [f[k] for f, k in zip(fs, kept, strict=True)]
     sub_g = [g[k] for g, k in zip(gs, kept, strict=True)]
     if incumbent is not None:
         # A narrow first pass (a beam of the most promising states) finds a near-optimal
         # plan; the tighter incumbent makes the exact pass prune far more.
         local = [int(np.flatnonzero(k == j)[0]) for k, j in zip(kept, incumbent[1], strict=True)]
-        found = _solve(sub_f, sub_g, g_limit, f_limit, (incumbent[0], tuple(local)), beam=64)
+        found = _solve(sub_f, sub_g, hulls, g_limit, f_limit, (incumbent[0], tuple(local)), beam=64)
         if found is not None and found[0] < incumbent[0]:
             incumbent = (found[0], tuple(int(k[j]) for k, j in zip(kept, found[1], strict=True)))
-            kept = _reduce(fs, gs, g_limit, incumbent)
+            kept = _reduce(fs, gs, g_limit, incumbent, hulls)
             sub_f = [f[k] for f, k in zip(fs, kept, strict=True)]
             sub_g = [g[k] for g, k in zip(gs, kept, strict=True)]
         local = [int(np.flatnonzero(k == j)[0]) for k, j in zip(kept, incumbent[1], strict=True)]
         start: tuple[float, tuple[int, ...]] | None = (incumbent[0], tuple(local))
     else:
         start = None
-    best = _solve(sub_f, sub_g, g_limit, f_limit, start, beam=None)
+    best = _solve(sub_f, sub_g, hulls, g_limit, f_limit, start, beam=None)
     if best is None:
         raise InfeasibleConstraintError("no plan meets the constraint")
     return tuple(int(sort[k[j]]) for sort, k, j in zip(sorts, kept, best[1], strict=True))
@@ -139,16 +170,17 @@ def _reduce(
     gs: list[Array],
     g_limit: float,
     incumbent: tuple[float, tuple[int, ...]] | None,
+    hulls: list[tuple[Array, Array]],
 ) -> list[NDArray[np.int64]]:
     """Options that can still be optimal (classic MCKP variable reduction): option j of stage
     i is dropped when f_ij + L_{−i}(limit − g_ij), the LP bound of the other stages with what
     is left, exceeds the incumbent's F. The incumbent's own options are always kept."""
     if incumbent is None:
         return [np.arange(len(f), dtype=np.int64) for f in fs]
-    hulls = [(g[h], f[h]) for f, g in zip(fs, gs, strict=True) for h in [_hull(g, f)]]
+    segments = _Segments(hulls)
     kept = []
     for i, (f, g) in enumerate(zip(fs, gs, strict=True)):
-        others = _Relaxation(hulls[:i] + hulls[i + 1 :])
+        others = segments.relaxation(np.arange(len(fs)) != i)
         bound = f + others(g_limit - g)
         keep = np.flatnonzero(bound <= incumbent[0] * (1 + _SLACK))
         kept.append(np.union1d(keep, [incumbent[1][i]]).astype(np.int64))
@@ -158,6 +190,7 @@ def _reduce(
 def _solve(
     fs: list[Array],
     gs: list[Array],
+    hulls: list[tuple[Array, Array]],
     g_limit: float,
     f_limit: float,
     incumbent: tuple[float, tuple[int, ...]] | None,
@@ -168,8 +201,8 @@ def _solve(
     incumbent when nothing beats it, or None. With ``beam`` only that many states with the
     lowest bounds survive each stage (a heuristic pass); without it the result is exact."""
     d = len(fs)
-    hulls = [(g[h], f[h]) for f, g in zip(fs, gs, strict=True) for h in [_hull(g, f)]]
-    suffix = [_Relaxation(hulls[i + 1 :]) for i in range(d)]
+    segments = _Segments(hulls)
+    suffix = [segments.relaxation(np.arange(d) > i) for i in range(d)]
     min_g_rest = np.concatenate((np.cumsum([g[0] for g in gs][::-1])[::-1][1:], [0.0]))
     min_f_rest = np.concatenate((np.cumsum([f[-1] for f in fs][::-1])[::-1][1:], [0.0]))
     best_f = np.inf if incumbent is None else incumbent[0]
@@ -238,30 +271,27 @@ def _improved(
 
 
 def _rounded_lp(
-    fs: list[Array], gs: list[Array], g_limit: float, f_limit: float
+    fs: list[Array],
+    gs: list[Array],
+    g_limit: float,
+    f_limit: float,
+    hull_rows: list[NDArray[np.int64]],
 ) -> tuple[float, tuple[int, ...]] | None:
-    """A feasible plan near the LP optimum, or None: each stage on its cheapest-in-G option,
-    then the hull upgrades in order of benefit −ΔF/ΔG that fit whole (options sorted by G)."""
-    choice = [0] * len(gs)
+    """A feasible plan near the LP optimum, or None: from each stage's cheapest-in-G option,
+    the hull segments in order of slope while they fit whole (the LP solution rounded down)."""
     spent = sum(float(g[0]) for g in gs)
     if spent > g_limit:
         return None
-    steps: list[tuple[float, int, int]] = []
-    for i, (f, g) in enumerate(zip(fs, gs, strict=True)):
-        hull = _hull(g, f)
-        steps.extend(
-            ((f[b] - f[a]) / (g[b] - g[a]), i, int(b))
-            for a, b in itertools.pairwise(hull)
-            if g[b] > g[a]
-        )
-    steps.sort()
-    for _, i, option in steps:
-        extra = float(gs[i][option] - gs[i][choice[i]])
-        if spent + extra <= g_limit and fs[i][option] < fs[i][choice[i]]:
-            spent += extra
-            choice[i] = option
+    hulls = [(g[h], f[h]) for f, g, h in zip(fs, gs, hull_rows, strict=True)]
+    segments = _Segments(hulls, hull_rows)
+    taken = np.flatnonzero(np.cumsum(segments.dg) <= g_limit - spent)
+    choice = np.zeros(len(fs), dtype=np.int64)
+    if taken.size:
+        prefix = slice(0, int(taken[-1]) + 1)
+        # Within a stage segments come in slope order, so the last one taken is the option.
+        np.maximum.at(choice, segments.stage[prefix], segments.end[prefix])
     value = sum(float(f[j]) for f, j in zip(fs, choice, strict=True))
-    return (value, tuple(choice)) if value <= f_limit else None
+    return (value, tuple(int(j) for j in choice)) if value <= f_limit else None
 
 
 def exact_options_milp(problem: TuningProblem) -> tuple[int, ...]:

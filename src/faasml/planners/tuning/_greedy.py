@@ -49,41 +49,37 @@ class _Padded:
         return float(self.f[self.rows, choice].sum()), float(self.g[self.rows, choice].sum())
 
 
-def _best_step(
-    pad: _Padded,
-    choice: NDArray[np.int64],
-    g_cap: float,
-    *,
-    neighbours_only: bool,
-    spend: bool,
-) -> tuple[int, int] | None:
-    """The stage and option with the best marginal benefit, or None.
-
-    spend=True: options with more G and less F (benefit −ΔF/ΔG, eqs. 10 / 12), keeping the
-    total G within ``g_cap``. spend=False (recycling): options with less G, least F lost per
-    G freed, keeping F within its cap.
-    """
-    f_now, g_now = pad.totals(choice)
-    current_f = pad.f[pad.rows, choice][:, None]
-    current_g = pad.g[pad.rows, choice][:, None]
-    d_f = pad.f - current_f
-    d_g = pad.g - current_g
-    with np.errstate(invalid="ignore", divide="ignore"):
-        if spend:
-            ok = (d_g > 0) & (d_f < 0) & (g_now + d_g <= g_cap) & np.isfinite(pad.f)
-            benefit = -d_f / d_g
-        else:
-            ok = (d_g < 0) & (f_now + d_f <= pad.f_limit) & np.isfinite(pad.f)
-            benefit = np.where(d_f <= 0, np.inf, -d_g / d_f)
-    if neighbours_only:
-        columns = np.arange(pad.f.shape[1])[None, :]
-        step = 1 if spend else -1
-        ok &= columns == (choice[:, None] + step)
+def _best_spend(pad: _Padded, choice: NDArray[np.int64], g_cap: float) -> tuple[int, int] | None:
+    """The stage and option with the largest benefit −ΔF/ΔG (eq. 10 for time, eq. 12 for
+    cost) among options with more G and less F that keep the total G within ``g_cap``."""
+    current_f = pad.f[pad.rows, choice]
+    current_g = pad.g[pad.rows, choice]
+    d_f = pad.f - current_f[:, None]  # padding is +inf, so never negative
+    d_g = pad.g - current_g[:, None]
+    ok = (d_f < 0) & (d_g > 0) & (d_g <= g_cap - float(current_g.sum()))
     if not ok.any():
         return None
-    benefit = np.where(ok, benefit, -np.inf)
+    benefit = np.where(ok, -d_f / np.where(ok, d_g, 1.0), -np.inf)
     flat = int(np.argmax(benefit))
     return flat // pad.f.shape[1], flat % pad.f.shape[1]
+
+
+def _best_recycle(pad: _Padded, choice: NDArray[np.int64]) -> tuple[int, int] | None:
+    """Recycling: the stage whose next option cheaper in G loses least F per unit of G freed,
+    keeping F within its own bound."""
+    below = choice - 1
+    valid = below >= 0
+    column = np.maximum(below, 0)
+    current_f = pad.f[pad.rows, choice]
+    d_f = pad.f[pad.rows, column] - current_f
+    d_g = pad.g[pad.rows, column] - pad.g[pad.rows, choice]
+    ok = valid & (d_g < 0) & (float(current_f.sum()) + d_f <= pad.f_limit)
+    if not ok.any():
+        return None
+    with np.errstate(invalid="ignore", divide="ignore"):
+        benefit = np.where(d_f <= 0, np.inf, -d_g / d_f)
+    stage = int(np.argmax(np.where(ok, benefit, -np.inf)))
+    return stage, int(below[stage])
 
 
 def greedy_options(problem: TuningProblem, start: tuple[int, ...]) -> tuple[int, ...]:
@@ -95,13 +91,13 @@ def greedy_options(problem: TuningProblem, start: tuple[int, ...]) -> tuple[int,
     budget_steps = 4 * pad.f.size + 16
     # Lines 1–14: recycle from some stage, reallocate within the warm start's G.
     for _ in range(budget_steps):
-        step = _best_step(pad, best, np.inf, neighbours_only=True, spend=False)
+        step = _best_recycle(pad, best)
         if step is None:
             break
         trial = best.copy()
         trial[step[0]] = step[1]
         for _ in range(budget_steps):
-            more = _best_step(pad, trial, base_g, neighbours_only=False, spend=True)
+            more = _best_spend(pad, trial, base_g)
             if more is None:
                 break
             trial[more[0]] = more[1]
@@ -112,7 +108,7 @@ def greedy_options(problem: TuningProblem, start: tuple[int, ...]) -> tuple[int,
         best = trial
     # Lines 15–25: spend the rest of the limit, best marginal benefit first.
     for _ in range(budget_steps):
-        step = _best_step(pad, best, pad.g_limit, neighbours_only=False, spend=True)
+        step = _best_spend(pad, best, pad.g_limit)
         if step is None:
             break
         best[step[0]] = step[1]

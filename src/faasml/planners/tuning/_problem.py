@@ -128,11 +128,6 @@ class TuningProblem:
         cost = sum(float(s.cost_usd[j]) for s, j in zip(self.stages, choice, strict=True))
         return time, cost
 
-    def option_of_row(self, stage: int, row: int) -> int | None:
-        """The option index of candidate ``row`` in ``stage``, if it is one of its options."""
-        hits = np.flatnonzero(self.stages[stage].rows == row)
-        return int(hits[0]) if hits.size else None
-
 
 def build_problem(
     table: AllocationTable,
