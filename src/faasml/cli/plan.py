@@ -15,6 +15,7 @@ from faasml.cli._common import (
     constraint_from,
     print_json,
 )
+from faasml.cli._offline import add_target_loss_options, offline_epochs_from
 from faasml.cli.plan_tune import register_tune
 from faasml.planners import plan_training
 from faasml.reports import train_plan_dict
@@ -37,6 +38,7 @@ def register(commands: Any) -> None:
     train.add_argument("workload", help="a shipped workload name or the path of a profile")
     train.add_argument("--epochs", type=int, help="epochs to train (default: the profile's)")
     train.add_argument("--json", action="store_true", help="print the plan as JSON")
+    add_target_loss_options(train)
     add_constraint_options(train)
     add_catalog_options(train)
     train.set_defaults(func=run_plan_train)
@@ -47,11 +49,14 @@ def run_plan_train(args: argparse.Namespace) -> int:
     workload = load_workload(args.workload)
     catalog = catalog_from(args)
     constraint = constraint_from(args)
+    epochs = args.epochs
+    if args.target_loss is not None:
+        epochs = offline_epochs_from(args)
     plan = plan_training(
         workload,
         catalog,
         constraint,
-        epochs=args.epochs,
+        epochs=epochs,
         memory_step_mb=args.memory_step,
         max_functions=args.max_functions,
     )

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-SIMULATE_KINDS = ("faasml.cli.simulate_tune",)
+SIMULATE_KINDS = ("faasml.cli.simulate_tune", "faasml.cli.simulate_train")
 """Modules that add a kind to `faasml simulate`, each with ``register(kinds)``."""
 
 

@@ -46,8 +46,15 @@ _COARSE = 64
 _FINE = 32
 _STEP = float((1e4 / 1e-3) ** (1 / (_COARSE - 1)))
 """Ratio between neighbouring coarse grid points (of the widest grid)."""
+_COARSE_GRIDS = {name: np.geomspace(lo, hi, _COARSE) for name, (lo, hi) in _GRIDS.items()}
+_UNIT = np.linspace(0.0, 1.0, _FINE)
 _DRAWS = 256
 _HUBER_K = 1.5
+_HUBER_ROUNDS = 2
+_POLISH = (8.0, 64.0)
+_REACH_SHARE = 0.1
+"""``predict_epochs`` refuses when families that reach the target hold less than this share
+of the Akaike weight: a good fit with its floor above the target outweighs poor ones below."""
 _AUTO_MARGIN = 0.97
 """Another family replaces ``inverse`` only when its residual is at least 3 % smaller."""
 
@@ -88,56 +95,74 @@ def _nnls_two(g: Array, y: Array, w: Array) -> tuple[Array, Array, Array]:
 
     The unconstrained solution is taken where both are non-negative; otherwise the best of the
     two one-variable solutions (a = 0 or c = 0), which is the exact NNLS optimum for two columns.
+    Residuals come from the weighted sums (no second pass over the points).
     """
-    sw = w.sum()
-    gw = (w * g).sum(axis=1)
-    ggw = (w * g * g).sum(axis=1)
-    yw = (w * y).sum()
-    gyw = (w * g * y).sum(axis=1)
+    wg = w * g
+    sw = float(w.sum())
+    gw = wg.sum(axis=1)
+    ggw = (wg * g).sum(axis=1)
+    yw = float((w * y).sum())
+    yyw = float((w * y * y).sum())
+    gyw = wg @ y
     det = ggw * sw - gw * gw
     with np.errstate(divide="ignore", invalid="ignore"):
         a_free = (gyw * sw - gw * yw) / det
         c_free = (ggw * yw - gw * gyw) / det
-        a_only = np.maximum(gyw / ggw, 0.0)
+        a_only = np.where(ggw > 0, np.maximum(gyw / ggw, 0.0), 0.0)
     c_only = max(yw / sw, 0.0)
     free_ok = np.isfinite(a_free) & (a_free >= 0) & (c_free >= 0)
+    a_free = np.where(free_ok, a_free, 0.0)
+    c_free = np.where(free_ok, c_free, 0.0)
 
     def sse(a: Array, c: Array | float) -> Array:
-        res = y[None, :] - a[:, None] * g - np.asarray(c)[..., None]
-        return (w * res * res).sum(axis=1)
+        # Σw(y − a·g − c)² expanded into the sums above.
+        result: Array = yyw - 2 * a * gyw - 2 * c * yw + a * a * ggw + 2 * a * c * gw + c * c * sw
+        return np.maximum(result, 0.0)
 
-    zeros = np.zeros_like(gw)
-    a_only = np.nan_to_num(a_only)
-    cand_a = np.stack([np.where(free_ok, a_free, 0.0), a_only, zeros])
-    cand_c = np.stack([np.where(free_ok, c_free, 0.0), zeros, np.full_like(gw, c_only)])
-    errors = np.stack([np.where(free_ok, sse(cand_a[0], cand_c[0]), np.inf)])
-    errors = np.concatenate([errors, sse(cand_a[1], 0.0)[None], sse(zeros, c_only)[None]])
+    errors = np.stack(
+        [
+            np.where(free_ok, sse(a_free, c_free), np.inf),
+            sse(a_only, 0.0),
+            np.broadcast_to(sse(np.zeros(1), c_only), gw.shape),
+        ]
+    )
     pick = np.argmin(errors, axis=0)
-    rows = np.arange(g.shape[0])
-    return cand_a[pick, rows], cand_c[pick, rows], errors[pick, rows]
+    cand_a = np.where(pick == 0, a_free, np.where(pick == 1, a_only, 0.0))
+    cand_c = np.where(pick == 0, c_free, np.where(pick == 2, c_only, 0.0))
+    return cand_a, cand_c, np.take_along_axis(errors, pick[None, :], axis=0)[0]
 
 
 def _fit_family(
-    family: str, k: Array, y: Array, w: Array, around: float | None = None
+    family: str,
+    k: Array,
+    y: Array,
+    w: Array,
+    around: float | None = None,
+    width: float = 0.0,
 ) -> tuple[float, float, float, float]:
     """Best (θ, a, c) and weighted SSE of one family: a coarse grid over log θ (or none when
     refining ``around`` a previous θ), then a fine grid around the best."""
     if around is None:
-        low, high = _GRIDS[family]
-        grid = np.geomspace(low, high, _COARSE)
+        grid = _COARSE_GRIDS[family]
         a, c, err = _nnls_two(_basis(family, k, grid), y, w)
         best = int(np.argmin(err))
         lo, hi = grid[max(best - 1, 0)], grid[min(best + 1, grid.size - 1)]
         fallback = (float(grid[best]), float(a[best]), float(c[best]), float(err[best]))
     else:
-        lo, hi = around / _STEP, around * _STEP
+        step = width or _STEP
+        lo, hi = around / step, around * step
         fallback = None
-    fine = np.geomspace(lo, hi, _FINE)
+    fine = lo * (hi / lo) ** _UNIT
     fa, fc, ferr = _nnls_two(_basis(family, k, fine), y, w)
     pick = int(np.argmin(ferr))
     if fallback is not None and fallback[3] < ferr[pick]:
         return fallback
     return float(fine[pick]), float(fa[pick]), float(fc[pick]), float(ferr[pick])
+
+
+def whole_epochs(epochs: float) -> int:
+    """⌈epochs⌉ (at least 1), ignoring a thousandth of an epoch of fitting noise."""
+    return max(1, math.ceil(epochs - 1e-3))
 
 
 @dataclass(frozen=True)
@@ -155,7 +180,7 @@ class EpochPrediction:
     @property
     def whole(self) -> int:
         """Whole epochs to train: ⌈epochs⌉, at least 1."""
-        return max(1, math.ceil(self.epochs - 1e-9))
+        return whole_epochs(self.epochs)
 
 
 @dataclass(frozen=True)
@@ -217,7 +242,9 @@ class LossFit:
             return mean[None, :]
         rng = np.random.default_rng(20230515)
         try:
-            draws = rng.multivariate_normal(mean, cov, size=_DRAWS, method="eigh")
+            draws = rng.multivariate_normal(
+                mean, cov, size=_DRAWS, method="eigh", check_valid="ignore"
+            )
         except (np.linalg.LinAlgError, ValueError):
             return mean[None, :]
         draws[:, 0] = np.maximum(draws[:, 0], _GRIDS[self.family][0])
@@ -296,10 +323,14 @@ def fit_loss_curve(
 def _fit_robust(family: str, k: Array, y: Array) -> LossFit:
     w = np.ones_like(y)
     theta, a, c, sse = _fit_family(family, k, y, w)
-    for _ in range(2):
+    for _ in range(_HUBER_ROUNDS):
         residual = y - (a * _basis(family, k, np.array([theta]))[0] + c)
         w = _huber_weights(residual)
         theta, a, c, sse = _fit_family(family, k, y, w, around=theta)
+    for shrink in _POLISH:  # polish θ on ever finer grids
+        theta, a, c, sse = _fit_family(family, k, y, w, theta, _STEP ** (1.0 / shrink))
+    residual = y - (a * _basis(family, k, np.array([theta]))[0] + c)
+    sse = float((w * residual * residual).sum())  # exactly, not from the expanded sums
     cov = _covariance(family, k, w, theta, a, sse)
     return LossFit(
         family=family,
@@ -309,4 +340,77 @@ def _fit_robust(family: str, k: Array, y: Array) -> LossFit:
         residual=math.sqrt(sse / float(w.sum())),
         points=int(k.size),
         covariance=tuple(tuple(float(v) for v in row) for row in cov),
+    )
+
+
+@dataclass(frozen=True)
+class AveragedPrediction:
+    """An epochs-to-target prediction averaged over curve families, and the fits behind it."""
+
+    prediction: EpochPrediction
+    fits: tuple[LossFit, ...]
+    weights: tuple[float, ...]
+    """Akaike weight of each fit (0 for a family that never reaches the target)."""
+
+    @property
+    def best(self) -> LossFit:
+        """The fit with the largest weight."""
+        return self.fits[int(np.argmax(self.weights))]
+
+
+def predict_epochs(
+    epochs: Sequence[float] | ArrayLike,
+    losses: Sequence[float] | ArrayLike,
+    target: float,
+    family: str = "auto",
+) -> AveragedPrediction:
+    """Epochs to reach ``target``: with ``family="auto"`` the Akaike-weighted geometric mean of
+    the predictions of every family that reaches the target (equal parameter counts, so the
+    weights are exp(−n/2 · (ln SSE_f − ln SSE_min))). Averaging in log space keeps one family's
+    far extrapolation from dominating; dropping families whose floor is above the target keeps
+    one pessimistic family from vetoing the others. The interval averages the families' bounds
+    the same way (infinite when a family with weight above 1 % has no upper bound). Raises
+    UnreachableTargetError when no family reaches the target."""
+    names = FAMILIES if family == "auto" else (family,)
+    if family != "auto" and family not in FAMILIES:
+        fit_loss_curve(epochs, losses, family)  # raises the ConfigError naming the choices
+    fits = tuple(fit_loss_curve(epochs, losses, name) for name in names)
+    n = fits[0].points
+    sse = np.array([max(f.residual**2, 1e-300) for f in fits])
+    raw = np.exp(-0.5 * n * (np.log(sse) - np.log(sse.min())))
+    predictions: list[EpochPrediction | None] = []
+    refusal: UnreachableTargetError | None = None
+    for fit in fits:
+        try:
+            predictions.append(fit.epochs_to_reach(target))
+        except UnreachableTargetError as err:
+            predictions.append(None)
+            refusal = refusal or err
+    reach = np.array([p is not None for p in predictions])
+    if raw[reach].sum() < _REACH_SHARE * raw.sum():
+        best = fits[int(np.argmax(raw))]
+        raise UnreachableTargetError(
+            f"the target loss {target:g} is at or below the fitted floor {best.floor:.4g} of the "
+            f"best-fitting curve ({best.family}); it is not predicted to be reached",
+            floor=best.floor,
+        )
+    weights = np.where(reach, raw, 0.0)
+    weights = weights / weights.sum()
+
+    def mean_log(values: list[float]) -> float:
+        logs = np.log(np.maximum(np.array(values), 1e-9))
+        return float(np.exp(np.sum(weights[reach] * logs)))
+
+    chosen = [p for p in predictions if p is not None]
+    point = mean_log([p.epochs for p in chosen])
+    low = mean_log([p.low for p in chosen])
+    highs = [p.high for p in chosen]
+    unbounded = any(
+        not math.isfinite(h) and w > 0.01 for h, w in zip(highs, weights[reach], strict=True)
+    )
+    high = math.inf if unbounded else mean_log([h if math.isfinite(h) else point for h in highs])
+    return AveragedPrediction(
+        prediction=EpochPrediction(point, min(low, point), max(high, point)),
+        fits=fits,
+        weights=tuple(float(w) for w in weights),
     )

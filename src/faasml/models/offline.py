@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from faasml.exceptions import ConfigError
-from faasml.models.convergence import EpochPrediction, LossFit, fit_loss_curve
+from faasml.models.convergence import EpochPrediction, LossFit, predict_epochs
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,8 @@ def offline_estimate(
     sample_fraction: float,
     family: str = "auto",
 ) -> OfflineEstimate:
-    """Predict the epochs to ``target_loss`` from a sample run's (epoch, loss) points.
+    """Predict the epochs to ``target_loss`` from a sample run's (epoch, loss) points
+    (``predict_epochs``: averaged over the curve families).
 
     Raises UnreachableTargetError when the sample run's fitted floor is above the target, and
     ConfigError for a sample fraction outside (0, 1] or too few points.
@@ -48,10 +49,10 @@ def offline_estimate(
         raise ConfigError(
             f"the value of sample_fraction is {sample_fraction}, but must be in (0, 1]"
         )
-    fit = fit_loss_curve(epochs, losses, family)
+    averaged = predict_epochs(epochs, losses, target_loss, family)
     return OfflineEstimate(
-        prediction=fit.epochs_to_reach(target_loss),
-        fit=fit,
+        prediction=averaged.prediction,
+        fit=averaged.best,
         sample_fraction=sample_fraction,
         sample_epochs=len(epochs),
     )

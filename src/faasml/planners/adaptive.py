@@ -7,9 +7,10 @@ and the best Pareto allocation for the whole budget or deadline (Alg. 2 lines 3�
 epoch it refits the loss curve (line 8) and, when the predicted total epochs moved by more than
 δ from the prediction its allocation was planned for (line 11), it chooses the best Pareto
 allocation for the predicted remaining epochs within what is left of the budget or the time
-(lines 12–13), switching with a delayed restart: the next epoch still runs on the old
-allocation while the new functions start, which is why one epoch of the old allocation is paid
-before the new one is planned for e* − e' − 1 epochs (line 12).
+(lines 12–13), switching with a delayed restart: the new functions start while the old ones
+train the next epoch and take over at a synchronisation point (``faasml.models.restart``); the
+plan charges that switching epoch as the restart model prices it, then e* − e' − 1 epochs of the
+new allocation (line 12).
 
 Choices the paper leaves open (docs/adaptive.md): the change is measured against the prediction
 the current allocation was planned for (so slow drift still triggers), in both directions;
@@ -23,6 +24,7 @@ runs past the deadline.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -31,7 +33,12 @@ from numpy.typing import NDArray
 
 from faasml.catalog import Catalog
 from faasml.exceptions import ConfigError, UnreachableTargetError
-from faasml.models.convergence import MIN_POINTS, EpochPrediction, fit_loss_curve
+from faasml.models.convergence import (
+    MIN_POINTS,
+    EpochPrediction,
+    predict_epochs,
+    whole_epochs,
+)
 from faasml.models.restart import SwitchCost, switch_costs
 from faasml.models.space import AllocationTable, allocation_space
 from faasml.planners.pareto import pareto_front
@@ -49,7 +56,11 @@ DEFAULT_DELTA = 0.1
 TRUSTED_POINTS = 5
 """Epochs observed before the online fit replaces the offline estimate."""
 
-TRUSTED_SPREAD = 0.5
+MIN_UNDERUSE_EPOCHS = 3
+"""Fewer predicted remaining epochs than this (or than 1/δ, where one epoch is more than δ of
+the rest) never trigger a re-plan for unused budget or time."""
+
+TRUSTED_SPREAD = 1.5
 """An online prediction is acted on when its 80 % interval is at most this share of it."""
 
 
@@ -79,14 +90,22 @@ def training_frontier(
     *,
     memory_step_mb: int | None = None,
     max_functions: int | None = None,
+    storages: Sequence[str] | None = None,
 ) -> AllocationTable:
     """𝒫: the Pareto-optimal allocations in (epoch time, epoch cost) (CE-scaling §III-B3); a
-    scheduler searches only these. Compute once and pass to many schedulers."""
+    scheduler searches only these. ``storages`` keeps only those sync storages (the data store
+    stays whatever the platform uses). Compute once and pass to many schedulers."""
     space = allocation_space(
         workload, catalog, memory_step_mb=memory_step_mb, max_functions=max_functions
     )
+    if storages is not None:
+        wanted = [i for i, (name, _) in enumerate(space.options) if name in storages]
+        space = space.take(np.flatnonzero(np.isin(space.option, wanted)))
     if len(space) == 0:
-        raise ConfigError(f"no allocation of {catalog.name} can run {workload.name}")
+        raise ConfigError(
+            f"no allocation of {catalog.name} can run {workload.name}"
+            + (f" with storage {', '.join(storages)}" if storages is not None else "")
+        )
     return pareto_front(space)
 
 
@@ -115,6 +134,7 @@ class TrainingPolicy:
         frontier: AllocationTable | None = None,
         memory_step_mb: int | None = None,
         max_functions: int | None = None,
+        start_fraction: float = 0.5,
     ) -> None:
         if not (math.isfinite(target_loss) and target_loss >= 0):
             raise ConfigError(f"the value of target_loss is {target_loss}, but must be >= 0")
@@ -126,15 +146,18 @@ class TrainingPolicy:
         self.workload, self.catalog, self.constraint = workload, catalog, constraint
         self.target_loss, self.delta, self.offline_epochs = target_loss, delta, epochs
         self.family = family
+        if not 0 < start_fraction <= 1:
+            raise ConfigError(
+                f"the value of start_fraction is {start_fraction}, but must be in (0, 1]"
+            )
+        self.start_fraction = start_fraction
+        self.start_reason = ""
         self.frontier = frontier or training_frontier(
             workload, catalog, memory_step_mb=memory_step_mb, max_functions=max_functions
         )
-        self._storages = [self.frontier.options[int(o)][0] for o in self.frontier.option]
         self._epochs: list[int] = []
         self._losses: list[float] = []
         self._row = -1
-        self._pending: tuple[int, int] | None = None
-        """(frontier row, first epoch it runs) of a delayed switch not yet taken over."""
         self._reference = float(epochs)
         self._family: str | None = None
 
@@ -148,15 +171,34 @@ class TrainingPolicy:
 
     def start(self) -> Allocation:
         """The best Pareto allocation for the offline estimate within the whole constraint
-        (Alg. 2 lines 3–6; eqs. 13–16). Raises InfeasibleConstraintError naming the least
-        budget or deadline that would do."""
-        p = self.frontier
-        time = self.catalog.platform.cold_start_s + self.offline_epochs * p.time_s
-        cost = p.startup_usd + self.offline_epochs * p.cost_usd
-        admitted = self._admits(time, cost, self.constraint.budget_usd, self.constraint.deadline_s)
-        if not admitted.any():
+        (Alg. 2 lines 3–6; eqs. 13–16). When the estimate does not fit but ``start_fraction``
+        of it does, the allocation that buys the most epochs (``start_reason`` says so);
+        otherwise InfeasibleConstraintError naming the least budget or deadline."""
+        p, bounds = self.frontier, (self.constraint.budget_usd, self.constraint.deadline_s)
+        # Provision for (1 + δ) × the estimate as re-plans do, else for the estimate itself.
+        for count in dict.fromkeys((self._provision(self.offline_epochs), self.offline_epochs)):
+            time = self.catalog.platform.cold_start_s + count * p.time_s
+            cost = p.startup_usd + count * p.cost_usd
+            admitted = self._admits(time, cost, *bounds)
+            if admitted.any():
+                self._row = self._best(np.flatnonzero(admitted), time, cost)
+                self.start_reason = (
+                    f"best for {count} epochs (offline estimate {self.offline_epochs})"
+                )
+                return self.frontier.allocation(self._row)
+        # The offline estimate is a guess (errors up to 40 %, CE-scaling Fig. 4a): when a part
+        # of it fits, start best-effort and let the online fit decide; refuse below that part.
+        least = max(1, math.ceil(self.start_fraction * self.offline_epochs))
+        part_time = self.catalog.platform.cold_start_s + least * p.time_s
+        part_cost = p.startup_usd + least * p.cost_usd
+        if not self._admits(part_time, part_cost, *bounds).any():
             raise _infeasible(self.workload, self.offline_epochs, self.constraint, time, cost)
-        self._row = self._best(np.flatnonzero(admitted), time, cost)
+        per_epoch = p.cost_usd if self.constraint.budget_usd is not None else p.time_s
+        self._row = int(np.argmin(per_epoch))
+        self.start_reason = (
+            f"the offline estimate of {self.offline_epochs} epochs does not fit the constraint; "
+            f"best effort with the allocation that buys the most epochs"
+        )
         return self.frontier.allocation(self._row)
 
     def observe(
@@ -166,8 +208,6 @@ class TrainingPolicy:
         decide the allocation of the next epoch (Alg. 2 lines 8–15)."""
         self._require_start()
         self._check(epoch, loss, spent_usd, elapsed_s)
-        if self._pending is not None and self._pending[1] <= epoch + 1:
-            self._row, self._pending = self._pending[0], None
         self._epochs.append(epoch)
         self._losses.append(loss)
         if loss <= self.target_loss:
@@ -181,11 +221,14 @@ class TrainingPolicy:
         )
         estimate = self._reference if prediction is None else prediction.epochs
         decision, row, reason, switch = Decision.KEEP, self._row, note, None
-        if prediction is not None and self._pending is None:
+        replan, why = (False, note)
+        if prediction is not None:
             replan, why = self._should_replan(prediction.epochs)
-            if replan:
-                self._reference = prediction.epochs
-                decision, row, reason, switch = self._replan(epoch, budget, time_left, why)
+        if not replan and self.guarded:
+            replan, why = self._outgrown(epoch, estimate, budget, time_left)
+        if replan:
+            self._reference = estimate
+            decision, row, reason, switch = self._replan(epoch, budget, time_left, why)
         next_cost, next_time = self._next_epoch(row, switch)
         if self.guarded and not self._fits(next_cost, next_time, budget, time_left):
             return self._decide(
@@ -199,11 +242,11 @@ class TrainingPolicy:
             )
         effective = epoch + 1
         if decision is Decision.RESCALE:
-            if switch is not None and switch.delayed:
+            # From the next observation on the new allocation runs: it takes over during the
+            # next epoch (or at its end when it cannot be ready in time).
+            self._row = row
+            if switch is not None and switch.delayed and not switch.mid_epoch:
                 effective = epoch + 2
-                self._pending = (row, effective)
-            else:
-                self._row = row
         return self._decide(
             epoch,
             decision,
@@ -228,15 +271,55 @@ class TrainingPolicy:
 
     # -- internals ----------------------------------------------------------------------------
 
+    def _outgrown(
+        self, epoch: int, estimate: float, budget: float | None, time_left: float | None
+    ) -> tuple[bool, str]:
+        """Whether the current allocation no longer matches what is left, whatever δ says: it
+        cannot pay for the predicted remaining epochs (the policy never plans beyond what
+        remains), or it would leave more than δ of the constrained budget or time unused
+        while a faster (budget) or cheaper (deadline) Pareto allocation exists."""
+        remaining = max(1, whole_epochs(estimate) - epoch)
+        provision = math.ceil(remaining * (1.0 + self.delta / 2) - 1e-9)
+        p, row = self.frontier, self._row
+        cost, time = provision * float(p.cost_usd[row]), provision * float(p.time_s[row])
+        if not self._fits(cost, time, budget, time_left):
+            return True, (
+                f"the current allocation cannot pay for the {remaining} predicted remaining "
+                f"epochs with a margin of δ/2 ({format_money(cost)}, {format_duration(time)})"
+            )
+        cost, time = remaining * float(p.cost_usd[row]), remaining * float(p.time_s[row])
+        if self.constraint.goal is Objective.MIN_TIME and budget is not None:
+            used, better = cost / max(budget, 1e-12), bool(p.time_s[row] > p.time_s.min())
+            what = "budget"
+        elif self.constraint.goal is Objective.MIN_COST and time_left is not None:
+            used, better = time / max(time_left, 1e-12), bool(p.cost_usd[row] > p.cost_usd.min())
+            what = "time"
+        else:
+            return False, ""
+        if (
+            better
+            and remaining >= max(MIN_UNDERUSE_EPOCHS, 1.0 / max(self.delta, 1e-9))
+            and used * (1.0 + self.delta) < 1.0 - self.delta
+        ):
+            return True, (
+                f"the current allocation would use {used:.0%} of the {what} left for the "
+                f"{remaining} predicted remaining epochs"
+            )
+        return False, ""
+
+    def _provision(self, epochs: int) -> int:
+        """(1 + δ) × ``epochs``, rounded up: the drift tolerated without re-planning."""
+        return math.ceil(epochs * (1.0 + self.delta) - 1e-9)
+
     def _predict(self) -> tuple[EpochPrediction | None, str]:
         if len(self._epochs) < max(MIN_POINTS, TRUSTED_POINTS):
             return None, f"offline estimate of {self.offline_epochs} epochs stands (too few points)"
-        fit = fit_loss_curve(self._epochs, self._losses, self.family)
-        self._family = fit.family
         try:
-            prediction = fit.epochs_to_reach(self.target_loss)
+            averaged = predict_epochs(self._epochs, self._losses, self.target_loss, self.family)
         except UnreachableTargetError as err:
             return None, f"{err}; keeping the last prediction"
+        self._family = averaged.best.family
+        prediction = averaged.prediction
         if prediction.high - prediction.low > TRUSTED_SPREAD * prediction.epochs:
             return None, (
                 f"online prediction {prediction.epochs:.1f} epochs too uncertain "
@@ -247,7 +330,7 @@ class TrainingPolicy:
     def _replan(
         self, epoch: int, budget: float | None, time_left: float | None, why: str
     ) -> tuple[Decision, int, str, SwitchCost | None]:
-        remaining = max(1, math.ceil(self._reference - 1e-9) - epoch)
+        remaining = max(1, whole_epochs(self._reference) - epoch)
         p, cur = self.frontier, self._row
         t, c = p.time_s, p.cost_usd
         switch = switch_costs(
@@ -255,26 +338,29 @@ class TrainingPolicy:
             self.catalog,
             p.allocation(cur),
             float(t[cur]),
-            p.n,
-            p.memory_mb,
-            self._storages,
+            float(c[cur]),
+            p,
             delayed=self.delayed_restart,
         )
-        # Epochs on the new allocation: one fewer after a delayed restart (Alg. 2 line 12).
-        on_new = remaining - switch.delayed.astype(float)
-        time = np.where(switch.delayed, t[cur], 0.0) + switch.visible_s + on_new * t
-        cost = np.where(switch.delayed, c[cur], 0.0) + switch.cost_usd + on_new * c
-        time[cur], cost[cur] = remaining * t[cur], remaining * c[cur]
-        usable = on_new >= 1
-        usable[cur] = True
-        admitted = usable & self._admits(time, cost, budget, time_left)
-        if admitted.any():
-            row = self._best(np.flatnonzero(admitted), time, cost)
-            plan = f"best for {remaining} more epochs within {self._left(budget, time_left)}"
+        # The switching epoch (old and new functions, overheads), then the rest on the new one.
+        # Alg. 2 line 12 charges a whole epoch of the old allocation; the takeover at the
+        # synchronisation point charges the share the old functions train, as priced by
+        # faasml.models.restart.
+        # Provision for (1 + δ) × the predicted epochs: the drift the policy tolerates without
+        # re-planning; fall back to the prediction itself when that does not fit.
+        for count in dict.fromkeys((self._provision(remaining), remaining)):
+            time = switch.epoch_s + (count - 1) * t
+            cost = switch.epoch_usd + (count - 1) * c
+            time[cur], cost[cur] = count * t[cur], count * c[cur]
+            admitted = self._admits(time, cost, budget, time_left)
+            if admitted.any():
+                row = self._best(np.flatnonzero(admitted), time, cost)
+                plan = f"best for {count} more epochs within {self._left(budget, time_left)}"
+                break
         else:
             # Best effort: the allocation that buys the most epochs of what is left.
             per_epoch = c if self.constraint.budget_usd is not None else t
-            row = int(np.flatnonzero(usable)[np.argmin(per_epoch[usable])])
+            row = int(np.argmin(per_epoch))
             plan = (
                 f"no allocation fits {remaining} more epochs within "
                 f"{self._left(budget, time_left)}; best effort with the one that buys most epochs"
@@ -286,19 +372,16 @@ class TrainingPolicy:
             hidden_s=float(switch.hidden_s[row]),
             cost_usd=float(switch.cost_usd[row]),
             delayed=bool(switch.delayed[row]),
-            launch_after_s=float(switch.launch_after_s[row]),
+            mid_epoch=bool(switch.mid_epoch[row]),
+            epoch_s=float(switch.epoch_s[row]),
+            epoch_usd=float(switch.epoch_usd[row]),
         )
         return Decision.RESCALE, row, f"{why}; re-planned: {p.allocation(row)} is {plan}", chosen
 
     def _next_epoch(self, row: int, switch: SwitchCost | None) -> tuple[float, float]:
-        p, cur = self.frontier, self._row
         if switch is None:
-            return float(p.cost_usd[row]), float(p.time_s[row])
-        runs = cur if switch.delayed else row
-        return (
-            float(p.cost_usd[runs]) + switch.cost_usd,
-            float(p.time_s[runs]) + switch.visible_s,
-        )
+            return float(self.frontier.cost_usd[row]), float(self.frontier.time_s[row])
+        return switch.epoch_usd, switch.epoch_s
 
     def _best(self, rows: NDArray[np.int64], time: Array, cost: Array) -> int:
         primary, secondary = (
@@ -342,7 +425,7 @@ class TrainingPolicy:
         effective: int | None = None,
         switch: SwitchCost | None = None,
     ) -> SchedulerDecision:
-        total = None if estimate is None else max(epoch, math.ceil(estimate - 1e-9))
+        total = None if estimate is None else max(epoch, whole_epochs(estimate))
         return SchedulerDecision(
             epoch=epoch,
             decision=decision,

@@ -36,7 +36,10 @@ SYNTHETIC_FAMILIES = ("inverse", "exponential", "power", "step")
 class TrainingCurve(Protocol):
     """What the simulator reads: the loss observed at the end of each epoch."""
 
-    target_loss: float
+    @property
+    def target_loss(self) -> float:
+        """The loss the run trains to."""
+        ...
 
     def observed(self, epoch: int) -> float:
         """Loss observed at the end of ``epoch`` (1-based); KeyError past a recording's end."""
@@ -114,7 +117,15 @@ class SyntheticCurve:
 
     @property
     def true_epochs(self) -> int:
-        return max(1, math.ceil(self.epochs_to_target - 1e-9))
+        """The first epoch whose observed (noisy) loss reaches the target: what a run needs.
+        Noise can make it earlier or later than ⌈epochs_to_target⌉, the mean curve's crossing."""
+        limit = 10 * math.ceil(self.epochs_to_target) + 100
+        for epoch in range(1, limit + 1):
+            if self.observed(epoch) <= self.target_loss:
+                return epoch
+        raise ConfigError(
+            f"the {self.family} curve does not reach {self.target_loss:g} within {limit} epochs"
+        )
 
 
 @dataclass(frozen=True)

@@ -34,14 +34,14 @@ class EpochRecord:
 
     epoch: int
     allocation: Allocation
-    """The allocation that ran this epoch."""
+    """The allocation running at the end of this epoch."""
     loss: float
     elapsed_s: float
     """Time since the job started, at the end of this epoch."""
     spent_usd: float
     """Money spent so far, at the end of this epoch."""
-    switch_s: float
-    """Visible switch overhead paid in this epoch."""
+    switched: bool
+    """True when this epoch was the switching epoch of a RESCALE (old and new functions)."""
     decision: SchedulerDecision
 
 
@@ -161,14 +161,12 @@ def simulate_training(
     records: list[EpochRecord] = []
     outcome = {"reason": f"stopped after {limit} epochs (max_epochs)", "reached": False}
     running: list[Allocation] = [first]
-    upcoming: list[Allocation] = []
 
-    def run_epoch(epoch: int, overhead_s: float, overhead_usd: float) -> None:
-        seconds, dollars = epoch_of(running[0])
-        state["spent"] += dollars + overhead_usd
-        loop.after(overhead_s + seconds, lambda: end_epoch(epoch, overhead_s))
+    def run_epoch(epoch: int, seconds: float, dollars: float, switched: bool) -> None:
+        state["spent"] += dollars
+        loop.after(seconds, lambda: end_epoch(epoch, switched))
 
-    def end_epoch(epoch: int, overhead_s: float) -> None:
+    def end_epoch(epoch: int, switched: bool) -> None:
         try:
             loss = curve.observed(epoch)
         except KeyError:
@@ -176,36 +174,33 @@ def simulate_training(
             return
         decision = scheduler.observe(epoch, loss, state["spent"], loop.now)
         records.append(
-            EpochRecord(epoch, running[0], loss, loop.now, state["spent"], overhead_s, decision)
+            EpochRecord(epoch, running[0], loss, loop.now, state["spent"], switched, decision)
         )
         if decision.decision is Decision.STOP:
             outcome["reason"] = decision.reason
             outcome["reached"] = loss <= curve.target_loss
             return
-        if upcoming:  # a delayed restart takes over at this synchronisation point
-            running[0] = upcoming.pop()
-        overhead_s, overhead_usd = 0.0, 0.0
+        seconds, dollars = epoch_of(running[0])
         if decision.decision is Decision.RESCALE:
-            old_seconds, _ = epoch_of(running[0])
             switch = switch_cost(
                 workload,
                 catalog,
                 running[0],
-                old_seconds,
                 decision.allocation,
                 delayed=scheduler.delayed_restart,
             )
-            overhead_s, overhead_usd = switch.visible_s, switch.cost_usd
+            seconds, dollars = switch.epoch_s, switch.epoch_usd
             state["hidden"] += switch.hidden_s
             state["visible"] += switch.visible_s
-            if switch.delayed:
-                upcoming.append(decision.allocation)
-            else:
-                running[0] = decision.allocation
+            running[0] = decision.allocation
         if epoch < limit:
-            run_epoch(epoch + 1, overhead_s, overhead_usd)
+            run_epoch(epoch + 1, seconds, dollars, decision.decision is Decision.RESCALE)
 
-    loop.after(catalog.platform.cold_start_s, lambda: run_epoch(1, 0.0, 0.0))
+    def first_epoch() -> None:
+        seconds, dollars = epoch_of(first)
+        run_epoch(1, seconds, dollars, False)
+
+    loop.after(catalog.platform.cold_start_s, first_epoch)
     loop.run()
     restarts = sum(1 for r in records if r.decision.decision is Decision.RESCALE)
     return TrainingRun(
