@@ -17,13 +17,15 @@ import math
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from faasml.catalog import Catalog
 from faasml.exceptions import FaasmlError
 from faasml.runtime.billing import Meter
+from faasml.runtime.estimates import BUDGET_MARGIN, SegmentEstimator, reservation
 from faasml.runtime.platform import CapacityError, FunctionError, Invocation, Platform
+from faasml.runtime.trial import TrialFault, TrialState
 from faasml.runtime.worker import Fault, ModelRecipe, SegmentReport, WorkerTask, rounds_per_epoch
 from faasml.sync.stores import Store
 from faasml.types import Allocation
@@ -31,54 +33,6 @@ from faasml.workloads._dataset import dataset_to_bytes, partition
 from faasml.workloads.data import Dataset
 
 WORKER_FN = "faasml.runtime.worker:run_segment"
-BUDGET_MARGIN = 1.25
-"""A segment starts only when its predicted cost × this margin fits the budget left."""
-RESERVE_FACTOR = 10.0
-"""A segment reserves up to this many times its predicted cost; its functions are stopped when
-they have spent the reservation, so the reservations of running segments bound what they can
-still spend."""
-KILL_SLACK_S = 0.05
-"""Billed time a killed function may run past its limit (monitor tick and kill)."""
-
-
-@dataclass
-class TrialState:
-    """A trial's progress: what its run record holds and a resume restores."""
-
-    trial_id: int
-    config: dict[str, Any]
-    epochs_done: int = 0
-    epoch: int = 0
-    batch: int = 0
-    round_id: int = 0
-    checkpoint: str | None = None
-    status: str = "pending"
-    """pending, running, done (reached its epochs), stopped (budget), failed, pruned."""
-    history: list[dict[str, Any]] = field(default_factory=list)
-    restarts: int = 0
-    failures: list[str] = field(default_factory=list)
-    partial: dict[str, float] = field(default_factory=dict)
-    """Loss sum and samples of the epoch in progress (segments of a renewed epoch)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @staticmethod
-    def from_dict(data: dict[str, Any]) -> TrialState:
-        return TrialState(**data)
-
-    @property
-    def last(self) -> dict[str, Any]:
-        return self.history[-1] if self.history else {}
-
-
-@dataclass(frozen=True)
-class TrialFault:
-    """Inject ``fault`` into the first attempt of ``trial``'s segment of ``epoch``."""
-
-    trial: int
-    epoch: int
-    fault: Fault
 
 
 @dataclass(frozen=True)
@@ -150,16 +104,7 @@ class Coordinator:
         self.origin = time.monotonic() if clock_origin is None else clock_origin
         self.samples = 0
         self._prepared: set[int] = set()
-        self._round_s: dict[tuple[int, int], float] = {}
-        """Measured seconds per round by (n, memory): predicts segment time and cost."""
-        self._floor_s: dict[tuple[int, int], float] = {}
-        """Least segment seconds by (n, memory), raised when a segment ran out of its
-        reservation: the next prediction is at least twice what it was allowed."""
-        self._init_s: dict[int, float] = {}
-        self._started: dict[int, int] = {}
-        """Instances started (and not failed) by memory size: the warm pool, approximately."""
-        """Longest cold start measured by memory size (the budget guard's estimate)."""
-        self.predicted_round_s: Callable[[Allocation], float] | None = None
+        self.estimator = SegmentEstimator(catalog.platform)
         self.stop_reason: str | None = None
         self._server: Any = None
         self._silent_checked = 0.0
@@ -275,30 +220,14 @@ class Coordinator:
                 return not running
         return True
 
-    def round_seconds(self, allocation: Allocation) -> float | None:
-        measured = self._round_s.get((allocation.n, allocation.memory_mb))
-        if measured is not None:
-            return measured
-        if self.predicted_round_s is not None:
-            return self.predicted_round_s(allocation)
-        return None
+    @property
+    def predicted_round_s(self) -> Callable[[Allocation], float] | None:
+        """The performance model's seconds per round, used until a run measures them."""
+        return self.estimator.predicted_round_s
 
-    def _segment_cost(self, allocation: Allocation, rounds: int, busy: int = 0) -> float:
-        """Predicted cost of a segment: n functions for its predicted time (eq. 4); ``busy``
-        functions of the same size are running already."""
-        per_round = self.round_seconds(allocation)
-        platform = self.catalog.platform
-        # A cold start is CPU-bound: below one vCPU it stretches by 1/vCPU.
-        share = min(1.0, float(platform.vcpus(allocation.memory_mb)))
-        init = max(self._init_s.get(allocation.memory_mb, 0.0), platform.cold_start_s / share)
-        if self._started.get(allocation.memory_mb, 0) >= busy + allocation.n:
-            init = 0.0  # enough instances of this size were started: they are likely warm
-        seconds = (per_round or 0.0) * rounds + init
-        seconds = max(seconds, self._floor_s.get((allocation.n, allocation.memory_mb), 0.0))
-        gb = allocation.memory_mb / 1024.0
-        return allocation.n * (
-            seconds * gb * platform.price_per_gb_s + platform.price_per_invocation
-        )
+    @predicted_round_s.setter
+    def predicted_round_s(self, value: Callable[[Allocation], float] | None) -> None:
+        self.estimator.predicted_round_s = value
 
     def _launch(
         self, trial: TrialState, allocation: Allocation, running: list[_Segment]
@@ -309,10 +238,10 @@ class Coordinator:
         busy = sum(
             s.allocation.n for s in running if s.allocation.memory_mb == allocation.memory_mb
         )
-        estimate = self._segment_cost(allocation, span, busy)
+        estimate = self.estimator.cost(allocation, span, busy)
+        left: float | None = None
         if self.budget_usd is not None:
-            committed = sum(s.reserve_usd for s in running)
-            left = self.budget_usd - self.spent_usd() - committed
+            left = self.budget_usd - self.spent_usd() - sum(s.reserve_usd for s in running)
             if estimate * BUDGET_MARGIN > left:
                 if running:
                     return None  # wait: running segments may cost less than predicted
@@ -321,7 +250,7 @@ class Coordinator:
                     f"${estimate * BUDGET_MARGIN:.6f} and ${max(left, 0):.6f} of the "
                     f"${self.budget_usd:.6f} budget is left; stopped with checkpoints kept"
                 )
-        timeout, capped, reserve = self._reserve(allocation, estimate, running)
+        timeout, capped, reserve = reservation(self.catalog.platform, allocation, estimate, left)
         token = uuid.uuid4().hex[:8]
         out = (
             f"{self.namespace}/t{trial.trial_id}/ckpt/e{trial.epoch:04d}-"
@@ -376,38 +305,11 @@ class Coordinator:
             timeout,
         )
 
-    def _reserve(
-        self, allocation: Allocation, estimate: float, running: list[_Segment]
-    ) -> tuple[float, bool, float]:
-        """(time limit, whether the budget set it, reservation) of a new segment.
-
-        Without a budget: the platform's maximum duration. With one: the segment reserves
-        RESERVE_FACTOR × its prediction (at most what is left after the running segments'
-        reservations) and its functions are stopped when they would bill more than that:
-        n functions of m MB for t seconds cannot bill more than n·(t·m·p_f + p_invk), so the
-        reservations of all running segments bound the spend and the budget holds even when a
-        prediction is wrong (CE-scaling eq. 4 read backwards)."""
-        platform = self.catalog.platform
-        limit = platform.max_duration_s
-        rate = allocation.n * allocation.memory_mb / 1024.0 * platform.price_per_gb_s
-        requests = allocation.n * platform.price_per_invocation
-        full = requests + rate * (limit + KILL_SLACK_S)
-        if self.budget_usd is None:
-            return limit, False, full
-        left = self.budget_usd - self.spent_usd() - sum(s.reserve_usd for s in running)
-        reserve = min(full, left, max(RESERVE_FACTOR * estimate, estimate * BUDGET_MARGIN))
-        if rate <= 0:
-            return limit, False, reserve
-        timeout = (reserve - requests) / rate - KILL_SLACK_S
-        if timeout >= limit:
-            return limit, False, reserve
-        return max(timeout, 1e-3), True, reserve
-
     def _stop_batch(self, trial: TrialState, allocation: Allocation, rounds: int) -> int | None:
         """Where to renew the function: None runs to the epoch's end."""
         limit = self.options.max_rounds_per_invocation
         if limit is None:
-            per_round = self.round_seconds(allocation)
+            per_round = self.estimator.round_seconds(allocation)
             if per_round is None or per_round <= 0:
                 return None
             usable = self.options.renew_at * self.catalog.platform.max_duration_s
@@ -429,11 +331,7 @@ class Coordinator:
         billed = invocation.billed
         if billed is not None:
             self.meter.invocation(billed, self.now(), trial.trial_id)
-            if billed.cold:
-                known = self._init_s.get(billed.memory_mb, 0.0)
-                self._init_s[billed.memory_mb] = max(known, billed.init_s)
-                if billed.ok:
-                    self._started[billed.memory_mb] = self._started.get(billed.memory_mb, 0) + 1
+            self.estimator.observe_billed(billed)
 
     def _poll(self, segment: _Segment) -> bool:
         """Handle a segment whose invocations ended; True when it is finished with."""
@@ -476,8 +374,7 @@ class Coordinator:
         if segment.budget_capped and "timeout" in reason:
             # It spent its reservation: predict at least twice as long next time; the budget
             # guard then decides whether a retry still fits. Not counted against max_restarts.
-            key = (segment.allocation.n, segment.allocation.memory_mb)
-            self._floor_s[key] = max(self._floor_s.get(key, 0.0), 2 * segment.timeout_s)
+            self.estimator.ran_out(segment.allocation, segment.timeout_s)
             trial.failures[-1] += " (its budget reservation ran out)"
         elif sum(
             1
@@ -510,7 +407,7 @@ class Coordinator:
         elapsed = time.monotonic() - segment.started
         if lead.rounds:
             busy = max(r.compute_s + r.sync_s for r in reports) / lead.rounds
-            self._round_s[(segment.allocation.n, segment.allocation.memory_mb)] = busy
+            self.estimator.observe_round(segment.allocation, busy)
         previous = trial.checkpoint
         trial.checkpoint = lead.checkpoint
         trial.round_id += lead.rounds
@@ -611,3 +508,13 @@ class Coordinator:
         (delayed restart, CE-scaling §III-D)."""
         self.prepare_partitions(allocation.n)
         return self.platform.prewarm(allocation.memory_mb, allocation.n)
+
+
+__all__ = [
+    "WORKER_FN",
+    "BudgetExhaustedError",
+    "Coordinator",
+    "CoordinatorOptions",
+    "TrialFault",
+    "TrialState",
+]
