@@ -24,7 +24,10 @@ $(VENV)/.dev: pyproject.toml $(VENV)/.torch
 	touch $@ $(VENV)/.base
 
 demo: $(VENV)/.base
-	$(VENV)/bin/faasml plan train lr-higgs --budget 0.05
+	$(PIP) install --quiet -e ".[plot]"
+	rm -rf runs/demo
+	$(VENV)/bin/faasml tune examples/tune-logreg.yaml --budget 0.05 --run-dir runs/demo
+	@echo "Report: runs/demo/report.md (plots in runs/demo/plots, record in runs/demo/record.json)"
 
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check src tests benchmarks

@@ -24,7 +24,11 @@ __all__ = [
     "FaasmlError",
     "InfeasibleConstraintError",
     "Objective",
+    "Result",
+    "ResultGrid",
     "TrainPlan",
+    "TuneConfig",
+    "Tuner",
     "Workload",
     "__version__",
     "allocation_space",
@@ -32,4 +36,16 @@ __all__ = [
     "load_workload",
     "pareto_front",
     "plan_training",
+    "report",
 ]
+
+_API = {"Tuner", "TuneConfig", "Result", "ResultGrid", "report"}
+
+
+def __getattr__(name: str) -> object:
+    """The Python API (``faasml.Tuner``, ``faasml.report``...), imported on first use."""
+    if name in _API:
+        from faasml import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'faasml' has no attribute {name!r}")

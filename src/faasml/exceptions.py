@@ -45,6 +45,10 @@ class MissingDependencyError(FaasmlError, ImportError):
     """An optional dependency is not installed; the message says which extra provides it."""
 
 
+class StoreUnavailableError(FaasmlError):
+    """A store's server cannot be reached (after retries); the message names the endpoint."""
+
+
 class UnreachableTargetError(FaasmlError):
     """A fitted loss curve does not reach the target loss: the target is at or below its floor."""
 

@@ -14,8 +14,10 @@ from faasml.exceptions import FaasmlError
 
 COMMAND_MODULES: tuple[str, ...] = (
     "faasml.cli.plan",
-    "faasml.cli.simulate",
     "faasml.cli.job",
+    "faasml.cli.simulate",
+    "faasml.cli.run",
+    "faasml.cli.profile",
 )
 """Each module has ``register(subparsers)``, which adds its parser and sets ``func``."""
 

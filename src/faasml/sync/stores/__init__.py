@@ -12,6 +12,14 @@ from faasml.sync.stores._base import Store, StoreStats
 
 STORES: Registry[type[Store]] = Registry("store")
 """URL scheme -> Store class ("module:Class" strings until first use)."""
+STORES.register("embedded", "faasml.sync.stores.embedded:EmbeddedStore")
+STORES.register("ps", "faasml.sync.param_server:ParameterServerStore")
+STORES.register("vm-ps", "faasml.sync.param_server:ParameterServerStore")  # the catalog's name
+STORES.register("redis", "faasml.sync.stores.redis:RedisStore")
+STORES.register("rediss", "faasml.sync.stores.redis:RedisStore")
+STORES.register("memcached", "faasml.sync.stores.memcached:MemcachedStore")
+STORES.register("s3", "faasml.sync.stores.s3:S3Store")
+STORES.register("dynamodb", "faasml.sync.stores.dynamodb:DynamoDBStore")
 
 
 def open_store(url: str) -> Store:

@@ -5,7 +5,9 @@ Invariants every implementation keeps (checked by ``faasml.testing.store_conform
 - ``get`` of a missing key returns None, never raises.
 - ``delete(prefix)`` removes every key starting with ``prefix`` and returns how many.
 - Counting happens here, in the public methods, so that billing sees every request whatever
-  the implementation; implementations override the underscored methods only.
+  the implementation; implementations override the underscored methods only. One whose call
+  costs several service requests (chunked values, list + delete) reports the extra ones with
+  ``_count_extra`` so that the bill sees them too.
 - One Store object may be used by several threads of one process; across processes each
   opens its own from the same URL.
 """
@@ -36,6 +38,9 @@ class StoreStats:
 
 class Store(ABC):
     """A key-value store reached by URL; keys are '/'-separated strings, values bytes."""
+
+    max_poll_s: float = 0.05
+    """Longest pause between two polls of ``wait_get``; stores with cheap GETs lower it."""
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -78,9 +83,28 @@ class Store(ABC):
             self.stats.deletes += 1
         return removed
 
+    def _count_extra(
+        self,
+        *,
+        puts: int = 0,
+        gets: int = 0,
+        deletes: int = 0,
+        lists: int = 0,
+        bytes_written: int = 0,
+        bytes_read: int = 0,
+    ) -> None:
+        """Count service requests (and bytes) beyond what each public call already counts."""
+        with self._stats_lock:
+            self.stats.puts += puts
+            self.stats.gets += gets
+            self.stats.deletes += deletes
+            self.stats.lists += lists
+            self.stats.bytes_written += bytes_written
+            self.stats.bytes_read += bytes_read
+
     def wait_get(self, key: str, timeout_s: float, poll_s: float = 0.001) -> bytes:
         """Poll until ``key`` exists (every poll is a counted GET); TimeoutError after
-        ``timeout_s``. Polls back off from ``poll_s`` to 50 ms."""
+        ``timeout_s``. Polls back off from ``poll_s`` to ``max_poll_s`` (50 ms by default)."""
         deadline = time.monotonic() + timeout_s
         delay = poll_s
         while True:
@@ -90,7 +114,7 @@ class Store(ABC):
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"{self.url}: no value under {key!r} after {timeout_s:g} s")
             time.sleep(delay)
-            delay = min(delay * 2, 0.05)
+            delay = min(delay * 2, self.max_poll_s)
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections; the default has none."""

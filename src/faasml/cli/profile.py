@@ -1,0 +1,78 @@
+"""`faasml profile`: calibrate the performance model from a short run of the real job."""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from faasml.cli._common import console
+from faasml.config import load_job
+from faasml.exceptions import ConfigError
+from faasml.runtime.profiling import profile_job, write_profile
+from faasml.units import format_duration
+
+
+def register(commands: Any) -> None:
+    parser = commands.add_parser(
+        "profile",
+        help="run a few iterations of a job and write the workload profile the planners use",
+        description="Run a few iterations of JOB at a few memory sizes and function counts on "
+        "its platform and store, fit u(m), the store's latency and bandwidth and the cold "
+        "start, and write workload.yaml and catalog.yaml (point the job's `profile:` and "
+        "`catalog:` at them).",
+    )
+    parser.add_argument("job", help="a job file (YAML)")
+    parser.add_argument(
+        "--out", default="profile", help="folder for the profile (default: profile)"
+    )
+    parser.add_argument("--memories", default="256,512,1024,1769", help="memory sizes in MB")
+    parser.add_argument("--counts", default="2", help="function counts for the sync measurement")
+    parser.add_argument("--rounds", type=int, default=8, help="rounds per measurement (default 8)")
+    parser.set_defaults(func=run_profile)
+
+
+def _ints(text: str, flag: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise ConfigError(
+            f"the value of {flag} is {text!r}, but must be integers like 256,512"
+        ) from None
+    if not values or min(values) < 1:
+        raise ConfigError(f"the value of {flag} is {text!r}, but must list integers >= 1")
+    return values
+
+
+def run_profile(args: argparse.Namespace) -> int:
+    if args.rounds < 1:
+        raise ConfigError(f"the value of --rounds is {args.rounds}, but must be >= 1")
+    job = load_job(args.job)
+    out = console()
+    memories = _ints(args.memories, "--memories")
+    counts = tuple(n for n in _ints(args.counts, "--counts") if n > 1)
+    out.print(
+        f"Profiling {job.name}: memories {memories} MB, counts {counts}, {args.rounds} rounds"
+    )
+    with tempfile.TemporaryDirectory(prefix="faasml-profile-") as work:
+        result = profile_job(
+            job, memories=memories, counts=counts, rounds=args.rounds, work_dir=work
+        )
+    for memory, per_mb in result.compute_points:
+        out.print(f"  u({memory} MB) = {per_mb:.4g} s per MB")
+    out.print(
+        f"  store: latency {result.latency_s * 1e6:.0f} µs, "
+        f"{result.bandwidth_mbps:.0f} MB/s; cold start {format_duration(result.cold_start_s)}, "
+        f"warm start {result.warm_start_s * 1e3:.1f} ms, "
+        f"per-invocation overhead {result.invocation_overhead_s * 1e3:.1f} ms"
+    )
+    for key, value in sorted(result.sync_s_per_round.items()):
+        out.print(f"  sync {key}: {value * 1e3:.2f} ms per round")
+    out.print(
+        f"  effective latency per transfer (eq. 3 fitted): {result.sync_latency_s * 1e6:.0f} µs"
+    )
+    workload_path, catalog_path = write_profile(job, result, Path(args.out))
+    out.print(f"Wrote {workload_path} and {catalog_path}; use them in the job file:")
+    out.print(f"  profile: {workload_path}\n  catalog: {catalog_path}")
+    return 0

@@ -1,0 +1,127 @@
+"""`faasml tune`, `faasml train` and `faasml resume`: plan, run for real, report."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from faasml.cli._common import add_constraint_options, console, constraint_from
+from faasml.config import load_job
+from faasml.runtime.session import BaseRun, TrainRun, TuneRun, resume_run
+from faasml.units import format_duration, format_money
+
+
+def register(commands: Any) -> None:
+    for kind, text in (
+        ("tune", "tune hyperparameters with successive halving, for real, within the constraint"),
+        ("train", "train one configuration to its target loss, for real, within the constraint"),
+    ):
+        parser = commands.add_parser(kind, help=text, description=text)
+        parser.add_argument("job", help="a job file (YAML), e.g. examples/tune-logreg.yaml")
+        parser.add_argument(
+            "--run-dir", help="where the record, report and plots go (default: runs/<job>-<time>)"
+        )
+        add_constraint_options(parser)
+        parser.set_defaults(func=run_tune if kind == "tune" else run_train)
+    resume = commands.add_parser(
+        "resume", help="continue an interrupted tune or train run from its run directory"
+    )
+    resume.add_argument("run_dir", help="the run directory of the interrupted run")
+    resume.add_argument("--budget", metavar="$", help="a new budget (e.g. after a budget stop)")
+    resume.add_argument("--deadline", metavar="T", help="a new deadline")
+    resume.set_defaults(func=run_resume, minimise=None)
+
+
+def _run_dir(args: argparse.Namespace, name: str) -> Path:
+    if args.run_dir:
+        return Path(args.run_dir)
+    return Path("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def run_tune(args: argparse.Namespace) -> int:
+    job = load_job(args.job)
+    job.require_tuning()
+    run = TuneRun(job, constraint_from(args), _run_dir(args, job.name))
+    run.plan()
+    return _execute(run)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    job = load_job(args.job)
+    run = TrainRun(job, constraint_from(args), _run_dir(args, job.name))
+    run.plan()
+    return _execute(run)
+
+
+def run_resume(args: argparse.Namespace) -> int:
+    constraint = None
+    if args.budget is not None or args.deadline is not None:
+        constraint = constraint_from(args)
+    run = resume_run(args.run_dir, constraint=constraint)
+    console().print(f"Resuming the {run.kind} run in {args.run_dir} (status {run.state['status']})")
+    return _execute(run)
+
+
+def print_plan(run: BaseRun) -> None:
+    out = console()
+    plan = run.state["plan"]
+    out.print(
+        f"[bold]Plan[/] ({plan['planner']}) for {run.job.name}: predicted "
+        f"[bold]{format_duration(plan['time_s'])}[/] and [bold]{format_money(plan['cost_usd'])}[/]"
+    )
+    for stage in plan["stages"]:
+        a = stage["allocation"]
+        out.print(
+            f"  stage {stage['index']}: {stage['trials']} trial(s) × {stage['epochs']} epoch(s) on "
+            f"{a['n']} × {a['memory_mb']} MB, {a['storage']}/{a['scheme']} — "
+            f"{format_duration(stage['time_s'])}, {format_money(stage['cost_usd'])}"
+        )
+
+
+def _execute(run: BaseRun) -> int:
+    out = console()
+    print_plan(run)
+    total = sum(s["trials"] * s["epochs"] for s in run.state["plan"]["stages"])
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} trial-epochs"),
+        TimeElapsedColumn(),
+        console=out,
+        transient=False,
+    ) as bar:
+        task = bar.add_task("starting", total=total)
+
+        def show(snapshot: dict[str, Any]) -> None:
+            budget = snapshot["budget_usd"]
+            spend = format_money(snapshot["spent_usd"])
+            if budget is not None:
+                spend += f" of {format_money(budget)}"
+            bar.update(
+                task,
+                completed=min(total, snapshot["epochs_done"]),
+                description=f"stage {snapshot['stage']}/{snapshot['stages']} · "
+                f"{snapshot['alive']} alive · spent {spend}",
+            )
+
+        run.progress = show
+        state = run.execute()
+    spent = sum(c["usd"] for c in state["charges"])
+    out.print(
+        f"[bold]{state['status']}[/] in {format_duration(state['elapsed_s'])}, "
+        f"bill {format_money(spent)} (predicted {format_duration(state['plan']['time_s'])}, "
+        f"{format_money(state['plan']['cost_usd'])}); restarts {state.get('restarts', 0)}"
+    )
+    if state.get("stop_reason"):
+        out.print(f"[yellow]{state['stop_reason']}[/]")
+    best = state.get("best")
+    if best:
+        out.print(
+            f"Best: trial {best['trial']} {best['config']} — validation loss {best['val_loss']}"
+        )
+    out.print(f"Report: {run.dir.path / 'report.md'}")
+    return 0 if state["status"] in ("finished", "stopped") else 1

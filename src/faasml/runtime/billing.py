@@ -1,0 +1,106 @@
+"""The billing meter: every invocation and store request priced with the plan's catalog.
+
+Function time: billed duration × memory/1024 × price per GB-second, plus the price per
+invocation (CE-scaling eqs. 4–5, AWS Lambda semantics: failed and cancelled invocations are
+billed too). Store requests: the puts and gets a worker counted (``Store.stats``), priced with
+the storage service's request prices; a time-priced service (a parameter-server VM) is billed
+per second it runs. Entries keep their time, so the run report can plot spend over time.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from faasml.catalog import Catalog, StorageService
+from faasml.models.cost import request_price
+from faasml.runtime.platform import Billed
+
+
+@dataclass(frozen=True)
+class Charge:
+    """One billed item."""
+
+    t_s: float
+    """Seconds since the run started."""
+    kind: str
+    """'function', 'invocation', 'storage' or 'server'."""
+    usd: float
+    trial: int = -1
+    detail: str = ""
+
+
+class Meter:
+    """Accumulates charges; thread-safe; totals by kind."""
+
+    def __init__(self, catalog: Catalog, charges: list[Charge] | None = None) -> None:
+        self.catalog = catalog
+        self.platform = catalog.platform
+        self._lock = threading.Lock()
+        self.charges: list[Charge] = list(charges or [])
+
+    def function_usd(self, billed: Billed) -> float:
+        """duration × GB × price per GB-s (CE-scaling eq. 4, n·t·m·p_f for one function)."""
+        return billed.duration_s * billed.memory_mb / 1024.0 * self.platform.price_per_gb_s
+
+    def invocation(self, billed: Billed, t_s: float, trial: int = -1) -> float:
+        """Charge one invocation; returns its price."""
+        gb_s = self.function_usd(billed)
+        request = self.platform.price_per_invocation
+        with self._lock:
+            self.charges.append(Charge(t_s, "function", gb_s, trial, f"{billed.memory_mb} MB"))
+            self.charges.append(Charge(t_s, "invocation", request, trial))
+        return gb_s + request
+
+    def standalone(self, billed: Billed, t_s: float) -> float:
+        """Charge a cold start not tied to an invocation (a prewarmed instance)."""
+        usd = self.function_usd(billed)
+        with self._lock:
+            self.charges.append(Charge(t_s, "function", usd, -1, "prewarm"))
+        return usd
+
+    def requests(
+        self, service: StorageService, stats: dict[str, int], t_s: float, trial: int = -1
+    ) -> float:
+        """Charge the puts and gets counted by a store client of ``service``."""
+        if service.pricing != "request":
+            return 0.0
+        puts, gets = stats.get("puts", 0), stats.get("gets", 0)
+        put_mb = stats.get("bytes_written", 0) / 1e6 / max(1, puts)
+        get_mb = stats.get("bytes_read", 0) / 1e6 / max(1, gets)
+        usd = float(
+            puts * request_price(service.put_usd, service.put_unit_kb, put_mb)
+            + gets * request_price(service.get_usd, service.get_unit_kb, get_mb)
+        )
+        if usd:
+            with self._lock:
+                self.charges.append(Charge(t_s, "storage", usd, trial, service.name))
+        return usd
+
+    def server(self, service: StorageService, seconds: float, t_s: float) -> float:
+        """Charge a time-priced service for ``seconds`` of running."""
+        usd = seconds / 3600.0 * service.hourly_usd
+        with self._lock:
+            self.charges.append(Charge(t_s, "server", usd, -1, service.name))
+        return usd
+
+    @property
+    def total_usd(self) -> float:
+        with self._lock:
+            return sum(charge.usd for charge in self.charges)
+
+    def by_kind(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        with self._lock:
+            for charge in self.charges:
+                out[charge.kind] = out.get(charge.kind, 0.0) + charge.usd
+        return out
+
+    def to_list(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [asdict(charge) for charge in self.charges]
+
+    @staticmethod
+    def from_list(catalog: Catalog, items: list[dict[str, Any]]) -> Meter:
+        return Meter(catalog, [Charge(**item) for item in items])

@@ -1,0 +1,108 @@
+"""What a segment will take and cost, and what it may spend: the budget guard's arithmetic.
+
+A segment's predicted time is its rounds × seconds per round (measured on this allocation,
+else the performance model's t'(θ)/k, CE-scaling eq. 2) plus a cold start where no warm
+instance is likely; its cost is n functions for that time (eq. 4). A segment reserves up to
+RESERVE_FACTOR × that prediction and its functions are stopped when they would bill more, so
+the reservations of the running segments bound every dollar still to be billed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from faasml.catalog import FunctionPlatform
+from faasml.runtime.platform import Billed
+from faasml.types import Allocation
+
+BUDGET_MARGIN = 1.25
+"""A segment starts only when its predicted cost × this margin fits the budget left."""
+RESERVE_FACTOR = 10.0
+"""A segment reserves up to this many times its predicted cost."""
+KILL_SLACK_S = 0.05
+"""Billed time a killed function may run past its limit (monitor tick and kill)."""
+
+
+class SegmentEstimator:
+    """Predictions of segment time and cost, corrected by what runs measured."""
+
+    def __init__(self, platform: FunctionPlatform) -> None:
+        self.platform = platform
+        self.predicted_round_s: Callable[[Allocation], float] | None = None
+        """The performance model's seconds per round (set by the run; None: unknown)."""
+        self._round_s: dict[tuple[int, int], float] = {}
+        """Measured seconds per round by (n, memory)."""
+        self._floor_s: dict[tuple[int, int], float] = {}
+        """Least segment seconds by (n, memory), raised when a segment ran out of its
+        reservation: the next prediction is at least twice what it was allowed."""
+        self._init_s: dict[int, float] = {}
+        """Longest cold start measured by memory size."""
+        self._started: dict[int, int] = {}
+        """Instances started (and not failed) by memory size: the warm pool, approximately."""
+
+    def round_seconds(self, allocation: Allocation) -> float | None:
+        measured = self._round_s.get((allocation.n, allocation.memory_mb))
+        if measured is not None:
+            return measured
+        if self.predicted_round_s is not None:
+            return self.predicted_round_s(allocation)
+        return None
+
+    def cost(self, allocation: Allocation, rounds: int, busy: int = 0) -> float:
+        """Predicted cost of a segment of ``rounds`` rounds: n functions for its predicted
+        time (eq. 4); ``busy`` functions of the same size are running already."""
+        per_round = self.round_seconds(allocation)
+        platform = self.platform
+        # A cold start is CPU-bound: below one vCPU it stretches by 1/vCPU.
+        share = min(1.0, float(platform.vcpus(allocation.memory_mb)))
+        init = max(self._init_s.get(allocation.memory_mb, 0.0), platform.cold_start_s / share)
+        if self._started.get(allocation.memory_mb, 0) >= busy + allocation.n:
+            init = 0.0  # enough instances of this size were started: they are likely warm
+        seconds = (per_round or 0.0) * rounds + init
+        seconds = max(seconds, self._floor_s.get((allocation.n, allocation.memory_mb), 0.0))
+        gb = allocation.memory_mb / 1024.0
+        return allocation.n * (
+            seconds * gb * platform.price_per_gb_s + platform.price_per_invocation
+        )
+
+    def observe_round(self, allocation: Allocation, seconds: float) -> None:
+        """A segment on ``allocation`` took ``seconds`` per round (its slowest worker)."""
+        self._round_s[(allocation.n, allocation.memory_mb)] = seconds
+
+    def observe_billed(self, billed: Billed) -> None:
+        if billed.cold:
+            known = self._init_s.get(billed.memory_mb, 0.0)
+            self._init_s[billed.memory_mb] = max(known, billed.init_s)
+            if billed.ok:
+                self._started[billed.memory_mb] = self._started.get(billed.memory_mb, 0) + 1
+
+    def ran_out(self, allocation: Allocation, timeout_s: float) -> None:
+        """A segment was stopped at ``timeout_s`` by its reservation: predict longer."""
+        key = (allocation.n, allocation.memory_mb)
+        self._floor_s[key] = max(self._floor_s.get(key, 0.0), 2 * timeout_s)
+
+
+def reservation(
+    platform: FunctionPlatform, allocation: Allocation, estimate: float, left: float | None
+) -> tuple[float, bool, float]:
+    """(time limit, whether the budget set it, reservation) of a new segment.
+
+    Without a budget (``left`` None): the platform's maximum duration. With one: the segment
+    reserves RESERVE_FACTOR × its prediction, at most ``left`` (the budget less the spend and
+    the running segments' reservations), and its functions are stopped when they would bill
+    more: n functions of m MB for t seconds cannot bill more than n·(t·m·p_f + p_invk)
+    (CE-scaling eq. 4 read backwards), so the budget holds even when a prediction is wrong.
+    """
+    limit = platform.max_duration_s
+    rate = allocation.n * allocation.memory_mb / 1024.0 * platform.price_per_gb_s
+    requests = allocation.n * platform.price_per_invocation
+    full = requests + rate * (limit + KILL_SLACK_S)
+    if left is None:
+        return limit, False, full
+    reserve = min(full, left, max(RESERVE_FACTOR * estimate, estimate * BUDGET_MARGIN))
+    if rate <= 0:
+        return limit, False, reserve
+    timeout = (reserve - requests) / rate - KILL_SLACK_S
+    if timeout >= limit:
+        return limit, False, reserve
+    return max(timeout, 1e-3), True, reserve

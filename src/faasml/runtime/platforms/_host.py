@@ -1,0 +1,111 @@
+"""One function instance of the local platform: a process that runs invocations one at a time.
+
+Started by ``LocalPlatform`` as ``python -m faasml.runtime.platforms._host FD MEMORY_MB PRELOAD``.
+Only the standard library is imported before the thread limits are in the environment, so
+numpy and torch see them. Protocol over the connection (pickled tuples):
+``("ready", t)`` once; then for each ``("run", ref, payload)`` one ``("ok", value, t0, t1)`` or
+``("err", kind, message, traceback)``; ``None`` asks the instance to exit.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import time
+import traceback
+from multiprocessing.connection import Connection
+from typing import Any
+
+EXIT_AFTER = ("out-of-memory",)
+
+
+def _vm_size_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as handle:
+            return int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):  # pragma: no cover - non-Linux
+        return 0
+
+
+def _limit_address_space(memory_mb: int) -> None:
+    """RLIMIT_AS = the runtime's address space after start-up + the function's memory: an
+    allocation past the function's size fails with MemoryError, as a function runs out."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - non-POSIX
+        return
+    limit = _vm_size_bytes() + memory_mb * 2**20
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def _out_of_address_space(err: BaseException) -> bool:
+    """A library that could not be mapped under RLIMIT_AS (e.g. a large framework)."""
+    text = str(err)
+    return "failed to map segment" in text or "Cannot allocate memory" in text
+
+
+def _run(ref: str, payload: Any) -> Any:
+    module_name, _, attribute = ref.partition(":")
+    target: Any = importlib.import_module(module_name)
+    for part in attribute.split("."):
+        target = getattr(target, part)
+    return target(payload)
+
+
+def _die_with_parent() -> None:
+    """Linux: be killed when the platform's process dies (no orphaned functions)."""
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        pass
+
+
+def main(argv: list[str]) -> int:
+    _die_with_parent()
+    fd, memory_mb = int(argv[0]), int(argv[1])
+    preload = [name for name in (argv[2] if len(argv) > 2 else "").split(",") if name]
+    conn = Connection(fd)
+    for name in ["numpy", *preload]:
+        importlib.import_module(name)
+    if os.environ.get("FAASML_RLIMIT_AS", "1") == "1":
+        _limit_address_space(memory_mb)
+    conn.send(("ready", time.monotonic()))
+    while True:
+        try:
+            message = conn.recv()
+        except EOFError:
+            return 0
+        if message is None:
+            return 0
+        _, ref, payload = message
+        start = time.monotonic()
+        try:
+            value = _run(ref, payload)
+        except MemoryError:
+            conn.send(("err", "out-of-memory", f"over {memory_mb} MB", traceback.format_exc()))
+            return 1
+        except (ImportError, OSError) as err:
+            if not _out_of_address_space(err):
+                conn.send(("err", "error", f"{type(err).__name__}: {err}", traceback.format_exc()))
+                continue
+            message = f"over {memory_mb} MB of address space: {err}"
+            conn.send(("err", "out-of-memory", message, traceback.format_exc()))
+            return 1
+        except BaseException as err:  # the function's failure goes back to the caller
+            conn.send(("err", "error", f"{type(err).__name__}: {err}", traceback.format_exc()))
+            if isinstance(err, KeyboardInterrupt | SystemExit):
+                return 1
+            continue
+        try:
+            conn.send(("ok", value, start, time.monotonic()))
+        except Exception as err:  # an unpicklable result
+            conn.send(("err", "error", f"result cannot be sent: {err}", traceback.format_exc()))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,476 @@
+"""The embedded local platform: worker processes on this machine that behave like functions.
+
+Each function instance is a real process (``_host``) with a memory size. Its address space is
+capped (RLIMIT_AS; ``address_space_limit=False`` leaves only the resident-memory watch, for
+frameworks that map more than they use) and its resident memory is watched, so a function
+over its size fails as ``out-of-memory``. Its CPU share is memory / mb_per_vcpu, applied by a
+cgroup quota when one is writable, else by a duty-cycle throttle, else reported as not
+enforced. It is killed at its maximum duration. Idle instances stay warm and are reused by
+invocations of the same size; new instances are real cold starts (a Python process importing
+its runtime), counted. The machine's cores and memory, from the ``local`` catalog, bound how
+many run at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from multiprocessing import Pipe
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any
+
+from faasml.catalog import Catalog
+from faasml.exceptions import ConfigError
+from faasml.runtime.platform import (
+    Billed,
+    CapacityError,
+    Enforcement,
+    FunctionError,
+    FunctionRef,
+    Invocation,
+    Platform,
+    function_ref,
+)
+from faasml.runtime.platforms._cpu import CgroupCpu, DutyCycle
+
+IDLE_TIMEOUT_S = 120.0
+"""A warm instance idle this long is stopped (AWS keeps them minutes)."""
+TICK_S = 0.01
+"""Longest the monitor sleeps between checks of deadlines and memory."""
+CPU_MODES = ("auto", "cgroup", "duty-cycle", "none")
+
+
+class LocalInvocation(Invocation):
+    """An invocation on one local instance; completed by the platform's monitor thread."""
+
+    def __init__(self, memory_mb: int, dispatched: float, deadline: float, cold: bool) -> None:
+        self.memory_mb = memory_mb
+        self.dispatched = dispatched
+        self.deadline = deadline
+        self.cold = cold
+        self.init_s = 0.0
+        self._event = threading.Event()
+        self._value: Any = None
+        self._error: FunctionError | None = None
+        self._billed: Billed | None = None
+        self._cancel: threading.Event = threading.Event()
+
+    def _finish(self, value: Any, error: FunctionError | None, billed: Billed) -> None:
+        if self._event.is_set():
+            return
+        self._value, self._error, self._billed = value, error, billed
+        self._event.set()
+
+    def result(self, timeout: float | None = None) -> Any:
+        if not self._event.wait(timeout):
+            raise TimeoutError(f"the invocation did not finish within {timeout:g} s")
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+    def done(self) -> bool:
+        return self._event.is_set()
+
+    def cancel(self) -> None:
+        if not self._event.is_set():
+            self._cancel.set()
+
+    @property
+    def cancel_requested(self) -> bool:
+        return self._cancel.is_set()
+
+    @property
+    def billed(self) -> Billed | None:
+        return self._billed
+
+
+@dataclass(eq=False)
+class _Instance:
+    memory_mb: int
+    vcpus: float
+    process: subprocess.Popen[bytes]
+    conn: Connection
+    spawned: float
+    ready_at: float | None = None
+    invocation: LocalInvocation | None = None
+    idle_since: float = 0.0
+    prewarmed: bool = False
+    throttle: DutyCycle | None = None
+    cgroup: Path | None = None
+    pending: list[Any] = field(default_factory=list)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+
+class LocalPlatform(Platform):
+    """Worker processes on this machine, priced and bounded by a catalog (usually ``local``)."""
+
+    name = "local"
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        *,
+        cpu: str = "auto",
+        preload: tuple[str, ...] = (),
+        memory_check: bool = True,
+        address_space_limit: bool = True,
+        idle_timeout_s: float = IDLE_TIMEOUT_S,
+    ) -> None:
+        super().__init__(catalog)
+        if cpu not in CPU_MODES:
+            raise ConfigError(f"the value of cpu is {cpu!r}, but must be one of: {CPU_MODES}")
+        self.platform = catalog.platform
+        self.preload = preload
+        self.memory_check = memory_check
+        self.address_space_limit = address_space_limit
+        self.idle_timeout_s = idle_timeout_s
+        self._cgroup = CgroupCpu.probe() if cpu in ("auto", "cgroup") else None
+        if cpu == "cgroup" and self._cgroup is None:
+            raise ConfigError("cpu='cgroup' was asked for, but no writable cgroup CPU controller")
+        self._cpu_mode = (
+            "cgroup"
+            if self._cgroup
+            else ("duty-cycle" if cpu in ("auto", "duty-cycle") else "none")
+        )
+        self._lock = threading.Lock()
+        self._instances: list[_Instance] = []
+        self._cold_starts = 0
+        self._standalone: list[Billed] = []
+        self._closed = False
+        self._wake_r, self._wake_w = Pipe(duplex=False)
+        self._monitor = threading.Thread(target=self._watch, name="faasml-local", daemon=True)
+        self._monitor.start()
+
+    # ----------------------------------------------------------------- contract
+
+    @property
+    def enforcement(self) -> Enforcement:
+        parts = (["rlimit-as"] if self.address_space_limit else []) + (
+            ["rss"] if self.memory_check else []
+        )
+        memory = "+".join(parts) or "none"
+        return Enforcement(memory=memory, cpu=self._cpu_mode, duration="kill")
+
+    @property
+    def cold_starts(self) -> int:
+        return self._cold_starts
+
+    def vcpus(self, memory_mb: int) -> float:
+        return float(self.platform.vcpus(memory_mb))
+
+    def invoke(
+        self, fn: FunctionRef, payload: Any, memory_mb: int, timeout_s: float | None = None
+    ) -> Invocation:
+        ref = function_ref(fn)
+        self._check_memory(memory_mb)
+        limit = self.platform.max_duration_s
+        if timeout_s is not None:
+            if timeout_s <= 0:
+                raise ConfigError(f"the value of timeout_s is {timeout_s}, but must be > 0")
+            limit = min(limit, timeout_s)
+        with self._lock:
+            if self._closed:
+                raise ConfigError("the platform is closed")
+            instance = self._take_warm(memory_mb)
+            cold = instance is None
+            if instance is None:
+                self._make_room(memory_mb)
+                instance = self._spawn(memory_mb)
+            now = time.monotonic()
+            invocation = LocalInvocation(memory_mb, now, now + limit, cold)
+            instance.invocation = invocation
+            try:
+                instance.conn.send(("run", ref, payload))
+            except (OSError, ValueError) as err:
+                self._discard(instance)
+                raise FunctionError("killed", f"could not reach the instance: {err}") from err
+            if instance.ready_at is not None and self._cpu_mode == "duty-cycle":
+                instance.throttle = DutyCycle(instance.pid, instance.vcpus, now)
+        self._wake()
+        return invocation
+
+    def take_standalone_bills(self) -> list[Billed]:
+        with self._lock:
+            bills, self._standalone = self._standalone, []
+        return bills
+
+    def prewarm(self, memory_mb: int, count: int) -> int:
+        """Start ``count`` idle instances of ``memory_mb`` now (they count as cold starts)."""
+        self._check_memory(memory_mb)
+        started = 0
+        with self._lock:
+            for _ in range(count):
+                try:
+                    self._make_room(memory_mb)
+                except CapacityError:
+                    break
+                instance = self._spawn(memory_mb)
+                instance.idle_since = time.monotonic()
+                instance.prewarmed = True
+                started += 1
+        self._wake()
+        return started
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            instances = list(self._instances)
+        for instance in instances:
+            self._stop(instance, "cancelled", "the platform was closed")
+        self._wake()
+        self._monitor.join(timeout=5)
+        if self._cgroup is not None:
+            self._cgroup.close()
+
+    # ----------------------------------------------------------------- capacity
+
+    def _check_memory(self, memory_mb: int) -> None:
+        low, high = self.platform.memory_min_mb, self.platform.memory_max_mb
+        if not low <= memory_mb <= high:
+            raise ConfigError(
+                f"the value of memory_mb is {memory_mb}, but {self.platform.name} offers "
+                f"{low}..{high} MB"
+            )
+
+    def _take_warm(self, memory_mb: int) -> _Instance | None:
+        for instance in self._instances:
+            if instance.invocation is None and instance.memory_mb == memory_mb:
+                if instance.throttle is not None:
+                    instance.throttle.release()
+                    instance.throttle = None
+                return instance
+        return None
+
+    def _make_room(self, memory_mb: int) -> None:
+        """Evict idle instances until one more of ``memory_mb`` fits, or raise CapacityError."""
+        while not self._fits(memory_mb):
+            idle = [i for i in self._instances if i.invocation is None]
+            if not idle:
+                busy = sum(1 for i in self._instances if i.invocation is not None)
+                raise CapacityError(
+                    f"the local platform is full: {busy} functions are running and one more of "
+                    f"{memory_mb} MB would exceed this machine's capacity "
+                    f"({self.platform.capacity_vcpus} vCPUs, "
+                    f"{self.platform.capacity_memory_mb} MB, "
+                    f"{self.platform.concurrency_limit} functions)"
+                )
+            oldest = min(idle, key=lambda i: i.idle_since)
+            self._discard(oldest)
+
+    def _fits(self, memory_mb: int) -> bool:
+        live = self._instances
+        if len(live) + 1 > self.platform.concurrency_limit:
+            return False
+        if self.platform.capacity_vcpus is not None:
+            used = sum(i.vcpus for i in live) + self.vcpus(memory_mb)
+            if used > self.platform.capacity_vcpus + 1e-9:
+                return False
+        if self.platform.capacity_memory_mb is not None:
+            used_mb = sum(i.memory_mb for i in live) + memory_mb
+            if used_mb > self.platform.capacity_memory_mb + 1e-9:
+                return False
+        return True
+
+    # ----------------------------------------------------------------- instances
+
+    def _spawn(self, memory_mb: int) -> _Instance:
+        vcpus = self.vcpus(memory_mb)
+        parent, child = Pipe(duplex=True)
+        threads = str(max(1, math.ceil(vcpus - 1e-9)))
+        env = dict(os.environ)
+        env.update(
+            {
+                "OMP_NUM_THREADS": threads,
+                "MKL_NUM_THREADS": threads,
+                "OPENBLAS_NUM_THREADS": threads,
+                "FAASML_FUNCTION_MEMORY_MB": str(memory_mb),
+                "FAASML_FUNCTION_VCPUS": f"{vcpus:.4f}",
+                "MALLOC_ARENA_MAX": "2",
+                "FAASML_RLIMIT_AS": "1" if self.address_space_limit else "0",
+            }
+        )
+        spawned = time.monotonic()
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "faasml.runtime.platforms._host",
+                str(child.fileno()),
+                str(memory_mb),
+                ",".join(self.preload),
+            ],
+            pass_fds=(child.fileno(),),
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
+        child.close()
+        instance = _Instance(memory_mb, vcpus, process, parent, spawned)
+        if self._cgroup is not None:
+            try:
+                instance.cgroup = self._cgroup.attach(process.pid, vcpus)
+            except OSError:
+                instance.cgroup = None
+        self._instances.append(instance)
+        self._cold_starts += 1
+        return instance
+
+    def _discard(self, instance: _Instance) -> None:
+        """Kill an instance and forget it (lock held by the caller or not needed)."""
+        if instance in self._instances:
+            self._instances.remove(instance)
+        if instance.throttle is not None:
+            instance.throttle.release()
+        with contextlib.suppress(ProcessLookupError):
+            instance.process.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            instance.process.wait(timeout=5)
+        instance.conn.close()
+        if instance.cgroup is not None:
+            CgroupCpu.detach(instance.cgroup)
+
+    def _stop(self, instance: _Instance, kind: str, message: str) -> None:
+        with self._lock:
+            invocation = instance.invocation
+            instance.invocation = None
+            self._discard(instance)
+        if invocation is not None:
+            self._complete(invocation, None, FunctionError(kind, message))
+
+    def _complete(
+        self, invocation: LocalInvocation, value: Any, error: FunctionError | None
+    ) -> None:
+        end = time.monotonic()
+        start = invocation.dispatched
+        if invocation.cold and not self.platform.bills_cold_start:
+            start += invocation.init_s
+        billed = Billed(
+            duration_s=max(0.0, end - start),
+            memory_mb=invocation.memory_mb,
+            cold=invocation.cold,
+            init_s=invocation.init_s,
+            ok=error is None,
+        )
+        invocation._finish(value, error, billed)
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):
+            self._wake_w.send_bytes(b"!")
+
+    # ----------------------------------------------------------------- monitor
+
+    def _watch(self) -> None:
+        while True:
+            with self._lock:
+                if self._closed and not self._instances:
+                    return
+                instances = list(self._instances)
+            timeout = TICK_S
+            now = time.monotonic()
+            for instance in instances:
+                if instance.throttle is not None and instance.invocation is not None:
+                    timeout = min(timeout, max(0.0, instance.throttle.tick(now) - now))
+            conns = [i.conn for i in instances if not i.conn.closed]
+            try:
+                ready = wait([self._wake_r, *conns], timeout=timeout)
+            except OSError:
+                ready = []
+            if self._wake_r in ready:
+                with contextlib.suppress(EOFError, OSError):
+                    while self._wake_r.poll():
+                        self._wake_r.recv_bytes()
+            for instance in instances:
+                if instance.conn in ready:
+                    self._receive(instance)
+            self._check(instances)
+            if self._closed:
+                with self._lock:
+                    if not self._instances:
+                        return
+
+    def _receive(self, instance: _Instance) -> None:
+        try:
+            message = instance.conn.recv()
+        except (EOFError, OSError):
+            self._died(instance)
+            return
+        tag = message[0]
+        if tag == "ready":
+            instance.ready_at = float(message[1])
+            invocation = instance.invocation
+            if invocation is not None and invocation.cold:
+                invocation.init_s = max(0.0, instance.ready_at - invocation.dispatched)
+            if invocation is not None and self._cpu_mode == "duty-cycle":
+                instance.throttle = DutyCycle(instance.pid, instance.vcpus, time.monotonic())
+            if instance.prewarmed and self.platform.bills_cold_start:
+                init_s = max(0.0, instance.ready_at - instance.spawned)
+                with self._lock:  # a prewarmed instance: its start is billed on its own
+                    self._standalone.append(
+                        Billed(init_s, instance.memory_mb, cold=True, init_s=init_s, ok=True)
+                    )
+            return
+        with self._lock:
+            invocation = instance.invocation
+            instance.invocation = None
+            instance.idle_since = time.monotonic()
+            if instance.throttle is not None:
+                instance.throttle.release()
+                instance.throttle = None
+        if invocation is None:
+            return
+        if tag == "ok":
+            self._complete(invocation, message[1], None)
+        else:
+            _, kind, text, detail = message
+            self._complete(invocation, None, FunctionError(kind, text, detail))
+            if kind == "out-of-memory":
+                with self._lock:
+                    self._discard(instance)
+
+    def _died(self, instance: _Instance) -> None:
+        code = instance.process.poll()
+        oom = code is not None and code < 0 and -code == 9
+        kind = "out-of-memory" if oom and instance.invocation is not None else "killed"
+        self._stop(instance, kind, f"the function's process ended (exit status {code})")
+
+    def _check(self, instances: list[_Instance]) -> None:
+        now = time.monotonic()
+        for instance in instances:
+            invocation = instance.invocation
+            if invocation is None:
+                if now - instance.idle_since > self.idle_timeout_s and instance.ready_at:
+                    with self._lock:
+                        if instance.invocation is None:
+                            self._discard(instance)
+                continue
+            if invocation.cancel_requested:
+                self._stop(instance, "cancelled", "cancelled by the caller")
+            elif now > invocation.deadline:
+                limit = invocation.deadline - invocation.dispatched
+                self._stop(instance, "timeout", f"ran past its maximum duration of {limit:g} s")
+            elif self.memory_check and _rss_mb(instance.pid) > instance.memory_mb:
+                self._stop(
+                    instance, "out-of-memory", f"resident memory over {instance.memory_mb} MB"
+                )
+            elif instance.process.poll() is not None:
+                self._died(instance)
+
+
+def _rss_mb(pid: int) -> float:
+    """Resident memory of a process in MB (0 when unknown)."""
+    try:
+        with open(f"/proc/{pid}/statm") as handle:
+            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return 0.0

@@ -1,0 +1,256 @@
+"""Calibration (MISSION C2): run a few iterations of the real job and fit the model's inputs.
+
+``profile_job`` runs the job's own model and data on the platform at a few memory sizes and
+function counts and measures: u(m), seconds of computation per MB of training data at each
+memory size (the ``table`` form of ``ComputeProfile``); the store's bandwidth b and raw
+latency from inside a function; the synchronisation time per round at each function count,
+from which eq. 3 is solved for the effective latency per transfer ℓ (what the catalog gets:
+a transfer in a real round also waits for polling and for CPU share); and the platform's cold
+and warm start. The result is written as a workload profile and a catalog the planners read.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from faasml.catalog import Catalog, load_catalog
+from faasml.catalog._load import DATA_DIR
+from faasml.config import JobSpec
+from faasml.models.sync import item_mb, transfers
+from faasml.runtime.billing import Meter
+from faasml.runtime.coordinator import WORKER_FN, Coordinator
+from faasml.runtime.platform import open_platform
+from faasml.runtime.session import job_workload
+from faasml.runtime.worker import ModelRecipe, SegmentReport, WorkerTask, rounds_per_epoch
+from faasml.sync.stores import open_store
+
+PROBE_FN = "faasml.runtime.profiling:probe_store"
+MEASURE_S = 1.0
+"""Computation each u(m) measurement covers at least (ten 100 ms CPU-quota periods)."""
+
+
+def probe_store(payload: dict[str, Any]) -> dict[str, float]:
+    """Inside a function: median latency of small GETs and bandwidth of large PUT+GETs."""
+    store = open_store(payload["url"])
+    key = payload["prefix"]
+    small = b"x" * 8
+    store.put(f"{key}/small", small)
+    latencies = []
+    for _ in range(int(payload.get("small_repeats", 40))):
+        start = time.perf_counter()
+        store.get(f"{key}/small")
+        latencies.append(time.perf_counter() - start)
+    latency = statistics.median(latencies)
+    size_mb = float(payload.get("large_mb", 4.0))
+    large = bytes(int(size_mb * 1e6))
+    rates = []
+    for index in range(int(payload.get("large_repeats", 4))):
+        start = time.perf_counter()
+        store.put(f"{key}/large-{index}", large)
+        store.get(f"{key}/large-{index}")
+        elapsed = time.perf_counter() - start - 2 * latency
+        rates.append(2 * size_mb / max(elapsed, 1e-6))
+    store.delete(f"{key}/")
+    return {"latency_s": latency, "bandwidth_mbps": statistics.median(rates)}
+
+
+@dataclass
+class ProfileResult:
+    """What a profiling run measured."""
+
+    compute_points: list[tuple[int, float]] = field(default_factory=list)
+    """(memory MB, seconds per MB of training data): u(m)."""
+    latency_s: float = 0.0
+    bandwidth_mbps: float = 0.0
+    cold_start_s: float = 0.0
+    warm_start_s: float = 0.0
+    sync_s_per_round: dict[str, float] = field(default_factory=dict)
+    """'n=2 allreduce' -> measured seconds per synchronisation round."""
+    sync_latency_s: float = 0.0
+    """Effective latency per transfer fitted from the sync rounds (eq. 3 solved for ℓ): what
+    a transfer costs in a real round, polling and CPU-share waits included."""
+    rounds: int = 0
+    invocation_overhead_s: float = 0.0
+    """Seconds a warm invocation spends besides its rounds: dispatch, checkpoint load and
+    save, evaluation. Written as the catalog's warm_start_s (the model's per-invocation
+    latency)."""
+
+
+def profile_job(
+    job: JobSpec,
+    *,
+    memories: tuple[int, ...] = (256, 512, 1024, 1769),
+    counts: tuple[int, ...] = (2,),
+    rounds: int = 8,
+    catalog: Catalog | None = None,
+    work_dir: str | Path,
+    platform_options: dict[str, Any] | None = None,
+) -> ProfileResult:
+    """Measure u(m), the store and the platform by running ``rounds`` rounds of the job."""
+    catalog = catalog or load_catalog(job.catalog)
+    train, test = job.dataset.load()
+    recipe = ModelRecipe(
+        job.model.name,
+        dict(job.model.options),
+        tuple(train.input_shape),
+        train.num_classes,
+        job.optimizer.name,
+        dict(job.optimizer.hyperparameters),
+        job.batch_size,
+        job.seed,
+    )
+    folder = Path(work_dir)
+    objects = open_store(f"embedded://{folder.resolve() / 'objects'}")
+    sync_url = f"embedded://{folder.resolve() / 'sync'}"
+    result = ProfileResult(rounds=rounds)
+    mb_per_sample = train.size_mb / len(train)
+    low, high = catalog.platform.memory_min_mb, catalog.platform.memory_max_mb
+    sizes = sorted({min(max(m, low), high) for m in memories})
+    with open_platform(job.platform, catalog, **(platform_options or {})) as platform:
+        coordinator = Coordinator(
+            platform, catalog, Meter(catalog), objects, sync_url, lambda _: recipe, namespace="p"
+        )
+        coordinator.set_data(train, test)
+        colds: list[float] = []
+        warms: list[float] = []
+        overheads: list[float] = []
+        fixed: list[float] = []
+
+        def segment(
+            n: int,
+            memory: int,
+            scheme: str,
+            tag: str,
+            start: str | None = None,
+            count: int = rounds,
+        ) -> list[SegmentReport]:
+            coordinator.prepare_partitions(n)
+            tasks = [
+                WorkerTask(
+                    recipe=recipe,
+                    object_url=objects.url,
+                    sync_url=sync_url,
+                    scheme=scheme,
+                    namespace=f"p/{tag}",
+                    data_prefix=coordinator.data_prefix,
+                    n=n,
+                    worker_id=w,
+                    epoch=0,
+                    start_batch=0,
+                    stop_batch=count,
+                    round_id=0,
+                    checkpoint=start,
+                    checkpoint_out=f"p/ckpt-{tag}",
+                )
+                for w in range(n)
+            ]
+            began = time.monotonic()
+            calls = [platform.invoke(WORKER_FN, task, memory) for task in tasks]
+            reports: list[SegmentReport] = [call.result(timeout=600) for call in calls]
+            wall = time.monotonic() - began
+            busy = max(r.compute_s + r.sync_s for r in reports)
+            overheads.append(max(wall - busy, 0.0))
+            for call in calls:
+                if call.billed is not None and call.billed.cold:
+                    colds.append(call.billed.init_s)
+            objects.delete(f"p/{tag}/")
+            return reports
+
+        epoch_rounds = rounds_per_epoch(len(train), 1, job.batch_size)
+        for memory in sizes:
+            # The first run starts the function and loads the data; the second runs long
+            # enough (MEASURE_S of computation) to span many CPU-quota periods.
+            warm = segment(1, memory, "allreduce", f"warm-{memory}")[0]
+            per_round = warm.compute_s / max(warm.rounds, 1)
+            count = min(epoch_rounds, max(rounds, math.ceil(MEASURE_S / max(per_round, 1e-6))))
+            overheads.clear()
+            report = segment(1, memory, "allreduce", f"u-{memory}", f"p/ckpt-warm-{memory}", count)[
+                0
+            ]
+            fixed.extend(overheads)
+            per_mb = report.compute_s / max(report.samples * mb_per_sample, 1e-12)
+            result.compute_points.append((memory, per_mb))
+        probe = platform.invoke(PROBE_FN, {"url": sync_url, "prefix": "p/probe"}, sizes[0])
+        measured = probe.result(timeout=600)
+        result.latency_s, result.bandwidth_mbps = measured["latency_s"], measured["bandwidth_mbps"]
+        for _ in range(5):
+            start = time.monotonic()
+            platform.invoke("faasml.testing.functions:echo", 0, sizes[0]).result(timeout=60)
+            warms.append(time.monotonic() - start)
+        model_mb = job.model.build(train.input_shape, train.num_classes).size_mb
+        fitted: list[float] = []
+        for n in counts:
+            for scheme in ("allreduce", "scatter-reduce"):
+                warm_up = segment(n, sizes[0], scheme, f"w-{n}-{scheme}")  # warm them all
+                busy = max(r.compute_s + r.sync_s for r in warm_up) / max(warm_up[0].rounds, 1)
+                limit = rounds_per_epoch(len(train), n, job.batch_size)
+                count = min(limit, max(rounds, math.ceil(MEASURE_S / max(busy, 1e-6))))
+                reports = segment(n, sizes[0], scheme, f"s-{n}-{scheme}", None, count)
+                per_round = max(r.sync_s for r in reports) / max(reports[0].rounds, 1)
+                result.sync_s_per_round[f"n={n} {scheme}"] = per_round
+                steps = float(transfers(scheme, n))
+                item = float(item_mb(scheme, n, model_mb))
+                fitted.append(max(per_round / steps - item / result.bandwidth_mbps, 0.0))
+        result.sync_latency_s = statistics.median(fitted) if fitted else result.latency_s
+        result.cold_start_s = statistics.median(colds) if colds else 0.0
+        result.warm_start_s = statistics.median(warms)
+        result.invocation_overhead_s = statistics.median(fixed) if fixed else result.warm_start_s
+    objects.close()
+    return result
+
+
+def write_profile(
+    job: JobSpec, result: ProfileResult, out_dir: str | Path, catalog: Catalog | None = None
+) -> tuple[Path, Path]:
+    """Write ``workload.yaml`` (u(m) as a table) and ``catalog.yaml`` (the job's catalog with
+    the measured store latency and bandwidth and cold / warm starts); returns their paths."""
+    folder = Path(out_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    train, _ = job.dataset.load()
+    model = job.model.build(train.input_shape, train.num_classes)
+    workload = job_workload(job, train, model)
+    points = sorted(result.compute_points)
+    profile = {
+        "format": 1,
+        "name": f"{job.name}-profiled",
+        "description": f"{job.name} as measured by faasml profile",
+        "model": job.model.name,
+        "dataset": {"name": job.name, "size_mb": workload.dataset_mb, "samples": workload.samples},
+        "model_size_mb": max(workload.model_mb, 1e-9),
+        "batch_size": job.batch_size,
+        "epochs": job.training.max_epochs,
+        "memory": {"runtime_mb": workload.runtime_mb, "model_copies": workload.model_copies},
+        "compute": {
+            "model": "table",
+            "points": [[float(m), float(u)] for m, u in points],
+            "derivation": f"faasml profile: {result.rounds} rounds per memory size",
+        },
+        "notes": "measured synchronisation per round: "
+        + ", ".join(f"{k}: {v:.6f} s" for k, v in sorted(result.sync_s_per_round.items())),
+    }
+    workload_path = folder / "workload.yaml"
+    workload_path.write_text(yaml.safe_dump(profile, sort_keys=False))
+    source = Path(job.catalog) if Path(job.catalog).exists() else DATA_DIR / f"{job.catalog}.yaml"
+    data = yaml.safe_load(source.read_text())
+    data["name"] = f"{data['name']}-profiled"
+    data["platform"]["cold_start_s"] = round(result.cold_start_s, 6)
+    data["platform"]["warm_start_s"] = round(
+        max(result.invocation_overhead_s, result.warm_start_s), 6
+    )
+    store = data["storage"][data["platform"]["data_store"]]
+    store["latency_s"] = float(f"{max(result.sync_latency_s, result.latency_s):.3g}")
+    store["connection_mbps"] = float(f"{result.bandwidth_mbps:.4g}")
+    catalog_path = folder / "catalog.yaml"
+    catalog_path.write_text(yaml.safe_dump(data, sort_keys=False))
+    load_catalog(catalog_path)  # what we wrote must read back
+    from faasml.workload import load_workload
+
+    load_workload(workload_path)
+    return workload_path, catalog_path

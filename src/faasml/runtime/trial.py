@@ -1,0 +1,48 @@
+"""A trial's progress (what its run record holds and a resume restores) and injected faults."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from faasml.runtime.worker import Fault
+
+
+@dataclass
+class TrialState:
+    """A trial's progress: what its run record holds and a resume restores."""
+
+    trial_id: int
+    config: dict[str, Any]
+    epochs_done: int = 0
+    epoch: int = 0
+    batch: int = 0
+    round_id: int = 0
+    checkpoint: str | None = None
+    status: str = "pending"
+    """pending, running, done (reached its epochs), stopped (budget), failed, pruned."""
+    history: list[dict[str, Any]] = field(default_factory=list)
+    restarts: int = 0
+    failures: list[str] = field(default_factory=list)
+    partial: dict[str, float] = field(default_factory=dict)
+    """Loss sum and samples of the epoch in progress (segments of a renewed epoch)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @staticmethod
+    def from_dict(data: dict[str, Any]) -> TrialState:
+        return TrialState(**data)
+
+    @property
+    def last(self) -> dict[str, Any]:
+        return self.history[-1] if self.history else {}
+
+
+@dataclass(frozen=True)
+class TrialFault:
+    """Inject ``fault`` into the first attempt of ``trial``'s segment of ``epoch``."""
+
+    trial: int
+    epoch: int
+    fault: Fault

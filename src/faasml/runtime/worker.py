@@ -1,0 +1,312 @@
+"""The worker function: one invocation trains one segment of an epoch for one worker.
+
+SMLT §4.1: a worker loads its data partition from the object store, iterates minibatches, runs
+the model's training step, synchronises the gradient through the scheme, and at the end of
+the segment worker 0 checkpoints (parameters, optimiser state, data position) and evaluates.
+Every worker of a segment runs the same number of rounds (the smallest partition's batch
+count; the last round takes the rest of each partition), so the barrier never waits for a
+worker that has no batch. The minibatch order depends only on (seed, worker, epoch), so a
+segment rerun from its checkpoint computes the same model bit for bit.
+
+Warm instances keep the store client, the model and the partition in memory (as a warm
+function keeps its globals), so only cold starts pay for loading them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from faasml.runtime import context
+from faasml.runtime.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from faasml.sync.schemes import SCHEME_CLASSES
+from faasml.sync.stores import Store, StoreStats, open_store
+from faasml.workloads import Model, create_model, create_optimizer
+from faasml.workloads._dataset import batch_order, dataset_from_bytes, num_batches
+from faasml.workloads.data import Dataset
+
+HEARTBEAT_S = 1.0
+"""A worker refreshes its heartbeat key at most this often."""
+
+
+@dataclass(frozen=True)
+class ModelRecipe:
+    """How a worker rebuilds the model and optimiser (the job's model and optimizer)."""
+
+    model: str
+    model_options: dict[str, Any]
+    input_shape: tuple[int, ...]
+    num_classes: int
+    optimizer: str
+    hyperparameters: dict[str, Any]
+    batch_size: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A fault to inject (tests and the fault benchmark): the worker's process is killed with
+    SIGKILL at ``round_id``, during computation or during synchronisation."""
+
+    worker_id: int
+    round_id: int
+    during: str = "compute"
+    """'compute' (before the gradient), 'sync' (inside the scheme's reduce) or 'hang'."""
+
+
+@dataclass(frozen=True)
+class WorkerTask:
+    """One worker's part of a segment: rounds [start, stop) of one epoch."""
+
+    recipe: ModelRecipe
+    object_url: str
+    """Object store: data partitions and checkpoints."""
+    sync_url: str
+    """Parameter store: gradients."""
+    scheme: str
+    namespace: str
+    """Key prefix of the trial (checkpoints, heartbeats, sync rounds)."""
+    data_prefix: str
+    """Partitions are under ``{data_prefix}/n{n}/part-{worker}``, the test set ``/test``."""
+    n: int
+    worker_id: int
+    epoch: int
+    start_batch: int
+    stop_batch: int | None
+    """None: to the end of the epoch."""
+    round_id: int
+    """Id of the first round of this segment."""
+    checkpoint: str | None
+    """Key of the checkpoint to start from; None starts from ``init_params(seed)``."""
+    checkpoint_out: str
+    """Key worker 0 writes the segment's final checkpoint to."""
+    sync_timeout_s: float = 60.0
+    fault: Fault | None = None
+    evaluate: bool = True
+    threads: int = 0
+    """torch threads (0: leave as the platform set them)."""
+
+
+@dataclass
+class SegmentReport:
+    """What a worker reports back (SMLT: loss, throughput, batch size)."""
+
+    worker_id: int
+    epoch: int
+    rounds: int
+    samples: int
+    loss_sum: float
+    """Sum of minibatch losses × minibatch sizes (the coordinator averages over workers)."""
+    load_s: float
+    compute_s: float
+    sync_s: float
+    elapsed_s: float
+    epoch_done: bool
+    batch_size: int
+    object_stats: dict[str, int] = field(default_factory=dict)
+    sync_stats: dict[str, int] = field(default_factory=dict)
+    val: dict[str, float] = field(default_factory=dict)
+    checkpoint: str | None = None
+    pid: int = 0
+    cold_load: bool = False
+    reported: dict[str, float] = field(default_factory=dict)
+    """Metrics the model's code recorded with ``faasml.report``."""
+
+    @property
+    def samples_per_s(self) -> float:
+        busy = self.compute_s + self.sync_s
+        return self.samples / busy if busy > 0 else 0.0
+
+
+# Warm state of this instance (a function's globals survive between warm invocations).
+_STORES: dict[str, Store] = {}
+_DATA: dict[str, Dataset] = {}
+_MODELS: dict[str, Model] = {}
+
+
+def _store(url: str) -> Store:
+    if url not in _STORES:
+        _STORES[url] = open_store(url)
+    return _STORES[url]
+
+
+def _dataset(store: Store, key: str) -> tuple[Dataset, bool]:
+    if key in _DATA:
+        return _DATA[key], False
+    value = store.get(key)
+    if value is None:
+        raise RuntimeError(f"no data partition under {key!r} in {store.url}")
+    if len(_DATA) > 8:
+        _DATA.clear()
+    _DATA[key] = dataset_from_bytes(value)
+    return _DATA[key], True
+
+
+def _model(recipe: ModelRecipe) -> Model:
+    key = repr((recipe.model, sorted(recipe.model_options.items()), recipe.input_shape))
+    if key not in _MODELS:
+        _MODELS[key] = create_model(
+            recipe.model, recipe.input_shape, recipe.num_classes, **dict(recipe.model_options)
+        )
+    return _MODELS[key]
+
+
+def rounds_per_epoch(samples: int, n: int, batch_size: int) -> int:
+    """Rounds of one epoch: the batches of the smallest partition (⌊samples / n⌋ samples)."""
+    return num_batches(max(1, samples // n), batch_size)
+
+
+class Heartbeat:
+    """Writes ``time round pid`` under a key every HEARTBEAT_S from a thread, so the
+    coordinator can tell a slow worker (still beating) from a silent one."""
+
+    def __init__(self, store: Store, key: str) -> None:
+        self.store, self.key = store, key
+        self.round_id = 0
+        self._stop = threading.Event()
+        self._beat()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _beat(self) -> None:
+        self.store.put(self.key, f"{time.time():.3f} {self.round_id} {os.getpid()}".encode())
+
+    def _run(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S):
+            self._beat()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _inject(fault: Fault | None, worker_id: int, round_id: int) -> None:
+    """Apply an injected fault: SIGKILL now ('compute'), SIGKILL 2 ms into the coming reduce
+    ('sync'), or SIGSTOP, a worker that hangs and falls silent ('hang')."""
+    if fault is None or fault.worker_id != worker_id or fault.round_id != round_id:
+        return
+    if fault.during == "sync":
+        _kill_self_later(0.002)
+    elif fault.during == "hang":
+        os.kill(os.getpid(), signal.SIGSTOP)
+    else:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _kill_self_later(delay_s: float) -> None:
+    timer = threading.Timer(delay_s, lambda: os.kill(os.getpid(), signal.SIGKILL))
+    timer.daemon = True
+    timer.start()
+
+
+def _stats(stats: StoreStats, before: StoreStats) -> dict[str, int]:
+    now = vars(stats)
+    return {key: int(now[key] - getattr(before, key)) for key in now}
+
+
+def run_segment(task: WorkerTask) -> SegmentReport:
+    """Train rounds [start_batch, stop_batch) of ``task.epoch`` as worker ``task.worker_id``."""
+    started = time.monotonic()
+    if task.threads:
+        try:
+            import torch
+
+            torch.set_num_threads(task.threads)
+        except ImportError:  # pragma: no cover - numpy models need no torch
+            pass
+    objects, sync_store = _store(task.object_url), _store(task.sync_url)
+    object_before, sync_before = objects.stats.copy(), sync_store.stats.copy()
+    recipe = task.recipe
+    data, cold_load = _dataset(objects, f"{task.data_prefix}/n{task.n}/part-{task.worker_id}")
+    model = _model(recipe)
+    optimizer = create_optimizer(recipe.optimizer, model.num_params, **recipe.hyperparameters)
+    if task.checkpoint is None:
+        params = model.init_params(recipe.seed)
+    else:
+        state = load_checkpoint(objects, task.checkpoint)
+        params = state.params
+        optimizer.load_bytes(state.optimizer)
+    scheme = SCHEME_CLASSES.get(task.scheme)(
+        sync_store, task.n, f"{task.namespace}/sync", timeout_s=task.sync_timeout_s
+    )
+    load_s = time.monotonic() - started
+
+    rounds = num_batches(_smallest_partition(task, len(data)), recipe.batch_size)
+    stop = rounds if task.stop_batch is None else min(task.stop_batch, rounds)
+    order = batch_order(len(data), seed=recipe.seed * 100_003 + task.worker_id, epoch=task.epoch)
+    compute_s = sync_s = 0.0
+    loss_sum, samples = 0.0, 0
+    round_id = task.round_id
+    context.open_context()
+    heartbeat = Heartbeat(objects, f"{task.namespace}/hb/w{task.worker_id}")
+    try:
+        for batch in range(task.start_batch, stop):
+            heartbeat.round_id = round_id
+            _inject(task.fault, task.worker_id, round_id)
+            first = batch * recipe.batch_size
+            last = len(data) if batch == rounds - 1 else first + recipe.batch_size
+            chosen = order[first:last]
+            t0 = time.monotonic()
+            loss, grad = model.loss_and_grad(params, data.features[chosen], data.labels[chosen])
+            t1 = time.monotonic()
+            mean = scheme.reduce(task.worker_id, round_id, np.asarray(grad, dtype=np.float32))
+            t2 = time.monotonic()
+            params = optimizer.step(params, mean)
+            compute_s += (t1 - t0) + (time.monotonic() - t2)
+            sync_s += t2 - t1
+            loss_sum += float(loss) * len(chosen)
+            samples += len(chosen)
+            round_id += 1
+    finally:
+        heartbeat.stop()
+    epoch_done = stop >= rounds
+    checkpoint_key: str | None = None
+    val: dict[str, float] = {}
+    if task.worker_id == 0:
+        next_epoch, next_batch = (task.epoch + 1, 0) if epoch_done else (task.epoch, stop)
+        save_checkpoint(
+            objects,
+            task.checkpoint_out,
+            Checkpoint(params, optimizer.to_bytes(), next_epoch, next_batch, round_id),
+        )
+        checkpoint_key = task.checkpoint_out
+        if epoch_done and task.evaluate:
+            test, _ = _dataset(objects, f"{task.data_prefix}/test")
+            if len(test):
+                scores = model.evaluate(params, test.features, test.labels)
+                val = {key: float(value) for key, value in scores.items()}
+    reported = context.close_context()
+    return SegmentReport(
+        worker_id=task.worker_id,
+        epoch=task.epoch,
+        rounds=stop - task.start_batch,
+        samples=samples,
+        loss_sum=loss_sum,
+        load_s=load_s,
+        compute_s=compute_s,
+        sync_s=sync_s,
+        elapsed_s=time.monotonic() - started,
+        epoch_done=epoch_done,
+        batch_size=recipe.batch_size,
+        object_stats=_stats(objects.stats, object_before),
+        sync_stats=_stats(sync_store.stats, sync_before),
+        val=val,
+        checkpoint=checkpoint_key,
+        pid=os.getpid(),
+        cold_load=cold_load,
+        reported=reported,
+    )
+
+
+def _smallest_partition(task: WorkerTask, own: int) -> int:
+    """Size of the smallest of the n partitions: every partition holds ⌊N/n⌋ or ⌈N/n⌉."""
+    meta = _store(task.object_url).get(f"{task.data_prefix}/n{task.n}/samples")
+    if meta is None:
+        return own
+    return int(meta.decode()) // task.n

@@ -1,0 +1,91 @@
+"""What the S3 and DynamoDB stores share: URL options, boto3 clients, error translation.
+
+URL options (query string): ``endpoint_url`` (any S3- or DynamoDB-compatible endpoint; AWS's
+own when absent), ``region`` (else the standard AWS configuration), ``create=true`` (create the
+bucket or table when it does not exist). Credentials come only from boto3's standard chain
+(environment, ``~/.aws`` files, instance roles) and never appear in URLs, messages or logs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from faasml._imports import optional_import
+from faasml.exceptions import ConfigError
+
+_OPTIONS = ("endpoint_url", "region", "create")
+
+
+@dataclass(frozen=True)
+class AwsTarget:
+    """A bucket or table, its key prefix, and where and how to reach it."""
+
+    name: str
+    prefix: str
+    endpoint_url: str | None
+    region: str | None
+    create: bool
+
+    @property
+    def endpoint(self) -> str:
+        return self.endpoint_url or f"AWS region {self.region or '(default)'}"
+
+
+def parse_url(url: str, scheme: str, what: str) -> AwsTarget:
+    parts = urlsplit(url)
+    if parts.scheme != scheme or not parts.netloc:
+        raise ConfigError(f"{what} URL {url!r} must look like {scheme}://name[/prefix][?options]")
+    if "@" in parts.netloc:
+        raise ConfigError(
+            f"a {what} URL must not carry credentials; use the standard AWS environment "
+            "variables or credential files"
+        )
+    query = parse_qs(parts.query)
+    unknown = sorted(set(query) - set(_OPTIONS))
+    if unknown:
+        raise ConfigError(
+            f"{what} URL option(s) {', '.join(unknown)} unknown; choose from {', '.join(_OPTIONS)}"
+        )
+    create = query.get("create", ["false"])[-1].lower()
+    if create not in ("true", "false", "1", "0"):
+        raise ConfigError(f"{what} URL option create={create!r} must be true or false")
+    prefix = parts.path.strip("/")
+    return AwsTarget(
+        name=parts.netloc,
+        prefix=f"{prefix}/" if prefix else "",
+        endpoint_url=query.get("endpoint_url", [None])[-1],
+        region=query.get("region", [None])[-1],
+        create=create in ("true", "1"),
+    )
+
+
+def client(service: str, target: AwsTarget) -> Any:
+    """A boto3 client with standard retries (backoff on throttling and transient errors)."""
+    boto3 = optional_import("boto3", "aws")
+    config = optional_import("botocore.config", "aws").Config(
+        retries={"max_attempts": 5, "mode": "standard"},
+        connect_timeout=5,
+        read_timeout=60,
+        max_pool_connections=16,
+    )
+    return boto3.session.Session().client(
+        service, endpoint_url=target.endpoint_url, region_name=target.region, config=config
+    )
+
+
+def connection_errors() -> tuple[type[BaseException], ...]:
+    """The botocore errors that mean the endpoint cannot be reached (after its retries)."""
+    exceptions = optional_import("botocore.exceptions", "aws")
+    return (
+        exceptions.EndpointConnectionError,
+        exceptions.ConnectionClosedError,
+        exceptions.ReadTimeoutError,
+        exceptions.ConnectTimeoutError,
+    )
+
+
+def error_code(err: BaseException) -> str:
+    response = getattr(err, "response", None) or {}
+    return str(response.get("Error", {}).get("Code", ""))

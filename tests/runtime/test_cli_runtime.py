@@ -1,0 +1,66 @@
+"""`faasml train`, `faasml profile` and `faasml resume` through the command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from faasml.cli.main import main
+from faasml.workload import load_workload
+
+JOB = {
+    "name": "tiny-train",
+    "model": {"name": "logistic-regression", "l2": 0.0001},
+    "dataset": {"synthetic": "higgs-like", "samples": 1200, "test_fraction": 0.2},
+    "optimizer": {"name": "sgd", "lr": 0.2, "momentum": 0.9},
+    "training": {"target_loss": 0.3, "max_epochs": 3},
+    "batch_size": 100,
+    "seed": 0,
+}
+
+
+def _job(folder: Path) -> Path:
+    path = folder / "job.yaml"
+    path.write_text(yaml.safe_dump(JOB))
+    return path
+
+
+def test_train_runs_to_its_epoch_limit_and_resume_refuses_a_finished_run(
+    tmp_path: Path, capsys: object
+) -> None:
+    run_dir = tmp_path / "run"
+    assert main(["train", str(_job(tmp_path)), "--deadline", "10m", "--run-dir", str(run_dir)]) == 0
+    record = json.loads((run_dir / "record.json").read_text())
+    assert record["status"] == "finished"
+    history = record["trials"][0]["history"]
+    assert [h["epoch"] for h in history] == [1, 2, 3]  # 0.3 is out of reach: max_epochs stops it
+    assert history[-1]["val_loss"] < history[0]["val_loss"] * 1.5
+    assert main(["resume", str(run_dir)]) == 2
+
+
+def test_profile_writes_a_profile_the_planners_read(tmp_path: Path) -> None:
+    out = tmp_path / "profile"
+    code = main(
+        [
+            "profile",
+            str(_job(tmp_path)),
+            "--out",
+            str(out),
+            "--memories",
+            "256,512",
+            "--counts",
+            "2",
+            "--rounds",
+            "3",
+        ]
+    )
+    assert code == 0
+    workload = load_workload(out / "workload.yaml")
+    assert workload.compute.kind == "table" and len(workload.compute.points) == 2
+    assert yaml.safe_load((out / "catalog.yaml").read_text())["platform"]["cold_start_s"] > 0
+
+
+def test_profile_refuses_bad_memories(tmp_path: Path) -> None:
+    assert main(["profile", str(_job(tmp_path)), "--memories", "big"]) == 2

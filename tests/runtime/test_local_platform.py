@@ -1,0 +1,57 @@
+"""What only the local platform does: CPU share by memory, the machine's capacity, prewarm."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from faasml.catalog import Catalog, load_catalog
+from faasml.runtime.platform import CapacityError, open_platform
+
+FN = "faasml.testing.functions"
+
+
+def _catalog(**platform_fields: float) -> Catalog:
+    catalog = load_catalog("local")
+    return dataclasses.replace(
+        catalog, platform=dataclasses.replace(catalog.platform, **platform_fields)
+    )
+
+
+@pytest.mark.parametrize("cpu", ["auto", "duty-cycle"])
+def test_cpu_share_follows_memory(cpu: str) -> None:
+    catalog = load_catalog("local")
+    memory = int(catalog.platform.mb_per_vcpu / 4)  # a quarter of a vCPU
+    with open_platform("local", catalog, cpu=cpu) as platform:
+        if platform.enforcement.cpu == "none":
+            pytest.skip("CPU share cannot be enforced here")
+        used = platform.invoke(f"{FN}:spin", 1.5, memory).result(timeout=60)
+    share = used["cpu_s"] / used["wall_s"]
+    assert share < 0.25 + 0.15, f"a quarter-vCPU function used {share:.2f} of a CPU"
+
+
+def test_capacity_of_the_machine_bounds_concurrency() -> None:
+    catalog = _catalog(capacity_vcpus=1.0)
+    memory = 1024  # 0.58 vCPU: one fits, two do not
+    with open_platform("local", catalog) as platform:
+        running = platform.invoke(f"{FN}:sleep", 2.0, memory)
+        with pytest.raises(CapacityError, match="capacity"):
+            platform.invoke(f"{FN}:sleep", 0.1, memory)
+        assert running.result(timeout=60) == 2.0
+        # once it is idle, its warm instance serves the next invocation
+        again = platform.invoke(f"{FN}:echo", 1, memory)
+        assert again.result(timeout=60) == 1
+        assert again.billed is not None and not again.billed.cold
+
+
+def test_prewarm_makes_the_next_invocations_warm() -> None:
+    with open_platform("local", load_catalog("local")) as platform:
+        assert platform.prewarm(320, 2) == 2
+        first = platform.invoke(f"{FN}:pid", None, 320)
+        second = platform.invoke(f"{FN}:pid", None, 320)
+        pids = {first.result(timeout=60), second.result(timeout=60)}
+        assert len(pids) == 2
+        assert platform.cold_starts == 2
+        bills = platform.take_standalone_bills()
+        assert len(bills) == 2 and all(b.cold and b.memory_mb == 320 for b in bills)

@@ -1,0 +1,99 @@
+"""`faasml tune` end to end; a killed coordinator is resumed with nothing lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from faasml.cli.main import main
+from faasml.config import load_job
+from faasml.runtime.session import TuneRun, resume_run
+from faasml.sim.curves import read_curve
+from faasml.types import Constraint
+
+JOB = {
+    "name": "tiny-tune",
+    "model": "logistic-regression",
+    "dataset": {"synthetic": "higgs-like", "samples": 1500, "test_fraction": 0.2},
+    "optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.5},
+    "search_space": {"optimizer.lr": {"loguniform": [0.01, 0.5]}},
+    "tuning": {"trials": 4, "reduction_factor": 2, "epochs_per_stage": 1, "stages": 2},
+    "batch_size": 100,
+    "seed": 1,
+    "catalog": "local",
+}
+
+
+def _job_file(folder: Path) -> Path:
+    path = folder / "job.yaml"
+    path.write_text(yaml.safe_dump(JOB))
+    return path
+
+
+def test_tune_command_writes_record_report_curves_and_plots(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    code = main(["tune", str(_job_file(tmp_path)), "--budget", "0.05", "--run-dir", str(run_dir)])
+    assert code == 0
+    record = json.loads((run_dir / "record.json").read_text())
+    assert record["status"] == "finished"
+    assert record["best"]["trial"] in range(4)
+    assert [t["status"] for t in record["trials"]].count("done") == 2  # 4 trials, η = 2
+    spent = sum(c["usd"] for c in record["charges"])
+    assert 0 < spent <= 0.05
+    assert "Plan against actual" in (run_dir / "report.md").read_text()
+    curve = read_curve(run_dir / "curves" / f"trial-{record['best']['trial']}.csv")
+    assert len(curve.points) == 2
+    assert (run_dir / "plots" / "loss.png").exists()
+
+
+def test_killed_coordinator_resumes_with_nothing_lost(tmp_path: Path) -> None:
+    job_file = _job_file(tmp_path)
+    clean = TuneRun(load_job(job_file), Constraint(budget_usd=0.05), tmp_path / "clean")
+    clean.plan()
+    expected = clean.execute()
+
+    run_dir = tmp_path / "killed"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "faasml.cli.main",
+            "tune",
+            str(job_file),
+            "--budget",
+            "0.05",
+            "--run-dir",
+            str(run_dir),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    record = run_dir / "record.json"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if record.exists():
+            state = json.loads(record.read_text())
+            if sum(t["epochs_done"] for t in state["trials"]) >= 2:
+                break
+        time.sleep(0.05)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert json.loads(record.read_text())["status"] == "running"
+
+    resumed = resume_run(run_dir).execute()
+    assert resumed["status"] == "finished"
+    for trial, clean_trial in zip(resumed["trials"], expected["trials"], strict=True):
+        assert trial["status"] == clean_trial["status"]
+        assert [h["epoch"] for h in trial["history"]] == [
+            h["epoch"] for h in clean_trial["history"]
+        ]
+        for got, want in zip(trial["history"], clean_trial["history"], strict=True):
+            assert abs(got["val_loss"] - want["val_loss"]) < 1e-6
+    assert resumed["best"]["trial"] == expected["best"]["trial"]

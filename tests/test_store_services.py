@@ -1,0 +1,121 @@
+"""The service-backed stores pass the conformance suite against real servers on loopback."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from faasml.exceptions import ConfigError, StoreUnavailableError
+from faasml.sync.stores import open_store
+from faasml.testing.servers import LocalServer, MemcachedServer, MotoServer, RedisServer
+from faasml.testing.store_conformance import StoreConformance
+
+pytestmark = pytest.mark.service
+
+
+def _started(server: LocalServer) -> Iterator[LocalServer]:
+    if not server.available():
+        pytest.skip(f"'{server.program}' is not installed ({server.package_hint})")
+    with server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def redis_server() -> Iterator[LocalServer]:
+    yield from _started(RedisServer())
+
+
+@pytest.fixture(scope="module")
+def memcached_server() -> Iterator[LocalServer]:
+    yield from _started(MemcachedServer())
+
+
+@pytest.fixture(scope="module")
+def small_item_memcached() -> Iterator[LocalServer]:
+    yield from _started(MemcachedServer(item_size_mb=1, memory_mb=256))
+
+
+@pytest.fixture(scope="module")
+def moto_server() -> Iterator[MotoServer]:
+    server = MotoServer()
+    if not server.available():
+        pytest.skip("moto is not installed (pip install 'moto[server]')")
+    with server:
+        yield server
+
+
+class TestRedisStore(StoreConformance):
+    @pytest.fixture
+    def store_url(self, redis_server: LocalServer) -> str:
+        return redis_server.url
+
+
+class TestMemcachedStore(StoreConformance):
+    @pytest.fixture
+    def store_url(self, memcached_server: LocalServer) -> str:
+        return memcached_server.url
+
+
+class TestMemcachedChunkedStore(StoreConformance):
+    """A default-sized (-I 1m) server: values above it go in chunks."""
+
+    @pytest.fixture
+    def store_url(self, small_item_memcached: LocalServer) -> str:
+        return small_item_memcached.url
+
+
+class TestS3Store(StoreConformance):
+    @pytest.fixture
+    def store_url(self, moto_server: MotoServer) -> str:
+        return moto_server.s3_url("faasml-conformance")
+
+
+class TestDynamoDBStore(StoreConformance):
+    @pytest.fixture
+    def store_url(self, moto_server: MotoServer) -> str:
+        return moto_server.dynamodb_url("faasml-conformance")
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["redis://127.0.0.1:{port}/0", "memcached://127.0.0.1:{port}"],
+)
+def test_unreachable_server_names_the_endpoint(url: str) -> None:
+    from faasml.testing.servers import free_port
+
+    port = free_port()
+    with pytest.raises(StoreUnavailableError, match=f"127.0.0.1:{port}"):
+        store = open_store(url.format(port=port))
+        store.get("k")
+
+
+def test_unreachable_s3_and_dynamodb_name_the_endpoint(moto_server: MotoServer) -> None:
+    from faasml.testing.servers import free_port
+
+    endpoint = f"http://127.0.0.1:{free_port()}"
+    for url in (f"s3://b?endpoint_url={endpoint}", f"dynamodb://t?endpoint_url={endpoint}"):
+        with pytest.raises(StoreUnavailableError, match=endpoint):
+            open_store(url).get("k")
+
+
+def test_credentials_never_in_urls() -> None:
+    with pytest.raises(ConfigError, match="REDISCLI_AUTH"):
+        open_store("redis://user:secret@127.0.0.1:6379/0")
+
+
+def test_missing_bucket_or_table_says_which(moto_server: MotoServer) -> None:
+    name = f"absent-{uuid.uuid4().hex[:8]}"
+    with pytest.raises(ConfigError, match=name):
+        open_store(f"s3://{name}?endpoint_url={moto_server.url}&region=us-east-1").get("k")
+    with pytest.raises(ConfigError, match=name):
+        open_store(f"dynamodb://{name}?endpoint_url={moto_server.url}&region=us-east-1").get("k")
+
+
+def test_schemes_run_over_redis(redis_server: LocalServer) -> None:
+    from faasml.sync.harness import digest, expected_mean, run_reduce
+
+    run = run_reduce(redis_server.url, "scatter-reduce", 3, 1001, rounds=2, seed=3)
+    assert run.errors() == {}
+    assert {o.digests[1] for o in run.outcomes} == {digest(expected_mean(3, 3, 1, 1001))}
