@@ -41,6 +41,9 @@ class CoordinatorOptions:
     """Restarts of one segment before its trial is marked failed."""
     silent_after_s: float = 30.0
     """A worker whose heartbeat is older than this (while its segment runs) is restarted."""
+    start_allowance_s: float = 30.0
+    """Extra time a worker has for its first heartbeat: a cold start (a process importing
+    numpy or torch on a loaded machine) is slow, not silent."""
     sync_timeout_s: float = 30.0
     max_rounds_per_invocation: int | None = None
     """Renew functions after this many rounds (None: from the duration limit)."""
@@ -471,10 +474,14 @@ class Coordinator:
             if time.monotonic() - segment.started < bound:
                 continue
             prefix = f"{self.namespace}/t{segment.trial.trial_id}/{segment.token}/hb/"
+            age = time.monotonic() - segment.started
             for worker in range(segment.allocation.n):
                 value = self.objects.get(f"{prefix}w{worker}")
-                beat = float(value.split()[0]) if value else 0.0
-                if time.time() - beat > bound:
+                if value is None:
+                    silent = age > bound + self.options.start_allowance_s
+                else:
+                    silent = time.time() - float(value.split()[0]) > bound
+                if silent:
                     running.remove(segment)
                     self._fail(segment, f"worker {worker} silent for over {bound:g} s")
                     break
