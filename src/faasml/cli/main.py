@@ -12,7 +12,7 @@ from rich.console import Console
 from faasml import __version__
 from faasml.exceptions import FaasmlError
 
-COMMAND_MODULES = ("faasml.cli.plan",)
+COMMAND_MODULES = ("faasml.cli.plan", "faasml.cli.cluster")
 """Each module has ``register(subparsers)``, which adds its parser and sets ``func``."""
 
 EXIT_USAGE = 2

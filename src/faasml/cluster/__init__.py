@@ -10,6 +10,7 @@ from faasml.cluster.goodput import AppModel, CommModel, TopologyCommModel, effic
 from faasml.cluster.metrics import JobRecord, SimResult, summarize
 from faasml.cluster.policies import POLICIES, ClusterPolicy, make_policy
 from faasml.cluster.records import (
+    TABLE2_RESTART_S,
     Cluster,
     ClusterAllocation,
     Decision,
@@ -20,7 +21,7 @@ from faasml.cluster.records import (
     SchedulePlan,
     Server,
 )
-from faasml.cluster.simulator import TABLE2_RESTART_S, SimConfig, Simulator, simulate
+from faasml.cluster.simulator import SimConfig, Simulator, simulate
 from faasml.cluster.traces import (
     default_traces_dir,
     load_application,

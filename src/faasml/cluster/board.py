@@ -33,8 +33,9 @@ class Board:
         self.capacity = np.array(cluster.capacity(), dtype=np.int64)
         self.load = np.zeros((len(self.capacity), self.rounds), dtype=np.int64)
 
-    def occupy(self, placement: Placement, start: int, end: int) -> None:
-        """Mark ``placement`` as held from absolute round ``start`` to ``end`` (exclusive)."""
+    def occupy(self, placement: Placement, start: int, end: int, sign: int = 1) -> None:
+        """Mark ``placement`` as held from absolute round ``start`` to ``end`` (exclusive);
+        ``sign=-1`` releases it again."""
         a = max(start - self.origin, 0)
         b = min(end - self.origin, self.rounds) if end < 2**62 else self.rounds
         if end - self.origin > self.rounds:
@@ -42,7 +43,7 @@ class Board:
         if a >= b or not placement:
             return
         for sid, count in Counter(placement).items():
-            self.load[sid, a:b] += count
+            self.load[sid, a:b] += sign * count
 
     def add_plan(self, plan: SchedulePlan) -> None:
         for seg in plan.segments:

@@ -256,9 +256,7 @@ class AppModel:
         eff = efficiency(sqr, var, batch, self.init_batch)
         return np.asarray(eff * (batch / self.init_batch) / iteration, dtype=np.float64)
 
-    def choose(
-        self, layout: Layout, progress: float, job: Job, *, adaptive: bool
-    ) -> BatchChoice:
+    def choose(self, layout: Layout, progress: float, job: Job, *, adaptive: bool) -> BatchChoice:
         """Best batch configuration on ``layout`` (adaptive: batch size co-adapted to the
         largest goodput, FaPES §4.2 / Pollux §3.2; else the job's fixed batch)."""
         if layout.gpus <= 0:

@@ -70,8 +70,8 @@ def summarize(result: SimResult) -> dict[str, float]:
         "jobs": float(len(result.jobs)),
         "completed": float(len(jcts)),
         "avg_jct_s": float(np.mean(jcts)) if jcts else math.nan,
-        "p95_jct_s": _percentile(jcts, 95),  # type: ignore[arg-type]
-        "max_jct_s": max(jcts) if jcts else math.nan,  # type: ignore[type-var]
+        "p95_jct_s": _percentile(jcts, 95),
+        "max_jct_s": max(jcts) if jcts else math.nan,
         "avg_queue_s": float(np.mean([j.queued_s for j in result.jobs])),
         "p95_queue_s": _percentile([j.queued_s for j in result.jobs], 95),
         "avg_goodput": float(np.mean([j.goodput for j in result.jobs])),

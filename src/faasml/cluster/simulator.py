@@ -11,6 +11,7 @@ that stands for model error).
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -22,6 +23,7 @@ from faasml.cluster.goodput import AppModel
 from faasml.cluster.metrics import JobRecord, SimResult
 from faasml.cluster.policies import ClusterPolicy
 from faasml.cluster.records import (
+    TABLE2_RESTART_S,
     Cluster,
     Job,
     JobView,
@@ -31,9 +33,6 @@ from faasml.cluster.records import (
 )
 from faasml.exceptions import ConfigError
 from faasml.sim import EventLoop
-
-TABLE2_RESTART_S = (1580 + 402 + 140 + 3558) / 1000.0
-"""FaPES Table 2: checkpoint 1580 ms + upload 402 ms + download 140 ms + container 3558 ms."""
 
 
 @dataclass(frozen=True)
@@ -141,7 +140,7 @@ class Simulator:
             pending_arrivals[0] -= 1
 
         for job in self.jobs:
-            loop.at(job.arrival_s, lambda s=states[job.name]: arrive(s), priority=0)
+            loop.at(job.arrival_s, functools.partial(arrive, states[job.name]), priority=0)
 
         def round_() -> None:
             now = loop.now

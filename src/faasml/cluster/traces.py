@@ -82,7 +82,9 @@ def _number(row: dict[str, str], column: str, where: str, integer: bool) -> floa
     try:
         value = float(text)
     except ValueError:
-        raise ConfigError(f"{where}: the value of {column} is {text!r}, but must be a number") from None
+        raise ConfigError(
+            f"{where}: the value of {column} is {text!r}, but must be a number"
+        ) from None
     if integer and value != int(value):
         raise ConfigError(f"{where}: the value of {column} is {text!r}, but must be an integer")
     return value

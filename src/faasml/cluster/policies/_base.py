@@ -60,7 +60,9 @@ class ClusterPolicy(ABC):
         return max(min(view.job.gpus, view.max_gpus, cluster.total_gpus), 1)
 
 
-def best_step(curve: FloatArray, n: int, value: Callable[[float], float], span: int) -> tuple[float, int]:
+def best_step(
+    curve: FloatArray, n: int, value: Callable[[float], float], span: int
+) -> tuple[float, int]:
     """Largest gain per GPU over the next 1..span GPUs (looking past dips at server edges)."""
     top = len(curve) - 1
     if n >= top:
@@ -90,7 +92,7 @@ def greedy_grow(
         if k and gain > 0:
             heapq.heappush(heap, (-gain, name, k))
     while free > 0 and heap:
-        neg, name, k = heapq.heappop(heap)
+        _, name, k = heapq.heappop(heap)
         if k > free:
             gain, k = best_step(curves[name], counts[name], value[name], free)
             if k and gain > 0:
@@ -138,11 +140,11 @@ def place(
             todo.append(name)
     switch = np.array([s.switch for s in cluster.servers])
     for name in sorted(todo, key=lambda n: -counts[n]):
-        out[name] = _pack(counts[name], free, switch)
+        out[name] = pack(counts[name], free, switch)
     return out
 
 
-def _pack(n: int, free: npt.NDArray[np.int64], switch: npt.NDArray[np.int64]) -> Placement:
+def pack(n: int, free: npt.NDArray[np.int64], switch: npt.NDArray[np.int64]) -> Placement:
     """Take ``n`` free GPUs: one server if any fits them (best fit), else whole servers of
     the switch with the most free GPUs first."""
     fits = np.flatnonzero(free >= n)

@@ -49,7 +49,9 @@ class ElasticFlowPolicy(ClusterPolicy):
         def share(view: JobView) -> int | None:
             if view.job.deadline_s is None:
                 return None
-            return minimum_share(curves[view.name], view.remaining, view.job.deadline_s - now - margin)
+            return minimum_share(
+                curves[view.name], view.remaining, view.job.deadline_s - now - margin
+            )
 
         counts: dict[str, int] = {}
         used = 0

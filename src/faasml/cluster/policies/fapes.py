@@ -1,21 +1,21 @@
 """FaPES-Scheduler for training jobs (Zhao et al., SoCC 2024, §5): filter, prioritise, plan.
 
-1. Filtering (§5.1): running jobs that will not finish within the next round are candidates
-   for rescheduling, in increasing order of their performance achievement (goodput now over
-   the best goodput the model allows); candidates are recycled one by one while sharing the
-   recycled and free GPUs evenly over the cohort (queued jobs plus recycled ones) raises the
-   cohort's average achievement.
-2. Prioritising (§5.2): rescheduled jobs that have waited ``popup_rounds`` rounds pop up to
-   the top; then queued jobs by waiting time; then recycled jobs by achievement, best first.
-3. Planning (§5.3): in priority order each job gets the schedule plan that minimises its
-   completion time plus the price of the GPU-rounds it uses, against the board's prices
-   ``H (U/H)^(load/capacity)``, by dynamic programming over the work done in each future
-   slot (eq. 6 and the DP that follows it); GPUs are taken from the cheapest servers, a
-   running job's earlier servers first. Each plan goes on the board before the next job.
+1. Filtering (§5.1): running jobs that will not finish within the next round are candidates,
+   ranked by performance achievement; they are recycled one by one while sharing the free
+   and recycled GPUs evenly over the cohort (queued jobs plus recycled ones) still raises
+   the cohort's average achievement (goodput over the best goodput the model allows) by
+   ``min_gain``. Candidates are ranked by goodput per GPU relative to the job's best, so
+   jobs that use their GPUs least efficiently are recycled first (``rank="per_gpu"``; the
+   paper's plain achievement is ``rank="achievement"``).
+2. Prioritising (§5.2): rescheduled jobs that waited ``popup_rounds`` rounds pop up first;
+   then queued jobs by waiting time (ties: least remaining time first); then recycled jobs,
+   higher achievement first.
+3. Planning (§5.3): each job in turn gets the plan of least completion time plus price
+   (:func:`faasml.cluster.planning.plan_schedule`) against the board, which it then joins.
 
-Compensation for estimation error (end of §5.3): a job that outlives its plan keeps its GPUs
-and its occupation stays on the board; a job that finishes early leaves the board at once
-(it is no longer active). Jobs co-adapt batch size and GPUs (goodput model, §4.2).
+Compensation for estimation error (end of §5.3): a job that outlives its plan keeps its last
+placement; one that finishes early leaves the board at once. Rescheduling never preempts a
+running job: it holds one of its GPUs until its turn. Jobs co-adapt batch size and GPUs.
 """
 
 from __future__ import annotations
@@ -27,8 +27,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from faasml.cluster.board import Board
-from faasml.cluster.policies._base import ClusterPolicy, FloatArray, _pack
+from faasml.cluster.planning import FOREVER, Pricing, plan_schedule
+from faasml.cluster.policies._base import ClusterPolicy, FloatArray, pack
 from faasml.cluster.records import (
+    TABLE2_RESTART_S,
     Cluster,
     ClusterAllocation,
     Decision,
@@ -50,11 +52,14 @@ class FapesPolicy(ClusterPolicy):
         self,
         round_s: float = 60.0,
         *,
-        slots: int = 24,
-        chunks: int = 48,
+        slots: int = 12,
+        chunks: int = 32,
         popup_rounds: int = 3,
         board_rounds: int = 480,
-        price_ratio_cap: float = 64.0,
+        price_ratio_cap: float = 4.0,
+        min_gain: float = 0.1,
+        rank: str = "per_gpu",
+        restart_s: float = TABLE2_RESTART_S,
     ) -> None:
         super().__init__(round_s)
         for label, value, least in (
@@ -69,13 +74,19 @@ class FapesPolicy(ClusterPolicy):
             raise ConfigError(
                 f"the value of price_ratio_cap is {price_ratio_cap}, but must be >= 1"
             )
+        if min_gain < 0:
+            raise ConfigError(f"the value of min_gain is {min_gain}, but must be >= 0")
+        if rank not in ("per_gpu", "achievement"):
+            raise ConfigError(f"the value of rank is {rank!r}, but must be per_gpu or achievement")
         self.slots = slots
         self.chunks = chunks
         self.popup_rounds = popup_rounds
         self.board_rounds = board_rounds
         self.price_ratio_cap = price_ratio_cap
+        self.min_gain = min_gain
+        self.rank = rank
+        self.restart_s = restart_s
 
-    # -- the round ------------------------------------------------------------------------
     def allocate(
         self,
         jobs: Sequence[JobView],
@@ -83,52 +94,57 @@ class FapesPolicy(ClusterPolicy):
         current: ClusterAllocation,
         now: float,
     ) -> Decision:
-        r0 = int(round(now / self.round_s))
+        r0 = round(now / self.round_s)
         curves = {v.name: self.curve(v, cluster) for v in jobs}
-        best = {n: float(c.max()) for n, c in curves.items()}
-
-        def achievement(view: JobView, gpus: int) -> float:
-            top = best[view.name]
-            curve = curves[view.name]
-            return float(curve[min(gpus, len(curve) - 1)]) / top if top > 0 else 0.0
-
         running = [v for v in jobs if current.get(v.name)]
         queued = [v for v in jobs if not current.get(v.name)]
-        cohort_running = self._filter(running, queued, cluster, current, curves, achievement)
-        cohort = set(v.name for v in queued) | set(v.name for v in cohort_running)
+        recycled = self._filter(running, queued, cluster, current, curves)
+        cohort = {v.name for v in queued} | {v.name for v in recycled}
 
         board = Board(cluster, r0, self.board_rounds)
         for view in running:
-            if view.name in cohort:
-                continue
-            plan = view.plan
-            if plan is None or plan.end <= r0 + 1:
-                # Outlived its plan (or never had one): keep its GPUs, stay on the board.
-                board.occupy(current[view.name], r0, r0 + 2)
-            else:
-                board.add_plan(plan)
+            if view.name not in cohort:
+                if view.plan is None or view.plan.end <= r0 + 1:
+                    board.occupy(current[view.name], r0, r0 + 2)  # outlived its plan
+                else:
+                    board.add_plan(view.plan)
+        held = {v.name: current[v.name][:1] for v in recycled}
+        for placement in held.values():
+            board.occupy(placement, r0, r0 + 1)
 
-        order = self._prioritise(queued, cohort_running, achievement, current)
+        order = self._prioritise(queued, recycled, current, curves)
+        pricing = self._pricing(jobs, curves, cluster)
         plans: dict[str, SchedulePlan] = {}
-        bounds = self._bounds(jobs, curves)
         for view in order:
-            plan = self._plan(view, curves[view.name], board, r0, current.get(view.name, ()), bounds)
+            if view.name in held:
+                board.occupy(held[view.name], r0, r0 + 1, sign=-1)
+            plan = plan_schedule(
+                curves[view.name],
+                view.remaining,
+                board,
+                current.get(view.name, ()),
+                pricing,
+                round_s=self.round_s,
+                restart_s=self.restart_s,
+                slots=self.slots,
+                chunks=self.chunks,
+            )
+            if plan is None and view.name in held:
+                plan = SchedulePlan((Segment(r0, r0 + FOREVER, held[view.name]),), 0.0)
             if plan is not None:
                 plans[view.name] = plan
                 board.add_plan(plan)
 
         wanted: dict[str, Placement] = {}
         for view in running:
-            if view.name in cohort:
-                continue
-            plan = view.plan
-            at = plan.placement_at(r0) if plan is not None else None
-            wanted[view.name] = current[view.name] if at is None else at
+            if view.name not in cohort:
+                at = view.plan.placement_at(r0) if view.plan is not None else None
+                wanted[view.name] = current[view.name] if at is None else at
         for name, plan in plans.items():
             at = plan.placement_at(r0)
             if at:
                 wanted[name] = at
-        return Decision(_repair(wanted, cluster, order, jobs), plans)
+        return Decision(_repair(wanted, cluster, [v.name for v in order]), plans)
 
     # -- §5.1 filtering -------------------------------------------------------------------
     def _filter(
@@ -138,231 +154,117 @@ class FapesPolicy(ClusterPolicy):
         cluster: Cluster,
         current: ClusterAllocation,
         curves: dict[str, FloatArray],
-        achievement: object,
     ) -> list[JobView]:
-        ach = achievement  # callable(view, gpus) -> float
         free = cluster.total_gpus - sum(len(current[v.name]) for v in running)
+        if not queued and free <= 0:
+            return []  # no queued job and no idle GPU: nothing to gain
+
+        def busy(view: JobView) -> int:
+            return len(current[view.name])
 
         def finishing(view: JobView) -> bool:
-            rate = float(curves[view.name][min(len(current[view.name]), len(curves[view.name]) - 1)])
+            rate = _at(curves[view.name], busy(view))
             return rate > 0 and view.remaining / rate <= self.round_s
 
+        rank = _per_gpu if self.rank == "per_gpu" else _achievement
         candidates = sorted(
             (v for v in running if not finishing(v)),
-            key=lambda v: (ach(v, len(current[v.name])), v.name),  # type: ignore[operator]
+            key=lambda v: (rank(curves[v.name], busy(v)), v.name),
         )
-        best_gain, best_k = -math.inf, 0
-        for k in range(len(candidates) + 1):
+        chosen = 0
+        for k in range(1, len(candidates) + 1):
             cohort = queued + candidates[:k]
-            if not cohort:
-                continue
-            pool = free + sum(len(current[v.name]) for v in candidates[:k])
-            share = pool // len(cohort)
-            before = sum(
-                ach(v, len(current.get(v.name, ()))) for v in cohort  # type: ignore[operator]
-            ) / len(cohort)
-            after = sum(ach(v, share) for v in cohort) / len(cohort)  # type: ignore[operator]
-            gain = after - before
-            if gain > best_gain + 1e-12:
-                best_gain, best_k = gain, k
-            elif k > best_k:
+            share = (free + sum(busy(v) for v in candidates[:k])) // len(cohort)
+            before = sum(_achievement(curves[v.name], len(current.get(v.name, ()))) for v in cohort)
+            after = sum(_achievement(curves[v.name], share) for v in cohort)
+            if after <= before * (1.0 + self.min_gain) + 1e-9:
                 break
-        return candidates[:best_k] if best_gain > 0 else []
+            chosen = k
+        return candidates[:chosen]
 
     # -- §5.2 prioritising ----------------------------------------------------------------
     def _prioritise(
         self,
         queued: list[JobView],
         recycled: list[JobView],
-        achievement: object,
         current: ClusterAllocation,
+        curves: dict[str, FloatArray],
     ) -> list[JobView]:
-        ach = achievement
+        def length(view: JobView) -> float:
+            top = float(curves[view.name].max())
+            return view.remaining / top if top > 0 else math.inf
+
         popped = [v for v in queued if v.started and v.waiting_rounds >= self.popup_rounds]
         popped.sort(key=lambda v: (-v.waiting_rounds, v.job.arrival_s, v.name))
         fresh = [v for v in queued if v not in popped]
-        fresh.sort(key=lambda v: (-v.waiting_rounds, v.job.arrival_s, v.name))
+        fresh.sort(key=lambda v: (-v.waiting_rounds, length(v), v.job.arrival_s, v.name))
         rest = sorted(
             recycled,
-            key=lambda v: (-ach(v, len(current[v.name])), v.name),  # type: ignore[operator]
+            key=lambda v: (-_achievement(curves[v.name], len(current[v.name])), v.name),
         )
         return popped + fresh + rest
 
-    # -- §5.3 planning --------------------------------------------------------------------
-    def _bounds(self, jobs: Sequence[JobView], curves: dict[str, FloatArray]) -> tuple[float, float]:
-        """H and U: the least and largest completion time over the jobs, with all GPUs a job
-        can use and with one GPU (FaPES §5.3, "bound values")."""
+    # -- §5.3 prices ----------------------------------------------------------------------
+    def _pricing(
+        self, jobs: Sequence[JobView], curves: dict[str, FloatArray], cluster: Cluster
+    ) -> Pricing:
+        """Board prices ``H (U/H)^(load/capacity)``: U/H is the ratio of the largest
+        completion time (one GPU) to the least (all the GPUs a job can use) over the active
+        jobs, capped at ``price_ratio_cap``. The paper leaves the unit implicit; an idle
+        GPU-round here costs the delay it imposes on the other active jobs, t̂ × (jobs − 1)
+        / GPUs seconds, so prices and completion times add up."""
         low, high = math.inf, 0.0
         for v in jobs:
             curve = curves[v.name]
-            if len(curve) < 2 or curve[1] <= 0:
-                continue
-            low = min(low, v.remaining / float(curve.max()))
-            high = max(high, v.remaining / float(curve[1]))
-        if not math.isfinite(low) or high <= 0:
-            return 1.0, 1.0
-        return max(low, 1e-9), max(high, low)
-
-    def _plan(
-        self,
-        view: JobView,
-        curve: FloatArray,
-        board: Board,
-        r0: int,
-        current: Placement,
-        bounds: tuple[float, float],
-    ) -> SchedulePlan | None:
-        """The schedule plan of least completion time plus resource price (FaPES eq. 6)."""
-        work = view.remaining
-        top = len(curve) - 1
-        if top < 1 or work <= 0 or curve[top] <= 0:
-            return None
-        good = np.maximum.accumulate(curve)
-        # Slot length: enough slots to finish at the middle of the job's time range.
-        fast = work / float(good[top])
-        slow = work / float(good[1]) if good[1] > 0 else fast
-        est = math.sqrt(fast * slow)
-        m = max(1, math.ceil(2.0 * est / (self.slots * self.round_s)))
-        low_b, high_b = bounds
-        ratio = min(max(high_b / low_b, 1.0), self.price_ratio_cap)
-        # Price per GPU-round in seconds of completion time: a full server costs a round.
-        unit_high = self.round_s
-        unit_low = unit_high / ratio
-        K = self.chunks
-        q = work / K
-        T = self.slots
-        cost = np.full((T, K + 1), np.inf)
-        need = np.zeros((T, K + 1), dtype=np.int64)
-        slot_servers: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        cur_n = len(current)
-        for t in range(T):
-            free = board.free_in(t * m, (t + 1) * m)
-            price = board.price(free, unit_low, unit_high) * m
-            order = np.lexsort((-free, price))
-            slot_servers.append((order, free, price))
-            per_gpu = np.repeat(price[order], free[order])[:top]
-            avail = len(per_gpu)
-            cum = np.concatenate([[0.0], np.cumsum(per_gpu)])
-            seconds = m * self.round_s
-            w = good * seconds
-            if t == 0:
-                w = w.copy()
-                w[np.arange(len(w)) != cur_n] = good[np.arange(len(w)) != cur_n] * max(
-                    seconds - self._restart_guess(), 0.0
-                )
-                w = np.maximum.accumulate(w)
-            targets = np.arange(K + 1) * q
-            n = np.searchsorted(w, targets - 1e-9 * q)
-            ok = n <= avail
-            n = np.minimum(n, top)
-            need[t] = n
-            cost[t] = np.where(ok, cum[np.minimum(n, avail)], np.inf)
-            cost[t, 0] = 0.0
-        # DP over slots: f[t][k] = least price to do k chunks by the end of slot t.
-        f = cost[0].copy()
-        back = np.zeros((T, K + 1), dtype=np.int64)
-        back[0] = np.arange(K + 1)
-        idx = np.arange(K + 1)
-        diff = idx[:, None] - idx[None, :]  # k - j
-        valid = diff >= 0
-        best_obj, best_t = math.inf, -1
-        for t in range(T):
-            if t > 0:
-                prev = np.where(valid, f[np.clip(diff, 0, K)], np.inf)
-                total = prev + cost[t][None, :]
-                j = np.argmin(total, axis=1)
-                f = total[idx, j]
-                back[t] = j
-            if np.isfinite(f[K]):
-                obj = (t + 1) * m * self.round_s + f[K]
-                if obj < best_obj - 1e-9:
-                    best_obj, best_t = obj, t
-        if best_t < 0:
-            return None
-        # Reconstruct chunks per slot, then GPUs per slot, then placements.
-        chunks_per_slot = np.zeros(best_t + 1, dtype=np.int64)
-        k = K
-        for t in range(best_t, -1, -1):
-            j = int(back[t][k]) if t > 0 else k
-            chunks_per_slot[t] = j
-            k -= j
-        segments: list[Segment] = []
-        prev: Placement = current
-        planned_goodput = 0.0
-        for t in range(best_t + 1):
-            n = int(need[t][chunks_per_slot[t]]) if chunks_per_slot[t] > 0 else 0
-            order, free, price = slot_servers[t]
-            placement = _choose_servers(n, prev, order, free.copy(), price)
-            start, end = r0 + t * m, r0 + (t + 1) * m
-            if t == best_t:
-                end = r0 + 10**9  # compensation: keep the last placement until it finishes
-            if segments and segments[-1].placement == placement:
-                segments[-1] = Segment(segments[-1].start, end, placement)
-            else:
-                segments.append(Segment(start, end, placement))
-            planned_goodput += float(good[n]) if n else 0.0
-            prev = placement
-        top_good = float(good[top])
-        ach = planned_goodput / ((best_t + 1) * top_good) if top_good > 0 else 0.0
-        return SchedulePlan(tuple(segments), ach)
-
-    def _restart_guess(self) -> float:
-        from faasml.cluster.simulator import TABLE2_RESTART_S
-
-        return TABLE2_RESTART_S
+            if len(curve) > 1 and curve[1] > 0:
+                low = min(low, v.remaining / float(curve.max()))
+                high = max(high, v.remaining / float(curve[1]))
+        ratio = high / low if math.isfinite(low) and low > 0 else 1.0
+        ratio = min(max(ratio, 1.0), self.price_ratio_cap)
+        idle = self.round_s * max(len(jobs) - 1, 1) / cluster.total_gpus
+        return Pricing(idle, idle * ratio)
 
 
-def _choose_servers(
-    n: int, prev: Placement, order: np.ndarray, free: np.ndarray, price: np.ndarray
-) -> Placement:
-    """``n`` GPUs: keep the previous servers (dropping the dearest first when scaling down),
-    then add the cheapest (FaPES §5.3, Fig. 9)."""
-    if n <= 0:
-        return ()
-    keep: list[int] = []
-    held = Counter(prev)
-    for sid in sorted(held, key=lambda s: (price[s], -held[s], s)):
-        take = int(min(held[sid], free[sid], n - len(keep)))
-        if take > 0:
-            keep.extend([sid] * take)
-            free[sid] -= take
-        if len(keep) == n:
-            break
-    for sid in order:
-        if len(keep) == n:
-            break
-        take = int(min(free[sid], n - len(keep)))
-        if take > 0:
-            keep.extend([int(sid)] * take)
-            free[sid] -= take
-    return tuple(sorted(keep))
+def _at(curve: FloatArray, gpus: int) -> float:
+    return float(curve[min(gpus, len(curve) - 1)])
+
+
+def _achievement(curve: FloatArray, gpus: int) -> float:
+    """Goodput on ``gpus`` over the best goodput the model allows (FaPES §5.1)."""
+    top = float(curve.max())
+    return _at(curve, gpus) / top if top > 0 else 0.0
+
+
+def _per_gpu(curve: FloatArray, gpus: int) -> float:
+    """Goodput per GPU on ``gpus`` over the best goodput per GPU."""
+    if gpus <= 0 or len(curve) < 2:
+        return 0.0
+    per = curve[1:] / np.arange(1, len(curve))
+    top = float(per.max())
+    return _at(curve, gpus) / gpus / top if top > 0 else 0.0
 
 
 def _repair(
-    wanted: dict[str, Placement],
-    cluster: Cluster,
-    order: Sequence[JobView],
-    jobs: Sequence[JobView],
+    wanted: dict[str, Placement], cluster: Cluster, priority: list[str]
 ) -> dict[str, Placement]:
-    """Resolve conflicts between stale plans: jobs keep their wanted servers in priority
-    order where they are free; the rest are re-packed on free GPUs (or wait)."""
-    rank = {v.name: i for i, v in enumerate(order)}
+    """Resolve conflicts between plans made at different rounds: jobs outside the cohort,
+    then the cohort in priority order, keep their servers where free; the rest are packed
+    on free GPUs, or wait."""
+    rank = {name: i for i, name in enumerate(priority)}
     names = sorted(wanted, key=lambda n: (n in rank, rank.get(n, 0), n))
     free = np.array(cluster.capacity(), dtype=np.int64)
     switch = np.array([s.switch for s in cluster.servers])
     out: dict[str, Placement] = {}
     conflicted: list[str] = []
     for name in names:
-        placement = wanted[name]
-        need = Counter(placement)
+        need = Counter(wanted[name])
         if all(free[sid] >= c for sid, c in need.items()):
             for sid, c in need.items():
                 free[sid] -= c
-            out[name] = placement
+            out[name] = wanted[name]
         else:
             conflicted.append(name)
     for name in conflicted:
-        n = len(wanted[name])
-        if int(free.sum()) >= n:
-            out[name] = _pack(n, free, switch)
+        if int(free.sum()) >= len(wanted[name]):
+            out[name] = pack(len(wanted[name]), free, switch)
     return out
