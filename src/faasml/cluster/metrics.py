@@ -93,10 +93,16 @@ def write_json(path: Path, payload: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
+def json_safe(summary: dict[str, float]) -> dict[str, float | None]:
+    """NaN (a metric with nothing to measure, e.g. no deadlines) becomes null."""
+    return {k: (None if math.isnan(v) else v) for k, v in summary.items()}
+
+
 def result_to_dict(result: SimResult) -> dict[str, Any]:
+    """A result as plain JSON data: summary, per-job records, utilisation over time."""
     return {
         "policy": result.policy,
-        "summary": result.summary(),
+        "summary": json_safe(result.summary()),
         "jobs": [asdict(j) for j in result.jobs],
         "utilization": [list(u) for u in result.utilization],
     }
