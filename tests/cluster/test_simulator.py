@@ -24,7 +24,15 @@ from faasml.cluster.policies import POLICIES
 from faasml.exceptions import ConfigError
 
 GOLDEN = Path(__file__).parent / "golden" / "workload1_slice.json"
-KEYS = ("avg_jct_s", "p95_jct_s", "max_jct_s", "avg_queue_s", "avg_goodput", "avg_utilization")
+KEYS = (
+    "avg_jct_s",
+    "p95_jct_s",
+    "max_jct_s",
+    "avg_queue_s",
+    "avg_goodput",
+    "avg_speedup",
+    "avg_utilization",
+)
 
 
 def slice_jobs(traces_dir: Path, count: int = 20, epochs: int = 3) -> list[Job]:
@@ -91,7 +99,7 @@ def test_every_job_completes_and_metrics_are_consistent(
             assert job.start_s is not None and job.completion_s is not None
             assert job.arrival_s <= job.start_s < job.completion_s
             assert job.jct is not None and job.jct >= job.queued_s + job.running_s - 60.0 - 1e-6
-            assert job.goodput > 0
+            assert job.goodput > 0 and job.speedup > 0
         assert s["avg_jct_s"] <= s["max_jct_s"] and s["p95_jct_s"] <= s["max_jct_s"]
         assert all(0.0 <= u <= 1.0 for _, u in result.utilization)
 

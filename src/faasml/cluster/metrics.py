@@ -30,6 +30,9 @@ class JobRecord:
     restarts: int
     gpu_s: float
     deadline_s: float | None = None
+    speedup: float = 0.0
+    """Average progress rate over the job's best one-GPU rate at its start: a goodput that
+    compares across applications (raw goodput is dominated by the fastest application)."""
 
     @property
     def jct(self) -> float | None:
@@ -75,6 +78,7 @@ def summarize(result: SimResult) -> dict[str, float]:
         "avg_queue_s": float(np.mean([j.queued_s for j in result.jobs])),
         "p95_queue_s": _percentile([j.queued_s for j in result.jobs], 95),
         "avg_goodput": float(np.mean([j.goodput for j in result.jobs])),
+        "avg_speedup": float(np.mean([j.speedup for j in result.jobs])),
         "avg_utilization": float(np.mean(util)) if util else 0.0,
         "restarts": float(sum(j.restarts for j in result.jobs)),
         "makespan_s": max((j.completion_s or 0.0) for j in result.jobs) if result.jobs else 0.0,

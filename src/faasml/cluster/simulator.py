@@ -236,7 +236,11 @@ class Simulator:
         state.running += (end if state.completion is None else state.completion) - t0
 
     def _record(self, state: _State) -> JobRecord:
-        goodput = state.progress * state.model.init_batch / state.running if state.running else 0.0
+        rate = state.progress / state.running if state.running else 0.0
+        goodput = rate * state.model.init_batch
+        one = state.model.choose_cached(
+            self.cluster.packed_layout(1), 0.0, state.job, adaptive=True
+        ).goodput
         return JobRecord(
             name=state.job.name,
             application=state.job.application,
@@ -249,6 +253,7 @@ class Simulator:
             restarts=state.restarts,
             gpu_s=state.gpu_s,
             deadline_s=state.job.deadline_s,
+            speedup=rate / one if one > 0 else 0.0,
         )
 
 
