@@ -4,9 +4,11 @@
    ranked by performance achievement; they are recycled one by one while sharing the free
    and recycled GPUs evenly over the cohort (queued jobs plus recycled ones) still raises
    the cohort's average achievement (goodput over the best goodput the model allows) by
-   ``min_gain``. Candidates are ranked by goodput per GPU relative to the job's best, so
-   jobs that use their GPUs least efficiently are recycled first (``rank="per_gpu"``; the
-   paper's plain achievement is ``rank="achievement"``).
+   ``min_gain``. Candidates are ranked by increasing achievement (the paper) when no job
+   is queued — idle GPUs go to the jobs furthest from their best — and, while jobs queue,
+   by goodput per GPU relative to the job's best, so that the jobs using their GPUs least
+   efficiently give them up first (``rank="per_gpu"``; ``rank="achievement"`` always uses
+   the paper's ranking).
 2. Prioritising (§5.2): rescheduled jobs that waited ``popup_rounds`` rounds pop up first;
    then queued jobs by waiting time (ties: least remaining time first); then recycled jobs,
    higher achievement first.
@@ -166,7 +168,7 @@ class FapesPolicy(ClusterPolicy):
             rate = _at(curves[view.name], busy(view))
             return rate > 0 and view.remaining / rate <= self.round_s
 
-        rank = _per_gpu if self.rank == "per_gpu" else _achievement
+        rank = _per_gpu if self.rank == "per_gpu" and queued else _achievement
         candidates = sorted(
             (v for v in running if not finishing(v)),
             key=lambda v: (rank(curves[v.name], busy(v)), v.name),
