@@ -6,6 +6,8 @@ name, and a trace-driven simulator on faasml's discrete-event core.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from faasml.cluster.goodput import AppModel, CommModel, TopologyCommModel, efficiency
 from faasml.cluster.metrics import JobRecord, SimResult, summarize
 from faasml.cluster.policies import POLICIES, ClusterPolicy, make_policy
@@ -31,11 +33,9 @@ from faasml.cluster.traces import (
 )
 
 
-def load_models(traces: object = None) -> dict[str, AppModel]:
+def load_models(traces: str | Path | None = None) -> dict[str, AppModel]:
     """A performance model per application under the traces directory."""
-    from pathlib import Path
-
-    base = None if traces is None else Path(str(traces))
+    base = None if traces is None else Path(traces)
     return {name: AppModel(trace) for name, trace in load_applications(base).items()}
 
 
