@@ -16,6 +16,7 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from faasml.exceptions import ConfigError
@@ -85,16 +86,16 @@ class Cluster:
             )
         return cls(tuple(Server(i, gpus_per_server, i // per) for i in range(servers)))
 
-    @property
+    @cached_property
     def total_gpus(self) -> int:
         return sum(s.gpus for s in self.servers)
 
-    @property
+    @cached_property
     def gpus_per_server(self) -> int:
         """The largest server's GPU count (used to pack estimates)."""
         return max(s.gpus for s in self.servers)
 
-    @property
+    @cached_property
     def servers_per_switch(self) -> int:
         counts = Counter(s.switch for s in self.servers)
         return max(counts.values())
