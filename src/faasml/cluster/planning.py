@@ -142,9 +142,12 @@ def _segments(
         order, free, price = servers[t]
         end = r0 + (t + 1) * m
         if t == last:
-            end = r0 + FOREVER
-            tail = board.free_in(t * m, board.rounds)  # the last placement stays on
+            # The last placement stays until the job ends, where the board leaves room for
+            # it past the slot; else the plan ends with the slot (and a job that outlives
+            # it keeps its GPUs by compensation).
+            tail = board.free_in(t * m, board.rounds)
             if int(tail.sum()) >= n:
+                end = r0 + FOREVER
                 free = np.minimum(free, tail)
                 order = np.lexsort((-free, price)).astype(np.int64)
         placement = choose_servers(n, prev, order, free.copy(), price)
