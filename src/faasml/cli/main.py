@@ -18,6 +18,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "faasml.cli.simulate",
     "faasml.cli.run",
     "faasml.cli.profile",
+    "faasml.cli.cluster",
 )
 """Each module has ``register(subparsers)``, which adds its parser and sets ``func``."""
 

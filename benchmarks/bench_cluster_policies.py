@@ -1,0 +1,92 @@
+"""Every cluster policy on the Pollux artifact's workloads (64 GPUs): JCT, queuing, goodput.
+
+Prints, per job load (workloads-0.5, workloads, workloads-1.5), the mean over the eight
+workloads of each policy's average JCT, p95 JCT, queuing time, goodput and utilisation; then
+the fidelity check of our Pollux-like and Optimus policies against the published artifact
+results (restart overhead 30 s as in the artifact's simulator), and FaPES / Pollux-like.
+
+    .venv/bin/python benchmarks/bench_cluster_policies.py [--loads 1.0] [--workloads 1,2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+from faasml.cluster import (
+    Cluster,
+    SimConfig,
+    load_models,
+    load_workload,
+    make_policy,
+    resolve_workload,
+    simulate,
+)
+from faasml.cluster.policies import POLICIES
+
+DIRS = {"0.5": "workloads-0.5", "1.0": "workloads", "1.5": "workloads-1.5"}
+PUBLISHED = {"pollux": 2751.0, "optimus": 5682.0, "tiresias": 4038.0}  # mean avg JCT, load 1.0
+
+
+def run(args: argparse.Namespace) -> int:
+    models = load_models()
+    cluster = Cluster.uniform(16, 4)
+    policies = args.policies.split(",")
+    workloads = [int(w) for w in args.workloads.split(",")]
+    means: dict[tuple[str, str], dict[str, float]] = {}
+    for load in args.loads.split(","):
+        print(
+            f"\n== job load {load} ({DIRS[load]}, {len(workloads)} workloads, 64 GPUs, "
+            f"round 60 s, restart 5.68 s)"
+        )
+        print(
+            f"{'policy':12} {'avg JCT s':>10} {'p95 JCT s':>10} {'queue s':>9} "
+            f"{'goodput':>10} {'speedup':>8} {'util':>6} {'restarts':>9} {'wall s':>7}"
+        )
+        for policy in policies:
+            rows = []
+            tic = time.perf_counter()
+            for w in workloads:
+                jobs = load_workload(resolve_workload(f"{DIRS[load]}/workload-{w}.csv"))
+                rows.append(simulate(jobs, models, cluster, make_policy(policy)).summary())
+            wall = time.perf_counter() - tic
+            m = {k: statistics.mean(r[k] for r in rows) for k in rows[0] if k != "deadline_met"}
+            means[load, policy] = m
+            print(
+                f"{policy:12} {m['avg_jct_s']:10.0f} {m['p95_jct_s']:10.0f} "
+                f"{m['avg_queue_s']:9.0f} {m['avg_goodput']:10.0f} {m['avg_speedup']:8.2f} "
+                f"{100 * m['avg_utilization']:5.1f}% {m['restarts']:9.0f} {wall:7.1f}"
+            )
+        if ("fapes" in policies) and ("pollux" in policies):
+            ratio = means[load, "fapes"]["avg_jct_s"] / means[load, "pollux"]["avg_jct_s"]
+            print(f"FaPES / Pollux-like mean avg JCT: {ratio:.3f} (target <= 0.75)")
+    if "1.0" in args.loads.split(",") and not args.no_fidelity:
+        print("\n== fidelity: load 1.0, restart 30 s (the artifact's), mean avg JCT")
+        config = SimConfig(restart_s=30.0)
+        for policy in ("pollux", "optimus"):
+            jcts = []
+            for w in workloads:
+                jobs = load_workload(resolve_workload(f"workloads/workload-{w}.csv"))
+                res = simulate(jobs, models, cluster, make_policy(policy), config)
+                jcts.append(res.summary()["avg_jct_s"])
+            ours = statistics.mean(jcts)
+            print(
+                f"{policy:12} ours {ours:7.0f} s   published {PUBLISHED[policy]:7.0f} s   "
+                f"ratio {ours / PUBLISHED[policy]:.3f}"
+            )
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--loads", default="1.0,0.5,1.5", help="job loads among 0.5,1.0,1.5")
+    parser.add_argument("--workloads", default="1,2,3,4,5,6,7,8")
+    parser.add_argument("--policies", default=",".join(POLICIES.names()))
+    parser.add_argument("--no-fidelity", action="store_true")
+    return run(parser.parse_args())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

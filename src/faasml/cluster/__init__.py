@@ -1,0 +1,72 @@
+"""Cluster mode: elastic training jobs on a shared pool of GPU servers (FaPES, Pollux).
+
+Records (servers, jobs, placements), trace loaders, the goodput model, policies chosen by
+name, and a trace-driven simulator on faasml's discrete-event core.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from faasml.cluster.goodput import AppModel, CommModel, TopologyCommModel, efficiency
+from faasml.cluster.metrics import JobRecord, SimResult, summarize
+from faasml.cluster.policies import POLICIES, ClusterPolicy, make_policy
+from faasml.cluster.records import (
+    TABLE2_RESTART_S,
+    Cluster,
+    ClusterAllocation,
+    Decision,
+    Job,
+    JobView,
+    Layout,
+    Placement,
+    SchedulePlan,
+    Server,
+)
+from faasml.cluster.simulator import SimConfig, Simulator, simulate
+from faasml.cluster.traces import (
+    default_traces_dir,
+    load_application,
+    load_applications,
+    load_workload,
+    resolve_workload,
+)
+
+
+def load_models(traces: str | Path | None = None) -> dict[str, AppModel]:
+    """A performance model per application under the traces directory."""
+    base = None if traces is None else Path(traces)
+    return {name: AppModel(trace) for name, trace in load_applications(base).items()}
+
+
+__all__ = [
+    "POLICIES",
+    "TABLE2_RESTART_S",
+    "AppModel",
+    "Cluster",
+    "ClusterAllocation",
+    "ClusterPolicy",
+    "CommModel",
+    "Decision",
+    "Job",
+    "JobRecord",
+    "JobView",
+    "Layout",
+    "Placement",
+    "SchedulePlan",
+    "Server",
+    "SimConfig",
+    "SimResult",
+    "Simulator",
+    "TopologyCommModel",
+    "default_traces_dir",
+    "efficiency",
+    "load_application",
+    "load_applications",
+    "load_models",
+    "load_workload",
+    "make_policy",
+    "resolve_workload",
+    "simulate",
+    "summarize",
+]

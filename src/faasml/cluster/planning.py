@@ -1,0 +1,187 @@
+"""FaPES schedule planning for one job against the board (FaPES §5.3, eq. 6 and its DP).
+
+For a job with remaining work ``W`` and goodput curve ``g(n)``, choose the work done in each
+future slot so that the completion time plus the total price of the GPU-rounds used is least:
+``min_τ  τ + P(τ, W)`` with ``P(τ, W) = min_w P_τ(w) + P(τ − 1, W − w)``. ``P_t(w)`` — the
+least price of doing ``w`` in slot ``t`` — takes GPUs from the cheapest servers first
+(greedy, as in the paper); the work is discretised in ``chunks`` equal parts. Slots are
+``m`` rounds long, ``m`` chosen so that ``slots`` slots cover the job's likely duration.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from faasml.cluster.board import Board
+from faasml.cluster.records import Placement, SchedulePlan, Segment
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+FOREVER = 10**9
+"""Rounds added to a plan's last segment: the job keeps it until it finishes (§5.3)."""
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """Per-GPU-round price of an idle server (``low``) and of a full one (``high``), in
+    seconds of completion time: FaPES's ``H (U/H)^(load/capacity)`` scaled to seconds."""
+
+    low: float
+    high: float
+
+
+def plan_schedule(
+    curve: FloatArray,
+    work: float,
+    board: Board,
+    current: Placement,
+    pricing: Pricing,
+    *,
+    round_s: float,
+    restart_s: float,
+    slots: int,
+    chunks: int,
+) -> SchedulePlan | None:
+    """The schedule plan of least completion time plus resource price, or None when the job
+    cannot finish within the planning horizon on what the board leaves free.
+
+    A plan may start late (the job queues opportunistically) but never pauses once started;
+    a running job (``current`` non-empty) runs from the first slot. The first slot loses
+    ``restart_s`` when the GPU count changes.
+    """
+    top = len(curve) - 1
+    if top < 1 or work <= 0 or curve[top] <= 0:
+        return None
+    good = np.maximum.accumulate(curve)
+    fast = work / float(good[top])
+    slow = work / float(good[1]) if good[1] > 0 else fast
+    m = max(1, math.ceil(2.0 * math.sqrt(fast * slow) / (slots * round_s)))
+    K, T = chunks, slots
+    targets = np.arange(K + 1) * (work / K)
+    cost = np.full((T, K + 1), np.inf)
+    need = np.zeros((T, K + 1), dtype=np.int64)
+    servers: list[tuple[IntArray, IntArray, FloatArray]] = []
+    cur_n = len(current)
+    seconds = m * round_s
+    counts = np.arange(top + 1)
+    for t in range(T):
+        free = board.free_in(t * m, (t + 1) * m)
+        price = board.price(free, pricing.low, pricing.high) * m
+        order = np.lexsort((-free, price)).astype(np.int64)
+        servers.append((order, free, price))
+        per_gpu = np.repeat(price[order], free[order])[:top]
+        cum = np.concatenate([[0.0], np.cumsum(per_gpu)])
+        w = good * seconds
+        if t == 0:
+            w = np.where(counts == cur_n, w, good * max(seconds - restart_s, 0.0))
+            w = np.maximum.accumulate(w)
+        n = np.searchsorted(w, targets - 1e-9 * targets[1])
+        ok = n <= len(per_gpu)
+        need[t] = np.minimum(n, top)
+        cost[t] = np.where(ok, cum[np.minimum(n, len(per_gpu))], np.inf)
+        cost[t, 0] = 0.0
+    # f[k]: least price of k chunks done by the end of the slot, running since the start.
+    idx = np.arange(K + 1)
+    diff = idx[:, None] - idx[None, :]
+    valid = (diff >= 0) & (idx[None, :] >= 1)
+    f = np.full(K + 1, np.inf)
+    back = np.zeros((T, K + 1), dtype=np.int64)
+    began = np.zeros((T, K + 1), dtype=bool)
+    best_obj, best_t = math.inf, -1
+    for t in range(T):
+        total = np.where(valid, f[np.clip(diff, 0, K)], np.inf) + cost[t][None, :]
+        j = np.argmin(total, axis=1)
+        cont = total[idx, j]
+        start = cost[t].copy()
+        start[0] = np.inf
+        if cur_n and t > 0:
+            start[:] = np.inf
+        began[t] = start < cont
+        f = np.where(began[t], start, cont)
+        back[t] = np.where(began[t], idx, j)
+        if np.isfinite(f[K]):
+            objective = (t + 1) * seconds + f[K]
+            if objective < best_obj - 1e-9:
+                best_obj, best_t = objective, t
+    if best_t < 0:
+        return None
+    per_slot = np.zeros(best_t + 1, dtype=np.int64)
+    k = K
+    for t in range(best_t, -1, -1):
+        j = int(back[t][k])
+        per_slot[t] = j
+        k -= j
+        if began[t][k + j]:
+            break
+    return _segments(per_slot, need, servers, board, current, m, good, best_t)
+
+
+def _segments(
+    per_slot: IntArray,
+    need: IntArray,
+    servers: list[tuple[IntArray, IntArray, FloatArray]],
+    board: Board,
+    current: Placement,
+    m: int,
+    good: FloatArray,
+    last: int,
+) -> SchedulePlan:
+    """Turn chunks per slot into placements (keeping earlier servers, §5.3 Fig. 9)."""
+    segments: list[Segment] = []
+    prev = current
+    planned = 0.0
+    r0 = board.origin
+    for t in range(last + 1):
+        n = int(need[t][per_slot[t]]) if per_slot[t] > 0 else 0
+        order, free, price = servers[t]
+        end = r0 + (t + 1) * m
+        if t == last:
+            # The last placement stays until the job ends, where the board leaves room for
+            # it past the slot; else the plan ends with the slot (and a job that outlives
+            # it keeps its GPUs by compensation).
+            tail = board.free_in(t * m, board.rounds)
+            if int(tail.sum()) >= n:
+                end = r0 + FOREVER
+                free = np.minimum(free, tail)
+                order = np.lexsort((-free, price)).astype(np.int64)
+        placement = choose_servers(n, prev, order, free.copy(), price)
+        if segments and segments[-1].placement == placement:
+            segments[-1] = Segment(segments[-1].start, end, placement)
+        else:
+            segments.append(Segment(r0 + t * m, end, placement))
+        planned += float(good[n]) if n else 0.0
+        prev = placement
+    top = float(good[-1])
+    return SchedulePlan(tuple(segments), planned / ((last + 1) * top) if top > 0 else 0.0)
+
+
+def choose_servers(
+    n: int, prev: Placement, order: IntArray, free: IntArray, price: FloatArray
+) -> Placement:
+    """``n`` GPUs: keep the previous servers (dropping the dearest first when scaling down),
+    then add the cheapest (FaPES §5.3, Fig. 9). ``free`` is consumed."""
+    if n <= 0:
+        return ()
+    keep: list[int] = []
+    held = Counter(prev)
+    for sid in sorted(held, key=lambda s: (price[s], -held[s], s)):
+        take = int(min(held[sid], free[sid], n - len(keep)))
+        if take > 0:
+            keep.extend([sid] * take)
+            free[sid] -= take
+        if len(keep) == n:
+            break
+    for sid in order:
+        if len(keep) == n:
+            break
+        take = int(min(free[sid], n - len(keep)))
+        if take > 0:
+            keep.extend([int(sid)] * take)
+            free[sid] -= take
+    return tuple(sorted(keep))

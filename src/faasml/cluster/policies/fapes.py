@@ -1,0 +1,272 @@
+"""FaPES-Scheduler for training jobs (Zhao et al., SoCC 2024, §5): filter, prioritise, plan.
+
+1. Filtering (§5.1): running jobs that will not finish within the next round are candidates,
+   ranked by performance achievement; they are recycled one by one while sharing the free
+   and recycled GPUs evenly over the cohort (queued jobs plus recycled ones) still raises
+   the cohort's average achievement (goodput over the best goodput the model allows) by
+   ``min_gain``. Candidates are ranked by increasing achievement (the paper) when no job
+   is queued — idle GPUs go to the jobs furthest from their best — and, while jobs queue,
+   by goodput per GPU relative to the job's best, so that the jobs using their GPUs least
+   efficiently give them up first (``rank="per_gpu"``; ``rank="achievement"`` always uses
+   the paper's ranking).
+2. Prioritising (§5.2): rescheduled jobs that waited ``popup_rounds`` rounds pop up first;
+   then queued jobs by waiting time (ties: least remaining time first); then recycled jobs,
+   higher achievement first.
+3. Planning (§5.3): each job in turn gets the plan of least completion time plus price
+   (:func:`faasml.cluster.planning.plan_schedule`) against the board, which it then joins.
+
+Compensation for estimation error (end of §5.3): a job that outlives its plan keeps its last
+placement; one that finishes early leaves the board at once. Rescheduling never preempts a
+running job: it holds one of its GPUs until its turn. Jobs co-adapt batch size and GPUs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+
+from faasml.cluster.board import Board
+from faasml.cluster.planning import FOREVER, Pricing, plan_schedule
+from faasml.cluster.policies._base import ClusterPolicy, FloatArray, pack
+from faasml.cluster.records import (
+    TABLE2_RESTART_S,
+    Cluster,
+    ClusterAllocation,
+    Decision,
+    JobView,
+    Placement,
+    SchedulePlan,
+    Segment,
+)
+from faasml.exceptions import ConfigError
+
+
+class FapesPolicy(ClusterPolicy):
+    """FaPES's filter → prioritise → plan scheduler with its forward-looking board."""
+
+    name = "fapes"
+    adaptive = True
+
+    def __init__(
+        self,
+        round_s: float = 60.0,
+        *,
+        slots: int = 12,
+        chunks: int = 32,
+        popup_rounds: int = 3,
+        board_rounds: int = 480,
+        price_ratio_cap: float = 4.0,
+        min_gain: float = 0.1,
+        rank: str = "per_gpu",
+        restart_s: float = TABLE2_RESTART_S,
+    ) -> None:
+        super().__init__(round_s)
+        for label, value, least in (
+            ("slots", slots, 1),
+            ("chunks", chunks, 2),
+            ("popup_rounds", popup_rounds, 1),
+            ("board_rounds", board_rounds, 1),
+        ):
+            if value < least:
+                raise ConfigError(f"the value of {label} is {value}, but must be >= {least}")
+        if price_ratio_cap < 1:
+            raise ConfigError(
+                f"the value of price_ratio_cap is {price_ratio_cap}, but must be >= 1"
+            )
+        if min_gain < 0:
+            raise ConfigError(f"the value of min_gain is {min_gain}, but must be >= 0")
+        if rank not in ("per_gpu", "achievement"):
+            raise ConfigError(f"the value of rank is {rank!r}, but must be per_gpu or achievement")
+        self.slots = slots
+        self.chunks = chunks
+        self.popup_rounds = popup_rounds
+        self.board_rounds = board_rounds
+        self.price_ratio_cap = price_ratio_cap
+        self.min_gain = min_gain
+        self.rank = rank
+        self.restart_s = restart_s
+
+    def allocate(
+        self,
+        jobs: Sequence[JobView],
+        cluster: Cluster,
+        current: ClusterAllocation,
+        now: float,
+    ) -> Decision:
+        r0 = round(now / self.round_s)
+        curves = {v.name: self.curve(v, cluster) for v in jobs}
+        running = [v for v in jobs if current.get(v.name)]
+        queued = [v for v in jobs if not current.get(v.name)]
+        recycled = self._filter(running, queued, cluster, current, curves)
+        cohort = {v.name for v in queued} | {v.name for v in recycled}
+
+        board = Board(cluster, r0, self.board_rounds)
+        for view in running:
+            if view.name not in cohort:
+                if view.plan is None or view.plan.end <= r0 + 1:
+                    board.occupy(current[view.name], r0, r0 + 2)  # outlived its plan
+                else:
+                    board.add_plan(view.plan)
+        held = {v.name: current[v.name][:1] for v in recycled}
+        for placement in held.values():
+            board.occupy(placement, r0, r0 + 1)
+
+        order = self._prioritise(queued, recycled, current, curves)
+        pricing = self._pricing(jobs, curves, cluster)
+        plans: dict[str, SchedulePlan] = {}
+        for view in order:
+            if view.name in held:
+                board.occupy(held[view.name], r0, r0 + 1, sign=-1)
+            plan = plan_schedule(
+                curves[view.name],
+                view.remaining,
+                board,
+                current.get(view.name, ()),
+                pricing,
+                round_s=self.round_s,
+                restart_s=self.restart_s,
+                slots=self.slots,
+                chunks=self.chunks,
+            )
+            if plan is None and view.name in held:
+                plan = SchedulePlan((Segment(r0, r0 + FOREVER, held[view.name]),), 0.0)
+            if plan is not None:
+                plans[view.name] = plan
+                board.add_plan(plan)
+
+        wanted: dict[str, Placement] = {}
+        for view in running:
+            if view.name not in cohort:
+                at = view.plan.placement_at(r0) if view.plan is not None else None
+                wanted[view.name] = current[view.name] if at is None else at
+        for name, plan in plans.items():
+            at = plan.placement_at(r0)
+            if at:
+                wanted[name] = at
+        return Decision(_repair(wanted, cluster, [v.name for v in order]), plans)
+
+    # -- §5.1 filtering -------------------------------------------------------------------
+    def _filter(
+        self,
+        running: list[JobView],
+        queued: list[JobView],
+        cluster: Cluster,
+        current: ClusterAllocation,
+        curves: dict[str, FloatArray],
+    ) -> list[JobView]:
+        free = cluster.total_gpus - sum(len(current[v.name]) for v in running)
+        if not queued and free <= 0:
+            return []  # no queued job and no idle GPU: nothing to gain
+
+        def busy(view: JobView) -> int:
+            return len(current[view.name])
+
+        def finishing(view: JobView) -> bool:
+            rate = _at(curves[view.name], busy(view))
+            return rate > 0 and view.remaining / rate <= self.round_s
+
+        rank = _per_gpu if self.rank == "per_gpu" and queued else _achievement
+        candidates = sorted(
+            (v for v in running if not finishing(v)),
+            key=lambda v: (rank(curves[v.name], busy(v)), v.name),
+        )
+        chosen = 0
+        for k in range(1, len(candidates) + 1):
+            cohort = queued + candidates[:k]
+            share = (free + sum(busy(v) for v in candidates[:k])) // len(cohort)
+            before = sum(_achievement(curves[v.name], len(current.get(v.name, ()))) for v in cohort)
+            after = sum(_achievement(curves[v.name], share) for v in cohort)
+            if after <= before * (1.0 + self.min_gain) + 1e-9:
+                break
+            chosen = k
+        return candidates[:chosen]
+
+    # -- §5.2 prioritising ----------------------------------------------------------------
+    def _prioritise(
+        self,
+        queued: list[JobView],
+        recycled: list[JobView],
+        current: ClusterAllocation,
+        curves: dict[str, FloatArray],
+    ) -> list[JobView]:
+        def length(view: JobView) -> float:
+            top = float(curves[view.name].max())
+            return view.remaining / top if top > 0 else math.inf
+
+        popped = [v for v in queued if v.started and v.waiting_rounds >= self.popup_rounds]
+        popped.sort(key=lambda v: (-v.waiting_rounds, v.job.arrival_s, v.name))
+        fresh = [v for v in queued if v not in popped]
+        fresh.sort(key=lambda v: (-v.waiting_rounds, length(v), v.job.arrival_s, v.name))
+        rest = sorted(
+            recycled,
+            key=lambda v: (-_achievement(curves[v.name], len(current[v.name])), v.name),
+        )
+        return popped + fresh + rest
+
+    # -- §5.3 prices ----------------------------------------------------------------------
+    def _pricing(
+        self, jobs: Sequence[JobView], curves: dict[str, FloatArray], cluster: Cluster
+    ) -> Pricing:
+        """Board prices ``H (U/H)^(load/capacity)``: U/H is the ratio of the largest
+        completion time (one GPU) to the least (all the GPUs a job can use) over the active
+        jobs, capped at ``price_ratio_cap``. The paper leaves the unit implicit; an idle
+        GPU-round here costs the delay it imposes on the other active jobs, t̂ × (jobs − 1)
+        / GPUs seconds, so prices and completion times add up."""
+        low, high = math.inf, 0.0
+        for v in jobs:
+            curve = curves[v.name]
+            if len(curve) > 1 and curve[1] > 0:
+                low = min(low, v.remaining / float(curve.max()))
+                high = max(high, v.remaining / float(curve[1]))
+        ratio = high / low if math.isfinite(low) and low > 0 else 1.0
+        ratio = min(max(ratio, 1.0), self.price_ratio_cap)
+        idle = self.round_s * max(len(jobs) - 1, 1) / cluster.total_gpus
+        return Pricing(idle, idle * ratio)
+
+
+def _at(curve: FloatArray, gpus: int) -> float:
+    return float(curve[min(gpus, len(curve) - 1)])
+
+
+def _achievement(curve: FloatArray, gpus: int) -> float:
+    """Goodput on ``gpus`` over the best goodput the model allows (FaPES §5.1)."""
+    top = float(curve.max())
+    return _at(curve, gpus) / top if top > 0 else 0.0
+
+
+def _per_gpu(curve: FloatArray, gpus: int) -> float:
+    """Goodput per GPU on ``gpus`` over the best goodput per GPU."""
+    if gpus <= 0 or len(curve) < 2:
+        return 0.0
+    per = curve[1:] / np.arange(1, len(curve))
+    top = float(per.max())
+    return _at(curve, gpus) / gpus / top if top > 0 else 0.0
+
+
+def _repair(
+    wanted: dict[str, Placement], cluster: Cluster, priority: list[str]
+) -> dict[str, Placement]:
+    """Resolve conflicts between plans made at different rounds: jobs outside the cohort,
+    then the cohort in priority order, keep their servers where free; the rest are packed
+    on free GPUs, or wait."""
+    rank = {name: i for i, name in enumerate(priority)}
+    names = sorted(wanted, key=lambda n: (n in rank, rank.get(n, 0), n))
+    free = np.array(cluster.capacity(), dtype=np.int64)
+    switch = np.array([s.switch for s in cluster.servers])
+    out: dict[str, Placement] = {}
+    conflicted: list[str] = []
+    for name in names:
+        need = Counter(wanted[name])
+        if all(free[sid] >= c for sid, c in need.items()):
+            for sid, c in need.items():
+                free[sid] -= c
+            out[name] = wanted[name]
+        else:
+            conflicted.append(name)
+    for name in conflicted:
+        if int(free.sum()) >= len(wanted[name]):
+            out[name] = pack(len(wanted[name]), free, switch)
+    return out

@@ -1,0 +1,114 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from faasml.cli.main import main
+
+
+def small_trace(tmp_path: Path) -> Path:
+    path = tmp_path / "jobs.csv"
+    path.write_text(
+        "name,time,application,num_replicas,batch_size,epochs,deadline\n"
+        "a,0,cifar10,2,256,2,\n"
+        "b,30,bert,4,24,1,7200\n"
+        "c,90,ncf,1,32768,1,\n"
+        "d,100,deepspeech2,2,40,1,\n"
+    )
+    return path
+
+
+def test_simulate_compares_policies_as_json(
+    tmp_path: Path, traces_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        [
+            "cluster",
+            "simulate",
+            str(small_trace(tmp_path)),
+            "--policy",
+            "fapes",
+            "--compare",
+            "fifo,pollux",
+            "--servers",
+            "2",
+            "--gpus-per-server",
+            "4",
+            "--round",
+            "30s",
+            "--traces",
+            str(traces_dir),
+            "--json",
+        ]
+    )
+    assert code == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [r["policy"] for r in data["results"]] == ["fapes", "fifo", "pollux"]
+    assert data["round_s"] == 30.0
+    for result in data["results"]:
+        assert result["summary"]["completed"] == 4
+        assert result["summary"]["deadline_met"] in (0.0, 1.0)
+        assert len(result["jobs"]) == 4
+
+
+def test_simulate_prints_a_table_and_plots(
+    tmp_path: Path,
+    traces_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    plots = tmp_path / "plots"
+    code = main(
+        [
+            "cluster",
+            "simulate",
+            str(small_trace(tmp_path)),
+            "--policy",
+            "sjf",
+            "--compare",
+            "optimus,elasticflow",
+            "--servers",
+            "2",
+            "--traces",
+            str(traces_dir),
+            "--plot",
+            str(plots),
+        ]
+    )
+    assert code == 0
+    out = capsys.readouterr().out
+    for name in ("sjf", "optimus", "elasticflow", "avg JCT"):
+        assert name in out
+    assert (plots / "jct_cdf.png").stat().st_size > 0
+    assert (plots / "utilization.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--policy", "tiresias"], "unknown cluster policy 'tiresias'"),
+        (["--round", "soon"], "--round"),
+        (["--restart", "-3"], "--restart is '-3'"),
+        (["--servers", "0"], "servers is 0"),
+    ],
+)
+def test_bad_options_fail_with_a_clear_message(
+    tmp_path: Path,
+    traces_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    message: str,
+) -> None:
+    code = main(
+        ["cluster", "simulate", str(small_trace(tmp_path)), "--traces", str(traces_dir), *args]
+    )
+    assert code == 2
+    assert message in capsys.readouterr().err.replace("\n", " ")
+
+
+def test_a_missing_trace_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["cluster", "simulate", "no-such-trace", "--traces", str(tmp_path)]) == 2
+    assert "no-such-trace" in capsys.readouterr().err

@@ -1,0 +1,93 @@
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from faasml.cluster import Cluster
+from faasml.cluster.board import Board
+from faasml.cluster.planning import FOREVER, Pricing, plan_schedule
+
+
+def concave_curve(top: int, alpha: float) -> np.ndarray:
+    n = np.arange(top + 1, dtype=np.float64)
+    return n**alpha
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    top=st.integers(1, 24),
+    alpha=st.floats(0.3, 1.0),
+    work=st.floats(10.0, 50_000.0),
+    busy=st.integers(0, 14),
+)
+def test_plans_fit_the_board_and_finish_the_work(
+    seed: int, top: int, alpha: float, work: float, busy: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    cluster = Cluster.uniform(4, 4, 2)
+    board = Board(cluster, 100, 64)
+    for _ in range(busy):  # other jobs' plans on random servers and rounds
+        sid = int(rng.integers(4))
+        start = 100 + int(rng.integers(0, 40))
+        board.occupy((sid,), start, start + int(rng.integers(1, 30)))
+    before = board.load.copy()
+    curve = concave_curve(top, alpha)
+    plan = plan_schedule(
+        curve, work, board, (), Pricing(1.0, 4.0), round_s=60.0, restart_s=5.0, slots=8, chunks=16
+    )
+    if plan is None:
+        return
+    assert plan.segments[0].start >= 100
+    done = 0.0
+    for seg in plan.segments:
+        end = seg.end if seg.end < 100 + FOREVER else max(seg.start + 1, 164)
+        for sid, count in Counter(seg.placement).items():
+            peak = before[sid, seg.start - 100 : min(end - 100, 64)].max(initial=0)
+            assert peak + count <= cluster.servers[sid].gpus
+        rounds = (seg.end - seg.start) if seg.end < 100 + FOREVER else FOREVER
+        done += curve[len(seg.placement)] * 60.0 * rounds
+    assert done >= work * (1 - 1e-6)
+    # once started, a plan never pauses
+    sizes = [len(s.placement) for s in plan.segments]
+    first = next(i for i, n in enumerate(sizes) if n)
+    assert all(sizes[first:])
+    assert 0.0 < plan.achievement <= 1.0 + 1e-9
+
+
+def test_a_running_job_starts_at_once_and_a_full_board_delays_a_new_one() -> None:
+    cluster = Cluster.uniform(2, 4)
+    board = Board(cluster, 0, 64)
+    board.occupy((0,) * 4 + (1,) * 4, 0, 5)  # everything busy for five rounds
+    curve = concave_curve(8, 0.9)
+    plan = plan_schedule(
+        curve,
+        2000.0,
+        board,
+        (),
+        Pricing(1.0, 2.0),
+        round_s=60.0,
+        restart_s=5.0,
+        slots=12,
+        chunks=16,
+    )
+    assert plan is not None
+    assert plan.placement_at(0) in ((), None)
+    assert plan.placement_at(plan.segments[-1].start)
+    free_board = Board(cluster, 0, 64)
+    running = plan_schedule(
+        curve,
+        2000.0,
+        free_board,
+        (0, 0),
+        Pricing(1.0, 2.0),
+        round_s=60.0,
+        restart_s=5.0,
+        slots=12,
+        chunks=16,
+    )
+    assert running is not None and running.placement_at(0)
+    assert set(running.placement_at(0) or ()) >= {0}  # keeps its server

@@ -1,0 +1,124 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from faasml.cluster import AppModel, Cluster, Job, JobView, make_policy
+from faasml.cluster.policies import POLICIES
+from faasml.cluster.policies.elasticflow import minimum_share
+from faasml.cluster.records import check_allocation
+from faasml.exceptions import UnknownNameError
+
+APPS = ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3")
+
+
+def views(models: dict[str, AppModel], seed: int, count: int) -> list[JobView]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(count):
+        app = APPS[int(rng.integers(len(APPS)))]
+        model = models[app]
+        job = Job(f"j{i}", app, float(i), int(rng.integers(1, 9)), model.init_batch * 2)
+        work = model.work(job)
+        out.append(JobView(job, model, float(rng.uniform(0, 0.5)) * work, work))
+    return out
+
+
+@pytest.mark.parametrize("name", POLICIES.names())
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_every_policy_returns_a_valid_allocation(
+    models: dict[str, AppModel], name: str, seed: int
+) -> None:
+    cluster = Cluster.uniform(4, 4, 2)
+    policy = make_policy(name)
+    jobs = views(models, seed, 6 + 4 * seed)
+    current: dict[str, tuple[int, ...]] = {}
+    for now in (0.0, 60.0, 120.0):
+        decision = policy.allocate(jobs, cluster, current, now)
+        check_allocation(decision.allocation, cluster, jobs)
+        for v in jobs:
+            assert len(decision.allocation.get(v.name, ())) <= v.max_gpus
+        if name != "fifo":  # FIFO may idle GPUs behind a blocked head
+            assert sum(len(p) for p in decision.allocation.values()) > 0
+        current = {k: v for k, v in decision.allocation.items() if v}
+        jobs = [
+            JobView(
+                v.job,
+                v.model,
+                v.progress,
+                v.work,
+                current.get(v.name, ()),
+                started=v.started or bool(current.get(v.name)),
+                plan=decision.plans.get(v.name, v.plan),
+            )
+            for v in jobs
+        ]
+
+
+def test_unknown_policy_lists_the_choices() -> None:
+    with pytest.raises(UnknownNameError, match="choose one of: elasticflow, fapes, fifo"):
+        make_policy("tiresias")
+
+
+def test_fifo_blocks_behind_the_head_but_sjf_backfills(models: dict[str, AppModel]) -> None:
+    cluster = Cluster.uniform(2, 4)
+    m = models["cifar10"]
+    big = Job("big", "cifar10", 0.0, 8, 512)
+    small = Job("small", "cifar10", 1.0, 2, 512)
+    running = Job("run", "cifar10", 0.0, 2, 512)
+    jobs = [
+        JobView(running, m, 0.0, m.work(running), (0, 0), started=True),
+        JobView(big, m, 0.0, m.work(big)),
+        JobView(small, m, 0.0, m.work(small)),
+    ]
+    fifo = make_policy("fifo").allocate(jobs, cluster, {"run": (0, 0)}, 0.0).allocation
+    assert set(fifo) == {"run"}
+    sjf = make_policy("sjf").allocate(jobs, cluster, {"run": (0, 0)}, 0.0).allocation
+    assert set(sjf) == {"run", "small"} and fifo["run"] == sjf["run"] == (0, 0)
+
+
+def test_optimus_and_pollux_start_every_job_when_gpus_suffice(
+    models: dict[str, AppModel],
+) -> None:
+    cluster = Cluster.uniform(4, 4)
+    jobs = views(models, 5, 10)
+    for name in ("optimus", "pollux"):
+        alloc = make_policy(name).allocate(jobs, cluster, {}, 0.0).allocation
+        assert all(len(alloc.get(v.name, ())) >= 1 for v in jobs), name
+        assert sum(len(p) for p in alloc.values()) == 16
+
+
+def test_elasticflow_minimum_share_meets_the_deadline() -> None:
+    curve = np.array([0.0, 1.0, 1.9, 2.7, 3.4])
+    assert minimum_share(curve, 100.0, 40.0) == 3  # needs 2.5 per second
+    assert minimum_share(curve, 100.0, 10.0) is None
+    assert minimum_share(curve, 100.0, 0.0) is None
+
+
+def test_elasticflow_admits_deadline_jobs_with_their_minimum_share(
+    models: dict[str, AppModel],
+) -> None:
+    cluster = Cluster.uniform(4, 4)
+    m = models["bert"]
+    probe = Job("p", "bert", 0.0, 1, 96)
+    work = m.work(probe)
+    curve = m.goodput_curve(probe, 0.0, 16, 4, 4, adaptive=False)
+    deadline = work / float(curve[4]) * 1.05 + 60.0
+    tight = Job("tight", "bert", 0.0, 1, 96, deadline_s=deadline)
+    view = JobView(tight, m, 0.0, work)
+    alloc = make_policy("elasticflow").allocate([view], cluster, {}, 0.0).allocation
+    assert len(alloc["tight"]) >= minimum_share(curve, work, deadline - 60.0)  # type: ignore[operator]
+
+
+def test_fapes_plans_go_on_the_board_and_fill_the_cluster(
+    models: dict[str, AppModel],
+) -> None:
+    cluster = Cluster.uniform(4, 4)
+    jobs = views(models, 3, 3)
+    decision = make_policy("fapes").allocate(jobs, cluster, {}, 0.0)
+    assert set(decision.plans) == {v.name for v in jobs}
+    for name, plan in decision.plans.items():
+        assert plan.segments[0].start == 0
+        assert plan.placement_at(0) == decision.allocation[name]
+        assert 0.0 < plan.achievement <= 1.0 + 1e-9
+    assert sum(len(p) for p in decision.allocation.values()) >= 8

@@ -1,0 +1,84 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from faasml.cluster import load_workload, resolve_workload
+from faasml.cluster.traces import TRACES_ENV, default_traces_dir, load_applications
+from faasml.exceptions import ConfigError
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "w.csv"
+    path.write_text(text)
+    return path
+
+
+def test_pollux_workloads_load(traces_dir: Path) -> None:
+    jobs = load_workload(resolve_workload("workload-6", traces_dir))
+    assert len(jobs) == 160
+    assert [j.arrival_s for j in jobs] == sorted(j.arrival_s for j in jobs)
+    assert {j.application for j in jobs} <= {
+        "bert",
+        "cifar10",
+        "deepspeech2",
+        "imagenet",
+        "ncf",
+        "yolov3",
+    }
+    half = load_workload(resolve_workload("workloads-0.5/workload-6.csv", traces_dir))
+    assert len(half) == 80
+
+
+def test_applications_load(traces_dir: Path) -> None:
+    apps = load_applications(traces_dir)
+    assert set(apps) == {"bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3"}
+    assert apps["cifar10"].max_epochs == 100 and apps["yolov3"].max_local_bsz == 8
+    assert apps["bert"].batch_sizes[0] == 12
+
+
+def test_our_format_adds_optional_columns(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "name,time,application,num_replicas,batch_size,max_gpus,epochs,deadline\n"
+        "b,10,bert,2,24,8,1,3600\n"
+        "a,5,cifar10,4,512,,,\n",
+    )
+    a, b = load_workload(path)
+    assert (a.name, a.max_gpus, a.epochs, a.deadline_s) == ("a", None, None, None)
+    assert (b.max_gpus, b.epochs, b.deadline_s) == (8, 1, 3610.0)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("name,time,application,num_replicas\n", "lacks the column(s) batch_size"),
+        ("name,time,application,num_replicas,batch_size,colour\n", "unknown column(s) colour"),
+        ("name,time,application,num_replicas,batch_size\nj,x,bert,1,12\n", "time is 'x'"),
+        ("name,time,application,num_replicas,batch_size\nj,1,bert,1.5,12\n", "an integer"),
+        ("name,time,application,num_replicas,batch_size\nj,1,bert,0,12\n", "must be >= 1"),
+        (
+            "name,time,application,num_replicas,batch_size\nj,1,bert,1,12\nj,2,bert,1,12\n",
+            "appears twice",
+        ),
+        (
+            "name,time,application,num_replicas,batch_size,deadline\nj,1,bert,1,12,-5\n",
+            "must be after its arrival",
+        ),
+    ],
+)
+def test_bad_workloads_name_the_value_and_rule(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_workload(write(tmp_path, text))
+
+
+def test_traces_directory_comes_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(TRACES_ENV, str(tmp_path))
+    assert default_traces_dir() == tmp_path
+    with pytest.raises(ConfigError, match="neither a file nor a trace"):
+        resolve_workload("workload-6")
+    with pytest.raises(ConfigError, match="no application traces"):
+        load_applications()
