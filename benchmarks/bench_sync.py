@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import signal
 import statistics
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -96,6 +98,8 @@ def predicted_s(scheme: str, n: int, size: int, mbps: float, latency: float) -> 
 
 
 def main() -> None:
+    # A stopped benchmark still stops the servers it started (ExitStack in store_urls).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--stores", nargs="+", default=["embedded", "ps", "redis", "memcached", "s3", "dynamodb"]

@@ -39,6 +39,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from faasml.exceptions import ConfigError, StoreUnavailableError
+from faasml.sync._process import die_with_parent
 from faasml.sync.schemes._base import decode, encode, mean_of
 from faasml.sync.stores._base import Store
 
@@ -212,7 +213,9 @@ class ParameterServer:
     def start(self) -> Self:
         cmd = [sys.executable, "-m", "faasml.sync.param_server"]
         cmd += ["--host", self.host, "--port", str(self.port)]
-        self._process = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        self._process = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, text=True, preexec_fn=die_with_parent
+        )
         stdout = self._process.stdout
         ready = stdout is not None and select.select([stdout], [], [], self.start_timeout_s)[0]
         line = stdout.readline().split() if stdout is not None and ready else []

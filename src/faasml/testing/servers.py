@@ -22,6 +22,7 @@ import time
 from typing import Self
 
 from faasml.exceptions import MissingDependencyError, StoreUnavailableError
+from faasml.sync._process import die_with_parent
 
 
 def free_port() -> int:
@@ -79,7 +80,10 @@ class LocalServer:
             # Output goes to a file: a pipe nobody reads would fill and block the server.
             self._log = tempfile.NamedTemporaryFile(prefix=f"faasml-{self.program}-")  # noqa: SIM115 - closed in stop()
             self._process = subprocess.Popen(
-                self.command(executable), stdout=self._log, stderr=subprocess.STDOUT
+                self.command(executable),
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=die_with_parent,
             )
             end = time.monotonic() + self.start_timeout_s
             while time.monotonic() < end and self._process.poll() is None:

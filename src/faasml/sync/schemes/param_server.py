@@ -14,6 +14,7 @@ from faasml.exceptions import ConfigError
 from faasml.sync.param_server import ParameterServerStore
 from faasml.sync.schemes._base import SyncScheme, mean_of
 from faasml.sync.stores._base import Store
+from faasml.sync.stores.throttled import ThrottledStore
 
 
 class ParamServer(SyncScheme):
@@ -22,13 +23,16 @@ class ParamServer(SyncScheme):
     name = "param-server"
 
     def __init__(self, store: Store, n_workers: int, namespace: str, timeout_s: float = 60.0):
-        if not isinstance(store, ParameterServerStore):
+        # Through a function's link (ThrottledStore) the push and the pull each take M / b.
+        self._link = store if isinstance(store, ThrottledStore) else None
+        server = store.inner if isinstance(store, ThrottledStore) else store
+        if not isinstance(server, ParameterServerStore):
             raise ConfigError(
                 f"the param-server scheme needs a parameter-server store (ps://host:port), "
                 f"got {store.url!r}; start one with faasml.sync.param_server.ParameterServer"
             )
         super().__init__(store, n_workers, namespace, timeout_s)
-        self.server: ParameterServerStore = store
+        self.server: ParameterServerStore = server
 
     def reduce(
         self, worker_id: int, round_id: int, gradient: NDArray[np.float32]
@@ -37,4 +41,9 @@ class ParamServer(SyncScheme):
         if self.n_workers == 1:
             return mean_of([gradient])
         key = self._round_prefix(round_id)
-        return self.server.reduce_mean(key, worker_id, self.n_workers, gradient, self.timeout_s)
+        if self._link is not None:
+            self._link.transfer(gradient.nbytes)  # the push over the function's link
+        mean = self.server.reduce_mean(key, worker_id, self.n_workers, gradient, self.timeout_s)
+        if self._link is not None:
+            self._link.transfer(mean.nbytes)  # the pull
+        return mean

@@ -15,6 +15,7 @@ key, so ``delete(prefix)`` removes them with it.
 from __future__ import annotations
 
 import json
+import random
 import time
 import uuid
 from collections.abc import Callable
@@ -35,9 +36,10 @@ def with_retries(
     transient: tuple[type[BaseException], ...],
     attempts: int = 4,
     first_delay_s: float = 0.05,
+    max_delay_s: float = 2.0,
 ) -> T:
-    """``call()``, retried on ``transient`` errors with doubling delays; then
-    StoreUnavailableError naming ``endpoint``."""
+    """``call()``, retried on ``transient`` errors with doubling, jittered delays (at most
+    ``max_delay_s``); then StoreUnavailableError naming ``endpoint``."""
     delay = first_delay_s
     for attempt in range(1, attempts + 1):
         try:
@@ -48,8 +50,8 @@ def with_retries(
                     f"store at {endpoint} is unavailable after {attempts} attempts: "
                     f"{type(err).__name__}: {err}"
                 ) from err
-            time.sleep(delay)
-            delay *= 2
+            time.sleep(delay * random.uniform(0.5, 1.0))
+            delay = min(delay * 2, max_delay_s)
     raise AssertionError("unreachable")
 
 

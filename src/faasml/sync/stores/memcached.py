@@ -105,7 +105,15 @@ class MemcachedStore(Store):
                     keys.append(unquote(unquote(line.split(" ", 1)[0][4:])))
             return keys
 
-        keys: list[str] = self._retry(dump)
+        # One crawler runs at a time: concurrent callers get BUSY and wait their turn.
+        keys: list[str] = with_retries(
+            dump,
+            endpoint=self.endpoint,
+            transient=self._errors,
+            attempts=60,
+            first_delay_s=0.005,
+            max_delay_s=0.25,
+        )
         return keys
 
     def _delete_prefix(self, prefix: str) -> int:

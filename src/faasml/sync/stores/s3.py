@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Self
 
+from faasml._imports import optional_import
 from faasml.exceptions import ConfigError, StoreUnavailableError
 from faasml.sync.stores._aws import client, connection_errors, error_code, parse_url
 from faasml.sync.stores._base import Store
@@ -26,6 +27,9 @@ class S3Store(Store):
         self.target = parse_url(url, "s3", "S3")
         self._client: Any = client("s3", self.target)
         self._errors = connection_errors()
+        self._checksum_error: type[BaseException] = optional_import(
+            "botocore.exceptions", "aws"
+        ).FlexibleChecksumError
         self._checked = False
 
     @classmethod
@@ -65,6 +69,21 @@ class S3Store(Store):
         self._call("put_object", Bucket=self.target.name, Key=self.target.prefix + key, Body=value)
 
     def _get(self, key: str) -> bytes | None:
+        tries = 0
+
+        def once() -> bytes | None:
+            nonlocal tries
+            tries += 1
+            return self._get_once(key)
+
+        value = with_retries(
+            once, endpoint=f"S3 {self.target.endpoint}", transient=(self._checksum_error,)
+        )
+        self._count_extra(gets=tries - 1)  # a retried GET is billed again
+        return value
+
+    def _get_once(self, key: str) -> bytes | None:
+        """One GET; a body whose checksum does not match raises (and is retried by ``_get``)."""
         try:
             reply = self._call("get_object", Bucket=self.target.name, Key=self.target.prefix + key)
         except StoreUnavailableError:
@@ -73,7 +92,7 @@ class S3Store(Store):
             if error_code(err) in ("NoSuchKey", "404"):
                 return None
             raise
-        body: bytes = reply["Body"].read()
+        body: bytes = reply["Body"].read()  # botocore checks the body's checksum here
         return body
 
     def _delete_prefix(self, prefix: str) -> int:

@@ -33,6 +33,11 @@ class ThrottledStore(Store):
     def from_url(cls, url: str) -> Self:
         raise ConfigError("a throttled store wraps an open store: ThrottledStore(store, mbps)")
 
+    def transfer(self, size: int) -> None:
+        """Spend the time ``size`` bytes take over the link, for work done outside the store
+        API (the parameter server's push and pull)."""
+        time.sleep(size / (self.mbps * 1e6))
+
     def _hold(self, start: float, size: int) -> None:
         left = start + size / (self.mbps * 1e6) - time.perf_counter()
         if left > 0:
