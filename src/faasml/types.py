@@ -123,6 +123,16 @@ class AllocationEstimate:
 
     allocation: Allocation
     epoch: Breakdown
+    startup_s: float = 0.0
+    """Cold start of the allocation's functions, paid once per start."""
+    startup_usd: float = 0.0
+
+    def run_time_s(self, epochs: int) -> float:
+        """Cold start plus ``epochs`` epochs."""
+        return self.startup_s + epochs * self.epoch.time_s
+
+    def run_cost_usd(self, epochs: int) -> float:
+        return self.startup_usd + epochs * self.epoch.cost_usd
 
     @property
     def epoch_time_s(self) -> float:

@@ -114,3 +114,15 @@ def test_restricting_storages_and_architectures() -> None:
         aws.restricted_to(["gcs"])
     with pytest.raises(CatalogError, match="offers: arm, x86"):
         aws.with_architecture("riscv")
+
+
+def test_cold_start_scales_with_the_cpu_share_only_where_the_platform_says_so() -> None:
+    aws = load_catalog("aws-lambda").platform
+    local = load_catalog("local").platform
+    memory = np.array([128, 884, 1769, 4096])
+    assert np.all(aws.cold_start_time(memory) == aws.cold_start_s)
+    local_start = local.cold_start_time(memory)
+    assert local_start[2] == pytest.approx(local.cold_start_s)
+    assert local_start[1] == pytest.approx(local.cold_start_s * 1769 / 884)
+    assert local_start[3] == pytest.approx(local.cold_start_s)  # never faster than at 1 vCPU
+    assert np.all(np.diff(local_start) <= 0)

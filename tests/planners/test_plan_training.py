@@ -17,7 +17,7 @@ STEP = 256  # a coarser grid keeps the brute-force checks quick
 
 def brute_force(name: str, epochs: int) -> tuple[np.ndarray, np.ndarray]:
     space = allocation_space(load_workload(name), AWS, memory_step_mb=STEP)
-    return run_totals(space, epochs, AWS.platform.cold_start_s)
+    return run_totals(space, epochs)
 
 
 @pytest.mark.parametrize("name", ["lr-higgs", "mobilenet-cifar10"])

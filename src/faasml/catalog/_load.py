@@ -147,6 +147,7 @@ def _platform(fields: Fields) -> FunctionPlatform:
         data_store=fields.text("data_store"),
         capacity_vcpus=capacity_vcpus,
         capacity_memory_mb=capacity_memory,
+        cold_start_scales_with_cpu=fields.boolean("cold_start_scales_with_cpu", False),
     )
     fields.raw("sources", None)
     fields.finish()

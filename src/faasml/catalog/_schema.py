@@ -59,6 +59,7 @@ class FunctionPlatform:
     max_duration_s: float
     concurrency_limit: int
     cold_start_s: float
+    """Start of a new function instance at one full vCPU or more."""
     warm_start_s: float
     bills_cold_start: bool
     network_mbps: PiecewiseLinear
@@ -68,6 +69,9 @@ class FunctionPlatform:
     capacity_vcpus: float | None = None
     """Total vCPUs of the machine(s) behind the platform, when bounded (the local machine)."""
     capacity_memory_mb: float | None = None
+    cold_start_scales_with_cpu: bool = False
+    """True where a function starts under its CPU share (a cgroup quota from the first
+    instruction, as on the local platform): a start then takes cold_start_s / min(vCPUs, 1)."""
 
     @property
     def price_per_gb_s(self) -> float:
@@ -90,6 +94,14 @@ class FunctionPlatform:
     def vcpus(self, memory_mb: ArrayLike) -> NDArray[np.float64]:
         """CPU share of a function: memory / mb_per_vcpu, capped at max_vcpus."""
         return np.minimum(np.asarray(memory_mb, dtype=float) / self.mb_per_vcpu, self.max_vcpus)
+
+    def cold_start_time(self, memory_mb: ArrayLike) -> NDArray[np.float64]:
+        """Seconds to start a new instance of ``memory_mb``: cold_start_s, or, where the start
+        runs under the CPU share, cold_start_s / min(vCPUs(m), 1)."""
+        memory = np.asarray(memory_mb, dtype=float)
+        if not self.cold_start_scales_with_cpu:
+            return np.full(memory.shape, self.cold_start_s)
+        return self.cold_start_s / np.minimum(self.vcpus(memory), 1.0)
 
     def max_concurrent(self, memory_mb: ArrayLike) -> NDArray[np.int64]:
         """Most functions of this memory that can run at once: the concurrency limit, and

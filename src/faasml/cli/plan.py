@@ -110,8 +110,8 @@ def print_train_plan(plan: TrainPlan) -> None:
                 str(a.n),
                 f"{a.memory_mb} MB",
                 f"{a.storage}/{a.scheme}",
-                format_duration(plan.startup_s + runner.epoch_time_s * plan.epochs),
-                format_money(runner.epoch_cost_usd * plan.epochs),
+                format_duration(runner.run_time_s(plan.epochs)),
+                format_money(runner.run_cost_usd(plan.epochs)),
             )
         out.print(table)
 

@@ -88,12 +88,13 @@ def epoch_cost(
 
 
 def startup_cost(platform: FunctionPlatform, n: ArrayLike, memory_mb: ArrayLike) -> Array:
-    """Cost of starting n cold functions: their INIT time, where the platform bills it."""
+    """Cost of starting n cold functions: their start time (platform.cold_start_time), where
+    the platform bills it."""
     if not platform.bills_cold_start:
         return np.zeros(np.broadcast(np.asarray(n), np.asarray(memory_mb)).shape)
     result: Array = (
         np.asarray(n, dtype=float)
-        * platform.cold_start_s
+        * platform.cold_start_time(memory_mb)
         * (np.asarray(memory_mb, dtype=float) / 1024.0)
         * platform.price_per_gb_s
     )

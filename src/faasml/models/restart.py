@@ -104,7 +104,7 @@ def switch_costs(
     platform = catalog.platform
     count = new.n.astype(float)
     memory = new.memory_mb.astype(float)
-    cold = platform.cold_start_s
+    cold = platform.cold_start_time(memory)
     pull = np.zeros(memory.shape)
     hourly = np.zeros(memory.shape)
     for option in np.unique(new.option):

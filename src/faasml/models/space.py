@@ -57,6 +57,8 @@ class AllocationTable:
     invocation_usd: Array
     storage_usd: Array
     startup_usd: Array
+    startup_s: Array
+    """Cold start of this allocation's functions (platform.cold_start_time of its memory)."""
     """Cost of the cold start of this allocation's n functions (once per start, not per epoch)."""
 
     def __len__(self) -> int:
@@ -87,6 +89,7 @@ class AllocationTable:
             invocation_usd=self.invocation_usd[index],
             storage_usd=self.storage_usd[index],
             startup_usd=self.startup_usd[index],
+            startup_s=self.startup_s[index],
         )
 
     def allocation(self, row: int) -> Allocation:
@@ -105,7 +108,12 @@ class AllocationTable:
         )
 
     def estimate(self, row: int) -> AllocationEstimate:
-        return AllocationEstimate(self.allocation(row), self.breakdown(row))
+        return AllocationEstimate(
+            self.allocation(row),
+            self.breakdown(row),
+            startup_s=float(self.startup_s[row]),
+            startup_usd=float(self.startup_usd[row]),
+        )
 
     @staticmethod
     def concatenate(
@@ -127,6 +135,7 @@ class AllocationTable:
             invocation_usd=cat("invocation_usd").astype(float),
             storage_usd=cat("storage_usd").astype(float),
             startup_usd=cat("startup_usd").astype(float),
+            startup_s=cat("startup_s").astype(float),
         )
 
 
@@ -208,6 +217,7 @@ def evaluate(
         invocation_usd=rows(cost.invocation_usd).astype(float),
         storage_usd=rows(cost.storage_usd).astype(float),
         startup_usd=startup_cost(platform, kept_n, kept_memory),
+        startup_s=platform.cold_start_time(kept_memory),
     )
 
 

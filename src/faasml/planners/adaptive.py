@@ -179,7 +179,7 @@ class TrainingPolicy:
         p, bounds = self.frontier, (self.constraint.budget_usd, self.constraint.deadline_s)
         # Provision for (1 + δ) × the estimate as re-plans do, else for the estimate itself.
         for count in dict.fromkeys((self._provision(self.offline_epochs), self.offline_epochs)):
-            time = self.catalog.platform.cold_start_s + count * p.time_s
+            time = p.startup_s + count * p.time_s
             cost = p.startup_usd + count * p.cost_usd
             admitted = self._admits(time, cost, *bounds)
             if admitted.any():
@@ -191,7 +191,7 @@ class TrainingPolicy:
         # The offline estimate is a guess (errors up to 40 %, CE-scaling Fig. 4a): when a part
         # of it fits, start best-effort and let the online fit decide; refuse below that part.
         least = max(1, math.ceil(self.start_fraction * self.offline_epochs))
-        part_time = self.catalog.platform.cold_start_s + least * p.time_s
+        part_time = p.startup_s + least * p.time_s
         part_cost = p.startup_usd + least * p.cost_usd
         if not self._admits(part_time, part_cost, *bounds).any():
             raise _infeasible(self.workload, self.offline_epochs, self.constraint, time, cost)

@@ -15,11 +15,11 @@ from faasml.workload import Workload
 
 
 def run_totals(
-    table: AllocationTable, epochs: int, cold_start_s: float
+    table: AllocationTable, epochs: int
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Time and cost of ``epochs`` epochs on each row, cold start included: T = s + e·t'(θ),
-    C = startup + e·c'(θ) (CE-scaling eqs. 13 and 15)."""
-    time = cold_start_s + epochs * table.time_s
+    """Time and cost of ``epochs`` epochs on each row, cold start included: T = s(θ) + e·t'(θ),
+    C = startup(θ) + e·c'(θ) (CE-scaling eqs. 13 and 15)."""
+    time = table.startup_s + epochs * table.time_s
     cost = table.startup_usd + epochs * table.cost_usd
     return time, cost
 
@@ -54,8 +54,7 @@ def plan_training(
     if len(space) == 0:
         reasons = "; ".join(f"{k} ({v})" for k, v in exclusions.counts.most_common())
         raise ConfigError(f"no allocation of {catalog.name} can run {workload.name}: {reasons}")
-    cold_start = catalog.platform.cold_start_s
-    all_time, all_cost = run_totals(space, count, cold_start)
+    all_time, all_cost = run_totals(space, count)
     admitted = _admitted(constraint, all_time, all_cost)
     front_rows = pareto_indices(all_time, all_cost)
     if not admitted.any():
@@ -77,7 +76,7 @@ def plan_training(
         load_s=0.0,
         compute_s=0.0,
         sync_s=0.0,
-        invoke_s=cold_start,
+        invoke_s=float(space.startup_s[best]),
         function_usd=float(space.startup_usd[best]),
         invocation_usd=0.0,
         storage_usd=0.0,
@@ -89,7 +88,7 @@ def plan_training(
         epochs=count,
         choice=space.estimate(best),
         total=epoch.scaled(count).plus(startup),
-        startup_s=cold_start,
+        startup_s=float(space.startup_s[best]),
         runners_up=tuple(space.estimate(row) for row in per_option[1 : 1 + runners_up]),
         frontier_size=len(front_rows),
         space_size=len(space),

@@ -44,8 +44,8 @@ def estimate_dict(estimate: AllocationEstimate, epochs: int) -> dict[str, Any]:
     return {
         "allocation": allocation_dict(estimate.allocation),
         "epoch": breakdown_dict(estimate.epoch),
-        "run_time_s": estimate.epoch_time_s * epochs,
-        "run_cost_usd": estimate.epoch_cost_usd * epochs,
+        "run_time_s": estimate.run_time_s(epochs),
+        "run_cost_usd": estimate.run_cost_usd(epochs),
     }
 
 

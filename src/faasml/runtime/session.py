@@ -366,7 +366,7 @@ class TrainRun(BaseRun):
             stage["allocation"] = dataclasses.asdict(start)
             stage["epoch_time_s"] = float(table.time_s[0])
             stage["epoch_cost_usd"] = float(table.cost_usd[0])
-            stage["time_s"] = self.catalog.platform.cold_start_s + epochs * float(table.time_s[0])
+            stage["time_s"] = float(table.startup_s[0]) + epochs * float(table.time_s[0])
             stage["cost_usd"] = float(table.startup_usd[0]) + epochs * float(table.cost_usd[0])
             self.state["plan"].update(
                 planner="adaptive", time_s=stage["time_s"], cost_usd=stage["cost_usd"]

@@ -200,7 +200,7 @@ def simulate_training(
         seconds, dollars = epoch_of(first)
         run_epoch(1, seconds, dollars, False)
 
-    loop.after(catalog.platform.cold_start_s, first_epoch)
+    loop.after(float(catalog.platform.cold_start_time(first.memory_mb)), first_epoch)
     loop.run()
     restarts = sum(1 for r in records if r.decision.decision is Decision.RESCALE)
     return TrainingRun(

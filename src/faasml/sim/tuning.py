@@ -155,7 +155,8 @@ class _Simulation:
         cold = _lognormal(self.rng, self.cold, (stage.trials,))
         epoch = stage.epoch
         train_s = epochs.sum(axis=1) * epoch.time_s
-        durations = cold * platform.cold_start_s + train_s
+        start_s = float(platform.cold_start_time(stage.allocation.memory_mb))
+        durations = cold * start_s + train_s
         time_priced = self.catalog.storage(stage.allocation.storage).pricing == "time"
         # GB-seconds (and node time) scale with the time the functions really ran.
         scaled = epoch.function_usd + (epoch.storage_usd if time_priced else 0.0)

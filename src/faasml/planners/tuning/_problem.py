@@ -5,10 +5,11 @@ start s, cold-start cost u(θ) of its n functions; k(θ) = ⌊max_concurrent(m) 
 the platform at once):
 
     waves  w_i(θ) = ⌈q_i / k(θ)⌉
-    time   T_i(θ) = w_i(θ) · (s + r_i · t'(θ))            (eq. 7, with concurrency waves)
+    time   T_i(θ) = w_i(θ) · (s(θ) + r_i · t'(θ))         (eq. 7, with concurrency waves)
     cost   C_i(θ) = q_i · (r_i · c'(θ) + u(θ))            (eq. 8 / eq. 11)
 
-Every trial starts its n functions cold once, so a wave takes s + r_i·t'(θ). A plan's time is
+Every trial starts its n functions cold once, so a wave takes s(θ) + r_i·t'(θ); s(θ) is the
+platform's cold start at θ's memory (platform.cold_start_time). A plan's time is
 Σ T_i and its cost Σ C_i. Each stage's options are the Pareto front of (T_i, C_i); the
 candidates come from the allocation space Θ pruned in a way that keeps every stage's and
 every static plan's optimum (``tuning_candidates``).
@@ -40,25 +41,30 @@ def trials_per_wave(table: AllocationTable, catalog: Catalog) -> IntArray:
 def tuning_candidates(table: AllocationTable, catalog: Catalog, job: TuningJob) -> AllocationTable:
     """The rows of Θ that can be optimal for some stage of ``job`` or for a static plan.
 
-    Rows with the same k(θ) have the same waves in every stage, so within such a group a stage's
-    T_i grows with t'(θ) and its C_i with ρ·c'(θ) + u(θ) for ρ = r_i. A row dominated in
-    (t', ρ·c' + u) inside its group, for every ρ among the r_i and Σq_i·r_i / Σq_i (static
-    plans), is dominated in every stage and every static plan, so dropping it is exact.
+    Rows with the same k(θ) have the same waves w_i in every stage, so within such a group
+    stage i's T_i grows with s + r_i·t' and its C_i with r_i·c' + u; a static plan's time grows
+    with s + (R/W)·t' (W = Σ w_i, R = Σ w_i·r_i) and its cost with ρ·c' + u (ρ = Σq_i·r_i / Σq_i).
+    A row dominated inside its group in every one of those (time, cost) pairs is dominated in
+    every stage and every static plan, so dropping it is exact.
     """
     if len(table) == 0:
         return table
     k = trials_per_wave(table, catalog)
     q = np.asarray(job.trial_counts, dtype=float)
     r = np.asarray(job.epochs, dtype=float)
-    ratios = sorted({*map(float, r), float((q * r).sum() / q.sum())})
+    static_rho = float((q * r).sum() / q.sum())
     order = np.argsort(k, kind="stable")
     bounds = np.flatnonzero(np.diff(k[order])) + 1
-    time = table.time_s
+    epoch_time, epoch_cost = table.time_s, table.cost_usd
     keep = np.zeros(len(table), dtype=bool)
     for group in np.split(order, bounds):
-        for rho in ratios:
-            cost = rho * table.cost_usd[group] + table.startup_usd[group]
-            keep[group[pareto_indices(time[group], cost)]] = True
+        waves = np.ceil(q / k[group[0]])
+        pairs = {(float(ri), float(ri)) for ri in r}
+        pairs.add((float((waves * r).sum() / waves.sum()), static_rho))
+        for rho_time, rho_cost in pairs:
+            time = table.startup_s[group] + rho_time * epoch_time[group]
+            cost = rho_cost * epoch_cost[group] + table.startup_usd[group]
+            keep[group[pareto_indices(time, cost)]] = True
     return table.take(np.flatnonzero(keep))
 
 
@@ -87,7 +93,6 @@ class TuningProblem:
     constraint: Constraint
     table: AllocationTable
     """Candidate allocations with their per-epoch estimates."""
-    cold_start_s: float
     trials_per_wave: IntArray
     """k(θ) of each candidate row."""
     stages: tuple[StageOptions, ...]
@@ -107,7 +112,7 @@ class TuningProblem:
         Pareto options)."""
         q, r = self.stages[stage].trials, self.stages[stage].epochs
         waves = -(-q // self.trials_per_wave[rows])
-        time = waves * (self.cold_start_s + r * self.table.time_s[rows])
+        time = waves * (self.table.startup_s[rows] + r * self.table.time_s[rows])
         cost = q * (r * self.table.cost_usd[rows] + self.table.startup_usd[rows])
         return time, cost, waves.astype(np.int64)
 
@@ -149,7 +154,6 @@ def build_problem(
     shell = TuningProblem(
         constraint=constraint,
         table=candidates,
-        cold_start_s=catalog.platform.cold_start_s,
         trials_per_wave=k,
         stages=tuple(
             StageOptions(
@@ -167,7 +171,6 @@ def build_problem(
     return TuningProblem(
         constraint=constraint,
         table=candidates,
-        cold_start_s=shell.cold_start_s,
         trials_per_wave=k,
         stages=tuple(stages),
         pool_plans=plans,
