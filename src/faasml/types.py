@@ -183,9 +183,9 @@ class StagePlan:
     waves: int
     """⌈q_i / trials that fit the concurrency limit at once⌉."""
     time_s: float
-    """waves · (cold start + r_i · t'(θ_i))."""
+    """cold start + waves · r_i · t'(θ_i) (later waves reuse warm functions)."""
     cost_usd: float
-    """q_i · (r_i · c'(θ_i) + cold-start cost of the trial's functions)."""
+    """q_i · r_i · c'(θ_i) + the cold-start cost of the first wave's functions."""
 
 
 @dataclass(frozen=True)

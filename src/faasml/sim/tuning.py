@@ -156,6 +156,10 @@ class _Simulation:
         epoch = stage.epoch
         train_s = epochs.sum(axis=1) * epoch.time_s
         start_s = float(platform.cold_start_time(stage.allocation.memory_mb))
+        # Trials start in order; those after the first wave reuse its warm functions.
+        slots = int(platform.max_concurrent(stage.allocation.memory_mb))
+        per_wave = max(1, slots // stage.allocation.n)
+        cold = np.where(np.arange(stage.trials) < per_wave, cold, 0.0)
         durations = cold * start_s + train_s
         time_priced = self.catalog.storage(stage.allocation.storage).pricing == "time"
         # GB-seconds (and node time) scale with the time the functions really ran.

@@ -5,11 +5,13 @@ start s, cold-start cost u(θ) of its n functions; k(θ) = ⌊max_concurrent(m) 
 the platform at once):
 
     waves  w_i(θ) = ⌈q_i / k(θ)⌉
-    time   T_i(θ) = w_i(θ) · (s(θ) + r_i · t'(θ))         (eq. 7, with concurrency waves)
-    cost   C_i(θ) = q_i · (r_i · c'(θ) + u(θ))            (eq. 8 / eq. 11)
+    time   T_i(θ) = s(θ) + w_i(θ) · r_i · t'(θ)                 (eq. 7, with concurrency waves)
+    cost   C_i(θ) = q_i · r_i · c'(θ) + min(q_i, k(θ)) · u(θ)   (eq. 8 / eq. 11)
 
-Every trial starts its n functions cold once, so a wave takes s(θ) + r_i·t'(θ); s(θ) is the
-platform's cold start at θ's memory (platform.cold_start_time). A plan's time is
+s(θ) is the platform's cold start at θ's memory (platform.cold_start_time). The first wave
+starts min(q_i, k) · n functions cold; later waves reuse those warm instances (a FaaS platform
+keeps a finished function warm for the next invocation of the same size), so a stage pays the
+cold start once. A plan's time is
 Σ T_i and its cost Σ C_i. Each stage's options are the Pareto front of (T_i, C_i); the
 candidates come from the allocation space Θ pruned in a way that keeps every stage's and
 every static plan's optimum (``tuning_candidates``).
@@ -42,25 +44,28 @@ def tuning_candidates(table: AllocationTable, catalog: Catalog, job: TuningJob) 
     """The rows of Θ that can be optimal for some stage of ``job`` or for a static plan.
 
     Rows with the same k(θ) have the same waves w_i in every stage, so within such a group
-    stage i's T_i grows with s + r_i·t' and its C_i with r_i·c' + u; a static plan's time grows
-    with s + (R/W)·t' (W = Σ w_i, R = Σ w_i·r_i) and its cost with ρ·c' + u (ρ = Σq_i·r_i / Σq_i).
-    A row dominated inside its group in every one of those (time, cost) pairs is dominated in
-    every stage and every static plan, so dropping it is exact.
+    stage i's T_i grows with s + w_i·r_i·t' and its C_i with (q_i·r_i / min(q_i, k))·c' + u; a
+    static plan's time grows with s + (Σ w_i·r_i / d)·t' and its cost with
+    (Σ q_i·r_i / Σ min(q_i, k))·c' + u. A row dominated inside its group in every one of those
+    (time, cost) pairs is dominated in every stage and every static plan, so dropping it is exact.
     """
     if len(table) == 0:
         return table
     k = trials_per_wave(table, catalog)
     q = np.asarray(job.trial_counts, dtype=float)
     r = np.asarray(job.epochs, dtype=float)
-    static_rho = float((q * r).sum() / q.sum())
     order = np.argsort(k, kind="stable")
     bounds = np.flatnonzero(np.diff(k[order])) + 1
     epoch_time, epoch_cost = table.time_s, table.cost_usd
     keep = np.zeros(len(table), dtype=bool)
     for group in np.split(order, bounds):
         waves = np.ceil(q / k[group[0]])
-        pairs = {(float(ri), float(ri)) for ri in r}
-        pairs.add((float((waves * r).sum() / waves.sum()), static_rho))
+        cold = np.minimum(q, k[group[0]])
+        pairs = {
+            (float(w * ri), float(qi * ri / c))
+            for w, ri, qi, c in zip(waves, r, q, cold, strict=True)
+        }
+        pairs.add((float((waves * r).sum() / len(r)), float((q * r).sum() / cold.sum())))
         for rho_time, rho_cost in pairs:
             time = table.startup_s[group] + rho_time * epoch_time[group]
             cost = rho_cost * epoch_cost[group] + table.startup_usd[group]
@@ -112,8 +117,9 @@ class TuningProblem:
         Pareto options)."""
         q, r = self.stages[stage].trials, self.stages[stage].epochs
         waves = -(-q // self.trials_per_wave[rows])
-        time = waves * (self.table.startup_s[rows] + r * self.table.time_s[rows])
-        cost = q * (r * self.table.cost_usd[rows] + self.table.startup_usd[rows])
+        k = self.trials_per_wave[rows]
+        time = self.table.startup_s[rows] + waves * r * self.table.time_s[rows]
+        cost = q * r * self.table.cost_usd[rows] + np.minimum(q, k) * self.table.startup_usd[rows]
         return time, cost, waves.astype(np.int64)
 
     def static_totals(self) -> tuple[Array, Array]:
