@@ -159,7 +159,12 @@ def profile_job(
             overheads.append(max(wall - busy, 0.0))
             for call in calls:
                 if call.billed is not None and call.billed.cold:
-                    colds.append(call.billed.init_s)
+                    # Catalogs state the cold start at one vCPU; where a start runs under the
+                    # CPU share, a start measured at a smaller share is scaled back to it.
+                    share = 1.0
+                    if catalog.platform.cold_start_scales_with_cpu:
+                        share = min(1.0, float(catalog.platform.vcpus(memory)))
+                    colds.append(call.billed.init_s * share)
             objects.delete(f"p/{tag}/")
             return reports
 
