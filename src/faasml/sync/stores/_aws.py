@@ -89,3 +89,34 @@ def connection_errors() -> tuple[type[BaseException], ...]:
 def error_code(err: BaseException) -> str:
     response = getattr(err, "response", None) or {}
     return str(response.get("Error", {}).get("Code", ""))
+
+
+class AwsCalls:
+    """boto3 calls for a store over one bucket or table: the container is checked (and created
+    when the URL asks) on first use, and connection failures are retried and named."""
+
+    label = ""
+    """What the endpoint is called in messages: 'S3', 'DynamoDB'."""
+    target: AwsTarget
+    _client: Any
+    _errors: tuple[type[BaseException], ...]
+    _checked: bool
+
+    def _ensure_container(self) -> None:
+        raise NotImplementedError
+
+    def _call(self, method: str, **kwargs: Any) -> Any:
+        from faasml.sync.stores._service import with_retries
+
+        endpoint = f"{self.label} {self.target.endpoint}"
+        if not self._checked:
+            with_retries(
+                self._ensure_container, endpoint=endpoint, transient=self._errors, attempts=1
+            )
+            self._checked = True
+        return with_retries(
+            lambda: getattr(self._client, method)(**kwargs),
+            endpoint=endpoint,
+            transient=self._errors,
+            attempts=1,  # botocore already retried with backoff
+        )

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Self
 
 from faasml.exceptions import ConfigError, StoreUnavailableError
-from faasml.sync.stores._aws import client, connection_errors, error_code, parse_url
+from faasml.sync.stores._aws import AwsCalls, client, connection_errors, error_code, parse_url
 from faasml.sync.stores._base import Store
 from faasml.sync.stores._service import (
     CHUNK_MARK,
@@ -22,7 +22,6 @@ from faasml.sync.stores._service import (
     head_version,
     join,
     split,
-    with_retries,
 )
 
 ITEM_LIMIT_BYTES = 400 * 1024
@@ -31,9 +30,10 @@ CHUNK_BYTES = 380 * 1024
 """Value bytes per item: the limit less room for the key and attribute names."""
 
 
-class DynamoDBStore(Store):
+class DynamoDBStore(AwsCalls, Store):
     """One item per key; values above ``CHUNK_BYTES`` in chunk items behind a head item."""
 
+    label = "DynamoDB"
     max_poll_s = 0.02  # every poll is a billed read
 
     def __init__(self, url: str) -> None:
@@ -47,19 +47,7 @@ class DynamoDBStore(Store):
     def from_url(cls, url: str) -> Self:
         return cls(url)
 
-    def _call(self, method: str, **kwargs: Any) -> Any:
-        endpoint = f"DynamoDB {self.target.endpoint}"
-        if not self._checked:
-            with_retries(self._ensure_table, endpoint=endpoint, transient=self._errors, attempts=1)
-            self._checked = True
-        return with_retries(
-            lambda: getattr(self._client, method)(**kwargs),
-            endpoint=endpoint,
-            transient=self._errors,
-            attempts=1,  # botocore already retried with backoff
-        )
-
-    def _ensure_table(self) -> None:
+    def _ensure_container(self) -> None:
         table = self.target.name
         try:
             self._client.describe_table(TableName=table)

@@ -12,14 +12,15 @@ from typing import Any, Self
 
 from faasml._imports import optional_import
 from faasml.exceptions import ConfigError, StoreUnavailableError
-from faasml.sync.stores._aws import client, connection_errors, error_code, parse_url
+from faasml.sync.stores._aws import AwsCalls, client, connection_errors, error_code, parse_url
 from faasml.sync.stores._base import Store
 from faasml.sync.stores._service import with_retries
 
 
-class S3Store(Store):
+class S3Store(AwsCalls, Store):
     """One object per key under the bucket's prefix."""
 
+    label = "S3"
     max_poll_s = 0.02  # every poll is a billed GET
 
     def __init__(self, url: str) -> None:
@@ -36,19 +37,7 @@ class S3Store(Store):
     def from_url(cls, url: str) -> Self:
         return cls(url)
 
-    def _call(self, method: str, **kwargs: Any) -> Any:
-        endpoint = f"S3 {self.target.endpoint}"
-        if not self._checked:
-            with_retries(self._ensure_bucket, endpoint=endpoint, transient=self._errors, attempts=1)
-            self._checked = True
-        return with_retries(
-            lambda: getattr(self._client, method)(**kwargs),
-            endpoint=endpoint,
-            transient=self._errors,
-            attempts=1,  # botocore already retried with backoff
-        )
-
-    def _ensure_bucket(self) -> None:
+    def _ensure_container(self) -> None:
         try:
             self._client.head_bucket(Bucket=self.target.name)
         except self._errors:
