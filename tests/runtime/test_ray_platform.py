@@ -1,0 +1,95 @@
+"""The Ray platform passes the platform conformance suite on a real 2-node local Ray cluster."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from faasml.catalog import load_catalog
+from faasml.cli.main import main
+from faasml.runtime.platform import Platform, open_platform
+from faasml.testing.platform_conformance import *  # noqa: F403
+
+ray = pytest.importorskip("ray")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Any]:
+    """A head node and a second node, 2 CPUs each, on loopback; shut down after the module."""
+    started = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 2, "include_dashboard": False},
+    )
+    started.add_node(num_cpus=2)
+    started.wait_for_nodes()
+    ray.init(address=started.address, include_dashboard=False, log_to_driver=False)
+    yield started
+    ray.shutdown()
+    started.shutdown()
+
+
+@pytest.fixture(scope="module")
+def platform(cluster: Any) -> Iterator[Platform]:
+    opened = open_platform("ray", load_catalog("local"), address=cluster.address)
+    yield opened
+    opened.close()
+
+
+def test_the_cluster_has_two_nodes(cluster: Any) -> None:
+    alive = [node for node in ray.nodes() if node["Alive"]]
+    assert len(alive) == 2
+
+
+def test_functions_are_sized_by_memory(platform: Platform) -> None:
+    """CPUs = memory / 1769 MB and the memory resource are reserved while a function is warm."""
+    memory = 1769
+    before = ray.available_resources().get("CPU", 0.0)
+    invocation = platform.invoke("faasml.testing.functions:echo", 1, memory)
+    assert invocation.result(timeout=60) == 1
+    after = ray.available_resources().get("CPU", 0.0)
+    assert before - after == pytest.approx(1.0, abs=0.05)
+
+
+def test_a_full_cluster_refuses_with_capacity_error(platform: Platform) -> None:
+    from faasml.runtime.platform import CapacityError
+
+    running = [platform.invoke("faasml.testing.functions:sleep", 3.0, 1769) for _ in range(2)]
+    with pytest.raises(CapacityError, match="full"):
+        for _ in range(6):
+            running.append(platform.invoke("faasml.testing.functions:sleep", 3.0, 1769))
+    for invocation in running:
+        invocation.cancel()
+
+
+def test_tune_runs_the_demo_job_on_the_cluster(
+    cluster: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = tmp_path / "tune.yaml"
+    text = (EXAMPLES / "tune-logreg.yaml").read_text()
+    job.write_text(
+        text.replace("trials: 16", "trials: 4").replace("samples: 20000", "samples: 4000")
+    )
+    code = main(
+        [
+            "tune",
+            str(job),
+            "--budget",
+            "0.05",
+            "--platform",
+            "ray",
+            "--address",
+            cluster.address,
+            "--run-dir",
+            str(tmp_path / "run"),
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "finished" in out
+    assert (tmp_path / "run" / "report.md").exists()
