@@ -16,6 +16,7 @@ from faasml.testing.platform_conformance import *  # noqa: F403
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
+LOOPBACK = {"node_ip_address": "127.0.0.1"}
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
@@ -24,9 +25,9 @@ def cluster() -> Iterator[Any]:
     """A head node and a second node, 2 CPUs each, on loopback; shut down after the module."""
     started = Cluster(
         initialize_head=True,
-        head_node_args={"num_cpus": 2, "include_dashboard": False},
+        head_node_args={"num_cpus": 2, "include_dashboard": False, **LOOPBACK},
     )
-    started.add_node(num_cpus=2)
+    started.add_node(num_cpus=2, **LOOPBACK)
     started.wait_for_nodes()
     ray.init(address=started.address, include_dashboard=False, log_to_driver=False)
     yield started
@@ -37,6 +38,9 @@ def cluster() -> Iterator[Any]:
 @pytest.fixture(scope="module")
 def platform(cluster: Any) -> Iterator[Platform]:
     opened = open_platform("ray", load_catalog("local"), address=cluster.address)
+    # The cluster's first worker processes take seconds to start on a loaded machine; one
+    # call first keeps that out of the suite's 10-second cancel window.
+    assert opened.invoke("faasml.testing.functions:echo", 0, 256).result(timeout=120) == 0
     yield opened
     opened.close()
 

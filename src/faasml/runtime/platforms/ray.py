@@ -37,6 +37,10 @@ from faasml.runtime.platform import (
 )
 from faasml.runtime.platforms.local import CPU_MODES, IDLE_TIMEOUT_S, LocalInvocation, LocalPlatform
 
+START_TIMEOUT_S = 60.0
+"""An actor Ray has not placed and started by then is killed (its cluster is fragmented or
+full); its invocation fails as ``killed``."""
+
 
 class _FunctionHost:
     """The actor body: one function instance, run by the local platform on this node.
@@ -105,12 +109,17 @@ class _Actor:
     """No invocation has run on it yet (its start is still to be billed)."""
     busy: RayInvocation | None = None
     idle_since: float = 0.0
+    ready: Any = None
+    """Future of the actor's creation (done once Ray has placed and started it)."""
+    unplaced: bool = False
+    """Killed because Ray could not place it within ``start_timeout_s``."""
 
 
 class RayInvocation(Invocation):
     """One task on a function actor; completed by the object ref's future callback."""
 
-    def __init__(self, actor: _Actor, dispatched: float, call: int) -> None:
+    def __init__(self, platform: RayPlatform, actor: _Actor, dispatched: float, call: int) -> None:
+        self.platform = platform
         self.actor = actor
         self.call = call
         self.dispatched = dispatched
@@ -128,8 +137,15 @@ class RayInvocation(Invocation):
         if self._inner.done() or self._cancel_sent:
             return
         self._cancel_sent = True
+        if self.actor.ready is not None and not self.actor.ready.done():
+            self.platform._kill(self.actor)  # not started yet: nothing to stop inside
+            return
         with contextlib.suppress(Exception):
             self.actor.handle.cancel.remote(self.call)
+
+    @property
+    def cancel_requested(self) -> bool:
+        return self._cancel_sent
 
     @property
     def billed(self) -> Billed | None:
@@ -155,6 +171,7 @@ class RayPlatform(Platform):
         address_space_limit: bool = True,
         idle_timeout_s: float = IDLE_TIMEOUT_S,
         spread: bool = True,
+        start_timeout_s: float = START_TIMEOUT_S,
     ) -> None:
         super().__init__(catalog)
         if cpu not in CPU_MODES:
@@ -170,6 +187,9 @@ class RayPlatform(Platform):
             "idle_timeout_s": idle_timeout_s,
         }
         self._spread = spread
+        if start_timeout_s <= 0:
+            raise ConfigError(f"the value of start_timeout_s is {start_timeout_s}, but must be > 0")
+        self.start_timeout_s = start_timeout_s
         self._owns_session = False
         if not self._ray.is_initialized():
             try:
@@ -225,7 +245,7 @@ class RayPlatform(Platform):
             self._reap_idle()
             actor = self._take_warm(memory_mb) or self._start_actor(memory_mb)
             self._calls += 1
-            invocation = RayInvocation(actor, time.monotonic(), self._calls)
+            invocation = RayInvocation(self, actor, time.monotonic(), self._calls)
             actor.busy = invocation
             cold_actor = actor.fresh
             actor.fresh = False
@@ -291,9 +311,20 @@ class RayPlatform(Platform):
         with contextlib.suppress(Exception):
             self._ray.kill(actor.handle)
 
+    def _kill(self, actor: _Actor) -> None:
+        with self._lock:
+            self._discard(actor)
+
+    def _check_started(self, actor: _Actor) -> None:
+        if actor.ready is not None and not actor.ready.done():
+            actor.unplaced = True
+            self._kill(actor)
+
     def _start_actor(self, memory_mb: int) -> _Actor:
         """A new function actor; evicts idle ones or raises CapacityError when it cannot fit."""
         vcpus = self.vcpus(memory_mb)
+        for other in [a for a in self._actors if a.busy is None and a.memory_mb != memory_mb]:
+            self._discard(other)  # recycled: idle fractions would fragment the nodes' CPUs
         while not self._fits(memory_mb, vcpus):
             idle = [a for a in self._actors if a.busy is None]
             if not idle:
@@ -313,6 +344,10 @@ class RayPlatform(Platform):
             options["scheduling_strategy"] = "SPREAD"
         handle = self._host_class.options(**options).remote(self.catalog, memory_mb, self._options)
         actor = _Actor(handle, memory_mb, vcpus, time.time())
+        actor.ready = handle.__ray_ready__.remote().future()
+        watch = threading.Timer(self.start_timeout_s, self._check_started, (actor,))
+        watch.daemon = True
+        watch.start()
         self._actors.append(actor)
         return actor
 
@@ -337,10 +372,13 @@ class RayPlatform(Platform):
             with self._lock:
                 self._discard(actor)
             elapsed = time.monotonic() - invocation.dispatched
-            kind = "cancelled" if self._closed else "killed"
+            kind = "cancelled" if self._closed or invocation.cancel_requested else "killed"
+            message = f"the Ray actor ended: {err}"
+            if actor.unplaced:
+                message = f"Ray could not place the function within {self.start_timeout_s:g} s"
             invocation._finish(
                 None,
-                FunctionError(kind, f"the Ray actor ended: {err}"),
+                FunctionError(kind, message),
                 Billed(elapsed, actor.memory_mb, cold_actor, 0.0, ok=False),
             )
             return
