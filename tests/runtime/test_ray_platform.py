@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,6 @@ from faasml.testing.platform_conformance import *  # noqa: F403
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
-LOOPBACK = {"node_ip_address": "127.0.0.1"}
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
@@ -25,9 +25,9 @@ def cluster() -> Iterator[Any]:
     """A head node and a second node, 2 CPUs each, on loopback; shut down after the module."""
     started = Cluster(
         initialize_head=True,
-        head_node_args={"num_cpus": 2, "include_dashboard": False, **LOOPBACK},
+        head_node_args={"num_cpus": 2, "include_dashboard": False},
     )
-    started.add_node(num_cpus=2, **LOOPBACK)
+    started.add_node(num_cpus=2)
     started.wait_for_nodes()
     ray.init(address=started.address, include_dashboard=False, log_to_driver=False)
     yield started
@@ -51,13 +51,22 @@ def test_the_cluster_has_two_nodes(cluster: Any) -> None:
 
 
 def test_functions_are_sized_by_memory(platform: Platform) -> None:
-    """CPUs = memory / 1769 MB and the memory resource are reserved while a function is warm."""
-    memory = 1769
-    before = ray.available_resources().get("CPU", 0.0)
-    invocation = platform.invoke("faasml.testing.functions:echo", 1, memory)
-    assert invocation.result(timeout=60) == 1
-    after = ray.available_resources().get("CPU", 0.0)
-    assert before - after == pytest.approx(1.0, abs=0.05)
+    """A new 1769 MB function reserves 1 CPU (memory / 1769 MB) and 1769 MB of Ray memory."""
+    fn = "faasml.testing.functions:sleep"
+    assert platform.invoke(fn, 0.0, 1769).result(timeout=60) == 0.0  # one warm, idle
+    time.sleep(1.0)
+    before = ray.available_resources()
+    busy = [platform.invoke(fn, 3.0, 1769) for _ in range(2)]  # warm one + one new actor
+    deadline = time.monotonic() + 30
+    used_cpu = used_mb = 0.0
+    while time.monotonic() < deadline and used_cpu < 0.99:
+        time.sleep(0.2)
+        after = ray.available_resources()
+        used_cpu = before.get("CPU", 0.0) - after.get("CPU", 0.0)
+        used_mb = (before.get("memory", 0.0) - after.get("memory", 0.0)) / 2**20
+    assert used_cpu == pytest.approx(1.0, abs=0.01)
+    assert used_mb == pytest.approx(1769, abs=1)
+    assert [b.result(timeout=60) for b in busy] == [3.0, 3.0]
 
 
 def test_a_full_cluster_refuses_with_capacity_error(platform: Platform) -> None:

@@ -173,3 +173,4 @@ def open_platform(name: str, catalog: Catalog, **options: Any) -> Platform:
 
 
 PLATFORMS.register("ray", "faasml.runtime.platforms.ray:RayPlatform")
+PLATFORMS.register("lithops", "faasml.runtime.platforms.lithops:LithopsPlatform")

@@ -1,0 +1,41 @@
+"""The Lithops platform passes the platform conformance suite on Lithops' localhost back-end."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from faasml.catalog import load_catalog
+from faasml.exceptions import ConfigError
+from faasml.runtime.platform import Platform, open_platform
+from faasml.testing.platform_conformance import *  # noqa: F403
+
+pytest.importorskip("lithops")
+
+
+@pytest.fixture(scope="module")
+def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
+    monkey = pytest.MonkeyPatch()
+    home = tmp_path_factory.mktemp("lithops-home")
+    monkey.setenv("HOME", str(home))  # Lithops keeps its localhost storage under ~/.lithops
+    opened = open_platform("lithops", load_catalog("local"))
+    yield opened
+    opened.close()
+    monkey.undo()
+
+
+def test_cold_then_warm() -> None:  # replaces the suite's test of the same name
+    pytest.skip("Lithops' localhost back-end runs every call in a new process: no warm reuse")
+
+
+def test_every_call_is_a_cold_start_here(platform: Platform) -> None:
+    first = platform.invoke("faasml.testing.functions:pid", None, 256)
+    second = platform.invoke("faasml.testing.functions:pid", None, 256)
+    assert first.result(timeout=60) != second.result(timeout=60)
+    assert first.billed is not None and first.billed.cold
+
+
+def test_a_config_without_a_lithops_section_is_refused() -> None:
+    with pytest.raises(ConfigError, match="'lithops' section"):
+        open_platform("lithops", load_catalog("local"), config={"aws": {}})
