@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -19,7 +20,11 @@ def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
     monkey = pytest.MonkeyPatch()
     home = tmp_path_factory.mktemp("lithops-home")
     monkey.setenv("HOME", str(home))  # Lithops keeps its localhost storage under ~/.lithops
-    opened = open_platform("lithops", load_catalog("local"))
+    config = {
+        "lithops": {"backend": "localhost", "storage": "localhost", "data_cleaner": False},
+        "localhost": {"runtime": sys.executable},
+    }  # no data cleaner: Lithops would leave its cleaner process running after the tests
+    opened = open_platform("lithops", load_catalog("local"), config=config)
     yield opened
     opened.close()
     monkey.undo()

@@ -226,5 +226,6 @@ class LithopsPlatform(Platform):
             if self._closed:
                 return
             self._closed = True
-        with contextlib.suppress(Exception):
-            self._executor.clean(clean_cloudobjects=False)
+        if self._executor.data_cleaner:
+            with contextlib.suppress(Exception):
+                self._executor.clean(clean_cloudobjects=False)
