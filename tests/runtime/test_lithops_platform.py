@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from faasml.catalog import load_catalog
+from faasml.config import load_job
 from faasml.exceptions import ConfigError
 from faasml.runtime.platform import Platform, open_platform
+from faasml.runtime.session import TuneRun
 from faasml.testing.platform_conformance import *  # noqa: F403
+from faasml.types import Constraint
 
 pytest.importorskip("lithops")
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 @pytest.fixture(scope="module")
@@ -44,3 +50,28 @@ def test_every_call_is_a_cold_start_here(platform: Platform) -> None:
 def test_a_config_without_a_lithops_section_is_refused() -> None:
     with pytest.raises(ConfigError, match="'lithops' section"):
         open_platform("lithops", load_catalog("local"), config={"aws": {}})
+
+
+def test_tune_runs_the_demo_job_through_lithops(platform: Platform, tmp_path: Path) -> None:
+    text = (EXAMPLES / "tune-logreg.yaml").read_text()
+    job_file = tmp_path / "tune.yaml"
+    job_file.write_text(
+        text.replace("trials: 16", "trials: 4")
+        .replace("samples: 20000", "samples: 4000")
+        .replace("platform: local", "platform: lithops")
+    )
+    config = {
+        "lithops": {"backend": "localhost", "storage": "localhost", "data_cleaner": False},
+        "localhost": {"runtime": sys.executable},
+    }
+    run = TuneRun(
+        load_job(job_file),
+        Constraint(budget_usd=0.05),
+        tmp_path / "run",
+        platform_options={"config": config},
+    )
+    run.plan()
+    state = run.execute()
+    assert state["status"] == "finished"
+    assert sum(c["usd"] for c in state["charges"]) > 0
+    assert state["best"]["val_loss"] < 0.69  # better than chance on the two classes
