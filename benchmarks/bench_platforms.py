@@ -23,6 +23,7 @@ from faasml.catalog import load_catalog
 from faasml.config import load_job
 from faasml.runtime.platform import open_platform
 from faasml.runtime.session import TuneRun
+from faasml.testing.ray_cluster import local_ray_cluster
 from faasml.types import Constraint
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "tune-logreg.yaml"
@@ -74,25 +75,15 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=30)
     args = parser.parse_args()
 
-    import ray
-    from ray.cluster_utils import Cluster
-
-    cluster = Cluster(
-        initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False}
-    )
-    cluster.add_node(num_cpus=2)
-    cluster.wait_for_nodes()
-    ray.init(address=cluster.address, include_dashboard=False, log_to_driver=False)
-    try:
-        rows = []
-        with tempfile.TemporaryDirectory() as tmp:
-            for name, options in (("local", {}), ("ray", {"address": cluster.address})):
-                cold, mean, median = overhead(name, args.calls, **options)
-                result = demo(name, Path(tmp), args.trials, args.samples, **options)
-                rows.append((name, cold, mean, median, result))
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
+    rows = []
+    with (
+        local_ray_cluster(nodes=2, cpus_per_node=2) as cluster,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
+        for name, options in (("local", {}), ("ray", {"address": cluster.address})):
+            cold, mean, median = overhead(name, args.calls, **options)
+            result = demo(name, Path(tmp), args.trials, args.samples, **options)
+            rows.append((name, cold, mean, median, result))
     print(f"demo job: tune-logreg, {args.trials} trials, {args.samples} samples, budget $0.05")
     print(
         f"{'platform':<16}{'status':<10}{'wall s':>8}{'bill $':>11}{'cold':>6}{'best loss':>11}"

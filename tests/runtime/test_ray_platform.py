@@ -4,35 +4,23 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from faasml.catalog import load_catalog
-from faasml.cli.main import main
 from faasml.runtime.platform import Platform, open_platform
 from faasml.testing.platform_conformance import *  # noqa: F403
+from faasml.testing.ray_cluster import local_ray_cluster
 
 ray = pytest.importorskip("ray")
-from ray.cluster_utils import Cluster  # noqa: E402
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Any]:
-    """A head node and a second node, 2 CPUs each, on loopback; shut down after the module."""
-    started = Cluster(
-        initialize_head=True,
-        head_node_args={"num_cpus": 2, "include_dashboard": False},
-    )
-    started.add_node(num_cpus=2)
-    started.wait_for_nodes()
-    ray.init(address=started.address, include_dashboard=False, log_to_driver=False)
-    yield started
-    ray.shutdown()
-    started.shutdown()
+    """A head node and a second node, 2 CPUs each; shut down after the module."""
+    with local_ray_cluster(nodes=2, cpus_per_node=2) as started:
+        yield started
 
 
 @pytest.fixture(scope="module")
@@ -78,32 +66,3 @@ def test_a_full_cluster_refuses_with_capacity_error(platform: Platform) -> None:
             running.append(platform.invoke("faasml.testing.functions:sleep", 3.0, 1769))
     for invocation in running:
         invocation.cancel()
-
-
-def test_tune_runs_the_demo_job_on_the_cluster(
-    cluster: Any, platform: Platform, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    platform.close()  # a platform counts only its own functions: free the cluster for the run's
-    job = tmp_path / "tune.yaml"
-    text = (EXAMPLES / "tune-logreg.yaml").read_text()
-    job.write_text(
-        text.replace("trials: 16", "trials: 4").replace("samples: 20000", "samples: 4000")
-    )
-    code = main(
-        [
-            "tune",
-            str(job),
-            "--budget",
-            "0.05",
-            "--platform",
-            "ray",
-            "--address",
-            cluster.address,
-            "--run-dir",
-            str(tmp_path / "run"),
-        ]
-    )
-    out = capsys.readouterr().out
-    assert code == 0, out
-    assert "finished" in out
-    assert (tmp_path / "run" / "report.md").exists()
