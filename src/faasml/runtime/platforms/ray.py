@@ -205,6 +205,9 @@ class RayPlatform(Platform):
             self._owns_session = True
         self._host_class = self._ray.remote(_FunctionHost)
         self._lock = threading.Lock()
+        """Serialises invoke/prewarm/close (held across Ray calls)."""
+        self._state = threading.Lock()
+        """Guards the actor list and counters (never held across a Ray call)."""
         self._actors: list[_Actor] = []
         self._cold_starts = 0
         self._calls = 0
@@ -270,7 +273,7 @@ class RayPlatform(Platform):
         return len(started)
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._state:
             if self._closed:
                 return
             self._closed = True
@@ -305,15 +308,19 @@ class RayPlatform(Platform):
             if actor.busy is None and now - actor.idle_since > self.idle_timeout_s:
                 self._discard(actor)
 
+    def _forget(self, actor: _Actor) -> None:
+        with self._state:
+            if actor in self._actors:
+                self._actors.remove(actor)
+
     def _discard(self, actor: _Actor) -> None:
-        if actor in self._actors:
-            self._actors.remove(actor)
+        """Forget and kill an actor (from a caller's or a timer's thread, never from a Ray
+        callback: a Ray call made on Ray's own event thread waits on that thread)."""
+        self._forget(actor)
         with contextlib.suppress(Exception):
             self._ray.kill(actor.handle)
 
-    def _kill(self, actor: _Actor) -> None:
-        with self._lock:
-            self._discard(actor)
+    _kill = _discard
 
     def _check_started(self, actor: _Actor) -> None:
         if actor.ready is not None and not actor.ready.done():
@@ -348,7 +355,8 @@ class RayPlatform(Platform):
         watch = threading.Timer(self.start_timeout_s, self._check_started, (actor,))
         watch.daemon = True
         watch.start()
-        self._actors.append(actor)
+        with self._state:
+            self._actors.append(actor)
         return actor
 
     def _fits(self, memory_mb: int, vcpus: float) -> bool:
@@ -369,8 +377,7 @@ class RayPlatform(Platform):
         try:
             outcome: dict[str, Any] = done.result()
         except Exception as err:  # the actor died (node lost, killed) or the task failed
-            with self._lock:
-                self._discard(actor)
+            self._forget(actor)  # no Ray call on Ray's callback thread
             elapsed = time.monotonic() - invocation.dispatched
             kind = "cancelled" if self._closed or invocation.cancel_requested else "killed"
             message = f"the Ray actor ended: {err}"
@@ -395,7 +402,7 @@ class RayPlatform(Platform):
         billed = Billed(
             float(outcome["duration_s"]) + extra, actor.memory_mb, cold, init_s, error is None
         )
-        with self._lock:
+        with self._state:  # never self._lock here: it is held across Ray calls
             actor.busy = None
             actor.idle_since = time.monotonic()
             if cold:
