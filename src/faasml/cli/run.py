@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,9 @@ from typing import Any
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from faasml.cli._common import add_constraint_options, console, constraint_from
-from faasml.config import load_job
+from faasml.config import JobSpec, load_job
+from faasml.exceptions import ConfigError
+from faasml.runtime.platform import PLATFORMS
 from faasml.runtime.session import BaseRun, TrainRun, TuneRun, resume_run
 from faasml.units import format_duration, format_money
 
@@ -26,6 +29,7 @@ def register(commands: Any) -> None:
             "--run-dir", help="where the record, report and plots go (default: runs/<job>-<time>)"
         )
         add_constraint_options(parser)
+        add_platform_options(parser)
         parser.set_defaults(func=run_tune if kind == "tune" else run_train)
     resume = commands.add_parser(
         "resume", help="continue an interrupted tune or train run from its run directory"
@@ -36,6 +40,33 @@ def register(commands: Any) -> None:
     resume.set_defaults(func=run_resume, minimise=None)
 
 
+def add_platform_options(parser: argparse.ArgumentParser) -> None:
+    """``--platform`` and ``--address``: run the job on another platform than its file names."""
+    parser.add_argument(
+        "--platform",
+        help="the platform to run on, overriding the job's (local, ray, lithops)",
+    )
+    parser.add_argument(
+        "--address",
+        help="where the platform runs (ray: 'auto', 'host:6379' or 'ray://host:10001')",
+    )
+
+
+def _platform_of(args: argparse.Namespace, job: JobSpec) -> tuple[JobSpec, dict[str, Any]]:
+    """The job with the platform the command line asks for, and that platform's options."""
+    platform = getattr(args, "platform", None)
+    if platform:
+        PLATFORMS.get(platform)  # unknown names list the choices
+        job = dataclasses.replace(job, platform=platform)
+    options: dict[str, Any] = {}
+    address = getattr(args, "address", None)
+    if address:
+        if job.platform == "local":
+            raise ConfigError("--address names a cluster, but the platform is 'local'")
+        options["address"] = address
+    return job, options
+
+
 def _run_dir(args: argparse.Namespace, name: str) -> Path:
     if args.run_dir:
         return Path(args.run_dir)
@@ -43,16 +74,16 @@ def _run_dir(args: argparse.Namespace, name: str) -> Path:
 
 
 def run_tune(args: argparse.Namespace) -> int:
-    job = load_job(args.job)
+    job, options = _platform_of(args, load_job(args.job))
     job.require_tuning()
-    run = TuneRun(job, constraint_from(args), _run_dir(args, job.name))
+    run = TuneRun(job, constraint_from(args), _run_dir(args, job.name), platform_options=options)
     run.plan()
     return _execute(run)
 
 
 def run_train(args: argparse.Namespace) -> int:
-    job = load_job(args.job)
-    run = TrainRun(job, constraint_from(args), _run_dir(args, job.name))
+    job, options = _platform_of(args, load_job(args.job))
+    run = TrainRun(job, constraint_from(args), _run_dir(args, job.name), platform_options=options)
     run.plan()
     return _execute(run)
 

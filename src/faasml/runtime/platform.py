@@ -170,3 +170,7 @@ def open_platform(name: str, catalog: Catalog, **options: Any) -> Platform:
     """Open the platform ``name`` priced and bounded by ``catalog``."""
     cls = PLATFORMS.get(name)
     return cls(catalog, **options)
+
+
+PLATFORMS.register("ray", "faasml.runtime.platforms.ray:RayPlatform")
+PLATFORMS.register("lithops", "faasml.runtime.platforms.lithops:LithopsPlatform")

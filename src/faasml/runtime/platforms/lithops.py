@@ -1,0 +1,231 @@
+"""The Lithops platform: functions through a Lithops ``FunctionExecutor`` (MISSION C7, C8).
+
+Every invocation is one ``call_async`` with the function's memory as ``runtime_memory`` and its
+maximum duration as Lithops' ``timeout``; the call runs :func:`run_in_function`, which caps the
+address space of the function's process at its memory size (``RLIMIT_AS``, the local
+platform's helper) before it runs the function, so a function over its size fails as
+``out-of-memory`` on back-ends that do not enforce memory themselves (localhost). Any Lithops
+back-end works through its configuration (``config`` dict or ``config_file``); the default is
+the ``localhost`` back-end with this Python interpreter as its runtime.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from faasml._imports import optional_import
+from faasml.catalog import Catalog
+from faasml.exceptions import ConfigError
+from faasml.runtime.platform import (
+    Billed,
+    Enforcement,
+    FunctionError,
+    FunctionRef,
+    Invocation,
+    Platform,
+    function_ref,
+)
+from faasml.runtime.platforms import _host
+from faasml.runtime.platforms.local import LocalInvocation
+
+GRACE_S = 5.0
+"""How long past its maximum duration the caller waits for the back-end's own timeout."""
+
+
+def run_in_function(call: dict[str, Any]) -> dict[str, Any]:
+    """The Lithops entry point: cap memory, run ``call['ref'](call['payload'])``, report."""
+    if call["rlimit_as"]:
+        _host._limit_address_space(int(call["memory_mb"]))
+    start = time.time()
+    try:
+        value = _host._run(call["ref"], call["payload"])
+    except MemoryError:
+        message = f"over {call['memory_mb']} MB"
+        return {"ok": False, "kind": "out-of-memory", "message": message, "start": start}
+    except BaseException as err:  # the function's failure goes back to the caller
+        kind = "out-of-memory" if _host._out_of_address_space(err) else "error"
+        return {
+            "ok": False,
+            "kind": kind,
+            "message": f"{type(err).__name__}: {err}",
+            "detail": traceback.format_exc(),
+            "start": start,
+        }
+    return {"ok": True, "value": value, "start": start, "end": time.time()}
+
+
+class LithopsInvocation(Invocation):
+    """One Lithops call; completed by a waiting thread, or by the caller's cancel."""
+
+    def __init__(self, memory_mb: int, dispatched: float) -> None:
+        self._inner = LocalInvocation(memory_mb, dispatched, float("inf"), cold=True)
+        self.memory_mb = memory_mb
+        self.dispatched = dispatched
+
+    def result(self, timeout: float | None = None) -> Any:
+        return self._inner.result(timeout)
+
+    def done(self) -> bool:
+        return self._inner.done()
+
+    def cancel(self) -> None:
+        """Lithops cannot stop one call: the result is abandoned as ``cancelled`` now and
+        the call ends on its back-end at its own timeout."""
+        elapsed = time.monotonic() - self.dispatched
+        error = FunctionError("cancelled", "cancelled by the caller")
+        self._finish(None, error, Billed(elapsed, self.memory_mb, True, 0.0, ok=False))
+
+    @property
+    def billed(self) -> Billed | None:
+        return self._inner.billed
+
+    def _finish(self, value: Any, error: FunctionError | None, billed: Billed) -> None:
+        self._inner._finish(value, error, billed)
+
+
+class LithopsPlatform(Platform):
+    """Functions through a Lithops FunctionExecutor (localhost back-end by default)."""
+
+    name = "lithops"
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        *,
+        backend: str = "localhost",
+        storage: str = "localhost",
+        config: dict[str, Any] | None = None,
+        config_file: str | None = None,
+        address_space_limit: bool = True,
+    ) -> None:
+        super().__init__(catalog)
+        lithops = optional_import("lithops", "lithops")
+        self.platform = catalog.platform
+        self.address_space_limit = address_space_limit
+        settings = self._settings(backend, storage, config, config_file)
+        self.backend = str(settings["lithops"]["backend"])
+        try:
+            self._executor = lithops.FunctionExecutor(config=settings)
+        except Exception as err:  # Lithops raises bare Exceptions for bad configuration
+            raise ConfigError(f"cannot open the Lithops back-end {self.backend!r}: {err}") from err
+        self._lock = threading.Lock()
+        self._calls = 0
+        self._closed = False
+
+    @staticmethod
+    def _settings(
+        backend: str, storage: str, config: dict[str, Any] | None, config_file: str | None
+    ) -> dict[str, Any]:
+        if config is not None and config_file is not None:
+            raise ConfigError("give the Lithops configuration as config or config_file, not both")
+        if config_file is not None:
+            import yaml
+
+            path = Path(config_file)
+            if not path.is_file():
+                raise ConfigError(f"the Lithops config file {config_file} does not exist")
+            loaded = yaml.safe_load(path.read_text())
+            if not isinstance(loaded, dict) or "lithops" not in loaded:
+                raise ConfigError(f"the Lithops config file {config_file} has no 'lithops' section")
+            return loaded
+        if config is not None:
+            if "lithops" not in config:
+                raise ConfigError("the Lithops config has no 'lithops' section")
+            return config
+        settings: dict[str, Any] = {
+            "lithops": {"backend": backend, "storage": storage, "log_level": "WARNING"}
+        }
+        if backend == "localhost":
+            settings["localhost"] = {"runtime": sys.executable}
+        return settings
+
+    @property
+    def enforcement(self) -> Enforcement:
+        memory = "rlimit-as" if self.address_space_limit else "none"
+        if self.backend != "localhost":
+            memory = f"{memory}+{self.backend}"
+        cpu = "none" if self.backend == "localhost" else self.backend
+        return Enforcement(memory=memory, cpu=cpu, duration="kill")
+
+    @property
+    def cold_starts(self) -> int:
+        return self._calls
+
+    def invoke(
+        self, fn: FunctionRef, payload: Any, memory_mb: int, timeout_s: float | None = None
+    ) -> Invocation:
+        ref = function_ref(fn)
+        low, high = self.platform.memory_min_mb, self.platform.memory_max_mb
+        if not low <= memory_mb <= high:
+            raise ConfigError(
+                f"the value of memory_mb is {memory_mb}, but {self.platform.name} offers "
+                f"{low}..{high} MB"
+            )
+        limit = self.platform.max_duration_s
+        if timeout_s is not None:
+            if timeout_s <= 0:
+                raise ConfigError(f"the value of timeout_s is {timeout_s}, but must be > 0")
+            limit = min(limit, timeout_s)
+        call = {
+            "ref": ref,
+            "payload": payload,
+            "memory_mb": memory_mb,
+            "rlimit_as": self.address_space_limit,
+        }
+        with self._lock:
+            if self._closed:
+                raise ConfigError("the platform is closed")
+            invocation = LithopsInvocation(memory_mb, time.monotonic())
+            future = self._executor.call_async(
+                run_in_function, (call,), runtime_memory=memory_mb, timeout=max(1, round(limit))
+            )
+            self._calls += 1
+        waiter = threading.Thread(target=self._wait, args=(invocation, future, limit), daemon=True)
+        waiter.start()
+        guard = threading.Timer(
+            limit + GRACE_S,
+            self._fail,
+            (invocation, None, "timeout", f"ran past its maximum duration of {limit:g} s"),
+        )
+        guard.daemon = True  # the back-end kills the call at its timeout; this is the backstop
+        guard.start()
+        return invocation
+
+    def _wait(self, invocation: LithopsInvocation, future: Any, limit: float) -> None:
+        try:
+            outcome: dict[str, Any] = future.result(throw_except=True)
+        except Exception as err:  # the function's process died or the back-end failed
+            kind = "timeout" if "maximum time" in str(err) else "killed"
+            self._fail(invocation, future, kind, f"{type(err).__name__}: {err}")
+            return
+        stats = getattr(future, "stats", {}) or {}
+        cold = bool(stats.get("worker_cold_start", True))
+        duration = float(stats.get("worker_exec_time", time.monotonic() - invocation.dispatched))
+        error = None
+        if not outcome["ok"]:
+            detail = str(outcome.get("detail", ""))
+            error = FunctionError(str(outcome["kind"]), str(outcome["message"]), detail)
+        billed = Billed(duration, invocation.memory_mb, cold, 0.0, ok=error is None)
+        invocation._finish(outcome.get("value"), error, billed)
+
+    def _fail(self, invocation: LithopsInvocation, future: Any, kind: str, message: str) -> None:
+        stats = getattr(future, "stats", {}) or {}
+        elapsed = time.monotonic() - invocation.dispatched
+        duration = float(stats.get("worker_exec_time", elapsed))
+        error = FunctionError(kind, message)
+        invocation._finish(None, error, Billed(duration, invocation.memory_mb, True, 0.0, False))
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        if self._executor.data_cleaner:
+            with contextlib.suppress(Exception):
+                self._executor.clean(clean_cloudobjects=False)

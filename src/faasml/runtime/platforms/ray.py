@@ -1,0 +1,420 @@
+"""The Ray platform: function instances as Ray actors on a Ray cluster (MISSION C7, C8).
+
+Each function instance is a Ray actor scheduled with fractional CPUs = memory / mb_per_vcpu
+(1769 MB per vCPU, as AWS Lambda) and the memory size as Ray's ``memory`` resource; each
+invocation is one task on that actor. Inside the actor the function runs in the local
+platform's instance process (``LocalPlatform`` with one instance), so the memory cap
+(RLIMIT_AS + resident-memory watch), the CPU share, the maximum duration, cancellation and
+crash reporting are the local platform's, applied on the node that runs the function. Idle
+actors stay warm and are reused by invocations of the same size (warm starts); a new actor is
+a cold start, billed from the actor's start when the catalog bills cold starts.
+
+Connect to a running cluster with ``address`` (``"auto"``, ``"ray://host:10001"`` or the
+head's ``host:6379``); with no address and no Ray session in this process a local one is
+started and stopped on ``close``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from faasml._imports import optional_import
+from faasml.catalog import Catalog
+from faasml.exceptions import ConfigError
+from faasml.runtime.platform import (
+    Billed,
+    CapacityError,
+    Enforcement,
+    FunctionError,
+    FunctionRef,
+    Invocation,
+    Platform,
+    function_ref,
+)
+from faasml.runtime.platforms.local import CPU_MODES, IDLE_TIMEOUT_S, LocalInvocation, LocalPlatform
+
+START_TIMEOUT_S = 60.0
+"""An actor Ray has not placed and started by then is killed (its cluster is fragmented or
+full); its invocation fails as ``killed``."""
+
+
+class _FunctionHost:
+    """The actor body: one function instance, run by the local platform on this node.
+
+    Threaded (max_concurrency=2) so ``cancel`` reaches a running ``run``.
+    """
+
+    def __init__(self, catalog: Catalog, memory_mb: int, options: dict[str, Any]) -> None:
+        self.started_wall = time.time()
+        self.memory_mb = memory_mb
+        self.platform = LocalPlatform(catalog, **options)
+        self._lock = threading.Lock()
+        self._current: tuple[int, Invocation] | None = None
+        self._cancelled: set[int] = set()
+
+    def run(self, call: int, ref: str, payload: Any, timeout_s: float | None) -> dict[str, Any]:
+        """Run ``ref(payload)`` as call number ``call``; returns the outcome and the inner
+        bill as plain data."""
+        with self._lock:
+            invocation = self.platform.invoke(ref, payload, self.memory_mb, timeout_s)
+            self._current = (call, invocation)
+            if call in self._cancelled:  # the cancel arrived before the call started
+                invocation.cancel()
+        outcome: dict[str, Any]
+        try:
+            outcome = {"ok": True, "value": invocation.result()}
+        except FunctionError as err:
+            outcome = {"ok": False, "kind": err.kind, "message": str(err), "detail": err.detail}
+        finally:
+            with self._lock:
+                self._current = None
+        billed = invocation.billed
+        if billed is None:  # pragma: no cover - set before result() returns
+            raise RuntimeError("the local invocation ended without a bill")
+        outcome.update(
+            duration_s=billed.duration_s,
+            cold=billed.cold,
+            init_s=billed.init_s,
+            started_wall=self.started_wall,
+            cpu=self.platform.enforcement.cpu,
+        )
+        return outcome
+
+    def cancel(self, call: int) -> None:
+        """Cancel call number ``call``, now or as soon as it starts."""
+        with self._lock:
+            self._cancelled.add(call)
+            if self._current is not None and self._current[0] == call:
+                self._current[1].cancel()
+
+    def warm(self) -> int:
+        """Start the instance process now (a prewarmed instance)."""
+        return self.platform.prewarm(self.memory_mb, 1)
+
+    def close(self) -> None:
+        self.platform.close()
+
+
+@dataclass(eq=False)
+class _Actor:
+    handle: Any
+    memory_mb: int
+    vcpus: float
+    created_wall: float
+    fresh: bool = True
+    """No invocation has run on it yet (its start is still to be billed)."""
+    busy: RayInvocation | None = None
+    idle_since: float = 0.0
+    ready: Any = None
+    """Future of the actor's creation (done once Ray has placed and started it)."""
+    unplaced: bool = False
+    """Killed because Ray could not place it within ``start_timeout_s``."""
+
+
+class RayInvocation(Invocation):
+    """One task on a function actor; completed by the object ref's future callback."""
+
+    def __init__(self, platform: RayPlatform, actor: _Actor, dispatched: float, call: int) -> None:
+        self.platform = platform
+        self.actor = actor
+        self.call = call
+        self.dispatched = dispatched
+        self.memory_mb = actor.memory_mb
+        self._inner = LocalInvocation(actor.memory_mb, dispatched, float("inf"), cold=False)
+        self._cancel_sent = False
+
+    def result(self, timeout: float | None = None) -> Any:
+        return self._inner.result(timeout)
+
+    def done(self) -> bool:
+        return self._inner.done()
+
+    def cancel(self) -> None:
+        if self._inner.done() or self._cancel_sent:
+            return
+        self._cancel_sent = True
+        if self.actor.ready is not None and not self.actor.ready.done():
+            self.platform._kill(self.actor)  # not started yet: nothing to stop inside
+            return
+        with contextlib.suppress(Exception):
+            self.actor.handle.cancel.remote(self.call)
+
+    @property
+    def cancel_requested(self) -> bool:
+        return self._cancel_sent
+
+    @property
+    def billed(self) -> Billed | None:
+        return self._inner.billed
+
+    def _finish(self, value: Any, error: FunctionError | None, billed: Billed) -> None:
+        self._inner._finish(value, error, billed)
+
+
+class RayPlatform(Platform):
+    """Function instances as Ray actors with CPUs = memory / mb_per_vcpu and a memory resource."""
+
+    name = "ray"
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        *,
+        address: str | None = None,
+        cpu: str = "auto",
+        preload: tuple[str, ...] = (),
+        memory_check: bool = True,
+        address_space_limit: bool = True,
+        idle_timeout_s: float = IDLE_TIMEOUT_S,
+        spread: bool = True,
+        start_timeout_s: float = START_TIMEOUT_S,
+    ) -> None:
+        super().__init__(catalog)
+        if cpu not in CPU_MODES:
+            raise ConfigError(f"the value of cpu is {cpu!r}, but must be one of: {CPU_MODES}")
+        self._ray = optional_import("ray", "ray")
+        self.platform = catalog.platform
+        self.idle_timeout_s = idle_timeout_s
+        self._options: dict[str, Any] = {
+            "cpu": cpu,
+            "preload": tuple(preload),
+            "memory_check": memory_check,
+            "address_space_limit": address_space_limit,
+            "idle_timeout_s": idle_timeout_s,
+        }
+        self._spread = spread
+        if start_timeout_s <= 0:
+            raise ConfigError(f"the value of start_timeout_s is {start_timeout_s}, but must be > 0")
+        self.start_timeout_s = start_timeout_s
+        self._owns_session = False
+        if not self._ray.is_initialized():
+            try:
+                self._ray.init(
+                    address=address,
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    configure_logging=False,
+                )
+            except (ConnectionError, RuntimeError, ValueError) as err:
+                where = address or "a new local Ray instance"
+                raise ConfigError(f"cannot connect to the Ray cluster at {where}: {err}") from err
+            self._owns_session = True
+        self._host_class = self._ray.remote(_FunctionHost)
+        self._lock = threading.Lock()
+        """Serialises invoke/prewarm/close (held across Ray calls)."""
+        self._state = threading.Lock()
+        """Guards the actor list and counters (never held across a Ray call)."""
+        self._actors: list[_Actor] = []
+        self._cold_starts = 0
+        self._calls = 0
+        self._cpu_seen: str | None = None
+        self._closed = False
+
+    # ----------------------------------------------------------------- contract
+
+    @property
+    def enforcement(self) -> Enforcement:
+        parts = (["rlimit-as"] if self._options["address_space_limit"] else []) + (
+            ["rss"] if self._options["memory_check"] else []
+        )
+        cpu = self._cpu_seen or ("none" if self._options["cpu"] == "none" else "duty-cycle")
+        return Enforcement(memory="+".join(parts) or "none", cpu=cpu, duration="kill")
+
+    @property
+    def cold_starts(self) -> int:
+        return self._cold_starts
+
+    def vcpus(self, memory_mb: int) -> float:
+        """Ray CPUs of a function: memory / mb_per_vcpu (CE-scaling's Lambda CPU share)."""
+        return float(self.platform.vcpus(memory_mb))
+
+    def invoke(
+        self, fn: FunctionRef, payload: Any, memory_mb: int, timeout_s: float | None = None
+    ) -> Invocation:
+        ref = function_ref(fn)
+        self._check_memory(memory_mb)
+        limit = self.platform.max_duration_s
+        if timeout_s is not None:
+            if timeout_s <= 0:
+                raise ConfigError(f"the value of timeout_s is {timeout_s}, but must be > 0")
+            limit = min(limit, timeout_s)
+        with self._lock:
+            if self._closed:
+                raise ConfigError("the platform is closed")
+            self._reap_idle()
+            actor = self._take_warm(memory_mb) or self._start_actor(memory_mb)
+            self._calls += 1
+            invocation = RayInvocation(self, actor, time.monotonic(), self._calls)
+            actor.busy = invocation
+            cold_actor = actor.fresh
+            actor.fresh = False
+            future = actor.handle.run.remote(invocation.call, ref, payload, limit).future()
+        future.add_done_callback(lambda done: self._on_done(invocation, cold_actor, done))
+        return invocation
+
+    def prewarm(self, memory_mb: int, count: int) -> int:
+        """Start ``count`` idle actors of ``memory_mb`` with their instance process running."""
+        self._check_memory(memory_mb)
+        started = []
+        with self._lock:
+            for _ in range(count):
+                try:
+                    actor = self._start_actor(memory_mb)
+                except CapacityError:
+                    break
+                actor.idle_since = time.monotonic()
+                started.append(actor)
+        for actor in started:
+            actor.handle.warm.remote()
+        return len(started)
+
+    def close(self) -> None:
+        with self._lock, self._state:
+            if self._closed:
+                return
+            self._closed = True
+            actors, self._actors = self._actors, []
+        for actor in actors:
+            if actor.busy is not None:
+                self._complete(actor.busy, None, FunctionError("cancelled", "platform closed"), 0)
+            with contextlib.suppress(Exception):
+                self._ray.kill(actor.handle)
+        if self._owns_session:
+            self._ray.shutdown()
+
+    # ----------------------------------------------------------------- actors
+
+    def _check_memory(self, memory_mb: int) -> None:
+        low, high = self.platform.memory_min_mb, self.platform.memory_max_mb
+        if not low <= memory_mb <= high:
+            raise ConfigError(
+                f"the value of memory_mb is {memory_mb}, but {self.platform.name} offers "
+                f"{low}..{high} MB"
+            )
+
+    def _take_warm(self, memory_mb: int) -> _Actor | None:
+        for actor in self._actors:
+            if actor.busy is None and actor.memory_mb == memory_mb:
+                return actor
+        return None
+
+    def _reap_idle(self) -> None:
+        now = time.monotonic()
+        for actor in list(self._actors):
+            if actor.busy is None and now - actor.idle_since > self.idle_timeout_s:
+                self._discard(actor)
+
+    def _forget(self, actor: _Actor) -> None:
+        with self._state:
+            if actor in self._actors:
+                self._actors.remove(actor)
+
+    def _discard(self, actor: _Actor) -> None:
+        """Forget and kill an actor (from a caller's or a timer's thread, never from a Ray
+        callback: a Ray call made on Ray's own event thread waits on that thread)."""
+        self._forget(actor)
+        with contextlib.suppress(Exception):
+            self._ray.kill(actor.handle)
+
+    _kill = _discard
+
+    def _check_started(self, actor: _Actor) -> None:
+        if actor.ready is not None and not actor.ready.done():
+            actor.unplaced = True
+            self._kill(actor)
+
+    def _start_actor(self, memory_mb: int) -> _Actor:
+        """A new function actor; evicts idle ones or raises CapacityError when it cannot fit."""
+        vcpus = self.vcpus(memory_mb)
+        for other in [a for a in self._actors if a.busy is None and a.memory_mb != memory_mb]:
+            self._discard(other)  # recycled: idle fractions would fragment the nodes' CPUs
+        while not self._fits(memory_mb, vcpus):
+            idle = [a for a in self._actors if a.busy is None]
+            if not idle:
+                raise CapacityError(
+                    f"the Ray cluster is full: {len(self._actors)} functions are running and "
+                    f"one more of {memory_mb} MB ({vcpus:.3f} CPUs) does not fit its resources "
+                    f"or the concurrency limit of {self.platform.concurrency_limit}"
+                )
+            self._discard(min(idle, key=lambda a: a.idle_since))
+        options: dict[str, Any] = {
+            "num_cpus": vcpus,
+            "memory": memory_mb * 2**20,
+            "max_concurrency": 2,
+            "max_restarts": 0,
+        }
+        if self._spread:
+            options["scheduling_strategy"] = "SPREAD"
+        handle = self._host_class.options(**options).remote(self.catalog, memory_mb, self._options)
+        actor = _Actor(handle, memory_mb, vcpus, time.time())
+        actor.ready = handle.__ray_ready__.remote().future()
+        watch = threading.Timer(self.start_timeout_s, self._check_started, (actor,))
+        watch.daemon = True
+        watch.start()
+        with self._state:
+            self._actors.append(actor)
+        return actor
+
+    def _fits(self, memory_mb: int, vcpus: float) -> bool:
+        if len(self._actors) + 1 > self.platform.concurrency_limit:
+            return False
+        total = self._ray.cluster_resources()
+        used_cpus = sum(a.vcpus for a in self._actors) + vcpus
+        used_bytes = (sum(a.memory_mb for a in self._actors) + memory_mb) * 2**20
+        return bool(
+            used_cpus <= float(total.get("CPU", 0.0)) + 1e-9
+            and used_bytes <= float(total.get("memory", float("inf")))
+        )
+
+    # ----------------------------------------------------------------- completion
+
+    def _on_done(self, invocation: RayInvocation, cold_actor: bool, done: Any) -> None:
+        actor = invocation.actor
+        try:
+            outcome: dict[str, Any] = done.result()
+        except Exception as err:  # the actor died (node lost, killed) or the task failed
+            self._forget(actor)  # no Ray call on Ray's callback thread
+            elapsed = time.monotonic() - invocation.dispatched
+            kind = "cancelled" if self._closed or invocation.cancel_requested else "killed"
+            message = f"the Ray actor ended: {err}"
+            if actor.unplaced:
+                message = f"Ray could not place the function within {self.start_timeout_s:g} s"
+            invocation._finish(
+                None,
+                FunctionError(kind, message),
+                Billed(elapsed, actor.memory_mb, cold_actor, 0.0, ok=False),
+            )
+            return
+        self._cpu_seen = str(outcome["cpu"])
+        actor_init = max(0.0, float(outcome["started_wall"]) - actor.created_wall)
+        cold = cold_actor or bool(outcome["cold"])
+        init_s = float(outcome["init_s"]) + (actor_init if cold_actor else 0.0)
+        extra = actor_init if cold_actor and self.platform.bills_cold_start else 0.0
+        error = None
+        if not outcome["ok"]:
+            kind = str(outcome["kind"])
+            message = str(outcome["message"]).removeprefix(f"function {kind}: ")
+            error = FunctionError(kind, message, str(outcome["detail"]))
+        billed = Billed(
+            float(outcome["duration_s"]) + extra, actor.memory_mb, cold, init_s, error is None
+        )
+        with self._state:  # never self._lock here: it is held across Ray calls
+            actor.busy = None
+            actor.idle_since = time.monotonic()
+            if cold:
+                self._cold_starts += 1
+        invocation._finish(outcome.get("value"), error, billed)
+
+    def _complete(
+        self, invocation: RayInvocation, value: Any, error: FunctionError | None, extra: float
+    ) -> None:
+        elapsed = time.monotonic() - invocation.dispatched + extra
+        invocation._finish(
+            value,
+            error,
+            Billed(elapsed, invocation.memory_mb, False, 0.0, ok=error is None),
+        )

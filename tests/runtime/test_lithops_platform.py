@@ -1,0 +1,77 @@
+"""The Lithops platform passes the platform conformance suite on Lithops' localhost back-end."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from faasml.catalog import load_catalog
+from faasml.config import load_job
+from faasml.exceptions import ConfigError
+from faasml.runtime.platform import Platform, open_platform
+from faasml.runtime.session import TuneRun
+from faasml.testing.platform_conformance import *  # noqa: F403
+from faasml.types import Constraint
+
+pytest.importorskip("lithops")
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.fixture(scope="module")
+def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
+    monkey = pytest.MonkeyPatch()
+    home = tmp_path_factory.mktemp("lithops-home")
+    monkey.setenv("HOME", str(home))  # Lithops keeps its localhost storage under ~/.lithops
+    config = {
+        "lithops": {"backend": "localhost", "storage": "localhost", "data_cleaner": False},
+        "localhost": {"runtime": sys.executable},
+    }  # no data cleaner: Lithops would leave its cleaner process running after the tests
+    opened = open_platform("lithops", load_catalog("local"), config=config)
+    yield opened
+    opened.close()
+    monkey.undo()
+
+
+def test_cold_then_warm() -> None:  # replaces the suite's test of the same name
+    pytest.skip("Lithops' localhost back-end runs every call in a new process: no warm reuse")
+
+
+def test_every_call_is_a_cold_start_here(platform: Platform) -> None:
+    first = platform.invoke("faasml.testing.functions:pid", None, 256)
+    second = platform.invoke("faasml.testing.functions:pid", None, 256)
+    assert first.result(timeout=60) != second.result(timeout=60)
+    assert first.billed is not None and first.billed.cold
+
+
+def test_a_config_without_a_lithops_section_is_refused() -> None:
+    with pytest.raises(ConfigError, match="'lithops' section"):
+        open_platform("lithops", load_catalog("local"), config={"aws": {}})
+
+
+def test_tune_runs_the_demo_job_through_lithops(platform: Platform, tmp_path: Path) -> None:
+    text = (EXAMPLES / "tune-logreg.yaml").read_text()
+    job_file = tmp_path / "tune.yaml"
+    job_file.write_text(
+        text.replace("trials: 16", "trials: 4")
+        .replace("samples: 20000", "samples: 4000")
+        .replace("platform: local", "platform: lithops")
+    )
+    config = {
+        "lithops": {"backend": "localhost", "storage": "localhost", "data_cleaner": False},
+        "localhost": {"runtime": sys.executable},
+    }
+    run = TuneRun(
+        load_job(job_file),
+        Constraint(budget_usd=0.05),
+        tmp_path / "run",
+        platform_options={"config": config},
+    )
+    run.plan()
+    state = run.execute()
+    assert state["status"] == "finished"
+    assert sum(c["usd"] for c in state["charges"]) > 0
+    assert state["best"]["val_loss"] < 0.69  # better than chance on the two classes
