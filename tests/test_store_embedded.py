@@ -4,7 +4,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from faasml.exceptions import ConfigError, UnknownNameError
@@ -66,6 +66,7 @@ _key_text = st.text(
 
 @settings(max_examples=30, deadline=None)
 @given(keys=st.sets(_key_text, max_size=8), prefix=_key_text)
+@example(keys={".", "..", "a.b"}, prefix="")  # dot keys once named the directory itself
 def test_delete_removes_exactly_the_keys_with_the_prefix(keys: set[str], prefix: str) -> None:
     store = open_store("embedded://")
     assert isinstance(store, EmbeddedStore)

@@ -35,8 +35,9 @@ def default_root() -> Path:
 
 def _encode(key: str) -> str:
     # One flat file name per key: '/' and every other unsafe character are %-escaped, so a
-    # key can never leave the directory and prefix order is kept for delete(prefix).
-    return quote(key, safe="-_.~=+,@") or "%"
+    # key can never leave the directory and prefix order is kept for delete(prefix). "." is
+    # escaped too (quote() never escapes it), so "." and ".." never name a directory.
+    return quote(key, safe="-_~=+,@").replace(".", "%2E") or "%"
 
 
 class EmbeddedStore(Store):
