@@ -410,7 +410,7 @@ class Coordinator:
         elapsed = time.monotonic() - segment.started
         if lead.rounds:
             busy = max(r.compute_s + r.sync_s for r in reports) / lead.rounds
-            self.estimator.observe_round(segment.allocation, busy)
+            self.estimator.observe_round(segment.allocation, busy, self._overhead(segment, busy))
         previous = trial.checkpoint
         trial.checkpoint = lead.checkpoint
         trial.round_id += lead.rounds
@@ -462,6 +462,16 @@ class Coordinator:
             self.objects.delete(previous)
         if self.on_segment is not None:
             self.on_segment(trial, segment)
+
+    def _overhead(self, segment: _Segment, per_round: float) -> float:
+        """Billed seconds of the segment's longest function outside its rounds and start."""
+        billed_init = self.catalog.platform.bills_cold_start
+        spans = [
+            b.duration_s - (b.init_s if b.cold and billed_init else 0.0)
+            for b in (i.billed for i in segment.invocations)
+            if b is not None
+        ]
+        return max(spans, default=0.0) - per_round * segment.rounds
 
     def _check_silent(self, running: list[_Segment]) -> None:
         """Restart a segment with a worker whose heartbeat is older than the bound (checked

@@ -1,10 +1,12 @@
 """What a segment will take and cost, and what it may spend: the budget guard's arithmetic.
 
 A segment's predicted time is its rounds × seconds per round (measured on this allocation,
-else the performance model's t'(θ)/k, CE-scaling eq. 2) plus a cold start where no warm
-instance is likely; its cost is n functions for that time (eq. 4). A segment reserves up to
-RESERVE_FACTOR × that prediction and its functions are stopped when they would bill more, so
-the reservations of the running segments bound every dollar still to be billed.
+else the performance model's t'(θ)/k, CE-scaling eq. 2), plus the fixed time a segment spends
+outside its rounds (loading its partition, reading and writing checkpoints: measured), plus a
+cold start where no warm instance is likely; its cost is n functions for that time (eq. 4).
+A segment reserves up to RESERVE_FACTOR × that prediction and its functions are stopped when
+they would bill more, so the reservations of the running segments bound every dollar still to
+be billed.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ class SegmentEstimator:
         """The performance model's seconds per round (set by the run; None: unknown)."""
         self._round_s: dict[tuple[int, int], float] = {}
         """Measured seconds per round by (n, memory)."""
+        self._overhead_s: dict[tuple[int, int], float] = {}
+        """Measured seconds a segment bills outside its rounds, by (n, memory)."""
         self._floor_s: dict[tuple[int, int], float] = {}
         """Least segment seconds by (n, memory), raised when a segment ran out of its
         reservation: the next prediction is at least twice what it was allowed."""
@@ -58,16 +62,22 @@ class SegmentEstimator:
         init = max(self._init_s.get(allocation.memory_mb, 0.0), platform.cold_start_s / share)
         if self._started.get(allocation.memory_mb, 0) >= busy + allocation.n:
             init = 0.0  # enough instances of this size were started: they are likely warm
-        seconds = (per_round or 0.0) * rounds + init
-        seconds = max(seconds, self._floor_s.get((allocation.n, allocation.memory_mb), 0.0))
+        key = (allocation.n, allocation.memory_mb)
+        seconds = (per_round or 0.0) * rounds + self._overhead_s.get(key, 0.0) + init
+        seconds = max(seconds, self._floor_s.get(key, 0.0))
         gb = allocation.memory_mb / 1024.0
         return allocation.n * (
             seconds * gb * platform.price_per_gb_s + platform.price_per_invocation
         )
 
-    def observe_round(self, allocation: Allocation, seconds: float) -> None:
-        """A segment on ``allocation`` took ``seconds`` per round (its slowest worker)."""
-        self._round_s[(allocation.n, allocation.memory_mb)] = seconds
+    def observe_round(
+        self, allocation: Allocation, seconds: float, overhead_s: float = 0.0
+    ) -> None:
+        """A segment on ``allocation`` took ``seconds`` per round (its slowest worker) and
+        billed ``overhead_s`` more outside its rounds (warm start, loading, checkpoints)."""
+        key = (allocation.n, allocation.memory_mb)
+        self._round_s[key] = seconds
+        self._overhead_s[key] = max(0.0, overhead_s)
 
     def observe_billed(self, billed: Billed) -> None:
         if billed.cold:
@@ -77,9 +87,13 @@ class SegmentEstimator:
                 self._started[billed.memory_mb] = self._started.get(billed.memory_mb, 0) + 1
 
     def ran_out(self, allocation: Allocation, timeout_s: float) -> None:
-        """A segment was stopped at ``timeout_s`` by its reservation: predict longer."""
+        """A segment was stopped at ``timeout_s`` by its reservation: predict at least twice
+        what it was allowed (its limit plus the kill slack), and at least twice the last floor,
+        so repeated stops grow the prediction geometrically until the segment fits or the
+        budget guard stops the trial."""
         key = (allocation.n, allocation.memory_mb)
-        self._floor_s[key] = max(self._floor_s.get(key, 0.0), 2 * timeout_s)
+        allowed = timeout_s + KILL_SLACK_S
+        self._floor_s[key] = max(2 * self._floor_s.get(key, 0.0), 2 * allowed)
 
 
 def reservation(
