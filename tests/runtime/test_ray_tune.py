@@ -14,10 +14,6 @@ pytest.importorskip("ray")
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-@pytest.mark.skip(
-    reason="hung in a full-suite run on the 2-core CI machine (the coordinator waited on a Ray "
-    "actor that ran nothing); passes alone — to be fixed, see docs/platforms.md"
-)
 def test_tune_runs_the_demo_job_on_the_cluster(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
