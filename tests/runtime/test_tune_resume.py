@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -97,3 +98,13 @@ def test_killed_coordinator_resumes_with_nothing_lost(tmp_path: Path) -> None:
         for got, want in zip(trial["history"], clean_trial["history"], strict=True):
             assert abs(got["val_loss"] - want["val_loss"]) < 1e-6
     assert resumed["best"]["trial"] == expected["best"]["trial"]
+
+
+def test_a_resumed_run_keeps_the_platform_the_command_line_chose(tmp_path: Path) -> None:
+    job = dataclasses.replace(load_job(_job_file(tmp_path)), platform="ray")
+    options = {"address": "10.0.0.5:6379", "log_to_driver": False}
+    run = TuneRun(job, Constraint(budget_usd=0.05), tmp_path / "run", platform_options=options)
+    run.plan()  # writes the record; the job file itself still says platform: local
+    resumed = resume_run(tmp_path / "run")
+    assert resumed.job.platform == "ray"
+    assert resumed.platform_options == options

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +65,29 @@ def constraint_from_dict(data: dict[str, Any]) -> Constraint:
     return Constraint(data.get("budget_usd"), data.get("deadline_s"), Objective(data["objective"]))
 
 
+def _recordable(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The platform options a resumed run needs again (plain values; passwords redacted)."""
+    from faasml.config import redact_url
+
+    return {
+        key: redact_url(value) if isinstance(value, str) else value
+        for key, value in options.items()
+        if isinstance(value, str | int | float | bool)
+    }
+
+
+def stores_catalog(catalog: Catalog, stores: Mapping[str, str | None]) -> Catalog:
+    """``catalog`` synchronising only through the job's stores (each must be priced there)."""
+    missing = [name for name in stores if name not in catalog.storages]
+    if missing:
+        raise ConfigError(
+            f"the job synchronises through {', '.join(missing)}, but catalog {catalog.name} "
+            f"prices no storage of that name; it offers {', '.join(sorted(catalog.storages))} "
+            "(name the job's stores after them, or point catalog: at one that prices yours)"
+        )
+    return catalog.restricted_to(list(stores))
+
+
 class BaseRun:
     """What tuning and training share: data, platform, stores, meter, coordinator, record."""
 
@@ -87,7 +110,8 @@ class BaseRun:
         self.constraint = constraint
         self.dir = RunDir(run_dir)
         self.progress = progress
-        self.catalog = catalog or load_catalog(job.catalog)
+        self.stores = job.sync_stores()
+        self.catalog = stores_catalog(catalog or load_catalog(job.catalog), self.stores)
         self.train, self.test = job.dataset.load()
         self.model = job.model.build(self.train.input_shape, self.train.num_classes)
         self.workload = job_workload(job, self.train, self.model)
@@ -97,6 +121,8 @@ class BaseRun:
             "job_source": job.source,
             "constraint": constraint_dict(constraint),
             "catalog": self.catalog.name,
+            "platform": job.platform,
+            "platform_options": _recordable(platform_options or {}),
             "status": "planned",
             "trials": [],
             "charges": [],
@@ -157,6 +183,7 @@ class BaseRun:
         self._started = time.monotonic()
         objects = open_store(f"embedded://{self.dir.path.resolve() / 'objects'}")
         sync_url = "embedded://" + str(self.dir.sync_dir())
+        stores = {name: url for name, url in self.stores.items() if url is not None}
         platform = open_platform(self.job.platform, self.catalog, **self.platform_options)
         coordinator = Coordinator(
             platform,
@@ -171,6 +198,7 @@ class BaseRun:
             faults=self.faults,
             on_segment=self._on_segment,
             clock_origin=self._started - float(self.state["elapsed_s"]),
+            stores=stores,
         )
         coordinator.predicted_round_s = self.predicted_round_s
         coordinator.set_data(self.train, self.test)
@@ -463,6 +491,9 @@ def resume_run(
     else:
         state["constraint"] = constraint_dict(constraint)
         state.pop("stop_reason", None)
+    # The platform it ran on, which the command line may have chosen (--platform, --address).
+    job = dataclasses.replace(job, platform=state.get("platform", job.platform))
+    kwargs.setdefault("platform_options", state.get("platform_options") or {})
     cls = TuneRun if state["kind"] == "tune" else TrainRun
     for trial in state["trials"]:
         if trial["status"] == "running":
