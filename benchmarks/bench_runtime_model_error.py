@@ -82,7 +82,7 @@ def main() -> None:
     print(f"job: LR on {len(train)} higgs-like samples ({workload.dataset_mb:.1f} MB), batch 256")
     print(
         f"profile: u(m) {[(m, f'{u:.3g}') for m, u in result.compute_points]} s/MB, "
-        f"effective latency {result.sync_latency_s * 1e6:.0f} µs, "
+        f"effective latency {result.stores['embedded'].sync_latency_s * 1e6:.0f} µs, "
         f"per-invocation overhead {result.invocation_overhead_s * 1e3:.1f} ms, "
         f"cold start {result.cold_start_s:.2f} s"
     )

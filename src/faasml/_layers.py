@@ -14,7 +14,7 @@ from faasml.exceptions import ConfigError
 ENV_PREFIX = "FAASML_"
 ENV_FIELDS = ("name", "batch_size", "seed", "platform", "store", "catalog", "profile")
 """Top-level fields the environment may set: ``FAASML_BATCH_SIZE=128``."""
-ENV_SECTIONS = ("model", "dataset", "optimizer", "tuning", "training")
+ENV_SECTIONS = ("model", "dataset", "optimizer", "tuning", "training", "stores")
 """Sections whose fields the environment may set: ``FAASML_TUNING__TRIALS=8``."""
 _TEXT_FIELDS = frozenset({"name", "platform", "store", "catalog", "profile"})
 

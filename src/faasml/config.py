@@ -28,8 +28,9 @@ from faasml._layers import (
     set_path,
 )
 from faasml._validate import Fields, load_yaml
-from faasml.exceptions import ConfigError
+from faasml.exceptions import ConfigError, UnknownNameError
 from faasml.searchspace import SearchSpace, parse_search_space
+from faasml.sync.stores import is_store_url, storage_name
 from faasml.workloads import MODELS, Model, create_model
 from faasml.workloads._base import check_options
 from faasml.workloads.data import (
@@ -137,6 +138,10 @@ class JobSpec:
     training: TrainingSpec = field(default_factory=TrainingSpec)
     platform: str = "local"
     store: str = "embedded"
+    """The store gradients go through: a URL, a name of ``stores``, or a store faasml provides
+    itself (``embedded``: a directory of the run; ``vm-ps``: a parameter server on loopback)."""
+    stores: Mapping[str, str] = field(default_factory=dict)
+    """More stores the planner may choose among: catalog storage name -> URL."""
     catalog: str = "local"
     profile: str | None = None
     description: str = ""
@@ -168,6 +173,10 @@ class JobSpec:
             "store": redact_url(self.store) if redact else self.store,
             "catalog": self.catalog,
         }
+        if self.stores:
+            data["stores"] = {
+                name: redact_url(url) if redact else url for name, url in self.stores.items()
+            }
         if self.training.target_loss is not None:
             data["training"]["target_loss"] = self.training.target_loss
         if self.description:
@@ -185,6 +194,17 @@ class JobSpec:
                 "metric": self.tuning.metric,
             }
         return data
+
+    def sync_stores(self) -> dict[str, str | None]:
+        """Catalog storage name -> URL of every store this job may synchronise through, its
+        ``store`` first (None where faasml provides the store itself: ``embedded``, ``vm-ps``)."""
+        if is_store_url(self.store):
+            configured: dict[str, str | None] = {storage_name(self.store): self.store}
+        else:
+            configured = {self.store: self.stores.get(self.store)}
+        for name, url in self.stores.items():
+            configured.setdefault(name, url)
+        return configured
 
     def sample_configs(self, n: int | None = None) -> list[dict[str, Any]]:
         """The seeded configurations of a tuning run (``tuning.trials`` unless ``n`` is given)."""
@@ -237,12 +257,17 @@ def load_job(
     data = load_yaml(file, ConfigError)
     if not isinstance(data, Mapping):
         raise ConfigError(f"{file} must hold a mapping of job fields, not {type(data).__name__}")
-    store = data.get("store")
-    if isinstance(store, str) and has_password(store):
-        raise ConfigError(
-            f"{file}: the value of store holds a password; credentials never go in job files: "
-            f"set {ENV_PREFIX}STORE in the environment or use the service's credential file"
-        )
+    stores = data.get("stores")
+    named = [("store", data.get("store"), f"{ENV_PREFIX}STORE")] + [
+        (f"stores.{name}", url, f"{ENV_PREFIX}STORES__{str(name).upper()}")
+        for name, url in (stores.items() if isinstance(stores, Mapping) else ())
+    ]
+    for where, url, variable in named:
+        if isinstance(url, str) and has_password(url):
+            raise ConfigError(
+                f"{file}: the value of {where} holds a password; credentials never go in job "
+                f"files: set {variable} in the environment or use the service's credential file"
+            )
     merged = copy.deepcopy(dict(data))
     for key, value in environment_overrides(os.environ if environ is None else environ).items():
         set_path(merged, key, value)
@@ -301,16 +326,52 @@ def _parse_job(
         training=_training(f.sub("training", {})),
         platform=f.text("platform", "local"),
         store=f.text("store", "embedded"),
+        stores=_stores(f.sub("stores", {})),
         catalog=_resolve_file(f.text("catalog", "local"), base_dir),
         profile=profile,
         description=description,
         source=source,
     )
     f.finish()
+    _check_store(job)
     _check_model_fits(job)
     if search_space is not None and check_space:
         _check_search_space(job, search_space)
     return job
+
+
+PROVIDED_STORES = ("embedded", "vm-ps")
+"""Stores faasml provides itself, named without a URL."""
+
+
+def _stores(f: Fields) -> dict[str, str]:
+    """``stores``: catalog storage name -> store URL (a known scheme)."""
+    found: dict[str, str] = {}
+    for name in list(f.data):
+        url = f.text(str(name))
+        if not is_store_url(url):
+            raise f.fail(str(name), url, "must be a store URL such as redis://127.0.0.1:6379/0")
+        try:
+            storage_name(url)
+        except UnknownNameError as err:
+            raise f.fail(str(name), url, str(err)) from None
+        found[str(name)] = url
+    f.finish()
+    return found
+
+
+def _check_store(job: JobSpec) -> None:
+    if is_store_url(job.store):
+        try:
+            storage_name(job.store)
+        except UnknownNameError as err:
+            raise ConfigError(f"the value of store is {redact_url(job.store)!r}: {err}") from None
+    elif job.store not in PROVIDED_STORES and job.store not in job.stores:
+        raise ConfigError(
+            f"the value of store is {job.store!r}, but must be a store URL, a name under "
+            f"stores ({', '.join(job.stores) or 'none given'}) or one faasml provides itself "
+            f"({', '.join(PROVIDED_STORES)})"
+        )
 
 
 def _resolve_file(value: str, base_dir: Path) -> str:

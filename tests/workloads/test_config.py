@@ -136,6 +136,14 @@ def test_relative_dataset_path_resolves_next_to_the_job_file(tmp_path: Path) -> 
         ({"training": {"target_loss": 0}}, "training.target_loss is 0.0, but must be > 0"),
         ({"training": {"max_epochs": 0}}, "training.max_epochs is 0, but must be >= 1"),
         ({"store": "redis://user:s3cret@localhost:6379/0"}, "credentials never go in job files"),
+        (
+            {"stores": {"redis": "redis://user:s3cret@localhost:6379/0"}},
+            "stores.redis holds a password.*FAASML_STORES__REDIS",
+        ),
+        ({"stores": {"redis": "localhost:6379"}}, "stores.redis is 'localhost:6379', but must be"),
+        ({"stores": {"redis": "radish://x"}}, "stores.redis is 'radish://x'.*unknown scheme"),
+        ({"store": "redis"}, "store is 'redis', but must be a store URL, a name under stores"),
+        ({"store": "tape://x"}, "store is 'tape://x'.*unknown scheme"),
     ],
 )
 def test_errors_name_the_field_and_rule(
@@ -198,12 +206,27 @@ def test_with_config_applies_every_kind_of_key(tmp_path: Path) -> None:
     assert trial.dataset == job.dataset
 
 
+def test_the_jobs_stores_start_with_its_own_store(tmp_path: Path) -> None:
+    stores = {"memcached": "memcached://127.0.0.1:11211", "redis": "redis://127.0.0.1:6379/0"}
+    job = load_job(_write(tmp_path, {**BASE, "stores": stores}), environ={})
+    assert list(job.sync_stores().items()) == [("embedded", None), *stores.items()]
+    named = load_job(_write(tmp_path, {**BASE, "store": "redis", "stores": stores}), environ={})
+    assert list(named.sync_stores()) == ["redis", "memcached"]
+    url = load_job(_write(tmp_path, {**BASE, "store": stores["redis"]}), environ={})
+    assert url.sync_stores() == {"redis": stores["redis"]}
+    assert JobSpec.from_mapping(named.to_dict()).sync_stores() == named.sync_stores()
+
+
 def test_store_credentials_from_the_environment_are_redacted(tmp_path: Path) -> None:
     url = "redis://app:s3cret@127.0.0.1:6379/0"
     job = load_job(_write(tmp_path, BASE), environ={"FAASML_STORE": url})
     assert job.store == url
     assert job.to_dict()["store"] == "redis://app:***@127.0.0.1:6379/0"
     assert "s3cret" not in yaml.safe_dump(job.to_dict())
+    env = {"FAASML_STORES__REDIS": url}
+    assert load_job(_write(tmp_path, BASE), environ=env).to_dict()["stores"] == {
+        "redis": "redis://app:***@127.0.0.1:6379/0"
+    }
     assert redact_url("embedded") == "embedded"
 
 

@@ -19,9 +19,9 @@ def register(commands: Any) -> None:
         "profile",
         help="run a few iterations of a job and write the workload profile the planners use",
         description="Run a few iterations of JOB at a few memory sizes and function counts on "
-        "its platform and store, fit u(m), the store's latency and bandwidth and the cold "
-        "start, and write workload.yaml and catalog.yaml (point the job's `profile:` and "
-        "`catalog:` at them).",
+        "its platform and every store the job names (store and stores), fit u(m), each "
+        "store's latency and bandwidth and the cold start, and write workload.yaml and "
+        "catalog.yaml (point the job's `profile:` and `catalog:` at them).",
     )
     parser.add_argument("job", help="a job file (YAML)")
     parser.add_argument(
@@ -62,16 +62,18 @@ def run_profile(args: argparse.Namespace) -> int:
     for memory, per_mb in result.compute_points:
         out.print(f"  u({memory} MB) = {per_mb:.4g} s per MB")
     out.print(
-        f"  store: latency {result.latency_s * 1e6:.0f} µs, "
-        f"{result.bandwidth_mbps:.0f} MB/s; cold start {format_duration(result.cold_start_s)}, "
+        f"  cold start {format_duration(result.cold_start_s)}, "
         f"warm start {result.warm_start_s * 1e3:.1f} ms, "
         f"per-invocation overhead {result.invocation_overhead_s * 1e3:.1f} ms"
     )
-    for key, value in sorted(result.sync_s_per_round.items()):
-        out.print(f"  sync {key}: {value * 1e3:.2f} ms per round")
-    out.print(
-        f"  effective latency per transfer (eq. 3 fitted): {result.sync_latency_s * 1e6:.0f} µs"
-    )
+    for name, store in result.stores.items():
+        out.print(
+            f"  store {name}: latency {store.latency_s * 1e6:.0f} µs, "
+            f"{store.bandwidth_mbps:.0f} MB/s; effective latency per transfer "
+            f"(eq. 3 fitted) {store.sync_latency_s * 1e6:.0f} µs"
+        )
+        for key, value in sorted(store.sync_s_per_round.items()):
+            out.print(f"    sync {key}: {value * 1e3:.2f} ms per round")
     workload_path, catalog_path = write_profile(job, result, Path(args.out))
     out.print(f"Wrote {workload_path} and {catalog_path}; use them in the job file:")
     out.print(f"  profile: {workload_path}\n  catalog: {catalog_path}")

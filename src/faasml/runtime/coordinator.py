@@ -16,11 +16,11 @@ import contextlib
 import math
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from faasml.catalog import Catalog
+from faasml.catalog import Catalog, StorageService
 from faasml.exceptions import FaasmlError
 from faasml.runtime.billing import Meter
 from faasml.runtime.estimates import BUDGET_MARGIN, SegmentEstimator, reservation
@@ -92,12 +92,16 @@ class Coordinator:
         faults: list[TrialFault] | None = None,
         on_segment: Callable[[TrialState, _Segment | None], None] | None = None,
         clock_origin: float | None = None,
+        stores: Mapping[str, str] | None = None,
     ) -> None:
+        """``sync_url`` is the store gradients go through; ``stores`` maps catalog storage
+        names to the stores of those names, for allocations the planner put on them."""
         self.platform = platform
         self.catalog = catalog
         self.meter = meter
         self.objects = objects
         self.sync_url = sync_url
+        self.stores = dict(stores or {})
         self.recipe_of = recipe_of
         self.namespace = namespace.rstrip("/")
         self.budget_usd = budget_usd
@@ -110,6 +114,8 @@ class Coordinator:
         self.estimator = SegmentEstimator(catalog.platform)
         self.stop_reason: str | None = None
         self._server: Any = None
+        self._in_use_since: dict[str, float] = {}
+        """First use of each storage service, for time-priced ones (billed while in use)."""
         self._silent_checked = 0.0
         self.segments = 0
         self.restarts = 0
@@ -146,7 +152,15 @@ class Coordinator:
         return time.monotonic() - self.origin
 
     def spent_usd(self) -> float:
-        return self.meter.total_usd
+        """Billed so far, plus what time-priced services in use have run up (billed at close)."""
+        return self.meter.total_usd + sum(
+            (self.now() - since) / 3600.0 * service.hourly_usd
+            for service, since in self._time_priced()
+        )
+
+    def _time_priced(self) -> list[tuple[StorageService, float]]:
+        services = ((self.catalog.storages.get(name), t) for name, t in self._in_use_since.items())
+        return [(s, t) for s, t in services if s is not None and s.pricing == "time"]
 
     # ------------------------------------------------------------------ running
 
@@ -261,6 +275,7 @@ class Coordinator:
         )
         fault = self._take_fault(trial)
         recipe = self.recipe_of(trial)
+        self._in_use_since.setdefault(allocation.storage, self.now())
         invocations: list[Invocation] = []
         try:
             for worker in range(allocation.n):
@@ -497,8 +512,12 @@ class Coordinator:
                     break
 
     def _sync_url(self, allocation: Allocation) -> str:
-        """The parameter store of a scheme: the embedded store, or for 'param-server' a
-        parameter-server process this coordinator starts on loopback (the VM-PS case)."""
+        """The store of ``allocation``: the one configured under its storage's name, else a
+        parameter-server process this coordinator starts on loopback for 'param-server' (the
+        VM-PS case), else the default store."""
+        configured = self.stores.get(allocation.storage)
+        if configured is not None:
+            return configured
         if allocation.scheme != "param-server":
             return self.sync_url
         if self._server is None:
@@ -508,17 +527,16 @@ class Coordinator:
         return self._server.url
 
     def close(self) -> None:
-        """Stop the parameter server (billed per second where its service is time-priced)."""
+        """Stop the parameter server and bill the time-priced services used (per second,
+        from first use: a node the run needed is paid while the run holds it)."""
         self._collect_standalone()
-        if self._server is None:
-            return
-        uptime = self._server.uptime_s
-        self._server.stop()
-        self._server = None
-        for service in self.catalog.storages.values():
-            if service.pricing == "time" and "param-server" in service.schemes:
-                self.meter.server(service, uptime, self.now())
-                break
+        now = self.now()
+        for service, since in self._time_priced():
+            self.meter.server(service, now - since, now)
+        self._in_use_since.clear()
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
 
     def prewarm(self, allocation: Allocation) -> int:
         """Start the functions of ``allocation`` now, to take over at the next segment

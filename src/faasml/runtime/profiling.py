@@ -2,15 +2,19 @@
 
 ``profile_job`` runs the job's own model and data on the platform at a few memory sizes and
 function counts and measures: u(m), seconds of computation per MB of training data at each
-memory size (the ``table`` form of ``ComputeProfile``); the store's bandwidth b and raw
-latency from inside a function; the synchronisation time per round at each function count,
+memory size (the ``table`` form of ``ComputeProfile``); for every store the job may
+synchronise through (``JobSpec.sync_stores``), its bandwidth b and raw latency from inside a
+function and the synchronisation time per round of each of its schemes at each function count,
 from which eq. 3 is solved for the effective latency per transfer ℓ (what the catalog gets:
 a transfer in a real round also waits for polling and for CPU share); and the platform's cold
-and warm start. The result is written as a workload profile and a catalog the planners read.
+and warm start. The result is written as a workload profile and a catalog the planners read,
+so that they choose the store per allocation from measured figures and the catalog's prices
+(CE-scaling Finding 3: the cheapest-fastest store depends on the model and the worker count).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import statistics
 import time
@@ -27,7 +31,7 @@ from faasml.models.sync import item_mb, transfers
 from faasml.runtime.billing import Meter
 from faasml.runtime.coordinator import WORKER_FN, Coordinator
 from faasml.runtime.platform import open_platform
-from faasml.runtime.session import job_workload
+from faasml.runtime.session import job_workload, stores_catalog
 from faasml.runtime.worker import ModelRecipe, SegmentReport, WorkerTask, rounds_per_epoch
 from faasml.sync.stores import open_store
 
@@ -62,20 +66,30 @@ def probe_store(payload: dict[str, Any]) -> dict[str, float]:
 
 
 @dataclass
-class ProfileResult:
-    """What a profiling run measured."""
+class StoreProfile:
+    """What a profiling run measured of one store."""
 
-    compute_points: list[tuple[int, float]] = field(default_factory=list)
-    """(memory MB, seconds per MB of training data): u(m)."""
     latency_s: float = 0.0
+    """Median latency of a small GET from inside a function."""
     bandwidth_mbps: float = 0.0
-    cold_start_s: float = 0.0
-    warm_start_s: float = 0.0
+    """Median MB/s of large PUT + GET pairs from inside a function."""
     sync_s_per_round: dict[str, float] = field(default_factory=dict)
     """'n=2 allreduce' -> measured seconds per synchronisation round."""
     sync_latency_s: float = 0.0
     """Effective latency per transfer fitted from the sync rounds (eq. 3 solved for ℓ): what
     a transfer costs in a real round, polling and CPU-share waits included."""
+
+
+@dataclass
+class ProfileResult:
+    """What a profiling run measured."""
+
+    compute_points: list[tuple[int, float]] = field(default_factory=list)
+    """(memory MB, seconds per MB of training data): u(m)."""
+    stores: dict[str, StoreProfile] = field(default_factory=dict)
+    """Catalog storage name -> what was measured of that store."""
+    cold_start_s: float = 0.0
+    warm_start_s: float = 0.0
     rounds: int = 0
     invocation_overhead_s: float = 0.0
     """Seconds a warm invocation spends besides its rounds: dispatch, checkpoint load and
@@ -93,8 +107,9 @@ def profile_job(
     work_dir: str | Path,
     platform_options: dict[str, Any] | None = None,
 ) -> ProfileResult:
-    """Measure u(m), the store and the platform by running ``rounds`` rounds of the job."""
-    catalog = catalog or load_catalog(job.catalog)
+    """Measure u(m), every store of the job and the platform by running ``rounds`` rounds of
+    the job."""
+    catalog = stores_catalog(catalog or load_catalog(job.catalog), job.sync_stores())
     train, test = job.dataset.load()
     recipe = ModelRecipe(
         job.model.name,
@@ -108,12 +123,16 @@ def profile_job(
     )
     folder = Path(work_dir)
     objects = open_store(f"embedded://{folder.resolve() / 'objects'}")
-    sync_url = f"embedded://{folder.resolve() / 'sync'}"
     result = ProfileResult(rounds=rounds)
     mb_per_sample = train.size_mb / len(train)
     low, high = catalog.platform.memory_min_mb, catalog.platform.memory_max_mb
     sizes = sorted({min(max(m, low), high) for m in memories})
-    with open_platform(job.platform, catalog, **(platform_options or {})) as platform:
+    with contextlib.ExitStack() as cleanup:
+        urls = _store_urls(job, folder, cleanup)
+        platform = cleanup.enter_context(
+            open_platform(job.platform, catalog, **(platform_options or {}))
+        )
+        sync_url = next(iter(urls.values()))
         coordinator = Coordinator(
             platform, catalog, Meter(catalog), objects, sync_url, lambda _: recipe, namespace="p"
         )
@@ -130,6 +149,7 @@ def profile_job(
             tag: str,
             start: str | None = None,
             count: int = rounds,
+            sync_url: str = sync_url,
         ) -> list[SegmentReport]:
             coordinator.prepare_partitions(n)
             tasks = [
@@ -182,33 +202,54 @@ def profile_job(
             fixed.extend(overheads)
             per_mb = report.compute_s / max(report.samples * mb_per_sample, 1e-12)
             result.compute_points.append((memory, per_mb))
-        probe = platform.invoke(PROBE_FN, {"url": sync_url, "prefix": "p/probe"}, sizes[0])
-        measured = probe.result(timeout=600)
-        result.latency_s, result.bandwidth_mbps = measured["latency_s"], measured["bandwidth_mbps"]
         for _ in range(5):
             start = time.monotonic()
             platform.invoke("faasml.testing.functions:echo", 0, sizes[0]).result(timeout=60)
             warms.append(time.monotonic() - start)
         model_mb = job.model.build(train.input_shape, train.num_classes).size_mb
-        fitted: list[float] = []
-        for n in counts:
-            for scheme in ("allreduce", "scatter-reduce"):
-                warm_up = segment(n, sizes[0], scheme, f"w-{n}-{scheme}")  # warm them all
-                busy = max(r.compute_s + r.sync_s for r in warm_up) / max(warm_up[0].rounds, 1)
-                limit = rounds_per_epoch(len(train), n, job.batch_size)
-                count = min(limit, max(rounds, math.ceil(MEASURE_S / max(busy, 1e-6))))
-                reports = segment(n, sizes[0], scheme, f"s-{n}-{scheme}", None, count)
-                per_round = max(r.sync_s for r in reports) / max(reports[0].rounds, 1)
-                result.sync_s_per_round[f"n={n} {scheme}"] = per_round
-                steps = float(transfers(scheme, n))
-                item = float(item_mb(scheme, n, model_mb))
-                fitted.append(max(per_round / steps - item / result.bandwidth_mbps, 0.0))
-        result.sync_latency_s = statistics.median(fitted) if fitted else result.latency_s
+        for name, url in urls.items():
+            probe = platform.invoke(PROBE_FN, {"url": url, "prefix": "p/probe"}, sizes[0])
+            measured = probe.result(timeout=600)
+            store = StoreProfile(measured["latency_s"], measured["bandwidth_mbps"])
+            fitted: list[float] = []
+            for n in counts:
+                for scheme in catalog.storage(name).schemes:
+                    tag = f"{name}-{n}-{scheme}"
+                    warm_up = segment(n, sizes[0], scheme, f"w-{tag}", sync_url=url)
+                    busy = max(r.compute_s + r.sync_s for r in warm_up) / max(warm_up[0].rounds, 1)
+                    limit = rounds_per_epoch(len(train), n, job.batch_size)
+                    count = min(limit, max(rounds, math.ceil(MEASURE_S / max(busy, 1e-6))))
+                    reports = segment(n, sizes[0], scheme, f"s-{tag}", None, count, url)
+                    per_round = max(r.sync_s for r in reports) / max(reports[0].rounds, 1)
+                    store.sync_s_per_round[f"n={n} {scheme}"] = per_round
+                    steps = float(transfers(scheme, n))
+                    item = float(item_mb(scheme, n, model_mb))
+                    fitted.append(max(per_round / steps - item / store.bandwidth_mbps, 0.0))
+            store.sync_latency_s = statistics.median(fitted) if fitted else store.latency_s
+            result.stores[name] = store
         result.cold_start_s = statistics.median(colds) if colds else 0.0
         result.warm_start_s = statistics.median(warms)
         result.invocation_overhead_s = statistics.median(fixed) if fixed else result.warm_start_s
+        coordinator.close()
     objects.close()
     return result
+
+
+def _store_urls(job: JobSpec, folder: Path, cleanup: contextlib.ExitStack) -> dict[str, str]:
+    """URL of every store the job may synchronise through, the job's ``store`` first; the
+    ones faasml provides are made here (a directory; a parameter server, stopped after)."""
+    urls: dict[str, str] = {}
+    for name, url in job.sync_stores().items():
+        if url is None and name == "vm-ps":
+            from faasml.sync.param_server import ParameterServer
+
+            server = ParameterServer().start()
+            cleanup.callback(server.stop)
+            url = server.url
+        elif url is None:
+            url = f"embedded://{folder.resolve() / 'sync'}"
+        urls[name] = url
+    return urls
 
 
 def write_profile(
@@ -238,7 +279,11 @@ def write_profile(
             "derivation": f"faasml profile: {result.rounds} rounds per memory size",
         },
         "notes": "measured synchronisation per round: "
-        + ", ".join(f"{k}: {v:.6f} s" for k, v in sorted(result.sync_s_per_round.items())),
+        + "; ".join(
+            f"{name} {key}: {value:.6f} s"
+            for name, store in sorted(result.stores.items())
+            for key, value in sorted(store.sync_s_per_round.items())
+        ),
     }
     workload_path = folder / "workload.yaml"
     workload_path.write_text(yaml.safe_dump(profile, sort_keys=False))
@@ -249,9 +294,10 @@ def write_profile(
     data["platform"]["warm_start_s"] = round(
         max(result.invocation_overhead_s, result.warm_start_s), 6
     )
-    store = data["storage"][data["platform"]["data_store"]]
-    store["latency_s"] = float(f"{max(result.sync_latency_s, result.latency_s):.3g}")
-    store["connection_mbps"] = float(f"{result.bandwidth_mbps:.4g}")
+    for name, measured in result.stores.items():
+        entry = data["storage"][name]
+        entry["latency_s"] = float(f"{max(measured.sync_latency_s, measured.latency_s):.3g}")
+        entry["connection_mbps"] = float(f"{measured.bandwidth_mbps:.4g}")
     catalog_path = folder / "catalog.yaml"
     catalog_path.write_text(yaml.safe_dump(data, sort_keys=False))
     load_catalog(catalog_path)  # what we wrote must read back

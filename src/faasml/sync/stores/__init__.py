@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
+from faasml.exceptions import UnknownNameError
 from faasml.registry import Registry
 from faasml.sync.stores._base import Store, StoreStats
 
@@ -22,10 +23,46 @@ STORES.register("s3", "faasml.sync.stores.s3:S3Store")
 STORES.register("dynamodb", "faasml.sync.stores.dynamodb:DynamoDBStore")
 
 
+STORAGE_OF_SCHEME = {
+    "embedded": "embedded",
+    "ps": "vm-ps",
+    "vm-ps": "vm-ps",
+    "redis": "redis",
+    "rediss": "redis",
+    "memcached": "memcached",
+    "s3": "s3",
+    "dynamodb": "dynamodb",
+}
+"""URL scheme -> the catalog storage service that prices such a store."""
+
+
+def is_store_url(value: str) -> bool:
+    return "://" in value
+
+
+def storage_name(url: str) -> str:
+    """The catalog storage service a store URL is priced as (``redis://...`` -> ``redis``)."""
+    scheme = urlsplit(url).scheme
+    if scheme not in STORAGE_OF_SCHEME:
+        raise UnknownNameError(
+            f"store URL {url!r} has an unknown scheme; choose one of: "
+            + ", ".join(f"{name}://" for name in sorted(STORAGE_OF_SCHEME))
+        )
+    return STORAGE_OF_SCHEME[scheme]
+
+
 def open_store(url: str) -> Store:
     """Open the store a URL names; an unknown scheme lists the known ones."""
     scheme = urlsplit(url).scheme or url
     return STORES.get(scheme).from_url(url)
 
 
-__all__ = ["STORES", "Store", "StoreStats", "open_store"]
+__all__ = [
+    "STORAGE_OF_SCHEME",
+    "STORES",
+    "Store",
+    "StoreStats",
+    "is_store_url",
+    "open_store",
+    "storage_name",
+]

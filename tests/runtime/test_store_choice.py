@@ -1,0 +1,116 @@
+"""Storage selection for real: `faasml profile` measures every store a job names, the planner
+chooses among them from the measured catalog, and the run synchronises through the store the
+plan chose and pays for it. Real Redis and Memcached servers, started here on loopback."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from faasml.catalog import load_catalog
+from faasml.config import JobSpec
+from faasml.exceptions import ConfigError
+from faasml.runtime.profiling import profile_job, write_profile
+from faasml.runtime.session import TuneRun
+from faasml.testing.servers import LocalServer, MemcachedServer, RedisServer
+from faasml.types import Constraint
+
+redis = pytest.importorskip("redis")
+pytest.importorskip("pymemcache")
+
+JOB: dict[str, Any] = {
+    "name": "store-choice",
+    "model": "logistic-regression",
+    "dataset": {"synthetic": "higgs-like", "samples": 1200, "test_fraction": 0.2},
+    "optimizer": {"name": "sgd", "lr": 0.1},
+    "search_space": {"optimizer.lr": {"loguniform": [0.01, 0.5]}},
+    "tuning": {"trials": 2, "reduction_factor": 2, "epochs_per_stage": 1, "stages": 1},
+    "batch_size": 100,
+    "seed": 2,
+}
+
+
+def _started(server: LocalServer) -> Iterator[str]:
+    if not server.available():
+        pytest.skip(f"{type(server).__name__}: its executable is not installed")
+    with server.start():
+        yield server.url
+
+
+@pytest.fixture(scope="module")
+def redis_url() -> Iterator[str]:
+    yield from _started(RedisServer())
+
+
+@pytest.fixture(scope="module")
+def memcached_url() -> Iterator[str]:
+    yield from _started(MemcachedServer())
+
+
+def _commands(url: str) -> int:
+    client = redis.Redis.from_url(url)
+    try:
+        return int(client.info("stats")["total_commands_processed"])
+    finally:
+        client.close()
+
+
+def test_profile_measures_every_store_the_job_names(
+    redis_url: str, memcached_url: str, tmp_path: Path
+) -> None:
+    job = JobSpec.from_mapping({**JOB, "stores": {"redis": redis_url, "memcached": memcached_url}})
+    result = profile_job(job, memories=(512,), counts=(2,), rounds=3, work_dir=tmp_path / "w")
+    assert list(result.stores) == ["embedded", "redis", "memcached"]
+    for name, store in result.stores.items():
+        assert store.latency_s > 0 and store.bandwidth_mbps > 0, name
+        assert set(store.sync_s_per_round) == {"n=2 allreduce", "n=2 scatter-reduce"}, name
+    _, catalog_path = write_profile(job, result, tmp_path / "profile")
+    measured = load_catalog(catalog_path)
+    shipped = load_catalog("local")
+    for name, store in result.stores.items():
+        assert measured.storage(name).connection_mbps == pytest.approx(
+            store.bandwidth_mbps, rel=1e-3
+        )
+        assert measured.storage(name).hourly_usd == shipped.storage(name).hourly_usd
+
+
+def test_tuning_runs_through_the_store_the_plan_chose_and_pays_for_it(
+    redis_url: str, tmp_path: Path
+) -> None:
+    job = JobSpec.from_mapping({**JOB, "store": redis_url})
+    run = TuneRun(job, Constraint(budget_usd=0.05), tmp_path / "run")
+    plan = run.plan()
+    assert {s["allocation"]["storage"] for s in plan["stages"]} == {"redis"}
+    # On two cores the planner gives this small job one worker, which synchronises with
+    # nobody; two workers make every round's gradients cross the store.
+    plan["stages"][0]["allocation"].update(n=2, memory_mb=1024)
+    before = _commands(redis_url)
+    record = run.execute()
+    assert record["status"] == "finished"
+    # The workers' gradients went through Redis: dozens of commands per epoch.
+    assert _commands(redis_url) - before > 20
+    servers = [c for c in record["charges"] if c["kind"] == "server"]
+    assert [c["detail"] for c in servers] == ["redis"]
+    hourly = load_catalog("local").storage("redis").hourly_usd
+    assert 0 < servers[0]["usd"] <= record["elapsed_s"] / 3600 * hourly
+
+
+def test_a_store_the_catalog_does_not_price_is_refused(tmp_path: Path) -> None:
+    job = JobSpec.from_mapping({**JOB, "stores": {"dynamodb": "dynamodb://table"}})
+    with pytest.raises(ConfigError, match="prices no storage of that name"):
+        TuneRun(job, Constraint(budget_usd=0.05), tmp_path / "run")
+
+
+def test_profile_command_prints_every_store(redis_url: str, tmp_path: Path) -> None:
+    from faasml.cli.main import main
+
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(yaml.safe_dump({**JOB, "stores": {"redis": redis_url}}))
+    args = ["profile", str(job_file), "--out", str(tmp_path / "p"), "--memories", "512"]
+    assert main([*args, "--counts", "2", "--rounds", "2"]) == 0
+    catalog = yaml.safe_load((tmp_path / "p" / "catalog.yaml").read_text())
+    assert {"embedded", "redis"} <= set(catalog["storage"])
