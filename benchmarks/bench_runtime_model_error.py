@@ -82,7 +82,12 @@ def main() -> None:
     print(f"job: LR on {len(train)} higgs-like samples ({workload.dataset_mb:.1f} MB), batch 256")
     print(
         f"profile: u(m) {[(m, f'{u:.3g}') for m, u in result.compute_points]} s/MB, "
-        f"effective latency {result.stores['embedded'].sync_latency_s * 1e6:.0f} µs, "
+        "effective latency "
+        + ", ".join(
+            f"{scheme} {ell * 1e6:.0f} µs"
+            for scheme, ell in result.stores["embedded"].scheme_latency_s.items()
+        )
+        + ", "
         f"per-invocation overhead {result.invocation_overhead_s * 1e3:.1f} ms, "
         f"cold start {result.cold_start_s:.2f} s"
     )
@@ -136,10 +141,10 @@ def main() -> None:
                     allocation.n,
                     workload.model_mb,
                     min(
-                        catalog.platform.network_mbps(allocation.memory_mb),
+                        float(catalog.platform.network_mbps(allocation.memory_mb)),
                         catalog.storage("embedded").connection_mbps,
                     ),
-                    catalog.storage("embedded").latency_s,
+                    catalog.storage("embedded").latency_for(allocation.scheme),
                 )
             )
             if allocation.n > 1:

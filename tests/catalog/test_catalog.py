@@ -66,6 +66,14 @@ def test_user_catalog_file_by_path(tmp_path: Path) -> None:
     assert catalog.platform.concurrency_limit == 50
 
 
+def test_a_measured_scheme_latency_replaces_the_store_latency_for_that_scheme_only() -> None:
+    data = copy.deepcopy(aws_data())
+    data["storage"]["s3"]["scheme_latency_s"] = {"allreduce": 0.5}
+    s3 = parse_catalog(data).storage("s3")
+    assert s3.latency_for("allreduce") == 0.5
+    assert s3.latency_for("scatter-reduce") == s3.latency_s == data["storage"]["s3"]["latency_s"]
+
+
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
@@ -81,6 +89,14 @@ def test_user_catalog_file_by_path(tmp_path: Path) -> None:
         (lambda d: d["storage"]["s3"].update(latency="1ms"), "unknown field(s): latency"),
         (lambda d: d["platform"].update(data_store="gcs"), "platform.data_store is 'gcs'"),
         (lambda d: d.update(format=7), "format is 7"),
+        (
+            lambda d: d["storage"]["vm-ps"].update(scheme_latency_s={"allreduce": 0.001}),
+            "storage.vm-ps.scheme_latency_s.allreduce is 0.001, but must be one of: param-server",
+        ),
+        (
+            lambda d: d["storage"]["s3"].update(scheme_latency_s={"allreduce": -1}),
+            "storage.s3.scheme_latency_s.allreduce is -1",
+        ),
         (
             lambda d: d["platform"].update(network_mbps=[[512, 1], [128, 2]]),
             "must be sorted by memory",

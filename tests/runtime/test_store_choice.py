@@ -76,6 +76,10 @@ def test_profile_measures_every_store_the_job_names(
             store.bandwidth_mbps, rel=1e-3
         )
         assert measured.storage(name).hourly_usd == shipped.storage(name).hourly_usd
+        for scheme in ("allreduce", "scatter-reduce"):  # eq. 3 fitted per scheme
+            assert measured.storage(name).latency_for(scheme) == pytest.approx(
+                max(store.scheme_latency_s[scheme], 1e-6), rel=1e-2
+            )
 
 
 def test_tuning_runs_through_the_store_the_plan_chose_and_pays_for_it(

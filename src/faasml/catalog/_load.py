@@ -154,6 +154,22 @@ def _platform(fields: Fields) -> FunctionPlatform:
     return platform
 
 
+def _scheme_latencies(fields: Fields, schemes: list[str]) -> dict[str, float]:
+    """``scheme_latency_s``: effective latency per transfer by scheme (each a scheme offered)."""
+    if not fields.has("scheme_latency_s"):
+        return {}
+    entry = fields.sub("scheme_latency_s")
+    latencies = {}
+    for scheme in list(entry.data):
+        if scheme not in schemes:
+            raise entry.fail(
+                str(scheme), entry.data[scheme], f"must be one of: {', '.join(schemes)}"
+            )
+        latencies[str(scheme)] = entry.number(str(scheme), minimum=0)
+    entry.finish()
+    return latencies
+
+
 def _storage(name: str, fields: Fields) -> StorageService:
     pricing = fields.choice("pricing", ("request", "time"))
     schemes = fields.items("schemes")
@@ -197,6 +213,7 @@ def _storage(name: str, fields: Fields) -> StorageService:
         node_memory_mb=node_memory,
         max_item_kb=fields.optional_number("max_item_kb", minimum=0, strict_minimum=True),
         sources=parse_sources(fields),
+        scheme_latency_s=_scheme_latencies(fields, schemes),
     )
     fields.finish()
     return service

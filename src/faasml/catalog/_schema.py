@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -153,6 +154,13 @@ class StorageService:
     max_item_kb: float | None = None
     """Largest value one key may hold (DynamoDB: 400 KB)."""
     sources: tuple[Source, ...] = field(default=())
+    scheme_latency_s: Mapping[str, float] = field(default_factory=dict)
+    """Effective latency per transfer of a scheme where it was measured (``faasml profile``
+    fits eq. 3 per scheme: schemes poll and overlap differently); others use ``latency_s``."""
+
+    def latency_for(self, scheme: str) -> float:
+        """ℓ_s of eq. 3 for ``scheme``: its measured effective latency, else ``latency_s``."""
+        return self.scheme_latency_s.get(scheme, self.latency_s)
 
 
 @dataclass(frozen=True)

@@ -76,7 +76,7 @@ def epoch_time(
         count,
         workload.model_mb,
         network_mbps(platform, storage, memory),
-        storage.latency_s,
+        storage.latency_for(scheme),
         storage.aggregate_mbps,
     )
     sync = iterations * per_sync

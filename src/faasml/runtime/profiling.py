@@ -78,6 +78,8 @@ class StoreProfile:
     sync_latency_s: float = 0.0
     """Effective latency per transfer fitted from the sync rounds (eq. 3 solved for ℓ): what
     a transfer costs in a real round, polling and CPU-share waits included."""
+    scheme_latency_s: dict[str, float] = field(default_factory=dict)
+    """The same fitted per scheme (schemes poll and overlap their transfers differently)."""
 
 
 @dataclass
@@ -211,7 +213,7 @@ def profile_job(
             probe = platform.invoke(PROBE_FN, {"url": url, "prefix": "p/probe"}, sizes[0])
             measured = probe.result(timeout=600)
             store = StoreProfile(measured["latency_s"], measured["bandwidth_mbps"])
-            fitted: list[float] = []
+            fitted: dict[str, list[float]] = {}
             for n in counts:
                 for scheme in catalog.storage(name).schemes:
                     tag = f"{name}-{n}-{scheme}"
@@ -224,8 +226,11 @@ def profile_job(
                     store.sync_s_per_round[f"n={n} {scheme}"] = per_round
                     steps = float(transfers(scheme, n))
                     item = float(item_mb(scheme, n, model_mb))
-                    fitted.append(max(per_round / steps - item / store.bandwidth_mbps, 0.0))
-            store.sync_latency_s = statistics.median(fitted) if fitted else store.latency_s
+                    ell = max(per_round / steps - item / store.bandwidth_mbps, 0.0)
+                    fitted.setdefault(scheme, []).append(ell)
+            every = [ell for values in fitted.values() for ell in values]
+            store.sync_latency_s = statistics.median(every) if every else store.latency_s
+            store.scheme_latency_s = {s: statistics.median(v) for s, v in fitted.items()}
             result.stores[name] = store
         result.cold_start_s = statistics.median(colds) if colds else 0.0
         result.warm_start_s = statistics.median(warms)
@@ -298,6 +303,11 @@ def write_profile(
         entry = data["storage"][name]
         entry["latency_s"] = float(f"{max(measured.sync_latency_s, measured.latency_s):.3g}")
         entry["connection_mbps"] = float(f"{measured.bandwidth_mbps:.4g}")
+        if measured.scheme_latency_s:
+            entry["scheme_latency_s"] = {
+                scheme: float(f"{max(ell, 1e-6):.3g}")
+                for scheme, ell in measured.scheme_latency_s.items()
+            }
     catalog_path = folder / "catalog.yaml"
     catalog_path.write_text(yaml.safe_dump(data, sort_keys=False))
     load_catalog(catalog_path)  # what we wrote must read back
