@@ -9,32 +9,10 @@ import pytest
 
 from faasml.exceptions import ConfigError, StoreUnavailableError
 from faasml.sync.stores import open_store
-from faasml.testing.servers import LocalServer, MemcachedServer, MotoServer, RedisServer
+from faasml.testing.servers import LocalServer, MotoServer
 from faasml.testing.store_conformance import StoreConformance
 
 pytestmark = pytest.mark.service
-
-
-def _started(server: LocalServer) -> Iterator[LocalServer]:
-    if not server.available():
-        pytest.skip(f"'{server.program}' is not installed ({server.package_hint})")
-    with server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def redis_server() -> Iterator[LocalServer]:
-    yield from _started(RedisServer())
-
-
-@pytest.fixture(scope="module")
-def memcached_server() -> Iterator[LocalServer]:
-    yield from _started(MemcachedServer())
-
-
-@pytest.fixture(scope="module")
-def small_item_memcached() -> Iterator[LocalServer]:
-    yield from _started(MemcachedServer(item_size_mb=1, memory_mb=256))
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ plan chose and pays for it. Real Redis and Memcached servers, started here on lo
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ from faasml.config import JobSpec
 from faasml.exceptions import ConfigError
 from faasml.runtime.profiling import profile_job, write_profile
 from faasml.runtime.session import TuneRun
-from faasml.testing.servers import LocalServer, MemcachedServer, RedisServer
+from faasml.testing.servers import LocalServer
 from faasml.types import Constraint
 
 redis = pytest.importorskip("redis")
@@ -34,23 +33,6 @@ JOB: dict[str, Any] = {
 }
 
 
-def _started(server: LocalServer) -> Iterator[str]:
-    if not server.available():
-        pytest.skip(f"{type(server).__name__}: its executable is not installed")
-    with server.start():
-        yield server.url
-
-
-@pytest.fixture(scope="module")
-def redis_url() -> Iterator[str]:
-    yield from _started(RedisServer())
-
-
-@pytest.fixture(scope="module")
-def memcached_url() -> Iterator[str]:
-    yield from _started(MemcachedServer())
-
-
 def _commands(url: str) -> int:
     client = redis.Redis.from_url(url)
     try:
@@ -60,9 +42,11 @@ def _commands(url: str) -> int:
 
 
 def test_profile_measures_every_store_the_job_names(
-    redis_url: str, memcached_url: str, tmp_path: Path
+    redis_server: LocalServer, memcached_server: LocalServer, tmp_path: Path
 ) -> None:
-    job = JobSpec.from_mapping({**JOB, "stores": {"redis": redis_url, "memcached": memcached_url}})
+    job = JobSpec.from_mapping(
+        {**JOB, "stores": {"redis": redis_server.url, "memcached": memcached_server.url}}
+    )
     result = profile_job(job, memories=(512,), counts=(2,), rounds=3, work_dir=tmp_path / "w")
     assert list(result.stores) == ["embedded", "redis", "memcached"]
     for name, store in result.stores.items():
@@ -83,8 +67,9 @@ def test_profile_measures_every_store_the_job_names(
 
 
 def test_tuning_runs_through_the_store_the_plan_chose_and_pays_for_it(
-    redis_url: str, tmp_path: Path
+    redis_server: LocalServer, tmp_path: Path
 ) -> None:
+    redis_url = redis_server.url
     job = JobSpec.from_mapping({**JOB, "store": redis_url})
     run = TuneRun(job, Constraint(budget_usd=0.05), tmp_path / "run")
     plan = run.plan()
@@ -109,11 +94,11 @@ def test_a_store_the_catalog_does_not_price_is_refused(tmp_path: Path) -> None:
         TuneRun(job, Constraint(budget_usd=0.05), tmp_path / "run")
 
 
-def test_profile_command_prints_every_store(redis_url: str, tmp_path: Path) -> None:
+def test_profile_command_prints_every_store(redis_server: LocalServer, tmp_path: Path) -> None:
     from faasml.cli.main import main
 
     job_file = tmp_path / "job.yaml"
-    job_file.write_text(yaml.safe_dump({**JOB, "stores": {"redis": redis_url}}))
+    job_file.write_text(yaml.safe_dump({**JOB, "stores": {"redis": redis_server.url}}))
     args = ["profile", str(job_file), "--out", str(tmp_path / "p"), "--memories", "512"]
     assert main([*args, "--counts", "2", "--rounds", "2"]) == 0
     catalog = yaml.safe_load((tmp_path / "p" / "catalog.yaml").read_text())

@@ -1,0 +1,33 @@
+"""Servers the service-backed tests share: started on loopback per module, stopped after; a test
+that needs one is skipped, saying how to install it, where its executable is missing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from faasml.testing.servers import LocalServer, MemcachedServer, RedisServer
+
+
+def started(server: LocalServer) -> Iterator[LocalServer]:
+    if not server.available():
+        pytest.skip(f"'{server.program}' is not installed ({server.package_hint})")
+    with server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def redis_server() -> Iterator[LocalServer]:
+    yield from started(RedisServer())
+
+
+@pytest.fixture(scope="module")
+def memcached_server() -> Iterator[LocalServer]:
+    yield from started(MemcachedServer())
+
+
+@pytest.fixture(scope="module")
+def small_item_memcached() -> Iterator[LocalServer]:
+    """Memcached with 1 MB items: larger values are chunked."""
+    yield from started(MemcachedServer(item_size_mb=1, memory_mb=256))
