@@ -2,19 +2,29 @@
 
 The checks every ``invoke`` makes before it starts anything (memory size within the catalog's
 range, a positive timeout capped at the maximum duration, an open platform), the memory
-enforcement they report, and ``SettledInvocation``: an invocation whose outcome and bill are
-set once, by whichever thread learns them first.
+enforcement they report, ``SettledInvocation`` (an invocation whose outcome and bill are set
+once, by whichever thread learns them first) and ``PooledPlatform``, the base of the platforms
+that keep function instances warm.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from faasml.catalog import FunctionPlatform
+from faasml.catalog import Catalog, FunctionPlatform
 from faasml.exceptions import ConfigError
-from faasml.runtime.platform import Billed, FunctionError, FunctionRef, Invocation, function_ref
+from faasml.runtime.platform import (
+    Billed,
+    FunctionError,
+    FunctionRef,
+    Invocation,
+    Platform,
+    function_ref,
+)
 
 CPU_MODES = ("auto", "cgroup", "duty-cycle", "none")
 """How a function's CPU share may be applied: ``auto`` picks the best the machine allows."""
@@ -60,6 +70,34 @@ def memory_enforcement(address_space_limit: bool, memory_check: bool) -> str:
     """How memory is capped: 'rlimit-as', 'rss', both joined by '+', or 'none'."""
     parts = (["rlimit-as"] if address_space_limit else []) + (["rss"] if memory_check else [])
     return "+".join(parts) or "none"
+
+
+class PooledPlatform(Platform):
+    """A platform that keeps function instances warm for reuse (local processes, Ray actors):
+    it counts their cold starts, gives a function memory / mb_per_vcpu vCPUs, and serialises
+    its changes under one lock."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        super().__init__(catalog)
+        self.platform = catalog.platform
+        self._lock = threading.Lock()
+        self._cold_starts = 0
+        self._closed = False
+
+    @property
+    def cold_starts(self) -> int:
+        return self._cold_starts
+
+    def vcpus(self, memory_mb: int) -> float:
+        """vCPUs of a function: memory / mb_per_vcpu (CE-scaling's Lambda CPU share)."""
+        return float(self.platform.vcpus(memory_mb))
+
+    @contextmanager
+    def _open(self) -> Iterator[None]:
+        """Hold the platform's lock; raise ConfigError when the platform is closed."""
+        with self._lock:
+            check_open(self._closed)
+            yield
 
 
 class SettledInvocation(Invocation):

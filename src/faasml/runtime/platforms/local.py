@@ -35,7 +35,6 @@ from faasml.runtime.platform import (
     FunctionError,
     FunctionRef,
     Invocation,
-    Platform,
 )
 from faasml.runtime.platforms import _common
 from faasml.runtime.platforms._common import CPU_MODES as CPU_MODES
@@ -86,7 +85,7 @@ class _Instance:
         return self.process.pid
 
 
-class LocalPlatform(Platform):
+class LocalPlatform(_common.PooledPlatform):
     """Worker processes on this machine, priced and bounded by a catalog (usually ``local``)."""
 
     name = "local"
@@ -103,7 +102,6 @@ class LocalPlatform(Platform):
     ) -> None:
         super().__init__(catalog)
         _common.check_cpu_mode(cpu)
-        self.platform = catalog.platform
         self.preload = preload
         self.memory_check = memory_check
         self.address_space_limit = address_space_limit
@@ -116,11 +114,8 @@ class LocalPlatform(Platform):
             if self._cgroup
             else ("duty-cycle" if cpu in ("auto", "duty-cycle") else "none")
         )
-        self._lock = threading.Lock()
         self._instances: list[_Instance] = []
-        self._cold_starts = 0
         self._standalone: list[Billed] = []
-        self._closed = False
         self._wake_r, self._wake_w = Pipe(duplex=False)
         self._monitor = threading.Thread(target=self._watch, name="faasml-local", daemon=True)
         self._monitor.start()
@@ -132,19 +127,11 @@ class LocalPlatform(Platform):
         memory = _common.memory_enforcement(self.address_space_limit, self.memory_check)
         return Enforcement(memory=memory, cpu=self._cpu_mode, duration="kill")
 
-    @property
-    def cold_starts(self) -> int:
-        return self._cold_starts
-
-    def vcpus(self, memory_mb: int) -> float:
-        return float(self.platform.vcpus(memory_mb))
-
     def invoke(
         self, fn: FunctionRef, payload: Any, memory_mb: int, timeout_s: float | None = None
     ) -> Invocation:
         ref, limit = _common.invocation_args(self.platform, fn, memory_mb, timeout_s)
-        with self._lock:
-            _common.check_open(self._closed)
+        with self._open():
             instance = self._take_warm(memory_mb)
             cold = instance is None
             if instance is None:

@@ -32,7 +32,6 @@ from faasml.runtime.platform import (
     FunctionError,
     FunctionRef,
     Invocation,
-    Platform,
 )
 from faasml.runtime.platforms import _common
 from faasml.runtime.platforms.local import IDLE_TIMEOUT_S, LocalPlatform
@@ -140,7 +139,7 @@ class RayInvocation(_common.SettledInvocation):
         return self._cancel_sent
 
 
-class RayPlatform(Platform):
+class RayPlatform(_common.PooledPlatform):
     """Function instances as Ray actors with CPUs = memory / mb_per_vcpu and a memory resource."""
 
     name = "ray"
@@ -161,7 +160,6 @@ class RayPlatform(Platform):
         super().__init__(catalog)
         _common.check_cpu_mode(cpu)
         self._ray = optional_import("ray", "ray")
-        self.platform = catalog.platform
         self.idle_timeout_s = idle_timeout_s
         self._options: dict[str, Any] = {
             "cpu": cpu,
@@ -188,15 +186,12 @@ class RayPlatform(Platform):
                 raise ConfigError(f"cannot connect to the Ray cluster at {where}: {err}") from err
             self._owns_session = True
         self._host_class = self._ray.remote(_FunctionHost)
-        self._lock = threading.Lock()
-        """Serialises invoke/prewarm/close (held across Ray calls)."""
+        # self._lock (PooledPlatform) serialises invoke/prewarm/close (held across Ray calls).
         self._state = threading.Lock()
         """Guards the actor list and counters (never held across a Ray call)."""
         self._actors: list[_Actor] = []
-        self._cold_starts = 0
         self._calls = 0
         self._cpu_seen: str | None = None
-        self._closed = False
 
     # ----------------------------------------------------------------- contract
 
@@ -208,20 +203,11 @@ class RayPlatform(Platform):
         cpu = self._cpu_seen or ("none" if self._options["cpu"] == "none" else "duty-cycle")
         return Enforcement(memory=memory, cpu=cpu, duration="kill")
 
-    @property
-    def cold_starts(self) -> int:
-        return self._cold_starts
-
-    def vcpus(self, memory_mb: int) -> float:
-        """Ray CPUs of a function: memory / mb_per_vcpu (CE-scaling's Lambda CPU share)."""
-        return float(self.platform.vcpus(memory_mb))
-
     def invoke(
         self, fn: FunctionRef, payload: Any, memory_mb: int, timeout_s: float | None = None
     ) -> Invocation:
         ref, limit = _common.invocation_args(self.platform, fn, memory_mb, timeout_s)
-        with self._lock:
-            _common.check_open(self._closed)
+        with self._open():
             self._reap_idle()
             actor = self._take_warm(memory_mb) or self._start_actor(memory_mb)
             self._calls += 1
