@@ -3,7 +3,10 @@ fault-free model; renewal mid-epoch changes nothing; the budget guard stops clea
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -29,13 +32,9 @@ JOB = {
 }
 
 
-def _train(
-    folder: Path,
-    scheme: str = "allreduce",
-    faults: list[TrialFault] | None = None,
-    budget: float | None = None,
-    **options: float,
-) -> tuple[TrialState, NDArray[np.float32] | None, Coordinator]:
+@contextmanager
+def _coordinator(folder: Path, optimizer: dict[str, float], **kwargs: Any) -> Iterator[Coordinator]:
+    """A coordinator of JOB's logistic regression on the local platform, its data set."""
     job = JobSpec.from_mapping(JOB)
     train, test = job.dataset.load()
     recipe = ModelRecipe(
@@ -44,13 +43,12 @@ def _train(
         train.input_shape,
         train.num_classes,
         "sgd",
-        {"lr": 0.1, "momentum": 0.9},
+        optimizer,
         50,
         3,
     )
     catalog = load_catalog("local")
     objects = open_store(f"embedded://{folder}/objects")
-    trial = TrialState(0, {})
     with open_platform("local", catalog, cpu="none") as platform:
         coordinator = Coordinator(
             platform,
@@ -60,13 +58,30 @@ def _train(
             f"embedded://{folder}/sync",
             lambda _: recipe,
             namespace="run",
-            budget_usd=budget,
-            faults=faults,
-            options=CoordinatorOptions(sync_timeout_s=10.0, **options),  # type: ignore[arg-type]
+            **kwargs,
         )
         coordinator.set_data(train, test)
+        yield coordinator
+
+
+def _train(
+    folder: Path,
+    scheme: str = "allreduce",
+    faults: list[TrialFault] | None = None,
+    budget: float | None = None,
+    **options: float,
+) -> tuple[TrialState, NDArray[np.float32] | None, Coordinator]:
+    trial = TrialState(0, {})
+    with _coordinator(
+        folder,
+        {"lr": 0.1, "momentum": 0.9},
+        budget_usd=budget,
+        faults=faults,
+        options=CoordinatorOptions(sync_timeout_s=10.0, **options),  # type: ignore[arg-type]
+    ) as coordinator:
         coordinator.run([trial], Allocation(3, 256, "embedded", scheme), until_epoch=2)
         coordinator.close()
+    objects = coordinator.objects
     params = None if trial.checkpoint is None else load_checkpoint(objects, trial.checkpoint).params
     return trial, params, coordinator
 
@@ -130,31 +145,8 @@ def test_silent_worker_is_detected_and_restarted(
 def test_prewarmed_functions_take_over_without_cold_starts(tmp_path: Path) -> None:
     """Delayed restart (CE-scaling §III-D): the new allocation's functions start early and
     the segment that switches to them starts none."""
-    job = JobSpec.from_mapping(JOB)
-    train, test = job.dataset.load()
-    recipe = ModelRecipe(
-        "logistic-regression",
-        {},
-        train.input_shape,
-        train.num_classes,
-        "sgd",
-        {"lr": 0.1},
-        50,
-        3,
-    )
-    catalog = load_catalog("local")
-    objects = open_store(f"embedded://{tmp_path}/objects")
-    with open_platform("local", catalog, cpu="none") as platform:
-        coordinator = Coordinator(
-            platform,
-            catalog,
-            Meter(catalog),
-            objects,
-            f"embedded://{tmp_path}/sync",
-            lambda _: recipe,
-            namespace="run",
-        )
-        coordinator.set_data(train, test)
+    with _coordinator(tmp_path, {"lr": 0.1}) as coordinator:
+        platform = coordinator.platform
         trial = TrialState(0, {})
         coordinator.run([trial], Allocation(1, 256, "embedded"), until_epoch=1)
         before = platform.cold_starts
@@ -169,36 +161,11 @@ def test_prewarmed_functions_take_over_without_cold_starts(tmp_path: Path) -> No
 def test_budget_holds_when_predictions_are_far_too_low(tmp_path: Path) -> None:
     """Four trials at once on a budget their real cost exceeds, with a prediction 10⁴ times too
     low: the reservations stop functions before the bill passes the budget."""
-    job = JobSpec.from_mapping(JOB)
-    train, test = job.dataset.load()
-    recipe = ModelRecipe(
-        "logistic-regression",
-        {},
-        train.input_shape,
-        train.num_classes,
-        "sgd",
-        {"lr": 0.1},
-        50,
-        3,
-    )
-    catalog = load_catalog("local")
     # About 4 s of the 8 functions: enough for every trial to finish an epoch even on a
     # loaded machine, far too little for 1,000 epochs.
     budget = 3e-4
-    objects = open_store(f"embedded://{tmp_path}/objects")
-    with open_platform("local", catalog, cpu="none") as platform:
-        coordinator = Coordinator(
-            platform,
-            catalog,
-            Meter(catalog),
-            objects,
-            f"embedded://{tmp_path}/sync",
-            lambda _: recipe,
-            namespace="run",
-            budget_usd=budget,
-        )
+    with _coordinator(tmp_path, {"lr": 0.1}, budget_usd=budget) as coordinator:
         coordinator.predicted_round_s = lambda _: 1e-7
-        coordinator.set_data(train, test)
         trials = [TrialState(i, {}) for i in range(4)]
         coordinator.run(trials, Allocation(2, 512, "embedded"), until_epoch=1000)
     assert coordinator.stop_reason is not None and "budget guard" in coordinator.stop_reason

@@ -5,14 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypedDict
 
 from rich.console import Console
 
 from faasml.catalog import Catalog, load_catalog
 from faasml.exceptions import ConfigError
 from faasml.types import Constraint, Objective
-from faasml.units import parse_duration, parse_money
+from faasml.units import format_duration, format_money, parse_duration, parse_money
 
 
 def add_catalog_options(parser: argparse.ArgumentParser) -> None:
@@ -95,3 +96,55 @@ def console() -> Console:
 def print_json(data: Any) -> None:
     json.dump(data, sys.stdout, indent=2)
     sys.stdout.write("\n")
+
+
+def add_workload_command(
+    kinds: Any, name: str, *, help: str, description: str
+) -> argparse.ArgumentParser:
+    """A command ``name`` among ``kinds`` whose one positional argument is the workload."""
+    parser: argparse.ArgumentParser = kinds.add_parser(name, help=help, description=description)
+    parser.add_argument("workload", help="a shipped workload name or the path of a profile")
+    return parser
+
+
+def add_json_option(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--json``: print ``what`` (e.g. 'the plan') as JSON instead of tables."""
+    parser.add_argument("--json", action="store_true", help=f"print {what} as JSON")
+
+
+def add_plan_options(parser: argparse.ArgumentParser) -> None:
+    """The constraint options, then the catalog options (every planning command's last)."""
+    add_constraint_options(parser)
+    add_catalog_options(parser)
+
+
+class SpaceOptions(TypedDict):
+    """How finely the allocation space is searched (``allocation_space``'s keywords)."""
+
+    memory_step_mb: int | None
+    max_functions: int | None
+
+
+def space_options(args: argparse.Namespace) -> SpaceOptions:
+    """``--memory-step`` and ``--max-functions`` as the planners' keyword arguments."""
+    return SpaceOptions(memory_step_mb=args.memory_step, max_functions=args.max_functions)
+
+
+def emit(args: argparse.Namespace, record: Callable[[], Any], show: Callable[[], None]) -> int:
+    """Print ``record()`` as JSON with ``--json``, else ``show()`` it; exit code 0."""
+    if args.json:
+        print_json(record())
+    else:
+        show()
+    return 0
+
+
+def bounds_text(constraint: Constraint) -> str:
+    """'fastest within budget $2.00' or 'cheapest within deadline 30m' (both when both)."""
+    parts = []
+    if constraint.budget_usd is not None:
+        parts.append(f"budget {format_money(constraint.budget_usd)}")
+    if constraint.deadline_s is not None:
+        parts.append(f"deadline {format_duration(constraint.deadline_s)}")
+    goal = "fastest" if constraint.goal is Objective.MIN_TIME else "cheapest"
+    return f"{goal} within {' and '.join(parts)}"

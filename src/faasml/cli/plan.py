@@ -7,14 +7,7 @@ from typing import Any
 
 from rich.table import Table
 
-from faasml.cli._common import (
-    add_catalog_options,
-    add_constraint_options,
-    catalog_from,
-    console,
-    constraint_from,
-    print_json,
-)
+from faasml.cli import _common
 from faasml.cli._offline import add_target_loss_options, offline_epochs_from
 from faasml.cli.plan_tune import register_tune
 from faasml.planners import plan_training
@@ -29,60 +22,40 @@ def register(commands: Any) -> None:
     kinds = plan.add_subparsers(dest="plan_kind", metavar="KIND", parser_class=type(plan))
     kinds.required = True
 
-    train = kinds.add_parser(
+    train = _common.add_workload_command(
+        kinds,
         "train",
         help="the best static allocation for training a fixed number of epochs",
         description="Choose the Pareto-optimal allocation (functions, memory, storage) that "
         "trains WORKLOAD fastest within a budget, or cheapest within a deadline.",
     )
-    train.add_argument("workload", help="a shipped workload name or the path of a profile")
     train.add_argument("--epochs", type=int, help="epochs to train (default: the profile's)")
-    train.add_argument("--json", action="store_true", help="print the plan as JSON")
+    _common.add_json_option(train, "the plan")
     add_target_loss_options(train)
-    add_constraint_options(train)
-    add_catalog_options(train)
+    _common.add_plan_options(train)
     train.set_defaults(func=run_plan_train)
     register_tune(kinds)
 
 
 def run_plan_train(args: argparse.Namespace) -> int:
     workload = load_workload(args.workload)
-    catalog = catalog_from(args)
-    constraint = constraint_from(args)
+    catalog = _common.catalog_from(args)
+    constraint = _common.constraint_from(args)
     epochs = args.epochs
     if args.target_loss is not None:
         epochs = offline_epochs_from(args)
     plan = plan_training(
-        workload,
-        catalog,
-        constraint,
-        epochs=epochs,
-        memory_step_mb=args.memory_step,
-        max_functions=args.max_functions,
+        workload, catalog, constraint, epochs=epochs, **_common.space_options(args)
     )
-    if args.json:
-        print_json(train_plan_dict(plan))
-    else:
-        print_train_plan(plan)
-    return 0
-
-
-def _bounds(plan: TrainPlan) -> str:
-    parts = []
-    if plan.constraint.budget_usd is not None:
-        parts.append(f"budget {format_money(plan.constraint.budget_usd)}")
-    if plan.constraint.deadline_s is not None:
-        parts.append(f"deadline {format_duration(plan.constraint.deadline_s)}")
-    goal = "fastest" if plan.constraint.goal.value == "min-time" else "cheapest"
-    return f"{goal} within {' and '.join(parts)}"
+    return _common.emit(args, lambda: train_plan_dict(plan), lambda: print_train_plan(plan))
 
 
 def print_train_plan(plan: TrainPlan) -> None:
-    out = console()
+    out = _common.console()
     choice = plan.choice
     out.print(
         f"[bold]faasml plan train[/] {plan.workload} on {plan.catalog}: "
-        f"{plan.epochs} epochs, {_bounds(plan)}"
+        f"{plan.epochs} epochs, {_common.bounds_text(plan.constraint)}"
     )
     out.print(f"Searched {plan.space_size:,} allocations; {plan.frontier_size} are Pareto-optimal.")
     a = choice.allocation

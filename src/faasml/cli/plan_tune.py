@@ -8,14 +8,7 @@ from typing import Any
 
 from rich.table import Table
 
-from faasml.cli._common import (
-    add_catalog_options,
-    add_constraint_options,
-    catalog_from,
-    console,
-    constraint_from,
-    print_json,
-)
+from faasml.cli import _common
 from faasml.exceptions import ConfigError, InfeasibleConstraintError
 from faasml.planners.tuning import (
     TUNING_PLANNERS,
@@ -41,27 +34,31 @@ SWEEP = (0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
 
 def register_tune(kinds: Any) -> None:
     """Add `plan tune` to the `plan` command's kinds."""
-    tune = kinds.add_parser(
+    tune = _common.add_workload_command(
+        kinds,
         "tune",
         help="partition resources among the stages of a successive-halving tuning job",
         description="Give every stage of a successive-halving job its own allocation "
         "(functions, memory, storage) so the job finishes fastest within a budget, or "
         "cheapest within a deadline (CE-scaling §III-C).",
     )
-    tune.add_argument("workload", help="a shipped workload name or the path of a profile")
-    add_job_options(tune)
+    add_tune_options(tune)
+    _common.add_json_option(tune, "the plan")
     tune.add_argument(
+        "--plot", metavar="DIR", help="write budget_share.png and tradeoff.png into DIR"
+    )
+    _common.add_plan_options(tune)
+    tune.set_defaults(func=run_plan_tune)
+
+
+def add_tune_options(parser: argparse.ArgumentParser) -> None:
+    """The successive-halving job (``add_job_options``) and ``--planner``."""
+    add_job_options(parser)
+    parser.add_argument(
         "--planner",
         default="exact",
         help=f"one of: {', '.join(TUNING_PLANNERS.names())} (default: exact)",
     )
-    tune.add_argument("--json", action="store_true", help="print the plan as JSON")
-    tune.add_argument(
-        "--plot", metavar="DIR", help="write budget_share.png and tradeoff.png into DIR"
-    )
-    add_constraint_options(tune)
-    add_catalog_options(tune)
-    tune.set_defaults(func=run_plan_tune)
 
 
 def add_job_options(parser: argparse.ArgumentParser) -> None:
@@ -109,11 +106,10 @@ def setup_from(args: argparse.Namespace) -> TuningSetup:
     TUNING_PLANNERS.get(args.planner)  # fail on an unknown name before any work
     return tuning_problem(
         load_workload(args.workload),
-        catalog_from(args),
-        constraint_from(args),
+        _common.catalog_from(args),
+        _common.constraint_from(args),
         job_from(args),
-        memory_step_mb=args.memory_step,
-        max_functions=args.max_functions,
+        **_common.space_options(args),
     )
 
 
@@ -136,31 +132,23 @@ def run_plan_tune(args: argparse.Namespace) -> int:
     others = compare(setup, args.planner)
     if args.plot:
         write_plots(setup, plan, others, Path(args.plot))
-    if args.json:
-        print_json(comparison_dict(plan, others))
-    else:
+
+    def show() -> None:
         print_tune_plan(plan, others)
         if args.plot:
-            console().print(f"Plots written to {args.plot}/budget_share.png and tradeoff.png")
-    return 0
+            _common.console().print(
+                f"Plots written to {args.plot}/budget_share.png and tradeoff.png"
+            )
 
-
-def bounds_text(constraint: Constraint) -> str:
-    parts = []
-    if constraint.budget_usd is not None:
-        parts.append(f"budget {format_money(constraint.budget_usd)}")
-    if constraint.deadline_s is not None:
-        parts.append(f"deadline {format_duration(constraint.deadline_s)}")
-    goal = "fastest" if constraint.goal is Objective.MIN_TIME else "cheapest"
-    return f"{goal} within {' and '.join(parts)}"
+    return _common.emit(args, lambda: comparison_dict(plan, others), show)
 
 
 def print_tune_plan(plan: TunePlan, others: dict[str, TunePlan | str]) -> None:
-    out = console()
+    out = _common.console()
     trials = plan.stages[0].trials
     out.print(
         f"[bold]faasml plan tune[/] {plan.workload} on {plan.catalog}: {trials} trials first, "
-        f"{len(plan.stages)} stages, {bounds_text(plan.constraint)}"
+        f"{len(plan.stages)} stages, {_common.bounds_text(plan.constraint)}"
     )
     out.print(
         f"Planner [bold]{plan.planner}[/] chose among {plan.candidates:,} candidate allocations "

@@ -7,14 +7,7 @@ from typing import Any
 
 from rich.table import Table
 
-from faasml.cli._common import (
-    add_catalog_options,
-    add_constraint_options,
-    catalog_from,
-    console,
-    constraint_from,
-    print_json,
-)
+from faasml.cli import _common
 from faasml.exceptions import ConfigError
 from faasml.planners.adaptive import DEFAULT_DELTA, TRAINING_POLICIES, training_frontier
 from faasml.reports.training_run import training_run_dict
@@ -26,14 +19,14 @@ from faasml.workload import Workload, load_workload
 
 
 def register(kinds: Any) -> None:
-    train = kinds.add_parser(
+    train = _common.add_workload_command(
+        kinds,
         "train",
         help="simulate adaptive training on a loss curve",
         description="Simulate training WORKLOAD to a target loss under a budget or a deadline: "
         "the policy re-plans the allocation as its online loss fit moves (CE-scaling "
         "Algorithm 2) and the timeline shows each epoch's prediction and decision.",
     )
-    train.add_argument("workload", help="a shipped workload name or the path of a profile")
     source = train.add_mutually_exclusive_group(required=True)
     source.add_argument("--curve", metavar="FILE", help="a recorded loss-curve file (CSV)")
     source.add_argument(
@@ -68,10 +61,9 @@ def register(kinds: Any) -> None:
         type=int,
         help="the offline estimate (default: a simulated LambdaML-style sample run)",
     )
-    train.add_argument("--json", action="store_true", help="print the runs as JSON")
+    _common.add_json_option(train, "the runs")
     train.add_argument("--plot", metavar="DIR", help="write loss-fit and allocation plots here")
-    add_constraint_options(train)
-    add_catalog_options(train)
+    _common.add_plan_options(train)
     train.set_defaults(func=run_simulate_train)
 
 
@@ -93,8 +85,8 @@ def _curve(args: argparse.Namespace, workload: Workload) -> TrainingCurve:
 
 def run_simulate_train(args: argparse.Namespace) -> int:
     workload = load_workload(args.workload)
-    catalog = catalog_from(args)
-    constraint = constraint_from(args)
+    catalog = _common.catalog_from(args)
+    constraint = _common.constraint_from(args)
     if args.offline_epochs is not None and args.offline_epochs < 1:
         raise ConfigError(
             f"the value of --offline-epochs is {args.offline_epochs}, but must be >= 1"
@@ -107,9 +99,7 @@ def run_simulate_train(args: argparse.Namespace) -> int:
     for name in policies:
         TRAINING_POLICIES.get(name)  # unknown names fail before any work, listing the choices
     curve = _curve(args, workload)
-    frontier = training_frontier(
-        workload, catalog, memory_step_mb=args.memory_step, max_functions=args.max_functions
-    )
+    frontier = training_frontier(workload, catalog, **_common.space_options(args))
     runs = [
         simulate_training(
             workload,
@@ -125,7 +115,7 @@ def run_simulate_train(args: argparse.Namespace) -> int:
         for name in policies
     ]
     if args.json:
-        print_json({"runs": [training_run_dict(run) for run in runs]})
+        _common.print_json({"runs": [training_run_dict(run) for run in runs]})
     else:
         print_timeline(runs[0])
         if len(runs) > 1:
@@ -135,12 +125,12 @@ def run_simulate_train(args: argparse.Namespace) -> int:
 
         written = [path for run in runs for path in plot_training_run(run, args.plot)]
         if not args.json:
-            console().print("Plots: " + ", ".join(str(p) for p in written))
+            _common.console().print("Plots: " + ", ".join(str(p) for p in written))
     return 0
 
 
 def print_timeline(run: TrainingRun) -> None:
-    out = console()
+    out = _common.console()
     out.print(
         f"[bold]faasml simulate train[/] {run.workload} on {run.catalog}, policy {run.policy}: "
         f"target loss {run.target_loss:g}, offline estimate {run.offline_epochs} epochs"
@@ -201,4 +191,4 @@ def print_comparison(runs: list[TrainingRun]) -> None:
             str(run.restarts),
             "violated" if run.violated else "met",
         )
-    console().print(table)
+    _common.console().print(table)

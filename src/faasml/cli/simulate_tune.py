@@ -8,16 +8,9 @@ from typing import Any
 from rich.table import Table
 
 from faasml.catalog import Catalog
-from faasml.cli._common import (
-    add_catalog_options,
-    add_constraint_options,
-    catalog_from,
-    console,
-    constraint_from,
-    print_json,
-)
-from faasml.cli.plan_tune import add_job_options, allocation_text, bounds_text, job_from
-from faasml.planners.tuning import TUNING_PLANNERS, plan_tuning
+from faasml.cli import _common
+from faasml.cli.plan_tune import add_tune_options, allocation_text, job_from
+from faasml.planners.tuning import plan_tuning
 from faasml.reports.tune_json import tune_simulation_dict
 from faasml.sim.tuning import TuneSimulation, simulate_tuning
 from faasml.units import format_duration, format_money
@@ -25,20 +18,15 @@ from faasml.workload import load_workload
 
 
 def register(kinds: Any) -> None:
-    tune = kinds.add_parser(
+    tune = _common.add_workload_command(
+        kinds,
         "tune",
         help="simulate a successive-halving tuning job under a plan",
         description="Plan WORKLOAD's tuning job like `faasml plan tune`, then run the plan on "
         "a simulated platform (concurrency waves, cold starts, noisy epoch times) and show "
         "the simulated time and cost beside the prediction.",
     )
-    tune.add_argument("workload", help="a shipped workload name or the path of a profile")
-    add_job_options(tune)
-    tune.add_argument(
-        "--planner",
-        default="exact",
-        help=f"one of: {', '.join(TUNING_PLANNERS.names())} (default: exact)",
-    )
+    add_tune_options(tune)
     tune.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     tune.add_argument(
         "--noise",
@@ -52,39 +40,33 @@ def register(kinds: Any) -> None:
         default=0.3,
         help="coefficient of variation of each cold start (default: 0.3)",
     )
-    tune.add_argument("--json", action="store_true", help="print the result as JSON")
-    add_constraint_options(tune)
-    add_catalog_options(tune)
+    _common.add_json_option(tune, "the result")
+    _common.add_plan_options(tune)
     tune.set_defaults(func=run_simulate_tune)
 
 
 def run_simulate_tune(args: argparse.Namespace) -> int:
-    catalog: Catalog = catalog_from(args)
+    catalog: Catalog = _common.catalog_from(args)
     plan = plan_tuning(
         load_workload(args.workload),
         catalog,
-        constraint_from(args),
+        _common.constraint_from(args),
         job_from(args),
         args.planner,
-        memory_step_mb=args.memory_step,
-        max_functions=args.max_functions,
+        **_common.space_options(args),
     )
     run = simulate_tuning(
         plan, catalog, noise=args.noise, cold_start_noise=args.cold_start_noise, seed=args.seed
     )
-    if args.json:
-        print_json(tune_simulation_dict(run))
-    else:
-        print_simulation(run)
-    return 0
+    return _common.emit(args, lambda: tune_simulation_dict(run), lambda: print_simulation(run))
 
 
 def print_simulation(run: TuneSimulation) -> None:
-    out = console()
+    out = _common.console()
     plan = run.plan
     out.print(
         f"[bold]faasml simulate tune[/] {plan.workload} on {plan.catalog} with the "
-        f"[bold]{plan.planner}[/] plan, {bounds_text(plan.constraint)} "
+        f"[bold]{plan.planner}[/] plan, {_common.bounds_text(plan.constraint)} "
         f"(seed {run.seed}, epoch noise {run.noise:g}, cold-start noise {run.cold_start_noise:g})"
     )
     table = Table(title="Stages: simulated (predicted)", title_justify="left")

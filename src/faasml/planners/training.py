@@ -7,7 +7,8 @@ from numpy.typing import NDArray
 
 from faasml.catalog import Catalog
 from faasml.exceptions import ConfigError, InfeasibleConstraintError
-from faasml.models.space import AllocationTable, Exclusions, allocation_space
+from faasml.models.space import AllocationTable
+from faasml.planners._space import searchable_space
 from faasml.planners.pareto import pareto_indices
 from faasml.types import Breakdown, Constraint, Objective, TrainPlan
 from faasml.units import format_duration, format_money
@@ -43,17 +44,9 @@ def plan_training(
     count = workload.epochs if epochs is None else epochs
     if count < 1:
         raise ConfigError(f"the value of epochs is {count}, but must be epochs >= 1")
-    exclusions = Exclusions()
-    space = allocation_space(
-        workload,
-        catalog,
-        memory_step_mb=memory_step_mb,
-        max_functions=max_functions,
-        exclusions=exclusions,
+    space = searchable_space(
+        workload, catalog, memory_step_mb=memory_step_mb, max_functions=max_functions
     )
-    if len(space) == 0:
-        reasons = "; ".join(f"{k} ({v})" for k, v in exclusions.counts.most_common())
-        raise ConfigError(f"no allocation of {catalog.name} can run {workload.name}: {reasons}")
     all_time, all_cost = run_totals(space, count)
     admitted = _admitted(constraint, all_time, all_cost)
     front_rows = pareto_indices(all_time, all_cost)

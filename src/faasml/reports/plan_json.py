@@ -9,27 +9,21 @@ from faasml.types import Allocation, AllocationEstimate, Breakdown, Constraint, 
 JSON_FORMAT = 1
 
 
+def fields_dict(record: object, *names: str) -> dict[str, Any]:
+    """``{name: record.name}`` for each of ``names``, in that order (the JSON's key order)."""
+    return {name: getattr(record, name) for name in names}
+
+
 def allocation_dict(allocation: Allocation) -> dict[str, Any]:
-    return {
-        "n": allocation.n,
-        "memory_mb": allocation.memory_mb,
-        "storage": allocation.storage,
-        "scheme": allocation.scheme,
-    }
+    return fields_dict(allocation, "n", "memory_mb", "storage", "scheme")
 
 
 def breakdown_dict(breakdown: Breakdown) -> dict[str, Any]:
-    return {
-        "time_s": breakdown.time_s,
-        "cost_usd": breakdown.cost_usd,
-        "load_s": breakdown.load_s,
-        "compute_s": breakdown.compute_s,
-        "sync_s": breakdown.sync_s,
-        "invoke_s": breakdown.invoke_s,
-        "function_usd": breakdown.function_usd,
-        "invocation_usd": breakdown.invocation_usd,
-        "storage_usd": breakdown.storage_usd,
-    }
+    return fields_dict(
+        breakdown,
+        *("time_s", "cost_usd", "load_s", "compute_s", "sync_s", "invoke_s"),
+        *("function_usd", "invocation_usd", "storage_usd"),
+    )
 
 
 def constraint_dict(constraint: Constraint) -> dict[str, Any]:

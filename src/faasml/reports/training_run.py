@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from faasml.reports.plan_json import JSON_FORMAT, allocation_dict, constraint_dict
+from faasml.reports.plan_json import JSON_FORMAT, allocation_dict, constraint_dict, fields_dict
 from faasml.sim.training import EpochRecord, TrainingRun
 
 
@@ -30,16 +30,11 @@ def epoch_record_dict(record: EpochRecord) -> dict[str, Any]:
         "effective_epoch": decision.effective_epoch,
         "switch": None
         if switch is None
-        else {
-            "total_s": switch.total_s,
-            "hidden_s": switch.hidden_s,
-            "visible_s": switch.visible_s,
-            "cost_usd": switch.cost_usd,
-            "delayed": switch.delayed,
-            "mid_epoch": switch.mid_epoch,
-            "epoch_s": switch.epoch_s,
-            "epoch_usd": switch.epoch_usd,
-        },
+        else fields_dict(
+            switch,
+            *("total_s", "hidden_s", "visible_s", "cost_usd"),
+            *("delayed", "mid_epoch", "epoch_s", "epoch_usd"),
+        ),
     }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import heapq
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import ClassVar
 
 import numpy as np
@@ -60,6 +60,35 @@ class ClusterPolicy(ABC):
         return max(min(view.job.gpus, view.max_gpus, cluster.total_gpus), 1)
 
 
+class GreedyGrowthPolicy(ClusterPolicy):
+    """Every round: one GPU to each job, oldest first (no job starves), then the GPUs left one
+    step at a time to the job whose ``value`` of goodput grows most per GPU (``greedy_grow``,
+    Optimus §4); packed placement."""
+
+    def allocate(
+        self,
+        jobs: Sequence[JobView],
+        cluster: Cluster,
+        current: ClusterAllocation,
+        now: float,
+    ) -> Decision:
+        total = cluster.total_gpus
+        ordered = by_arrival(jobs)[:total]
+        counts = {v.name: 1 for v in ordered}
+        curves = {v.name: self.curve(v, cluster) for v in ordered}
+        value = {v.name: self.value(v, curves[v.name]) for v in ordered}
+        return grow_and_place(counts, curves, total - len(ordered), value, cluster, current)
+
+    @abstractmethod
+    def value(self, view: JobView, curve: FloatArray) -> Callable[[float], float]:
+        """What a goodput is worth to the job ``view`` whose goodput by GPUs is ``curve``."""
+
+
+def by_arrival(jobs: Iterable[JobView]) -> list[JobView]:
+    """Oldest first; ties broken by name, so every run orders the same."""
+    return sorted(jobs, key=lambda v: (v.job.arrival_s, v.name))
+
+
 def best_step(
     curve: FloatArray, n: int, value: Callable[[float], float], span: int
 ) -> tuple[float, int]:
@@ -104,6 +133,19 @@ def greedy_grow(
         if k and gain > 0:
             heapq.heappush(heap, (-gain, name, k))
     return counts
+
+
+def grow_and_place(
+    counts: dict[str, int],
+    curves: Mapping[str, FloatArray],
+    free: int,
+    value: Mapping[str, Callable[[float], float]],
+    cluster: Cluster,
+    current: ClusterAllocation,
+) -> Decision:
+    """``greedy_grow`` by at most one server's GPUs a step, then packed placement."""
+    grown = greedy_grow(counts, curves, free, value, cluster.gpus_per_server)
+    return Decision(place(grown, cluster, current))
 
 
 def place(

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from faasml.cluster.policies._base import ClusterPolicy, FloatArray, greedy_grow, place
+from faasml.cluster.policies._base import ClusterPolicy, FloatArray, by_arrival, grow_and_place
 from faasml.cluster.records import Cluster, ClusterAllocation, Decision, JobView
 
 
@@ -55,7 +55,7 @@ class ElasticFlowPolicy(ClusterPolicy):
 
         counts: dict[str, int] = {}
         used = 0
-        for view in sorted(jobs, key=lambda v: (v.job.arrival_s, v.name)):
+        for view in by_arrival(jobs):
             if view.started:
                 n = share(view) or 1
                 counts[view.name] = min(n, max(total - used, 0))
@@ -76,7 +76,5 @@ class ElasticFlowPolicy(ClusterPolicy):
             return lambda g: g / base if base > 0 else 0.0
 
         value = {name: normalised(float(curves[name][1])) for name in counts}
-        grown = greedy_grow(
-            counts, {n: curves[n] for n in counts}, total - used, value, cluster.gpus_per_server
-        )
-        return Decision(place(grown, cluster, current))
+        admitted = {n: curves[n] for n in counts}
+        return grow_and_place(counts, admitted, total - used, value, cluster, current)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from faasml.cluster.policies._base import ClusterPolicy, fit_in_order, place
+from faasml.cluster.policies._base import ClusterPolicy, by_arrival, fit_in_order, place
 from faasml.cluster.records import Cluster, ClusterAllocation, Decision, JobView
 
 
@@ -17,7 +17,7 @@ class FifoPolicy(ClusterPolicy):
     strict = True
 
     def order(self, waiting: Sequence[JobView], cluster: Cluster) -> list[JobView]:
-        return sorted(waiting, key=lambda v: (v.job.arrival_s, v.name))
+        return by_arrival(waiting)
 
     def allocate(
         self,

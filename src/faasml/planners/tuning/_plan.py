@@ -8,8 +8,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from faasml.catalog import Catalog
-from faasml.exceptions import ConfigError, InfeasibleConstraintError
-from faasml.models.space import Exclusions, allocation_space
+from faasml.exceptions import InfeasibleConstraintError
+from faasml.planners._space import searchable_space
 from faasml.planners.tuning._exact import exact_options
 from faasml.planners.tuning._job import TuningJob
 from faasml.planners.tuning._planners import TUNING_PLANNERS
@@ -42,17 +42,9 @@ def tuning_problem(
     """Θ evaluated and pruned to the stage options of ``job``; raises InfeasibleConstraintError
     with the least budget or deadline when no plan at all meets ``constraint``."""
     started = _time.perf_counter()
-    exclusions = Exclusions()
-    space = allocation_space(
-        workload,
-        catalog,
-        memory_step_mb=memory_step_mb,
-        max_functions=max_functions,
-        exclusions=exclusions,
+    space = searchable_space(
+        workload, catalog, memory_step_mb=memory_step_mb, max_functions=max_functions
     )
-    if len(space) == 0:
-        reasons = "; ".join(f"{k} ({v})" for k, v in exclusions.counts.most_common())
-        raise ConfigError(f"no allocation of {catalog.name} can run {workload.name}: {reasons}")
     pools = pool_plans(
         workload, catalog, job, memory_step_mb=memory_step_mb, max_functions=max_functions
     )

@@ -29,10 +29,9 @@ from faasml.runtime.platform import (
     FunctionRef,
     Invocation,
     Platform,
-    function_ref,
 )
 from faasml.runtime.platforms import _host
-from faasml.runtime.platforms.local import LocalInvocation
+from faasml.runtime.platforms._common import SettledInvocation, check_open, invocation_args
 
 GRACE_S = 5.0
 """How long past its maximum duration the caller waits for the back-end's own timeout."""
@@ -60,33 +59,13 @@ def run_in_function(call: dict[str, Any]) -> dict[str, Any]:
     return {"ok": True, "value": value, "start": start, "end": time.time()}
 
 
-class LithopsInvocation(Invocation):
+class LithopsInvocation(SettledInvocation):
     """One Lithops call; completed by a waiting thread, or by the caller's cancel."""
-
-    def __init__(self, memory_mb: int, dispatched: float) -> None:
-        self._inner = LocalInvocation(memory_mb, dispatched, float("inf"), cold=True)
-        self.memory_mb = memory_mb
-        self.dispatched = dispatched
-
-    def result(self, timeout: float | None = None) -> Any:
-        return self._inner.result(timeout)
-
-    def done(self) -> bool:
-        return self._inner.done()
 
     def cancel(self) -> None:
         """Lithops cannot stop one call: the result is abandoned as ``cancelled`` now and
         the call ends on its back-end at its own timeout."""
-        elapsed = time.monotonic() - self.dispatched
-        error = FunctionError("cancelled", "cancelled by the caller")
-        self._finish(None, error, Billed(elapsed, self.memory_mb, True, 0.0, ok=False))
-
-    @property
-    def billed(self) -> Billed | None:
-        return self._inner.billed
-
-    def _finish(self, value: Any, error: FunctionError | None, billed: Billed) -> None:
-        self._inner._finish(value, error, billed)
+        self._fail("cancelled", "cancelled by the caller", cold=True)
 
 
 class LithopsPlatform(Platform):
@@ -160,18 +139,7 @@ class LithopsPlatform(Platform):
     def invoke(
         self, fn: FunctionRef, payload: Any, memory_mb: int, timeout_s: float | None = None
     ) -> Invocation:
-        ref = function_ref(fn)
-        low, high = self.platform.memory_min_mb, self.platform.memory_max_mb
-        if not low <= memory_mb <= high:
-            raise ConfigError(
-                f"the value of memory_mb is {memory_mb}, but {self.platform.name} offers "
-                f"{low}..{high} MB"
-            )
-        limit = self.platform.max_duration_s
-        if timeout_s is not None:
-            if timeout_s <= 0:
-                raise ConfigError(f"the value of timeout_s is {timeout_s}, but must be > 0")
-            limit = min(limit, timeout_s)
+        ref, limit = invocation_args(self.platform, fn, memory_mb, timeout_s)
         call = {
             "ref": ref,
             "payload": payload,
@@ -179,8 +147,7 @@ class LithopsPlatform(Platform):
             "rlimit_as": self.address_space_limit,
         }
         with self._lock:
-            if self._closed:
-                raise ConfigError("the platform is closed")
+            check_open(self._closed)
             invocation = LithopsInvocation(memory_mb, time.monotonic())
             future = self._executor.call_async(
                 run_in_function, (call,), runtime_memory=memory_mb, timeout=max(1, round(limit))
@@ -216,10 +183,8 @@ class LithopsPlatform(Platform):
 
     def _fail(self, invocation: LithopsInvocation, future: Any, kind: str, message: str) -> None:
         stats = getattr(future, "stats", {}) or {}
-        elapsed = time.monotonic() - invocation.dispatched
-        duration = float(stats.get("worker_exec_time", elapsed))
-        error = FunctionError(kind, message)
-        invocation._finish(None, error, Billed(duration, invocation.memory_mb, True, 0.0, False))
+        duration = float(stats["worker_exec_time"]) if "worker_exec_time" in stats else None
+        invocation._fail(kind, message, cold=True, duration_s=duration)
 
     def close(self) -> None:
         with self._lock:

@@ -35,48 +35,26 @@ from faasml.runtime.platform import (
     FunctionError,
     FunctionRef,
     Invocation,
-    Platform,
-    function_ref,
 )
+from faasml.runtime.platforms import _common
+from faasml.runtime.platforms._common import CPU_MODES as CPU_MODES
 from faasml.runtime.platforms._cpu import CgroupCpu, DutyCycle
 
 IDLE_TIMEOUT_S = 120.0
 """A warm instance idle this long is stopped (AWS keeps them minutes)."""
 TICK_S = 0.01
 """Longest the monitor sleeps between checks of deadlines and memory."""
-CPU_MODES = ("auto", "cgroup", "duty-cycle", "none")
 
 
-class LocalInvocation(Invocation):
+class LocalInvocation(_common.SettledInvocation):
     """An invocation on one local instance; completed by the platform's monitor thread."""
 
     def __init__(self, memory_mb: int, dispatched: float, deadline: float, cold: bool) -> None:
-        self.memory_mb = memory_mb
-        self.dispatched = dispatched
+        super().__init__(memory_mb, dispatched)
         self.deadline = deadline
         self.cold = cold
         self.init_s = 0.0
-        self._event = threading.Event()
-        self._value: Any = None
-        self._error: FunctionError | None = None
-        self._billed: Billed | None = None
         self._cancel: threading.Event = threading.Event()
-
-    def _finish(self, value: Any, error: FunctionError | None, billed: Billed) -> None:
-        if self._event.is_set():
-            return
-        self._value, self._error, self._billed = value, error, billed
-        self._event.set()
-
-    def result(self, timeout: float | None = None) -> Any:
-        if not self._event.wait(timeout):
-            raise TimeoutError(f"the invocation did not finish within {timeout:g} s")
-        if self._error is not None:
-            raise self._error
-        return self._value
-
-    def done(self) -> bool:
-        return self._event.is_set()
 
     def cancel(self) -> None:
         if not self._event.is_set():
@@ -85,10 +63,6 @@ class LocalInvocation(Invocation):
     @property
     def cancel_requested(self) -> bool:
         return self._cancel.is_set()
-
-    @property
-    def billed(self) -> Billed | None:
-        return self._billed
 
 
 @dataclass(eq=False)
@@ -111,7 +85,7 @@ class _Instance:
         return self.process.pid
 
 
-class LocalPlatform(Platform):
+class LocalPlatform(_common.PooledPlatform):
     """Worker processes on this machine, priced and bounded by a catalog (usually ``local``)."""
 
     name = "local"
@@ -127,9 +101,7 @@ class LocalPlatform(Platform):
         idle_timeout_s: float = IDLE_TIMEOUT_S,
     ) -> None:
         super().__init__(catalog)
-        if cpu not in CPU_MODES:
-            raise ConfigError(f"the value of cpu is {cpu!r}, but must be one of: {CPU_MODES}")
-        self.platform = catalog.platform
+        _common.check_cpu_mode(cpu)
         self.preload = preload
         self.memory_check = memory_check
         self.address_space_limit = address_space_limit
@@ -142,11 +114,8 @@ class LocalPlatform(Platform):
             if self._cgroup
             else ("duty-cycle" if cpu in ("auto", "duty-cycle") else "none")
         )
-        self._lock = threading.Lock()
         self._instances: list[_Instance] = []
-        self._cold_starts = 0
         self._standalone: list[Billed] = []
-        self._closed = False
         self._wake_r, self._wake_w = Pipe(duplex=False)
         self._monitor = threading.Thread(target=self._watch, name="faasml-local", daemon=True)
         self._monitor.start()
@@ -155,32 +124,14 @@ class LocalPlatform(Platform):
 
     @property
     def enforcement(self) -> Enforcement:
-        parts = (["rlimit-as"] if self.address_space_limit else []) + (
-            ["rss"] if self.memory_check else []
-        )
-        memory = "+".join(parts) or "none"
+        memory = _common.memory_enforcement(self.address_space_limit, self.memory_check)
         return Enforcement(memory=memory, cpu=self._cpu_mode, duration="kill")
-
-    @property
-    def cold_starts(self) -> int:
-        return self._cold_starts
-
-    def vcpus(self, memory_mb: int) -> float:
-        return float(self.platform.vcpus(memory_mb))
 
     def invoke(
         self, fn: FunctionRef, payload: Any, memory_mb: int, timeout_s: float | None = None
     ) -> Invocation:
-        ref = function_ref(fn)
-        self._check_memory(memory_mb)
-        limit = self.platform.max_duration_s
-        if timeout_s is not None:
-            if timeout_s <= 0:
-                raise ConfigError(f"the value of timeout_s is {timeout_s}, but must be > 0")
-            limit = min(limit, timeout_s)
-        with self._lock:
-            if self._closed:
-                raise ConfigError("the platform is closed")
+        ref, limit = _common.invocation_args(self.platform, fn, memory_mb, timeout_s)
+        with self._open():
             instance = self._take_warm(memory_mb)
             cold = instance is None
             if instance is None:
@@ -206,7 +157,7 @@ class LocalPlatform(Platform):
 
     def prewarm(self, memory_mb: int, count: int) -> int:
         """Start ``count`` idle instances of ``memory_mb`` now (they count as cold starts)."""
-        self._check_memory(memory_mb)
+        _common.check_memory(self.platform, memory_mb)
         started = 0
         with self._lock:
             for _ in range(count):
@@ -235,14 +186,6 @@ class LocalPlatform(Platform):
             self._cgroup.close()
 
     # ----------------------------------------------------------------- capacity
-
-    def _check_memory(self, memory_mb: int) -> None:
-        low, high = self.platform.memory_min_mb, self.platform.memory_max_mb
-        if not low <= memory_mb <= high:
-            raise ConfigError(
-                f"the value of memory_mb is {memory_mb}, but {self.platform.name} offers "
-                f"{low}..{high} MB"
-            )
 
     def _take_warm(self, memory_mb: int) -> _Instance | None:
         for instance in self._instances:

@@ -32,10 +32,9 @@ from faasml.runtime.platform import (
     FunctionError,
     FunctionRef,
     Invocation,
-    Platform,
-    function_ref,
 )
-from faasml.runtime.platforms.local import CPU_MODES, IDLE_TIMEOUT_S, LocalInvocation, LocalPlatform
+from faasml.runtime.platforms import _common
+from faasml.runtime.platforms.local import IDLE_TIMEOUT_S, LocalPlatform
 
 START_TIMEOUT_S = 60.0
 """An actor Ray has not placed and started by then is killed (its cluster is fragmented or
@@ -115,26 +114,18 @@ class _Actor:
     """Killed because Ray could not place it within ``start_timeout_s``."""
 
 
-class RayInvocation(Invocation):
+class RayInvocation(_common.SettledInvocation):
     """One task on a function actor; completed by the object ref's future callback."""
 
     def __init__(self, platform: RayPlatform, actor: _Actor, dispatched: float, call: int) -> None:
+        super().__init__(actor.memory_mb, dispatched)
         self.platform = platform
         self.actor = actor
         self.call = call
-        self.dispatched = dispatched
-        self.memory_mb = actor.memory_mb
-        self._inner = LocalInvocation(actor.memory_mb, dispatched, float("inf"), cold=False)
         self._cancel_sent = False
 
-    def result(self, timeout: float | None = None) -> Any:
-        return self._inner.result(timeout)
-
-    def done(self) -> bool:
-        return self._inner.done()
-
     def cancel(self) -> None:
-        if self._inner.done() or self._cancel_sent:
+        if self.done() or self._cancel_sent:
             return
         self._cancel_sent = True
         if self.actor.ready is not None and not self.actor.ready.done():
@@ -147,15 +138,8 @@ class RayInvocation(Invocation):
     def cancel_requested(self) -> bool:
         return self._cancel_sent
 
-    @property
-    def billed(self) -> Billed | None:
-        return self._inner.billed
 
-    def _finish(self, value: Any, error: FunctionError | None, billed: Billed) -> None:
-        self._inner._finish(value, error, billed)
-
-
-class RayPlatform(Platform):
+class RayPlatform(_common.PooledPlatform):
     """Function instances as Ray actors with CPUs = memory / mb_per_vcpu and a memory resource."""
 
     name = "ray"
@@ -174,10 +158,8 @@ class RayPlatform(Platform):
         start_timeout_s: float = START_TIMEOUT_S,
     ) -> None:
         super().__init__(catalog)
-        if cpu not in CPU_MODES:
-            raise ConfigError(f"the value of cpu is {cpu!r}, but must be one of: {CPU_MODES}")
+        _common.check_cpu_mode(cpu)
         self._ray = optional_import("ray", "ray")
-        self.platform = catalog.platform
         self.idle_timeout_s = idle_timeout_s
         self._options: dict[str, Any] = {
             "cpu": cpu,
@@ -204,47 +186,28 @@ class RayPlatform(Platform):
                 raise ConfigError(f"cannot connect to the Ray cluster at {where}: {err}") from err
             self._owns_session = True
         self._host_class = self._ray.remote(_FunctionHost)
-        self._lock = threading.Lock()
-        """Serialises invoke/prewarm/close (held across Ray calls)."""
+        # self._lock (PooledPlatform) serialises invoke/prewarm/close (held across Ray calls).
         self._state = threading.Lock()
         """Guards the actor list and counters (never held across a Ray call)."""
         self._actors: list[_Actor] = []
-        self._cold_starts = 0
         self._calls = 0
         self._cpu_seen: str | None = None
-        self._closed = False
 
     # ----------------------------------------------------------------- contract
 
     @property
     def enforcement(self) -> Enforcement:
-        parts = (["rlimit-as"] if self._options["address_space_limit"] else []) + (
-            ["rss"] if self._options["memory_check"] else []
+        memory = _common.memory_enforcement(
+            self._options["address_space_limit"], self._options["memory_check"]
         )
         cpu = self._cpu_seen or ("none" if self._options["cpu"] == "none" else "duty-cycle")
-        return Enforcement(memory="+".join(parts) or "none", cpu=cpu, duration="kill")
-
-    @property
-    def cold_starts(self) -> int:
-        return self._cold_starts
-
-    def vcpus(self, memory_mb: int) -> float:
-        """Ray CPUs of a function: memory / mb_per_vcpu (CE-scaling's Lambda CPU share)."""
-        return float(self.platform.vcpus(memory_mb))
+        return Enforcement(memory=memory, cpu=cpu, duration="kill")
 
     def invoke(
         self, fn: FunctionRef, payload: Any, memory_mb: int, timeout_s: float | None = None
     ) -> Invocation:
-        ref = function_ref(fn)
-        self._check_memory(memory_mb)
-        limit = self.platform.max_duration_s
-        if timeout_s is not None:
-            if timeout_s <= 0:
-                raise ConfigError(f"the value of timeout_s is {timeout_s}, but must be > 0")
-            limit = min(limit, timeout_s)
-        with self._lock:
-            if self._closed:
-                raise ConfigError("the platform is closed")
+        ref, limit = _common.invocation_args(self.platform, fn, memory_mb, timeout_s)
+        with self._open():
             self._reap_idle()
             actor = self._take_warm(memory_mb) or self._start_actor(memory_mb)
             self._calls += 1
@@ -258,7 +221,7 @@ class RayPlatform(Platform):
 
     def prewarm(self, memory_mb: int, count: int) -> int:
         """Start ``count`` idle actors of ``memory_mb`` with their instance process running."""
-        self._check_memory(memory_mb)
+        _common.check_memory(self.platform, memory_mb)
         started = []
         with self._lock:
             for _ in range(count):
@@ -280,21 +243,13 @@ class RayPlatform(Platform):
             actors, self._actors = self._actors, []
         for actor in actors:
             if actor.busy is not None:
-                self._complete(actor.busy, None, FunctionError("cancelled", "platform closed"), 0)
+                actor.busy._fail("cancelled", "platform closed", cold=False)
             with contextlib.suppress(Exception):
                 self._ray.kill(actor.handle)
         if self._owns_session:
             self._ray.shutdown()
 
     # ----------------------------------------------------------------- actors
-
-    def _check_memory(self, memory_mb: int) -> None:
-        low, high = self.platform.memory_min_mb, self.platform.memory_max_mb
-        if not low <= memory_mb <= high:
-            raise ConfigError(
-                f"the value of memory_mb is {memory_mb}, but {self.platform.name} offers "
-                f"{low}..{high} MB"
-            )
 
     def _take_warm(self, memory_mb: int) -> _Actor | None:
         for actor in self._actors:
@@ -378,16 +333,11 @@ class RayPlatform(Platform):
             outcome: dict[str, Any] = done.result()
         except Exception as err:  # the actor died (node lost, killed) or the task failed
             self._forget(actor)  # no Ray call on Ray's callback thread
-            elapsed = time.monotonic() - invocation.dispatched
             kind = "cancelled" if self._closed or invocation.cancel_requested else "killed"
             message = f"the Ray actor ended: {err}"
             if actor.unplaced:
                 message = f"Ray could not place the function within {self.start_timeout_s:g} s"
-            invocation._finish(
-                None,
-                FunctionError(kind, message),
-                Billed(elapsed, actor.memory_mb, cold_actor, 0.0, ok=False),
-            )
+            invocation._fail(kind, message, cold=cold_actor)
             return
         self._cpu_seen = str(outcome["cpu"])
         actor_init = max(0.0, float(outcome["started_wall"]) - actor.created_wall)
@@ -408,13 +358,3 @@ class RayPlatform(Platform):
             if cold:
                 self._cold_starts += 1
         invocation._finish(outcome.get("value"), error, billed)
-
-    def _complete(
-        self, invocation: RayInvocation, value: Any, error: FunctionError | None, extra: float
-    ) -> None:
-        elapsed = time.monotonic() - invocation.dispatched + extra
-        invocation._finish(
-            value,
-            error,
-            Billed(elapsed, invocation.memory_mb, False, 0.0, ok=error is None),
-        )

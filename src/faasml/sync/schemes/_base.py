@@ -123,3 +123,32 @@ class Deadline:
 
     def left(self) -> float:
         return max(self._end - time.monotonic(), 0.0)
+
+
+class RoundScheme(SyncScheme):
+    """``reduce`` as every scheme does it: the arguments checked, a lone worker's mean its own
+    gradient (``mean_of``, no store traffic), else ``_reduce_round`` for n >= 2 workers."""
+
+    _previous_round: int | None = None
+
+    def reduce(
+        self, worker_id: int, round_id: int, gradient: NDArray[np.float32]
+    ) -> NDArray[np.float32]:
+        self._check(worker_id, round_id, gradient)
+        if self.n_workers == 1:
+            return mean_of([gradient])
+        return self._reduce_round(worker_id, round_id, gradient)
+
+    @abstractmethod
+    def _reduce_round(
+        self, worker_id: int, round_id: int, gradient: NDArray[np.float32]
+    ) -> NDArray[np.float32]:
+        """``reduce`` for n >= 2 workers, with checked arguments."""
+
+    def _drop_previous_round(self, round_id: int, suffix: str = "") -> None:
+        """For schemes that leave a round's keys in the store: delete the previous round's
+        keys under ``suffix`` and remember ``round_id`` as the round to delete next time (call
+        once every worker has started ``round_id``, so none still reads the previous one)."""
+        if self._previous_round is not None:
+            self.store.delete(f"{self._round_prefix(self._previous_round)}/{suffix}")
+        self._previous_round = round_id

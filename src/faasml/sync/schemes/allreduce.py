@@ -14,26 +14,20 @@ from numpy.typing import NDArray
 from faasml.sync.schemes._base import (
     Deadline,
     MeanAccumulator,
-    SyncScheme,
+    RoundScheme,
     decode,
     encode,
-    mean_of,
 )
 
 
-class AllReduce(SyncScheme):
+class AllReduce(RoundScheme):
     """One aggregator (worker 0) through a stateless store: 3n − 2 model transfers per round."""
 
     name = "allreduce"
 
-    _previous_round: int | None = None
-
-    def reduce(
+    def _reduce_round(
         self, worker_id: int, round_id: int, gradient: NDArray[np.float32]
     ) -> NDArray[np.float32]:
-        self._check(worker_id, round_id, gradient)
-        if self.n_workers == 1:
-            return mean_of([gradient])
         deadline = Deadline(self.timeout_s)
         base = self._round_prefix(round_id)
         if worker_id != 0:
@@ -47,7 +41,5 @@ class AllReduce(SyncScheme):
         mean = total.mean()
         self.store.put(f"{base}/mean", encode(mean))
         # Every peer uploaded this round's gradient, so each has read the previous mean.
-        if self._previous_round is not None:
-            self.store.delete(f"{self._round_prefix(self._previous_round)}/")
-        self._previous_round = round_id
+        self._drop_previous_round(round_id)
         return mean

@@ -12,12 +12,12 @@ from numpy.typing import NDArray
 
 from faasml.exceptions import ConfigError
 from faasml.sync.param_server import ParameterServerStore
-from faasml.sync.schemes._base import SyncScheme, mean_of
+from faasml.sync.schemes._base import RoundScheme
 from faasml.sync.stores._base import Store
 from faasml.sync.stores.throttled import ThrottledStore
 
 
-class ParamServer(SyncScheme):
+class ParamServer(RoundScheme):
     """Workers push gradients to the parameter server and pull the mean it computes."""
 
     name = "param-server"
@@ -34,12 +34,9 @@ class ParamServer(SyncScheme):
         super().__init__(store, n_workers, namespace, timeout_s)
         self.server: ParameterServerStore = server
 
-    def reduce(
+    def _reduce_round(
         self, worker_id: int, round_id: int, gradient: NDArray[np.float32]
     ) -> NDArray[np.float32]:
-        self._check(worker_id, round_id, gradient)
-        if self.n_workers == 1:
-            return mean_of([gradient])
         key = self._round_prefix(round_id)
         if self._link is not None:
             self._link.transfer(gradient.nbytes)  # the push over the function's link

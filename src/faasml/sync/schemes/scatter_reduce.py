@@ -15,29 +15,23 @@ from numpy.typing import NDArray
 from faasml.sync.schemes._base import (
     Deadline,
     MeanAccumulator,
-    SyncScheme,
+    RoundScheme,
     decode,
     encode,
-    mean_of,
     shard_bounds,
 )
 
 
-class ScatterReduce(SyncScheme):
+class ScatterReduce(RoundScheme):
     """SMLT's shard generator / shard aggregators / global aggregator over any store."""
 
     name = "scatter-reduce"
 
-    _previous_round: int | None = None
-
-    def reduce(
+    def _reduce_round(
         self, worker_id: int, round_id: int, gradient: NDArray[np.float32]
     ) -> NDArray[np.float32]:
-        self._check(worker_id, round_id, gradient)
-        n = self.n_workers
-        if n == 1:
-            return mean_of([gradient])
         deadline = Deadline(self.timeout_s)
+        n = self.n_workers
         base = self._round_prefix(round_id)
         bounds = shard_bounds(gradient.size, n)
         # 1-2. Shard generator: upload shard j for its aggregator j, starting with the next
@@ -58,9 +52,7 @@ class ScatterReduce(SyncScheme):
         mine = total.mean()
         # Every worker has uploaded this round's shards, so each has finished the previous
         # round: my keys of that round can go.
-        if self._previous_round is not None:
-            self.store.delete(f"{self._round_prefix(self._previous_round)}/{worker_id}/")
-        self._previous_round = round_id
+        self._drop_previous_round(round_id, f"{worker_id}/")
         # 4. Upload my aggregated shard; 5. global aggregator: reassemble the mean.
         self.store.put(f"{base}/{worker_id}/mean", encode(mine))
         result = np.empty(gradient.size, dtype=np.float32)

@@ -9,11 +9,12 @@ bucket or table when it does not exist). Credentials come only from boto3's stan
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 from urllib.parse import parse_qs, urlsplit
 
 from faasml._imports import optional_import
 from faasml.exceptions import ConfigError
+from faasml.sync.stores._base import Store
 
 _OPTIONS = ("endpoint_url", "region", "create")
 
@@ -91,16 +92,26 @@ def error_code(err: BaseException) -> str:
     return str(response.get("Error", {}).get("Code", ""))
 
 
-class AwsCalls:
-    """boto3 calls for a store over one bucket or table: the container is checked (and created
-    when the URL asks) on first use, and connection failures are retried and named."""
+class AwsCalls(Store):
+    """A store over one bucket or table through boto3: the URL parsed, the client opened, the
+    container checked (and created when the URL asks) on first use, and connection failures
+    retried and named."""
 
     label = ""
     """What the endpoint is called in messages: 'S3', 'DynamoDB'."""
-    target: AwsTarget
-    _client: Any
-    _errors: tuple[type[BaseException], ...]
-    _checked: bool
+    service = ""
+    """The boto3 service, also the URL scheme: 's3', 'dynamodb'."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.target = parse_url(url, self.service, self.label)
+        self._client: Any = client(self.service, self.target)
+        self._errors = connection_errors()
+        self._checked = False
+
+    @classmethod
+    def from_url(cls, url: str) -> Self:
+        return cls(url)
 
     def _ensure_container(self) -> None:
         raise NotImplementedError

@@ -11,11 +11,10 @@ them per write and read request unit.
 
 from __future__ import annotations
 
-from typing import Any, Self
+from typing import Any
 
 from faasml.exceptions import ConfigError, StoreUnavailableError
-from faasml.sync.stores._aws import AwsCalls, client, connection_errors, error_code, parse_url
-from faasml.sync.stores._base import Store
+from faasml.sync.stores._aws import AwsCalls, error_code
 from faasml.sync.stores._service import (
     CHUNK_MARK,
     chunk_prefix,
@@ -30,22 +29,12 @@ CHUNK_BYTES = 380 * 1024
 """Value bytes per item: the limit less room for the key and attribute names."""
 
 
-class DynamoDBStore(AwsCalls, Store):
+class DynamoDBStore(AwsCalls):
     """One item per key; values above ``CHUNK_BYTES`` in chunk items behind a head item."""
 
     label = "DynamoDB"
+    service = "dynamodb"
     max_poll_s = 0.02  # every poll is a billed read
-
-    def __init__(self, url: str) -> None:
-        super().__init__(url)
-        self.target = parse_url(url, "dynamodb", "DynamoDB")
-        self._client: Any = client("dynamodb", self.target)
-        self._errors = connection_errors()
-        self._checked = False
-
-    @classmethod
-    def from_url(cls, url: str) -> Self:
-        return cls(url)
 
     def _ensure_container(self) -> None:
         table = self.target.name

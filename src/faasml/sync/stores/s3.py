@@ -8,34 +8,24 @@ batched DELETE of up to 1000 keys counts once per key, as S3 bills it).
 
 from __future__ import annotations
 
-from typing import Any, Self
-
 from faasml._imports import optional_import
 from faasml.exceptions import ConfigError, StoreUnavailableError
-from faasml.sync.stores._aws import AwsCalls, client, connection_errors, error_code, parse_url
-from faasml.sync.stores._base import Store
+from faasml.sync.stores._aws import AwsCalls, error_code
 from faasml.sync.stores._service import with_retries
 
 
-class S3Store(AwsCalls, Store):
+class S3Store(AwsCalls):
     """One object per key under the bucket's prefix."""
 
     label = "S3"
+    service = "s3"
     max_poll_s = 0.02  # every poll is a billed GET
 
     def __init__(self, url: str) -> None:
         super().__init__(url)
-        self.target = parse_url(url, "s3", "S3")
-        self._client: Any = client("s3", self.target)
-        self._errors = connection_errors()
         self._checksum_error: type[BaseException] = optional_import(
             "botocore.exceptions", "aws"
         ).FlexibleChecksumError
-        self._checked = False
-
-    @classmethod
-    def from_url(cls, url: str) -> Self:
-        return cls(url)
 
     def _ensure_container(self) -> None:
         try:
