@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from faasml.catalog import Catalog, load_catalog
-from faasml.runtime.platform import CapacityError, open_platform
+from faasml.runtime.platform import CapacityError, FunctionError, open_platform
 
 FN = "faasml.testing.functions"
 
@@ -55,3 +55,13 @@ def test_prewarm_makes_the_next_invocations_warm() -> None:
         assert platform.cold_starts == 2
         bills = platform.take_standalone_bills()
         assert len(bills) == 2 and all(b.cold and b.memory_mb == 320 for b in bills)
+
+
+def test_a_timeout_is_billed_up_to_its_limit_exactly() -> None:
+    """As AWS Lambda bills a timed-out function: the kill and reaping after it are not billed."""
+    with open_platform("local", load_catalog("local"), cpu="none") as platform:
+        invocation = platform.invoke("faasml.testing.functions:sleep", 30.0, 256, timeout_s=1.0)
+        with pytest.raises(FunctionError, match="timeout"):
+            invocation.result(timeout=60)
+    assert invocation.billed is not None
+    assert invocation.billed.duration_s == pytest.approx(1.0, abs=1e-9)

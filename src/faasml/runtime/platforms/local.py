@@ -284,17 +284,26 @@ class LocalPlatform(_common.PooledPlatform):
             CgroupCpu.detach(instance.cgroup)
 
     def _stop(self, instance: _Instance, kind: str, message: str) -> None:
+        # Billed up to the moment it was stopped, not through the kill and reaping that follow;
+        # a timeout is billed up to its limit exactly, as AWS Lambda bills one.
+        stopped = time.monotonic()
         with self._lock:
             invocation = instance.invocation
             instance.invocation = None
             self._discard(instance)
         if invocation is not None:
-            self._complete(invocation, None, FunctionError(kind, message))
+            if kind == "timeout":
+                stopped = min(stopped, invocation.deadline)
+            self._complete(invocation, None, FunctionError(kind, message), stopped)
 
     def _complete(
-        self, invocation: LocalInvocation, value: Any, error: FunctionError | None
+        self,
+        invocation: LocalInvocation,
+        value: Any,
+        error: FunctionError | None,
+        end: float | None = None,
     ) -> None:
-        end = time.monotonic()
+        end = time.monotonic() if end is None else end
         start = invocation.dispatched
         if invocation.cold and not self.platform.bills_cold_start:
             start += invocation.init_s
