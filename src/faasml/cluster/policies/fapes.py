@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from faasml.cluster.board import Board
 from faasml.cluster.planning import FOREVER, Pricing, plan_schedule
-from faasml.cluster.policies._base import ClusterPolicy, FloatArray, pack
+from faasml.cluster.policies._base import ClusterPolicy, FloatArray, greedy_grow, pack
 from faasml.cluster.records import (
     TABLE2_RESTART_S,
     Cluster,
@@ -62,6 +62,7 @@ class FapesPolicy(ClusterPolicy):
         min_gain: float = 0.1,
         rank: str = "per_gpu",
         restart_s: float = TABLE2_RESTART_S,
+        backfill: bool = True,
     ) -> None:
         super().__init__(round_s)
         for label, value, least in (
@@ -88,6 +89,7 @@ class FapesPolicy(ClusterPolicy):
         self.min_gain = min_gain
         self.rank = rank
         self.restart_s = restart_s
+        self.backfill = backfill
 
     def allocate(
         self,
@@ -146,7 +148,52 @@ class FapesPolicy(ClusterPolicy):
             at = plan.placement_at(r0)
             if at:
                 wanted[name] = at
-        return Decision(_repair(wanted, cluster, [v.name for v in order]), plans)
+        allocation = _repair(wanted, cluster, [v.name for v in order])
+        if self.backfill:
+            allocation = self._backfill(jobs, allocation, current, curves, cluster)
+        return Decision(allocation, plans)
+
+    def _backfill(
+        self,
+        jobs: Sequence[JobView],
+        allocation: dict[str, Placement],
+        current: ClusterAllocation,
+        curves: dict[str, FloatArray],
+        cluster: Cluster,
+    ) -> dict[str, Placement]:
+        """GPUs no plan uses this round go, for this round only, to the jobs whose speedup
+        they raise most (queued jobs first), so that reservations for later rounds leave no
+        GPU idle now. A job back-filled last round keeps the same GPUs where they are still
+        free (no restart)."""
+        free = np.array(cluster.capacity(), dtype=np.int64)
+        for placement in allocation.values():
+            np.subtract.at(free, list(placement), 1)
+        spare = int(free.sum())
+        if spare <= 0:
+            return allocation
+        counts = {v.name: len(allocation.get(v.name, ())) for v in jobs}
+        value = {v.name: _speedup_value(curves[v.name]) for v in jobs}
+        grown = greedy_grow(counts, curves, spare, value, cluster.gpus_per_server)
+        out = dict(allocation)
+        todo: list[str] = []
+        for name in sorted(n for n in grown if grown[n] > counts[n]):
+            cur = Counter(current.get(name, ()))
+            extra = cur - Counter(allocation.get(name, ()))
+            if (
+                sum(cur.values()) == grown[name]
+                and sum(extra.values()) == grown[name] - counts[name]
+                and all(free[sid] >= c for sid, c in extra.items())
+            ):
+                for sid, c in extra.items():
+                    free[sid] -= c
+                out[name] = current[name]
+            else:
+                todo.append(name)
+        switch = np.array([s.switch for s in cluster.servers])
+        for name in todo:
+            more = pack(grown[name] - counts[name], free, switch)
+            out[name] = tuple(sorted(allocation.get(name, ()) + more))
+        return out
 
     # -- §5.1 filtering -------------------------------------------------------------------
     def _filter(
@@ -225,6 +272,12 @@ class FapesPolicy(ClusterPolicy):
         ratio = min(max(ratio, 1.0), self.price_ratio_cap)
         idle = self.round_s * max(len(jobs) - 1, 1) / cluster.total_gpus
         return Pricing(idle, idle * ratio)
+
+
+def _speedup_value(curve: FloatArray) -> Callable[[float], float]:
+    """Minus the inverse speedup of a goodput (the p = -1 fitness of Pollux §4.2)."""
+    base = float(curve[1]) if len(curve) > 1 else 1.0
+    return lambda g: -base / g if g > 0 else -1e30
 
 
 def _at(curve: FloatArray, gpus: int) -> float:
