@@ -48,6 +48,7 @@ def plan_schedule(
     restart_s: float,
     slots: int,
     chunks: int,
+    weight: float = 1.0,
 ) -> SchedulePlan | None:
     """The schedule plan of least completion time plus resource price, or None when the job
     cannot finish within the planning horizon on what the board leaves free.
@@ -113,7 +114,8 @@ def plan_schedule(
             if t == 0:
                 busy = busy + np.where(ns == cur_n, 0.0, restart_s)[None, :]
             spent = before[:K, None] + cum[ns][None, :] * np.minimum(busy / seconds, 1.0)
-            objective = np.where(busy <= seconds, bounds[t] * round_s + busy + spent, np.inf)
+            done = weight * (bounds[t] * round_s + busy)
+            objective = np.where(busy <= seconds, done + spent, np.inf)
             at = int(np.argmin(objective))
             k_at, n_at = divmod(at, avail)
             if objective.flat[at] < best_obj - 1e-9:

@@ -63,6 +63,7 @@ class FapesPolicy(ClusterPolicy):
         rank: str = "per_gpu",
         restart_s: float = TABLE2_RESTART_S,
         backfill: bool = True,
+        srpt: float = 1.0,
     ) -> None:
         super().__init__(round_s)
         for label, value, least in (
@@ -90,6 +91,7 @@ class FapesPolicy(ClusterPolicy):
         self.rank = rank
         self.restart_s = restart_s
         self.backfill = backfill
+        self.srpt = srpt
 
     def allocate(
         self,
@@ -119,6 +121,7 @@ class FapesPolicy(ClusterPolicy):
         order = self._prioritise(queued, recycled, current, curves)
         pricing = self._pricing(jobs, curves, cluster)
         plans: dict[str, SchedulePlan] = {}
+        weights = self._weights(jobs, curves)
         for view in order:
             if view.name in held:
                 board.occupy(held[view.name], r0, r0 + 1, sign=-1)
@@ -132,6 +135,7 @@ class FapesPolicy(ClusterPolicy):
                 restart_s=self.restart_s,
                 slots=self.slots,
                 chunks=self.chunks,
+                weight=weights[view.name],
             )
             if plan is None and view.name in held:
                 plan = SchedulePlan((Segment(r0, r0 + FOREVER, held[view.name]),), 0.0)
@@ -150,7 +154,7 @@ class FapesPolicy(ClusterPolicy):
                 wanted[name] = at
         allocation = _repair(wanted, cluster, [v.name for v in order])
         if self.backfill:
-            allocation = self._backfill(jobs, allocation, current, curves, cluster)
+            allocation = self._backfill(jobs, allocation, current, curves, cluster, weights)
         return Decision(allocation, plans)
 
     def _backfill(
@@ -160,6 +164,7 @@ class FapesPolicy(ClusterPolicy):
         current: ClusterAllocation,
         curves: dict[str, FloatArray],
         cluster: Cluster,
+        weights: dict[str, float],
     ) -> dict[str, Placement]:
         """GPUs no plan uses this round go, for this round only, to the jobs whose speedup
         they raise most (queued jobs first), so that reservations for later rounds leave no
@@ -172,7 +177,7 @@ class FapesPolicy(ClusterPolicy):
         if spare <= 0:
             return allocation
         counts = {v.name: len(allocation.get(v.name, ())) for v in jobs}
-        value = {v.name: _speedup_value(curves[v.name]) for v in jobs}
+        value = {v.name: _speedup_value(curves[v.name], weights[v.name]) for v in jobs}
         grown = greedy_grow(counts, curves, spare, value, cluster.gpus_per_server)
         out = dict(allocation)
         todo: list[str] = []
@@ -194,6 +199,17 @@ class FapesPolicy(ClusterPolicy):
             more = pack(grown[name] - counts[name], free, switch)
             out[name] = tuple(sorted(allocation.get(name, ()) + more))
         return out
+
+    def _weights(self, jobs: Sequence[JobView], curves: dict[str, FloatArray]) -> dict[str, float]:
+        """Weight of each job's completion time: its rank from the longest (heSRPT)."""
+
+        def alone(v: JobView) -> float:
+            top = float(curves[v.name].max())
+            return v.remaining / top if top > 0 else math.inf
+
+        order = sorted(jobs, key=lambda v: (-alone(v), v.name))
+        mean = (len(order) + 1) / 2
+        return {v.name: ((i + 1) / mean) ** self.srpt for i, v in enumerate(order)}
 
     # -- §5.1 filtering -------------------------------------------------------------------
     def _filter(
@@ -274,9 +290,10 @@ class FapesPolicy(ClusterPolicy):
         return Pricing(idle, idle * ratio)
 
 
-def _speedup_value(curve: FloatArray) -> Callable[[float], float]:
-    """Minus the inverse speedup of a goodput (the p = -1 fitness of Pollux §4.2)."""
-    base = float(curve[1]) if len(curve) > 1 else 1.0
+def _speedup_value(curve: FloatArray, weight: float) -> Callable[[float], float]:
+    """Minus the inverse speedup of a goodput (the p = -1 fitness of Pollux §4.2), times
+    the job's weight."""
+    base = weight * (float(curve[1]) if len(curve) > 1 else 1.0)
     return lambda g: -base / g if g > 0 else -1e30
 
 
