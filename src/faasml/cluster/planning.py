@@ -54,7 +54,9 @@ def plan_schedule(
     cannot finish within the planning horizon on what the board leaves free.
 
     A plan may start late (the job queues opportunistically) but never pauses once started;
-    a running job (``current`` non-empty) runs from the first slot. The first slot loses
+    a running job (``current`` non-empty) runs from the first slot. ``weight`` multiplies
+    the completion time against the price (a weighted-completion-time objective; 1 = eq. 6
+    as printed). The first slot loses
     ``restart_s`` when the GPU count changes.
     """
     top = len(curve) - 1

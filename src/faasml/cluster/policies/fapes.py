@@ -14,6 +14,14 @@
    higher achievement first.
 3. Planning (§5.3): each job in turn gets the plan of least completion time plus price
    (:func:`faasml.cluster.planning.plan_schedule`) against the board, which it then joins.
+   Our addition: each job's completion time is weighted by its rank from the longest active
+   job (shortest = most), ``(rank / mean rank) ** srpt`` — the marginal weights of heSRPT
+   (Berg et al., 2020) for least mean completion time — so short jobs buy more GPUs and
+   long ones leave room; ``srpt=0`` weighs all jobs alike (eq. 6 as printed).
+4. Back-filling (our addition): GPUs that no plan uses in the current round (reserved for
+   later rounds, or left by fragmentation) go for this round to the jobs whose weighted
+   Pollux fitness (−1/speedup) they raise most, queued jobs first; a job back-filled in the
+   last round keeps those GPUs while they stay free, so it does not restart.
 
 Compensation for estimation error (end of §5.3): a job that outlives its plan keeps its last
 placement; one that finishes early leaves the board at once. Rescheduling never preempts a
@@ -78,6 +86,8 @@ class FapesPolicy(ClusterPolicy):
             raise ConfigError(
                 f"the value of price_ratio_cap is {price_ratio_cap}, but must be >= 1"
             )
+        if srpt < 0:
+            raise ConfigError(f"the value of srpt is {srpt}, but must be >= 0")
         if min_gain < 0:
             raise ConfigError(f"the value of min_gain is {min_gain}, but must be >= 0")
         if rank not in ("per_gpu", "achievement"):
