@@ -91,3 +91,52 @@ def test_a_running_job_starts_at_once_and_a_full_board_delays_a_new_one() -> Non
     )
     assert running is not None and running.placement_at(0)
     assert set(running.placement_at(0) or ()) >= {0}  # keeps its server
+
+
+@settings(max_examples=20, deadline=None)
+@given(alpha=st.floats(0.4, 0.95), work=st.floats(500.0, 20_000.0), busy=st.integers(0, 6))
+def test_a_heavier_completion_time_never_plans_a_later_finish(
+    alpha: float, work: float, busy: int
+) -> None:
+    cluster = Cluster.uniform(4, 4, 2)
+    board = Board(cluster, 0, 64)
+    for sid in range(min(busy, 4)):
+        board.occupy((sid,) * 2, 0, 20)
+    curve = concave_curve(16, alpha)
+
+    def finish(weight: float) -> int:
+        plan = plan_schedule(
+            curve,
+            work,
+            board,
+            (),
+            Pricing(5.0, 20.0),
+            round_s=60.0,
+            restart_s=5.0,
+            slots=12,
+            chunks=16,
+            weight=weight,
+        )
+        assert plan is not None
+        return plan.end
+
+    assert finish(8.0) <= finish(1.0) <= finish(0.125)
+
+
+def test_a_plan_ends_when_its_work_is_done_not_at_its_slot_end() -> None:
+    cluster = Cluster.uniform(1, 4)
+    curve = concave_curve(4, 1.0)  # one unit per GPU-second
+    plan = plan_schedule(
+        curve,
+        4 * 60.0 * 2.5,  # 2.5 rounds on 4 GPUs
+        Board(cluster, 0, 64),
+        (0, 0, 0, 0),
+        Pricing(0.0, 0.0),
+        round_s=60.0,
+        restart_s=5.0,
+        slots=4,
+        chunks=8,
+    )
+    assert plan is not None
+    assert plan.end == 3  # not rounded up to a whole slot of several rounds
+    assert plan.placement_at(0) == (0, 0, 0, 0)

@@ -5,7 +5,8 @@ future slot so that the completion time plus the total price of the GPU-rounds u
 ``min_τ  τ + P(τ, W)`` with ``P(τ, W) = min_w P_τ(w) + P(τ − 1, W − w)``. ``P_t(w)`` — the
 least price of doing ``w`` in slot ``t`` — takes GPUs from the cheapest servers first
 (greedy, as in the paper); the work is discretised in ``chunks`` equal parts. Slots are
-``m`` rounds long, ``m`` chosen so that ``slots`` slots cover the job's likely duration.
+``m`` rounds long, ``m`` chosen so that ``slots`` slots cover the job's likely duration
+(:func:`slot_bounds`). A plan ends inside its last slot, when its work is done.
 """
 
 from __future__ import annotations
@@ -47,12 +48,15 @@ def plan_schedule(
     restart_s: float,
     slots: int,
     chunks: int,
+    weight: float = 1.0,
 ) -> SchedulePlan | None:
     """The schedule plan of least completion time plus resource price, or None when the job
     cannot finish within the planning horizon on what the board leaves free.
 
     A plan may start late (the job queues opportunistically) but never pauses once started;
-    a running job (``current`` non-empty) runs from the first slot. The first slot loses
+    a running job (``current`` non-empty) runs from the first slot. ``weight`` multiplies
+    the completion time against the price (a weighted-completion-time objective; 1 = eq. 6
+    as printed). The first slot loses
     ``restart_s`` when the GPU count changes.
     """
     top = len(curve) - 1
@@ -61,22 +65,25 @@ def plan_schedule(
     good = np.maximum.accumulate(curve)
     fast = work / float(good[top])
     slow = work / float(good[1]) if good[1] > 0 else fast
-    m = max(1, math.ceil(2.0 * math.sqrt(fast * slow) / (slots * round_s)))
-    K, T = chunks, slots
+    bounds = slot_bounds(math.ceil(2.0 * math.sqrt(fast * slow) / round_s), slots)
+    K, T = chunks, len(bounds) - 1
     targets = np.arange(K + 1) * (work / K)
     cost = np.full((T, K + 1), np.inf)
     need = np.zeros((T, K + 1), dtype=np.int64)
     servers: list[tuple[IntArray, IntArray, FloatArray]] = []
+    cums: list[FloatArray] = []
     cur_n = len(current)
-    seconds = m * round_s
     counts = np.arange(top + 1)
     for t in range(T):
-        free = board.free_in(t * m, (t + 1) * m)
-        price = board.price(free, pricing.low, pricing.high) * m
+        rounds = bounds[t + 1] - bounds[t]
+        seconds = rounds * round_s
+        free = board.free_in(bounds[t], bounds[t + 1])
+        price = board.price(free, pricing.low, pricing.high) * rounds
         order = np.lexsort((-free, price)).astype(np.int64)
         servers.append((order, free, price))
         per_gpu = np.repeat(price[order], free[order])[:top]
         cum = np.concatenate([[0.0], np.cumsum(per_gpu)])
+        cums.append(cum)
         w = good * seconds
         if t == 0:
             w = np.where(counts == cur_n, w, good * max(seconds - restart_s, 0.0))
@@ -87,14 +94,35 @@ def plan_schedule(
         cost[t] = np.where(ok, cum[np.minimum(n, len(per_gpu))], np.inf)
         cost[t, 0] = 0.0
     # f[k]: least price of k chunks done by the end of the slot, running since the start.
+    # A plan ends inside its last slot, when the rest of the work is done: its completion
+    # time is exact, not rounded up to the slot's end (else starting later looks free).
     idx = np.arange(K + 1)
     diff = idx[:, None] - idx[None, :]
     valid = (diff >= 0) & (idx[None, :] >= 1)
     f = np.full(K + 1, np.inf)
     back = np.zeros((T, K + 1), dtype=np.int64)
     began = np.zeros((T, K + 1), dtype=bool)
-    best_obj, best_t = math.inf, -1
+    best_obj, best_t, best_k, best_n, best_s = math.inf, -1, 0, 0, 0.0
     for t in range(T):
+        seconds = (bounds[t + 1] - bounds[t]) * round_s
+        cum = cums[t]
+        avail = len(cum) - 1
+        if avail >= 1:
+            before = f.copy()
+            before[0] = 0.0 if not (cur_n and t > 0) else np.inf
+            ns = np.arange(1, avail + 1)
+            rest = work - targets[:K, None]
+            busy = rest / good[ns][None, :]
+            if t == 0:
+                busy = busy + np.where(ns == cur_n, 0.0, restart_s)[None, :]
+            spent = before[:K, None] + cum[ns][None, :] * np.minimum(busy / seconds, 1.0)
+            done = weight * (bounds[t] * round_s + busy)
+            objective = np.where(busy <= seconds, done + spent, np.inf)
+            at = int(np.argmin(objective))
+            k_at, n_at = divmod(at, avail)
+            if objective.flat[at] < best_obj - 1e-9:
+                best_obj, best_t, best_k = float(objective.flat[at]), t, k_at
+                best_n, best_s = int(ns[n_at]), float(busy[k_at, n_at])
         total = np.where(valid, f[np.clip(diff, 0, K)], np.inf) + cost[t][None, :]
         j = np.argmin(total, axis=1)
         cont = total[idx, j]
@@ -105,60 +133,60 @@ def plan_schedule(
         began[t] = start < cont
         f = np.where(began[t], start, cont)
         back[t] = np.where(began[t], idx, j)
-        if np.isfinite(f[K]):
-            objective = (t + 1) * seconds + f[K]
-            if objective < best_obj - 1e-9:
-                best_obj, best_t = objective, t
     if best_t < 0:
         return None
-    per_slot = np.zeros(best_t + 1, dtype=np.int64)
-    k = K
-    for t in range(best_t, -1, -1):
+    sizes = np.zeros(best_t + 1, dtype=np.int64)
+    sizes[best_t] = best_n
+    k = best_k
+    for t in range(best_t - 1, -1, -1):
+        if k <= 0:
+            break
         j = int(back[t][k])
-        per_slot[t] = j
+        sizes[t] = need[t][j]
         k -= j
         if began[t][k + j]:
             break
-    return _segments(per_slot, need, servers, board, current, m, good, best_t)
+    finish = bounds[best_t] + max(math.ceil(best_s / round_s - 1e-9), 1)
+    return _segments(sizes, servers, board, current, bounds, finish, good)
+
+
+def slot_bounds(span: int, slots: int) -> list[int]:
+    """Slot boundaries in rounds from now: ``slots`` slots of ``m`` rounds each, ``m`` the
+    least that lets them cover ``span`` rounds."""
+    m = max(1, math.ceil(span / slots))
+    return [t * m for t in range(slots + 1)]
 
 
 def _segments(
-    per_slot: IntArray,
-    need: IntArray,
+    sizes: IntArray,
     servers: list[tuple[IntArray, IntArray, FloatArray]],
     board: Board,
     current: Placement,
-    m: int,
+    bounds: list[int],
+    finish: int,
     good: FloatArray,
-    last: int,
 ) -> SchedulePlan:
-    """Turn chunks per slot into placements (keeping earlier servers, §5.3 Fig. 9)."""
+    """Turn GPUs per slot into placements (keeping earlier servers, §5.3 Fig. 9); the plan
+    ends at ``finish`` (rounds from now), when the job is predicted to complete. A job that
+    outlives it keeps its GPUs (compensation, applied by the policy)."""
     segments: list[Segment] = []
     prev = current
     planned = 0.0
     r0 = board.origin
+    last = len(sizes) - 1
     for t in range(last + 1):
-        n = int(need[t][per_slot[t]]) if per_slot[t] > 0 else 0
+        n = int(sizes[t])
         order, free, price = servers[t]
-        end = r0 + (t + 1) * m
-        if t == last:
-            # The last placement stays until the job ends, where the board leaves room for
-            # it past the slot; else the plan ends with the slot (and a job that outlives
-            # it keeps its GPUs by compensation).
-            tail = board.free_in(t * m, board.rounds)
-            if int(tail.sum()) >= n:
-                end = r0 + FOREVER
-                free = np.minimum(free, tail)
-                order = np.lexsort((-free, price)).astype(np.int64)
+        end = r0 + (finish if t == last else bounds[t + 1])
         placement = choose_servers(n, prev, order, free.copy(), price)
         if segments and segments[-1].placement == placement:
             segments[-1] = Segment(segments[-1].start, end, placement)
         else:
-            segments.append(Segment(r0 + t * m, end, placement))
-        planned += float(good[n]) if n else 0.0
+            segments.append(Segment(r0 + bounds[t], end, placement))
+        planned += (float(good[n]) if n else 0.0) * (end - r0 - bounds[t])
         prev = placement
     top = float(good[-1])
-    return SchedulePlan(tuple(segments), planned / ((last + 1) * top) if top > 0 else 0.0)
+    return SchedulePlan(tuple(segments), planned / (finish * top) if top > 0 else 0.0)
 
 
 def choose_servers(

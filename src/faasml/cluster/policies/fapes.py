@@ -14,6 +14,14 @@
    higher achievement first.
 3. Planning (§5.3): each job in turn gets the plan of least completion time plus price
    (:func:`faasml.cluster.planning.plan_schedule`) against the board, which it then joins.
+   Our addition: each job's completion time is weighted by its rank from the longest active
+   job (shortest = most), ``(rank / mean rank) ** srpt`` — the marginal weights of heSRPT
+   (Berg et al., 2020) for least mean completion time — so short jobs buy more GPUs and
+   long ones leave room; ``srpt=0`` weighs all jobs alike (eq. 6 as printed).
+4. Back-filling (our addition): GPUs that no plan uses in the current round (reserved for
+   later rounds, or left by fragmentation) go for this round to the jobs whose weighted
+   Pollux fitness (−1/speedup) they raise most, queued jobs first; a job back-filled in the
+   last round keeps those GPUs while they stay free, so it does not restart.
 
 Compensation for estimation error (end of §5.3): a job that outlives its plan keeps its last
 placement; one that finishes early leaves the board at once. Rescheduling never preempts a
@@ -24,13 +32,13 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from faasml.cluster.board import Board
 from faasml.cluster.planning import FOREVER, Pricing, plan_schedule
-from faasml.cluster.policies._base import ClusterPolicy, FloatArray, pack
+from faasml.cluster.policies._base import ClusterPolicy, FloatArray, greedy_grow, pack
 from faasml.cluster.records import (
     TABLE2_RESTART_S,
     Cluster,
@@ -62,6 +70,8 @@ class FapesPolicy(ClusterPolicy):
         min_gain: float = 0.1,
         rank: str = "per_gpu",
         restart_s: float = TABLE2_RESTART_S,
+        backfill: bool = True,
+        srpt: float = 1.0,
     ) -> None:
         super().__init__(round_s)
         for label, value, least in (
@@ -76,6 +86,8 @@ class FapesPolicy(ClusterPolicy):
             raise ConfigError(
                 f"the value of price_ratio_cap is {price_ratio_cap}, but must be >= 1"
             )
+        if srpt < 0:
+            raise ConfigError(f"the value of srpt is {srpt}, but must be >= 0")
         if min_gain < 0:
             raise ConfigError(f"the value of min_gain is {min_gain}, but must be >= 0")
         if rank not in ("per_gpu", "achievement"):
@@ -88,6 +100,8 @@ class FapesPolicy(ClusterPolicy):
         self.min_gain = min_gain
         self.rank = rank
         self.restart_s = restart_s
+        self.backfill = backfill
+        self.srpt = srpt
 
     def allocate(
         self,
@@ -117,6 +131,7 @@ class FapesPolicy(ClusterPolicy):
         order = self._prioritise(queued, recycled, current, curves)
         pricing = self._pricing(jobs, curves, cluster)
         plans: dict[str, SchedulePlan] = {}
+        weights = self._weights(jobs, curves)
         for view in order:
             if view.name in held:
                 board.occupy(held[view.name], r0, r0 + 1, sign=-1)
@@ -130,6 +145,7 @@ class FapesPolicy(ClusterPolicy):
                 restart_s=self.restart_s,
                 slots=self.slots,
                 chunks=self.chunks,
+                weight=weights[view.name],
             )
             if plan is None and view.name in held:
                 plan = SchedulePlan((Segment(r0, r0 + FOREVER, held[view.name]),), 0.0)
@@ -146,7 +162,64 @@ class FapesPolicy(ClusterPolicy):
             at = plan.placement_at(r0)
             if at:
                 wanted[name] = at
-        return Decision(_repair(wanted, cluster, [v.name for v in order]), plans)
+        allocation = _repair(wanted, cluster, [v.name for v in order])
+        if self.backfill:
+            allocation = self._backfill(jobs, allocation, current, curves, cluster, weights)
+        return Decision(allocation, plans)
+
+    def _backfill(
+        self,
+        jobs: Sequence[JobView],
+        allocation: dict[str, Placement],
+        current: ClusterAllocation,
+        curves: dict[str, FloatArray],
+        cluster: Cluster,
+        weights: dict[str, float],
+    ) -> dict[str, Placement]:
+        """GPUs no plan uses this round go, for this round only, to the jobs whose speedup
+        they raise most (queued jobs first), so that reservations for later rounds leave no
+        GPU idle now. A job back-filled last round keeps the same GPUs where they are still
+        free (no restart)."""
+        free = np.array(cluster.capacity(), dtype=np.int64)
+        for placement in allocation.values():
+            np.subtract.at(free, list(placement), 1)
+        spare = int(free.sum())
+        if spare <= 0:
+            return allocation
+        counts = {v.name: len(allocation.get(v.name, ())) for v in jobs}
+        value = {v.name: _speedup_value(curves[v.name], weights[v.name]) for v in jobs}
+        grown = greedy_grow(counts, curves, spare, value, cluster.gpus_per_server)
+        out = dict(allocation)
+        todo: list[str] = []
+        for name in sorted(n for n in grown if grown[n] > counts[n]):
+            cur = Counter(current.get(name, ()))
+            extra = cur - Counter(allocation.get(name, ()))
+            if (
+                sum(cur.values()) == grown[name]
+                and sum(extra.values()) == grown[name] - counts[name]
+                and all(free[sid] >= c for sid, c in extra.items())
+            ):
+                for sid, c in extra.items():
+                    free[sid] -= c
+                out[name] = current[name]
+            else:
+                todo.append(name)
+        switch = np.array([s.switch for s in cluster.servers])
+        for name in todo:
+            more = pack(grown[name] - counts[name], free, switch)
+            out[name] = tuple(sorted(allocation.get(name, ()) + more))
+        return out
+
+    def _weights(self, jobs: Sequence[JobView], curves: dict[str, FloatArray]) -> dict[str, float]:
+        """Weight of each job's completion time: its rank from the longest (heSRPT)."""
+
+        def alone(v: JobView) -> float:
+            top = float(curves[v.name].max())
+            return v.remaining / top if top > 0 else math.inf
+
+        order = sorted(jobs, key=lambda v: (-alone(v), v.name))
+        mean = (len(order) + 1) / 2
+        return {v.name: ((i + 1) / mean) ** self.srpt for i, v in enumerate(order)}
 
     # -- §5.1 filtering -------------------------------------------------------------------
     def _filter(
@@ -225,6 +298,13 @@ class FapesPolicy(ClusterPolicy):
         ratio = min(max(ratio, 1.0), self.price_ratio_cap)
         idle = self.round_s * max(len(jobs) - 1, 1) / cluster.total_gpus
         return Pricing(idle, idle * ratio)
+
+
+def _speedup_value(curve: FloatArray, weight: float) -> Callable[[float], float]:
+    """Minus the inverse speedup of a goodput (the p = -1 fitness of Pollux §4.2), times
+    the job's weight."""
+    base = weight * (float(curve[1]) if len(curve) > 1 else 1.0)
+    return lambda g: -base / g if g > 0 else -1e30
 
 
 def _at(curve: FloatArray, gpus: int) -> float:
