@@ -46,20 +46,32 @@ SMOOTH = ("inverse", "exponential", "power")
 PROGRESS = (0.10, 0.25, 0.50, 0.75)
 
 
-def online_error(curve: SyntheticCurve, progress: float) -> float:
+def online_error(curve: SyntheticCurve, progress: float, prior: float | None = None) -> float:
+    """Relative error of the total epochs predicted after ``progress`` of training (capped at
+    100 %; a refusal counts 100 %); with ``prior``, combined with the offline estimate."""
     truth = curve.epochs_to_target
     seen = max(3, round(progress * truth))
     epochs = list(range(1, seen + 1))
     losses = [curve.observed(k) for k in epochs]
     try:
-        predicted = predict_epochs(epochs, losses, curve.target_loss).prediction.epochs
+        predicted = predict_epochs(
+            epochs, losses, curve.target_loss, prior_epochs=prior
+        ).prediction.epochs
         return min(relative_error(predicted, truth), 1.0)
     except FaasmlError:
         return 1.0
 
 
+def _cell(errors: Sequence[float]) -> str:
+    return f"{statistics.mean(errors):>9.1%} ({statistics.median(errors):.1%})"
+
+
 def prediction_table(count: int, seed: int) -> None:
     print("\n== 1. Predicted total epochs: mean (median) relative error, errors capped at 100 %")
+    print(
+        "(online: the fit alone; + prior: combined with the offline estimate, as "
+        "predict_epochs(prior_epochs=...) does)"
+    )
     cases = (
         ("smooth, noise 0.1–0.5 %", SMOOTH, (0.001, 0.005)),
         ("smooth, noise 0.3–2 %", SMOOTH, (0.003, 0.02)),
@@ -67,22 +79,46 @@ def prediction_table(count: int, seed: int) -> None:
     )
     header = f"{'curves':<26}{'n':>5}" + "".join(f"{f'{p:.0%} online':>18}" for p in PROGRESS)
     print(header + f"{'offline':>18}")
+    by_family: list[str] = []
     for label, families, noise in cases:
         rng = np.random.default_rng(seed)
         curves = [random_curve(rng, families=families, noise=noise) for _ in range(count)]
-        cells = []
-        for progress in PROGRESS:
-            errors = [online_error(c, progress) for c in curves]
-            cells.append(f"{statistics.mean(errors):>9.1%} ({statistics.median(errors):.1%})")
-        offline = [
-            min(
-                relative_error(offline_epochs_for(c, fallback=10**6, seed=i), c.epochs_to_target),
-                1.0,
-            )
-            for i, c in enumerate(curves)
+        offline = [offline_epochs_for(c, fallback=10**6, seed=i) for i, c in enumerate(curves)]
+        priors = [float(e) if e < 10**6 else None for e in offline]
+        offline_errors = [
+            min(relative_error(e, c.epochs_to_target), 1.0)
+            for e, c in zip(offline, curves, strict=True)
         ]
-        cells.append(f"{statistics.mean(offline):>9.1%} ({statistics.median(offline):.1%})")
-        print(f"{label:<26}{len(curves):>5}" + "".join(f"{cell:>18}" for cell in cells))
+        rows: dict[str, list[str]] = {"": [], "  + prior": []}
+        quarter: dict[str, list[tuple[str, float]]] = {"": [], "  + prior": []}
+        for progress in PROGRESS:
+            for suffix, use in (("", False), ("  + prior", True)):
+                errors = [
+                    online_error(c, progress, p if use else None)
+                    for c, p in zip(curves, priors, strict=True)
+                ]
+                rows[suffix].append(_cell(errors))
+                if progress == 0.25:
+                    quarter[suffix] = [(c.family, e) for c, e in zip(curves, errors, strict=True)]
+        for suffix, cells in rows.items():
+            print(
+                f"{label + suffix:<26}{len(curves):>5}"
+                + "".join(f"{cell:>18}" for cell in cells)
+                + (f"{_cell(offline_errors):>18}" if not suffix else "")
+            )
+        for family in families:
+            parts = []
+            for suffix, pairs in quarter.items():
+                errors = [e for f, e in pairs if f == family]
+                worst = sum(e > 0.2 for e in errors)
+                parts.append(
+                    f"{suffix.strip() or 'online'} {_cell(errors).strip()}, >20 %: {worst}"
+                )
+            count_f = sum(f == family for f, _ in quarter[""])
+            by_family.append(f"{label:<26}{family:<12}{count_f:>4}   " + "; ".join(parts))
+    print("\nAt 25 % of training, per curve family: mean (median) error, curves over 20 %")
+    for line in by_family:
+        print(line)
 
 
 def _curves(workload_target: float, count: int, seed: int) -> list[SyntheticCurve]:
@@ -312,9 +348,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=8, help="curves per workload, tables 2–3")
     parser.add_argument("--slack", type=float, default=1.5, help="constraint slack, tables 2–3")
     parser.add_argument("--seed", type=int, default=2023)
+    parser.add_argument(
+        "--only-prediction", action="store_true", help="print table 1 only (prediction error)"
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     prediction_table(args.curves, args.seed)
+    if args.only_prediction:
+        print(f"\n(benchmark took {time.perf_counter() - started:.0f} s)")
+        return
     policy_table(args.runs, args.seed, args.slack)
     delta_table(args.runs, args.seed, args.slack)
     speed_table(args.seed)
