@@ -58,14 +58,18 @@ _REACH_SHARE = 0.1
 of the Akaike weight: a good fit with its floor above the target outweighs poor ones below."""
 _OUTLIER_ROUNDS = 2
 _OUTLIER_MIN_POINTS = 6
+_EXACT = 1e-9
+"""Relative residual below which a fit counts as exact (no outlier test)."""
 _OUTLIER_LEVEL = 0.001
-"""Significance level of the outlier test (Bonferroni-like: a clean point is rarely lost)."""
+"""Significance level of the outlier test over all points (a clean point is rarely lost)."""
 DEFAULT_PRIOR_SIGMA = 0.5
 """Log-space standard deviation of an offline estimate used as a prior: CE-scaling Fig. 4a
 reports offline sampling errors up to 40 %; 0.5 (a factor 1.65) is wider than that on purpose."""
 _Z80 = 1.2815515655446004
 """Standard normal quantile of 0.9: an 80 % interval spans ±1.28 σ."""
 _MIN_LOG_SIGMA = 1e-3
+_MAX_PRIOR_SIGMA = 5.0
+"""A log-space σ of 5 is a factor of 150: wider says nothing."""
 _AUTO_MARGIN = 0.97
 """Another family replaces ``inverse`` only when its residual is at least 3 % smaller."""
 
@@ -171,9 +175,10 @@ def _fit_family(
     return float(fine[pick]), float(fa[pick]), float(fc[pick]), float(ferr[pick])
 
 
-def _f_critical(dof: int) -> float:
-    """Critical value of F(1, dof) at ``_OUTLIER_LEVEL``: t² of Student's t, two-sided."""
-    return float(scipy_stats.f.isf(_OUTLIER_LEVEL, 1, dof))
+def _f_critical(dof: int, tested: int) -> float:
+    """Critical value of F(1, dof) at ``_OUTLIER_LEVEL`` / ``tested``: the largest of
+    ``tested`` residuals is tested, so the level is Bonferroni-corrected."""
+    return float(scipy_stats.f.isf(_OUTLIER_LEVEL / tested, 1, dof))
 
 
 def whole_epochs(epochs: float) -> int:
@@ -213,6 +218,7 @@ class LossFit:
     residual: float
     """Root of the weighted mean squared residual, in loss units."""
     points: int
+    """Points the fit used: loss spikes rejected as outliers are not counted."""
     covariance: tuple[tuple[float, ...], ...]
     """Gauss–Newton covariance of (θ, a, c); zeros when it could not be estimated."""
 
@@ -353,8 +359,9 @@ def _outlier_mask(k: Array, y: Array) -> Array:
     5–20 % spike moves a three-parameter extrapolation a lot. So, up to ``_OUTLIER_ROUNDS``
     times, the point with the largest residual of the best robust fit (over every family) is
     left out and the fit repeated; the point is rejected when leaving it out lowers the
-    residual sum of squares by more than an F(1, m − 4) test at level ``_OUTLIER_LEVEL`` allows
-    (m points kept: the externally studentised residual test). Tested only with at least
+    residual sum of squares by more than an F(1, m − 4) test at level ``_OUTLIER_LEVEL`` / m
+    allows (m points kept: the externally studentised residual test, Bonferroni-corrected
+    because the largest of m residuals is the one tested). Tested only with at least
     ``_OUTLIER_MIN_POINTS`` points kept, so three parameters are never fitted to a handful.
     """
     keep = np.ones_like(y)
@@ -373,7 +380,9 @@ def _outlier_mask(k: Array, y: Array) -> Array:
         trial[worst] = 0.0
         reduced = min(_fit_weighted(name, k, y, trial)[4] for name in FAMILIES)
         dof = m - 1 - 3
-        if reduced <= 0.0 or (full - reduced) / (reduced / dof) > _f_critical(dof):
+        if full <= m * (_EXACT * float(np.mean(y))) ** 2:
+            break  # the curve fits to rounding error: nothing to reject
+        if reduced <= 0.0 or (full - reduced) / (reduced / dof) > _f_critical(dof, m):
             keep = trial
         else:
             break
@@ -459,8 +468,10 @@ def predict_epochs(
         return _online_prediction(epochs, losses, target, family)
     if not (math.isfinite(prior_epochs) and prior_epochs > 0):
         raise ConfigError(f"the value of prior_epochs is {prior_epochs}, but must be > 0")
-    if not (math.isfinite(prior_sigma) and prior_sigma > 0):
-        raise ConfigError(f"the value of prior_sigma is {prior_sigma}, but must be > 0")
+    if not (math.isfinite(prior_sigma) and 0 < prior_sigma <= _MAX_PRIOR_SIGMA):
+        raise ConfigError(
+            f"the value of prior_sigma is {prior_sigma}, but must be in (0, {_MAX_PRIOR_SIGMA:g}]"
+        )
     try:
         online = _online_prediction(epochs, losses, target, family)
     except UnreachableTargetError:
