@@ -9,9 +9,12 @@ Every family is l(k) = a·g(k; θ) + c with a, c ≥ 0 and one shape parameter �
 
 Fitting is variable projection: for each θ on a log grid the linear part (a, c) is solved by
 non-negative least squares in closed form, all grid points at once; the best θ is refined on
-a finer grid. Outliers (loss spikes, non-monotone noise) are down-weighted by two rounds of
-Huber reweighting. ``family="auto"`` fits every family and keeps the one with the smallest
-weighted residual (the inverse family wins ties: Optimus' curve is the default).
+a finer grid. Loss spikes are first rejected by a leave-one-out F test (the externally
+studentised residual of the worst point, Bonferroni-corrected), then the remaining points are
+down-weighted by two rounds of Huber reweighting. ``family="auto"`` fits every family and keeps
+the one with the smallest weighted residual (the inverse family wins ties: Optimus' curve is
+the default). ``predict_epochs`` averages the families and can take the offline estimate as a
+log-normal prior (Algorithm 2 line 3's e₀), combined with the online prediction in log space.
 
 The uncertainty of a prediction comes from the Gauss–Newton covariance of (θ, a, c): 256
 parameter draws (fixed seed, so the same data give the same interval) are pushed through the
@@ -459,10 +462,11 @@ def predict_epochs(
     With ``prior_epochs`` (the offline estimate e₀ of Algorithm 2 line 3) the prediction is the
     Bayesian combination of the two in log space: the prior is log-normal around e₀ with
     standard deviation ``prior_sigma``, the online prediction log-normal with the standard
-    deviation its 80 % interval implies, and the result their precision-weighted mean. Where
-    the online fit says nothing usable — no family reaches the target, or its interval has no
-    upper bound — the prior alone is returned (``AveragedPrediction.prior_only``): a user who
-    asks for a target loss and whose offline run reached it gives the predictor that much.
+    deviation its 80 % interval implies, and the result their precision-weighted mean. The
+    prior says the target is reached, so the online part averages the families that reach it
+    whatever weight the others hold (without a prior it refuses below 10 %); an interval
+    without an upper bound is taken as wide as its lower half. Where no family reaches the
+    target the prior alone is returned (``AveragedPrediction.prior_only``).
     """
     if prior_epochs is None:
         return _online_prediction(epochs, losses, target, family)
@@ -473,24 +477,25 @@ def predict_epochs(
             f"the value of prior_sigma is {prior_sigma}, but must be in (0, {_MAX_PRIOR_SIGMA:g}]"
         )
     try:
-        online = _online_prediction(epochs, losses, target, family)
+        online = _online_prediction(epochs, losses, target, family, reach_share=0.0)
     except UnreachableTargetError:
         online = None
     spread = _Z80 * prior_sigma
     prior = EpochPrediction(
         prior_epochs, prior_epochs * math.exp(-spread), prior_epochs * math.exp(spread)
     )
-    if online is None or not math.isfinite(online.prediction.high):
-        fits = online.fits if online is not None else _fit_families(epochs, losses, family)
-        weights = online.weights if online is not None else tuple(0.0 for _ in fits)
-        return AveragedPrediction(prior, fits, weights, prior_only=True)
+    if online is None:
+        fits = _fit_families(epochs, losses, family)
+        return AveragedPrediction(prior, fits, tuple(0.0 for _ in fits), prior_only=True)
     got = online.prediction
-    low, high = max(got.low, 1e-9), max(got.high, 1e-9)
-    sigma = max((math.log(high) - math.log(low)) / (2 * _Z80), _MIN_LOG_SIGMA)
+    point, low = max(got.epochs, 1e-9), max(got.low, 1e-9)
+    if math.isfinite(got.high):
+        sigma = (math.log(max(got.high, 1e-9)) - math.log(low)) / (2 * _Z80)
+    else:  # no upper bound: the lower half of the interval says how wide it is
+        sigma = (math.log(point) - math.log(low)) / _Z80
+    sigma = max(sigma, _MIN_LOG_SIGMA)
     w_on, w_prior = sigma**-2, prior_sigma**-2
-    mean = (w_on * math.log(max(got.epochs, 1e-9)) + w_prior * math.log(prior_epochs)) / (
-        w_on + w_prior
-    )
+    mean = (w_on * math.log(point) + w_prior * math.log(prior_epochs)) / (w_on + w_prior)
     half = _Z80 / math.sqrt(w_on + w_prior)
     point = math.exp(mean)
     combined = EpochPrediction(point, point * math.exp(-half), point * math.exp(half))
@@ -502,8 +507,11 @@ def _online_prediction(
     losses: Sequence[float] | ArrayLike,
     target: float,
     family: str,
+    *,
+    reach_share: float = _REACH_SHARE,
 ) -> AveragedPrediction:
-    """``predict_epochs`` from the online fit alone (see there)."""
+    """``predict_epochs`` from the online fit alone (see there); refuses when the families
+    that reach the target hold less than ``reach_share`` of the weight (or none reaches)."""
     fits = _fit_families(epochs, losses, family)
     n = fits[0].points
     sse = np.array([max(f.residual**2, 1e-300) for f in fits])
@@ -517,7 +525,7 @@ def _online_prediction(
             predictions.append(None)
             refusal = refusal or err
     reach = np.array([p is not None for p in predictions])
-    if raw[reach].sum() < _REACH_SHARE * raw.sum():
+    if not reach.any() or raw[reach].sum() < reach_share * raw.sum():
         best = fits[int(np.argmax(raw))]
         raise UnreachableTargetError(
             f"the target loss {target:g} is at or below the fitted floor {best.floor:.4g} of the "
