@@ -351,60 +351,64 @@ def _fit_families(
             f"the value of family is {family!r}, but must be one of: auto, {', '.join(FAMILIES)}"
         )
     chosen = FAMILIES if family == "auto" else (family,)
-    keep = _outlier_mask(k, y)
-    return tuple(_fit_robust(name, k, y, keep) for name in chosen)
+    keep, starts = _outlier_mask(k, y)
+    return tuple(_fit_robust(name, k, y, keep, starts[name]) for name in chosen)
 
 
-def _outlier_mask(k: Array, y: Array) -> Array:
-    """Weights 1 for kept points and 0 for rejected outliers (loss spikes).
+_Fit = tuple[float, float, float, float]
+"""(θ, a, c, weighted SSE) of one family's fit, as ``_fit_family`` returns it."""
+
+
+def _outlier_mask(k: Array, y: Array) -> tuple[Array, dict[str, _Fit]]:
+    """Weights 1 for kept points and 0 for rejected outliers (loss spikes), and every
+    family's least-squares fit to the kept points (where the robust fits start).
 
     Huber reweighting bounds a spike's pull but does not remove it, and with a few points a
     5–20 % spike moves a three-parameter extrapolation a lot. So, up to ``_OUTLIER_ROUNDS``
-    times, the point with the largest residual of the best robust fit (over every family) is
-    left out and the fit repeated; the point is rejected when leaving it out lowers the
-    residual sum of squares by more than an F(1, m − 4) test at level ``_OUTLIER_LEVEL`` / m
-    allows (m points kept: the externally studentised residual test, Bonferroni-corrected
-    because the largest of m residuals is the one tested). Tested only with at least
-    ``_OUTLIER_MIN_POINTS`` points kept, so three parameters are never fitted to a handful.
+    times, the point with the largest residual of the best family's fit is left out and every
+    family refitted; the point is rejected when leaving it out lowers the least residual sum
+    of squares (over the families) by more than an F(1, m − 4) test at level
+    ``_OUTLIER_LEVEL`` / m allows (m points kept: the externally studentised residual test,
+    Bonferroni-corrected because the largest of m residuals is the one tested). Tested only with at least ``_OUTLIER_MIN_POINTS`` + 1
+    points kept, so three parameters are never fitted to a handful, and never when the best
+    fit is exact.
     """
     keep = np.ones_like(y)
+    starts = {name: _fit_family(name, k, y, keep) for name in FAMILIES}
     for _ in range(_OUTLIER_ROUNDS):
         m = int(keep.sum())
         if m - 1 < _OUTLIER_MIN_POINTS:
             break
-        fits = [_fit_weighted(name, k, y, keep) for name in FAMILIES]
-        best = min(fits, key=lambda fit: fit[4])
-        theta, a, c, _, full = best[:5]
-        residual = np.where(
-            keep > 0, np.abs(y - (a * _basis(best[5], k, np.array([theta]))[0] + c)), -1.0
-        )
-        worst = int(np.argmax(residual))
-        trial = keep.copy()
-        trial[worst] = 0.0
-        reduced = min(_fit_weighted(name, k, y, trial)[4] for name in FAMILIES)
-        dof = m - 1 - 3
+        residuals = {name: _residual(name, k, y, fit) for name, fit in starts.items()}
+        sse = {name: float((keep * r * r).sum()) for name, r in residuals.items()}
+        best = min(sse, key=lambda name: sse[name])
+        full = sse[best]
         if full <= m * (_EXACT * float(np.mean(y))) ** 2:
             break  # the curve fits to rounding error: nothing to reject
-        if reduced <= 0.0 or (full - reduced) / (reduced / dof) > _f_critical(dof, m):
-            keep = trial
-        else:
+        trial = keep.copy()
+        trial[int(np.argmax(np.where(keep > 0, np.abs(residuals[best]), -1.0)))] = 0.0
+        refits = {name: _fit_family(name, k, y, trial) for name in FAMILIES}
+        reduced = min(
+            float((trial * _residual(name, k, y, fit) ** 2).sum()) for name, fit in refits.items()
+        )
+        dof = m - 1 - 3
+        if reduced > 0.0 and (full - reduced) / (reduced / dof) <= _f_critical(dof, m):
             break
-    return keep
+        keep, starts = trial, refits
+    return keep, starts
 
 
-def _fit_weighted(
-    family: str, k: Array, y: Array, keep: Array
-) -> tuple[float, float, float, float, float, str]:
-    """(θ, a, c, SSE, SSE, family) of one family's least-squares fit to the kept points."""
-    theta, a, c, sse = _fit_family(family, k, y, keep)
-    residual = y - (a * _basis(family, k, np.array([theta]))[0] + c)
-    return theta, a, c, sse, float((keep * residual * residual).sum()), family
+def _residual(family: str, k: Array, y: Array, fit: _Fit) -> Array:
+    theta, a, c, _ = fit
+    residual: Array = y - (a * _basis(family, k, np.array([theta]))[0] + c)
+    return residual
 
 
-def _fit_robust(family: str, k: Array, y: Array, keep: Array | None = None) -> LossFit:
-    w = np.ones_like(y) if keep is None else keep.copy()
-    mask = w.copy()
-    theta, a, c, sse = _fit_family(family, k, y, w)
+def _fit_robust(family: str, k: Array, y: Array, keep: Array, start: _Fit) -> LossFit:
+    """Huber-reweighted fit of one family to the kept points, from its least-squares fit."""
+    w = keep.copy()
+    mask = keep
+    theta, a, c, sse = start
     for _ in range(_HUBER_ROUNDS):
         residual = y - (a * _basis(family, k, np.array([theta]))[0] + c)
         w = mask * _huber_weights(residual[mask > 0], residual)
