@@ -369,9 +369,9 @@ def _outlier_mask(k: Array, y: Array) -> tuple[Array, dict[str, _Fit]]:
     family refitted; the point is rejected when leaving it out lowers the least residual sum
     of squares (over the families) by more than an F(1, m − 4) test at level
     ``_OUTLIER_LEVEL`` / m allows (m points kept: the externally studentised residual test,
-    Bonferroni-corrected because the largest of m residuals is the one tested). Tested only with at least ``_OUTLIER_MIN_POINTS`` + 1
-    points kept, so three parameters are never fitted to a handful, and never when the best
-    fit is exact.
+    Bonferroni-corrected because the largest of m residuals is the one tested). Tested only
+    with at least ``_OUTLIER_MIN_POINTS`` + 1 points kept, so three parameters are never
+    fitted to a handful, and never when the best fit is exact.
     """
     keep = np.ones_like(y)
     starts = {name: _fit_family(name, k, y, keep) for name in FAMILIES}
