@@ -15,6 +15,7 @@ Run: .venv/bin/python benchmarks/bench_adaptive_training.py [--curves N] [--seed
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import statistics
 import time
@@ -46,20 +47,35 @@ SMOOTH = ("inverse", "exponential", "power")
 PROGRESS = (0.10, 0.25, 0.50, 0.75)
 
 
-def online_error(curve: SyntheticCurve, progress: float) -> float:
+def online_error(
+    curve: SyntheticCurve, progress: float, prior: float | None = None, family: str = "auto"
+) -> float:
+    """Relative error of the total epochs predicted after ``progress`` of training (capped at
+    100 %; a refusal counts 100 %); with ``prior``, combined with the offline estimate; with a
+    ``family``, fitted with that family only (the curve's own: an oracle for the diagnosis)."""
     truth = curve.epochs_to_target
     seen = max(3, round(progress * truth))
     epochs = list(range(1, seen + 1))
     losses = [curve.observed(k) for k in epochs]
     try:
-        predicted = predict_epochs(epochs, losses, curve.target_loss).prediction.epochs
+        predicted = predict_epochs(
+            epochs, losses, curve.target_loss, family, prior_epochs=prior
+        ).prediction.epochs
         return min(relative_error(predicted, truth), 1.0)
     except FaasmlError:
         return 1.0
 
 
+def _cell(errors: Sequence[float]) -> str:
+    return f"{statistics.mean(errors):>9.1%} ({statistics.median(errors):.1%})"
+
+
 def prediction_table(count: int, seed: int) -> None:
     print("\n== 1. Predicted total epochs: mean (median) relative error, errors capped at 100 %")
+    print(
+        "(online: the fit alone; + prior: combined with the offline estimate, as "
+        "predict_epochs(prior_epochs=...) does)"
+    )
     cases = (
         ("smooth, noise 0.1–0.5 %", SMOOTH, (0.001, 0.005)),
         ("smooth, noise 0.3–2 %", SMOOTH, (0.003, 0.02)),
@@ -67,22 +83,123 @@ def prediction_table(count: int, seed: int) -> None:
     )
     header = f"{'curves':<26}{'n':>5}" + "".join(f"{f'{p:.0%} online':>18}" for p in PROGRESS)
     print(header + f"{'offline':>18}")
+    by_family: list[str] = []
     for label, families, noise in cases:
         rng = np.random.default_rng(seed)
         curves = [random_curve(rng, families=families, noise=noise) for _ in range(count)]
-        cells = []
-        for progress in PROGRESS:
-            errors = [online_error(c, progress) for c in curves]
-            cells.append(f"{statistics.mean(errors):>9.1%} ({statistics.median(errors):.1%})")
-        offline = [
-            min(
-                relative_error(offline_epochs_for(c, fallback=10**6, seed=i), c.epochs_to_target),
-                1.0,
-            )
-            for i, c in enumerate(curves)
+        offline = [offline_epochs_for(c, fallback=10**6, seed=i) for i, c in enumerate(curves)]
+        priors = [float(e) if e < 10**6 else None for e in offline]
+        offline_errors = [
+            min(relative_error(e, c.epochs_to_target), 1.0)
+            for e, c in zip(offline, curves, strict=True)
         ]
-        cells.append(f"{statistics.mean(offline):>9.1%} ({statistics.median(offline):.1%})")
-        print(f"{label:<26}{len(curves):>5}" + "".join(f"{cell:>18}" for cell in cells))
+        rows: dict[str, list[str]] = {"": [], "  + prior": []}
+        quarter: dict[str, list[tuple[str, float]]] = {"": [], "  + prior": []}
+        for progress in PROGRESS:
+            for suffix, use in (("", False), ("  + prior", True)):
+                errors = [
+                    online_error(c, progress, p if use else None)
+                    for c, p in zip(curves, priors, strict=True)
+                ]
+                rows[suffix].append(_cell(errors))
+                if progress == 0.25:
+                    quarter[suffix] = [(c.family, e) for c, e in zip(curves, errors, strict=True)]
+            if progress == 0.25 and families == SMOOTH:
+                quarter["true family"] = [
+                    (c.family, online_error(c, progress, family=c.family)) for c in curves
+                ]
+        for suffix, cells in rows.items():
+            print(
+                f"{label + suffix:<26}{len(curves):>5}"
+                + "".join(f"{cell:>18}" for cell in cells)
+                + (f"{_cell(offline_errors):>18}" if not suffix else "")
+            )
+        for family in families:
+            parts = []
+            for suffix, pairs in quarter.items():
+                errors = [e for f, e in pairs if f == family]
+                worst = sum(e > 0.2 for e in errors)
+                parts.append(
+                    f"{suffix.strip() or 'online'} {_cell(errors).strip()}, >20 %: {worst}"
+                )
+            count_f = sum(f == family for f, _ in quarter[""])
+            by_family.append(f"{label:<26}{family:<12}{count_f:>4}   " + "; ".join(parts))
+    print(
+        "\nAt 25 % of training, per curve family: mean (median) error, curves over 20 % "
+        "(true family: the fit told the curve's family, a diagnosis no real run can make)"
+    )
+    for line in by_family:
+        print(line)
+
+
+RANDOM_RANGES = {"initial": (1.5, 4.0), "floor": (0.2, 0.8), "epochs": (15.0, 80.0)}
+"""The ranges ``random_curve`` draws l(0)/target, floor/target and E from (its defaults)."""
+
+
+def _grid_means(
+    family: str, k: np.ndarray, l0: float, floor: np.ndarray, e: np.ndarray
+) -> np.ndarray:
+    """SyntheticCurve.mean (target 1) for one l(0) and every (floor, E) row, vectorised."""
+    c, e = floor[:, None], e[:, None]
+    kk = k[None, :]
+    if family == "inverse":
+        rho = (1.0 - c) * e / (l0 - 1.0)
+        return np.asarray((l0 - c) * rho / (kk + rho) + c)
+    ratio = (l0 - c) / (1.0 - c)
+    if family == "exponential":
+        return np.asarray((l0 - c) * np.exp(-np.log(ratio) / e * kk) + c)
+    return np.asarray((l0 - c) * (kk + 1.0) ** (-np.log(ratio) / np.log(e + 1.0)) + c)
+
+
+def bound_table(count: int, seed: int, progress: float = 0.25) -> None:
+    """Diagnosis, not a predictor: the error of the Bayes estimator that knows what no real
+    run knows — the ranges the benchmark draws curves from, the curve's noise level, and that
+    there are no spikes — on spike-free curves, beside the online fit on the same curves.
+    Grid posterior over (family, l(0), floor, E) with the generator's uniform priors."""
+    print(
+        f"\n== 1b. What the data allow at {progress:.0%} of training ({count} spike-free curves, "
+        "noise 0.1–0.5 %): Bayes estimator told the generator's ranges and noise vs the online fit"
+    )
+    initial = np.linspace(*RANDOM_RANGES["initial"], 120)
+    floor_grid, e_grid = np.meshgrid(
+        np.linspace(*RANDOM_RANGES["floor"], 100),
+        np.geomspace(*RANDOM_RANGES["epochs"], 100),
+        indexing="ij",
+    )
+    floors, es = floor_grid.ravel(), e_grid.ravel()
+    probe = SyntheticCurve("power", 2.5, 0.4, 1.0, 30.0)
+    check = _grid_means("power", np.arange(1.0, 4.0), 2.5, np.array([0.4]), np.array([30.0]))
+    if not np.allclose(check[0], probe.mean(np.arange(1.0, 4.0))):
+        raise RuntimeError("_grid_means no longer matches SyntheticCurve.mean")
+    rng = np.random.default_rng(seed)
+    curves = [
+        dataclasses.replace(
+            random_curve(rng, families=SMOOTH, noise=(0.001, 0.005)), spike_probability=0.0
+        )
+        for _ in range(count)
+    ]
+    bayes, online = [], []
+    for curve in curves:
+        truth = curve.epochs_to_target
+        k = np.arange(1, max(3, round(progress * truth)) + 1, dtype=float)
+        y = np.array([curve.observed(int(j)) for j in k])
+        logs, epochs = [], []
+        for family in SMOOTH:
+            for l0 in initial:
+                mean = _grid_means(family, k, float(l0), floors, es)
+                z = (y[None, :] - mean) / (curve.noise * mean)
+                # uniform prior on E over a log grid: weight ∝ E
+                logs.append(-0.5 * (z * z).sum(axis=1) - np.log(mean).sum(axis=1) + np.log(es))
+                epochs.append(es)
+        log_post, grid_e = np.concatenate(logs), np.concatenate(epochs)
+        weight = np.exp(log_post - log_post.max()) / grid_e  # minimises E|x − E|/E
+        order = np.argsort(grid_e)
+        cumulative = np.cumsum(weight[order]) / weight.sum()
+        estimate = float(grid_e[order][np.searchsorted(cumulative, 0.5)])
+        bayes.append(min(relative_error(estimate, truth), 1.0))
+        online.append(online_error(curve, progress))
+    print(f"{'Bayes, told the generator':<30}{_cell(bayes)}")
+    print(f"{'online fit (this predictor)':<30}{_cell(online)}")
 
 
 def _curves(workload_target: float, count: int, seed: int) -> list[SyntheticCurve]:
@@ -312,9 +429,24 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=8, help="curves per workload, tables 2–3")
     parser.add_argument("--slack", type=float, default=1.5, help="constraint slack, tables 2–3")
     parser.add_argument("--seed", type=int, default=2023)
+    parser.add_argument(
+        "--only-prediction", action="store_true", help="print table 1 only (prediction error)"
+    )
+    parser.add_argument(
+        "--bound",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also print table 1b over N curves (slow: about 3 s a curve)",
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     prediction_table(args.curves, args.seed)
+    if args.bound:
+        bound_table(args.bound, args.seed)
+    if args.only_prediction:
+        print(f"\n(benchmark took {time.perf_counter() - started:.0f} s)")
+        return
     policy_table(args.runs, args.seed, args.slack)
     delta_table(args.runs, args.seed, args.slack)
     speed_table(args.seed)

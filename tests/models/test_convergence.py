@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -126,3 +127,87 @@ def test_the_averaged_prediction_refuses_what_the_best_fit_never_reaches() -> No
     ks = np.arange(1, 20, dtype=float)
     with pytest.raises(UnreachableTargetError, match="best-fitting"):
         predict_epochs(ks, 1.0 / (0.2 * ks + 0.5) + 0.3, 0.25)
+
+
+def test_a_loss_spike_is_left_out_of_the_fit() -> None:
+    curve = synthetic_curve("power", 1.0, 48.0, noise=0.002, seed=5)
+    ks = np.arange(1, 13)
+    losses = np.array([curve.observed(int(k)) for k in ks])
+    clean = fit_loss_curve(ks, losses)
+    losses[7] *= 1.12  # one bad epoch, 5–20 % up as the simulator's spikes
+    spiked = fit_loss_curve(ks, losses)
+    assert clean.points == 12
+    assert spiked.points == 11
+    assert spiked.epochs_to_reach(1.0).epochs == pytest.approx(
+        clean.epochs_to_reach(1.0).epochs, rel=0.01
+    )
+
+
+def test_clean_noisy_points_are_rarely_rejected() -> None:
+    lost = 0
+    for seed in range(30):
+        family = FAMILIES[seed % 3]
+        curve = synthetic_curve(family, 1.0, 40.0, noise=0.005, seed=seed)
+        curve = dataclasses.replace(curve, spike_probability=0.0)
+        ks = np.arange(1, 21)
+        lost += fit_loss_curve(ks, [curve.observed(int(k)) for k in ks]).points < ks.size
+    assert lost <= 2
+
+
+def test_a_prior_stands_alone_where_the_online_fit_refuses() -> None:
+    ks = np.arange(1, 15, dtype=float)
+    averaged = predict_epochs(ks, 0.5 + 0.01 * ks, 0.4, prior_epochs=40.0)
+    assert averaged.prior_only
+    assert averaged.prediction.epochs == pytest.approx(40.0)
+    assert averaged.prediction.low == pytest.approx(40.0 * math.exp(-1.2816 * 0.5), rel=1e-3)
+    assert averaged.prediction.high == pytest.approx(40.0 * math.exp(1.2816 * 0.5), rel=1e-3)
+
+
+def test_a_well_determined_online_fit_outweighs_a_wrong_prior() -> None:
+    curve = synthetic_curve("inverse", 1.0, 30.0)
+    ks = np.arange(1, 16, dtype=float)
+    averaged = predict_epochs(ks, curve.mean(ks), 1.0, prior_epochs=60.0)
+    assert not averaged.prior_only
+    assert averaged.prediction.epochs == pytest.approx(30.0, rel=0.02)
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    family=st.sampled_from(["inverse", "exponential", "power"]),
+    seed=st.integers(0, 10_000),
+    prior=st.floats(5.0, 200.0),
+    sigma=st.floats(0.05, 2.0),
+)
+def test_the_combined_prediction_lies_between_the_fit_and_the_prior(
+    family: str, seed: int, prior: float, sigma: float
+) -> None:
+    curve = synthetic_curve(family, 1.0, 40.0, noise=0.01, seed=seed)
+    ks = np.arange(1, 13)
+    losses = [curve.observed(int(k)) for k in ks]
+    try:
+        online = predict_epochs(ks, losses, 1.0).prediction
+    except UnreachableTargetError:
+        return
+    combined = predict_epochs(ks, losses, 1.0, prior_epochs=prior, prior_sigma=sigma)
+    if combined.prior_only:
+        assert not math.isfinite(online.high)
+        assert combined.prediction.epochs == pytest.approx(prior)
+        return
+    low, high = sorted((online.epochs, prior))
+    assert low * (1 - 1e-9) <= combined.prediction.epochs <= high * (1 + 1e-9)
+    assert combined.prediction.low <= combined.prediction.epochs <= combined.prediction.high
+
+
+@pytest.mark.parametrize(
+    ("prior", "sigma", "message"),
+    [
+        (0.0, 0.5, "prior_epochs"),
+        (math.inf, 0.5, "prior_epochs"),
+        (10.0, 0.0, "prior_sigma"),
+        (10.0, 9.0, "prior_sigma"),
+    ],
+)
+def test_a_bad_prior_names_the_rule(prior: float, sigma: float, message: str) -> None:
+    ks = np.arange(1, 10, dtype=float)
+    with pytest.raises(ConfigError, match=message):
+        predict_epochs(ks, 2.0 / (ks + 1.0) + 0.1, 0.5, prior_epochs=prior, prior_sigma=sigma)

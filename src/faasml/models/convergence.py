@@ -9,9 +9,12 @@ Every family is l(k) = a·g(k; θ) + c with a, c ≥ 0 and one shape parameter �
 
 Fitting is variable projection: for each θ on a log grid the linear part (a, c) is solved by
 non-negative least squares in closed form, all grid points at once; the best θ is refined on
-a finer grid. Outliers (loss spikes, non-monotone noise) are down-weighted by two rounds of
-Huber reweighting. ``family="auto"`` fits every family and keeps the one with the smallest
-weighted residual (the inverse family wins ties: Optimus' curve is the default).
+a finer grid. Loss spikes are first rejected by a leave-one-out F test (the externally
+studentised residual of the worst point, Bonferroni-corrected), then the remaining points are
+down-weighted by two rounds of Huber reweighting. ``family="auto"`` fits every family and keeps
+the one with the smallest weighted residual (the inverse family wins ties: Optimus' curve is
+the default). ``predict_epochs`` averages the families and can take the offline estimate as a
+log-normal prior (Algorithm 2 line 3's e₀), combined with the online prediction in log space.
 
 The uncertainty of a prediction comes from the Gauss–Newton covariance of (θ, a, c): 256
 parameter draws (fixed seed, so the same data give the same interval) are pushed through the
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from scipy import stats as scipy_stats
 
 from faasml.exceptions import ConfigError, UnreachableTargetError
 
@@ -55,6 +59,20 @@ _POLISH = (8.0, 64.0)
 _REACH_SHARE = 0.1
 """``predict_epochs`` refuses when families that reach the target hold less than this share
 of the Akaike weight: a good fit with its floor above the target outweighs poor ones below."""
+_OUTLIER_ROUNDS = 2
+_OUTLIER_MIN_POINTS = 6
+_EXACT = 1e-9
+"""Relative residual below which a fit counts as exact (no outlier test)."""
+_OUTLIER_LEVEL = 0.001
+"""Significance level of the outlier test over all points (a clean point is rarely lost)."""
+DEFAULT_PRIOR_SIGMA = 0.5
+"""Log-space standard deviation of an offline estimate used as a prior: CE-scaling Fig. 4a
+reports offline sampling errors up to 40 %; 0.5 (a factor 1.65) is wider than that on purpose."""
+_Z80 = 1.2815515655446004
+"""Standard normal quantile of 0.9: an 80 % interval spans ±1.28 σ."""
+_MIN_LOG_SIGMA = 1e-3
+_MAX_PRIOR_SIGMA = 5.0
+"""A log-space σ of 5 is a factor of 150: wider says nothing."""
 _AUTO_MARGIN = 0.97
 """Another family replaces ``inverse`` only when its residual is at least 3 % smaller."""
 
@@ -160,6 +178,12 @@ def _fit_family(
     return float(fine[pick]), float(fa[pick]), float(fc[pick]), float(ferr[pick])
 
 
+def _f_critical(dof: int, tested: int) -> float:
+    """Critical value of F(1, dof) at ``_OUTLIER_LEVEL`` / ``tested``: the largest of
+    ``tested`` residuals is tested, so the level is Bonferroni-corrected."""
+    return float(scipy_stats.f.isf(_OUTLIER_LEVEL / tested, 1, dof))
+
+
 def whole_epochs(epochs: float) -> int:
     """⌈epochs⌉ (at least 1), ignoring a thousandth of an epoch of fitting noise."""
     return max(1, math.ceil(epochs - 1e-3))
@@ -197,6 +221,7 @@ class LossFit:
     residual: float
     """Root of the weighted mean squared residual, in loss units."""
     points: int
+    """Points the fit used: loss spikes rejected as outliers are not counted."""
     covariance: tuple[tuple[float, ...], ...]
     """Gauss–Newton covariance of (θ, a, c); zeros when it could not be estimated."""
 
@@ -262,8 +287,9 @@ class LossFit:
         return np.asarray(k, dtype=float)
 
 
-def _huber_weights(residual: Array) -> Array:
-    scale = 1.4826 * float(np.median(np.abs(residual - np.median(residual))))
+def _huber_weights(kept: Array, residual: Array) -> Array:
+    """Huber weights of every residual, the scale from the MAD of the ``kept`` ones."""
+    scale = 1.4826 * float(np.median(np.abs(kept - np.median(kept))))
     if scale <= 0 or not math.isfinite(scale):
         return np.ones_like(residual)
     r = np.abs(residual) / (_HUBER_K * scale)
@@ -293,7 +319,20 @@ def fit_loss_curve(
 ) -> LossFit:
     """Fit l(k) of ``family`` (or the best of every family for ``"auto"``) to (epoch, loss)
     points by robust non-negative least squares (Optimus' curve: CE-scaling §III-D, Alg. 2
-    line 8). Epochs must be ≥ 0 and losses finite and ≥ 0; at least three points."""
+    line 8), loss spikes rejected first. Epochs must be ≥ 0 and losses finite and ≥ 0; at
+    least three points."""
+    fits = _fit_families(epochs, losses, family)
+    best = fits[0]
+    for fit in fits[1:]:
+        if fit.residual < best.residual * (_AUTO_MARGIN if best.family == "inverse" else 1.0):
+            best = fit
+    return best
+
+
+def _fit_families(
+    epochs: Sequence[float] | ArrayLike, losses: Sequence[float] | ArrayLike, family: str
+) -> tuple[LossFit, ...]:
+    """Validate the points, reject outliers once, fit ``family`` (every family for auto)."""
     k = np.asarray(epochs, dtype=float).ravel()
     y = np.asarray(losses, dtype=float).ravel()
     if k.shape != y.shape:
@@ -312,20 +351,67 @@ def fit_loss_curve(
             f"the value of family is {family!r}, but must be one of: auto, {', '.join(FAMILIES)}"
         )
     chosen = FAMILIES if family == "auto" else (family,)
-    fits = [_fit_robust(name, k, y) for name in chosen]
-    best = fits[0]
-    for fit in fits[1:]:
-        if fit.residual < best.residual * (_AUTO_MARGIN if best.family == "inverse" else 1.0):
-            best = fit
-    return best
+    keep, starts = _outlier_mask(k, y)
+    return tuple(_fit_robust(name, k, y, keep, starts[name]) for name in chosen)
 
 
-def _fit_robust(family: str, k: Array, y: Array) -> LossFit:
-    w = np.ones_like(y)
-    theta, a, c, sse = _fit_family(family, k, y, w)
+_Fit = tuple[float, float, float, float]
+"""(θ, a, c, weighted SSE) of one family's fit, as ``_fit_family`` returns it."""
+
+
+def _outlier_mask(k: Array, y: Array) -> tuple[Array, dict[str, _Fit]]:
+    """Weights 1 for kept points and 0 for rejected outliers (loss spikes), and every
+    family's least-squares fit to the kept points (where the robust fits start).
+
+    Huber reweighting bounds a spike's pull but does not remove it, and with a few points a
+    5–20 % spike moves a three-parameter extrapolation a lot. So, up to ``_OUTLIER_ROUNDS``
+    times, the point with the largest residual of the best family's fit is left out and every
+    family refitted; the point is rejected when leaving it out lowers the least residual sum
+    of squares (over the families) by more than an F(1, m − 4) test at level
+    ``_OUTLIER_LEVEL`` / m allows (m points kept: the externally studentised residual test,
+    Bonferroni-corrected because the largest of m residuals is the one tested). Tested only
+    with at least ``_OUTLIER_MIN_POINTS`` + 1 points kept, so three parameters are never
+    fitted to a handful, and never when the best fit is exact.
+    """
+    keep = np.ones_like(y)
+    starts = {name: _fit_family(name, k, y, keep) for name in FAMILIES}
+    for _ in range(_OUTLIER_ROUNDS):
+        m = int(keep.sum())
+        if m - 1 < _OUTLIER_MIN_POINTS:
+            break
+        residuals = {name: _residual(name, k, y, fit) for name, fit in starts.items()}
+        sse = {name: float((keep * r * r).sum()) for name, r in residuals.items()}
+        best = min(sse, key=lambda name: sse[name])
+        full = sse[best]
+        if full <= m * (_EXACT * float(np.mean(y))) ** 2:
+            break  # the curve fits to rounding error: nothing to reject
+        trial = keep.copy()
+        trial[int(np.argmax(np.where(keep > 0, np.abs(residuals[best]), -1.0)))] = 0.0
+        refits = {name: _fit_family(name, k, y, trial) for name in FAMILIES}
+        reduced = min(
+            float((trial * _residual(name, k, y, fit) ** 2).sum()) for name, fit in refits.items()
+        )
+        dof = m - 1 - 3
+        if reduced > 0.0 and (full - reduced) / (reduced / dof) <= _f_critical(dof, m):
+            break
+        keep, starts = trial, refits
+    return keep, starts
+
+
+def _residual(family: str, k: Array, y: Array, fit: _Fit) -> Array:
+    theta, a, c, _ = fit
+    residual: Array = y - (a * _basis(family, k, np.array([theta]))[0] + c)
+    return residual
+
+
+def _fit_robust(family: str, k: Array, y: Array, keep: Array, start: _Fit) -> LossFit:
+    """Huber-reweighted fit of one family to the kept points, from its least-squares fit."""
+    w = keep.copy()
+    mask = keep
+    theta, a, c, sse = start
     for _ in range(_HUBER_ROUNDS):
         residual = y - (a * _basis(family, k, np.array([theta]))[0] + c)
-        w = _huber_weights(residual)
+        w = mask * _huber_weights(residual[mask > 0], residual)
         theta, a, c, sse = _fit_family(family, k, y, w, around=theta)
     for shrink in _POLISH:  # polish θ on ever finer grids
         theta, a, c, sse = _fit_family(family, k, y, w, theta, _STEP ** (1.0 / shrink))
@@ -338,7 +424,7 @@ def _fit_robust(family: str, k: Array, y: Array) -> LossFit:
         scale=a,
         floor=c,
         residual=math.sqrt(sse / float(w.sum())),
-        points=int(k.size),
+        points=int(np.count_nonzero(mask)),
         covariance=tuple(tuple(float(v) for v in row) for row in cov),
     )
 
@@ -351,6 +437,8 @@ class AveragedPrediction:
     fits: tuple[LossFit, ...]
     weights: tuple[float, ...]
     """Akaike weight of each fit (0 for a family that never reaches the target)."""
+    prior_only: bool = False
+    """True when the online fit said nothing usable and the prediction is the prior's."""
 
     @property
     def best(self) -> LossFit:
@@ -363,6 +451,9 @@ def predict_epochs(
     losses: Sequence[float] | ArrayLike,
     target: float,
     family: str = "auto",
+    *,
+    prior_epochs: float | None = None,
+    prior_sigma: float = DEFAULT_PRIOR_SIGMA,
 ) -> AveragedPrediction:
     """Epochs to reach ``target``: with ``family="auto"`` the Akaike-weighted geometric mean of
     the predictions of every family that reaches the target (equal parameter counts, so the
@@ -370,11 +461,62 @@ def predict_epochs(
     far extrapolation from dominating; dropping families whose floor is above the target keeps
     one pessimistic family from vetoing the others. The interval averages the families' bounds
     the same way (infinite when a family with weight above 1 % has no upper bound). Raises
-    UnreachableTargetError when no family reaches the target."""
-    names = FAMILIES if family == "auto" else (family,)
-    if family != "auto" and family not in FAMILIES:
-        fit_loss_curve(epochs, losses, family)  # raises the ConfigError naming the choices
-    fits = tuple(fit_loss_curve(epochs, losses, name) for name in names)
+    UnreachableTargetError when no family reaches the target.
+
+    With ``prior_epochs`` (the offline estimate e₀ of Algorithm 2 line 3) the prediction is the
+    Bayesian combination of the two in log space: the prior is log-normal around e₀ with
+    standard deviation ``prior_sigma``, the online prediction log-normal with the standard
+    deviation its 80 % interval implies, and the result their precision-weighted mean. The
+    prior says the target is reached, so the online part averages the families that reach it
+    whatever weight the others hold (without a prior it refuses below 10 %); an interval
+    without an upper bound is taken as wide as its lower half. Where no family reaches the
+    target the prior alone is returned (``AveragedPrediction.prior_only``).
+    """
+    if prior_epochs is None:
+        return _online_prediction(epochs, losses, target, family)
+    if not (math.isfinite(prior_epochs) and prior_epochs > 0):
+        raise ConfigError(f"the value of prior_epochs is {prior_epochs}, but must be > 0")
+    if not (math.isfinite(prior_sigma) and 0 < prior_sigma <= _MAX_PRIOR_SIGMA):
+        raise ConfigError(
+            f"the value of prior_sigma is {prior_sigma}, but must be in (0, {_MAX_PRIOR_SIGMA:g}]"
+        )
+    try:
+        online = _online_prediction(epochs, losses, target, family, reach_share=0.0)
+    except UnreachableTargetError:
+        online = None
+    spread = _Z80 * prior_sigma
+    prior = EpochPrediction(
+        prior_epochs, prior_epochs * math.exp(-spread), prior_epochs * math.exp(spread)
+    )
+    if online is None:
+        fits = _fit_families(epochs, losses, family)
+        return AveragedPrediction(prior, fits, tuple(0.0 for _ in fits), prior_only=True)
+    got = online.prediction
+    point, low = max(got.epochs, 1e-9), max(got.low, 1e-9)
+    if math.isfinite(got.high):
+        sigma = (math.log(max(got.high, 1e-9)) - math.log(low)) / (2 * _Z80)
+    else:  # no upper bound: the lower half of the interval says how wide it is
+        sigma = (math.log(point) - math.log(low)) / _Z80
+    sigma = max(sigma, _MIN_LOG_SIGMA)
+    w_on, w_prior = sigma**-2, prior_sigma**-2
+    mean = (w_on * math.log(point) + w_prior * math.log(prior_epochs)) / (w_on + w_prior)
+    half = _Z80 / math.sqrt(w_on + w_prior)
+    point = math.exp(mean)
+    combined = EpochPrediction(point, point * math.exp(-half), point * math.exp(half))
+    return AveragedPrediction(combined, online.fits, online.weights)
+
+
+def _online_prediction(
+    epochs: Sequence[float] | ArrayLike,
+    losses: Sequence[float] | ArrayLike,
+    target: float,
+    family: str,
+    *,
+    reach_share: float = _REACH_SHARE,
+) -> AveragedPrediction:
+    """``predict_epochs`` from the online fit alone (see there); refuses when the families
+    that reach the target hold less than ``reach_share`` of the weight (or none reaches)."""
+    fits = _fit_families(epochs, losses, family)
     n = fits[0].points
     sse = np.array([max(f.residual**2, 1e-300) for f in fits])
     raw = np.exp(-0.5 * n * (np.log(sse) - np.log(sse.min())))
@@ -387,7 +529,7 @@ def predict_epochs(
             predictions.append(None)
             refusal = refusal or err
     reach = np.array([p is not None for p in predictions])
-    if raw[reach].sum() < _REACH_SHARE * raw.sum():
+    if not reach.any() or raw[reach].sum() < reach_share * raw.sum():
         best = fits[int(np.argmax(raw))]
         raise UnreachableTargetError(
             f"the target loss {target:g} is at or below the fitted floor {best.floor:.4g} of the "
