@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from faasml.exceptions import ConfigError, FaasmlError, UnreachableTargetError
@@ -112,13 +112,18 @@ def test_every_family_is_fitted_by_name() -> None:
     true_epochs=st.floats(10, 60),
     floor=st.floats(0.1, 0.8),
 )
+@example(family="inverse", true_epochs=10.0, floor=0.8)  # fitted as well by the power family
 def test_the_averaged_prediction_recovers_a_noise_free_curve(
     family: str, true_epochs: float, floor: float
 ) -> None:
     curve = synthetic_curve(family, 1.0, true_epochs, floor_ratio=floor)
     ks = np.arange(0, max(6, int(0.5 * true_epochs)) + 1, dtype=float)
     averaged = predict_epochs(ks, curve.mean(ks), 1.0)
-    assert averaged.best.family == family
+    # The true family fits as well as the best one: a short noise-free stretch can be fitted
+    # almost exactly by two families (an inverse curve near its floor looks like a power law),
+    # and then either may win; a family that does not fit leaves residuals 100 times larger.
+    true_fit = next(fit for fit in averaged.fits if fit.family == family)
+    assert true_fit.residual <= max(2 * averaged.best.residual, 1e-4)
     assert sum(averaged.weights) == pytest.approx(1.0)
     assert averaged.prediction.epochs == pytest.approx(true_epochs, rel=0.02)
 
