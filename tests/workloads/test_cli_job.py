@@ -22,6 +22,14 @@ def test_check_prints_the_job_and_its_trials(capsys: pytest.CaptureFixture[str])
     assert "4 trials" in out and "trial 3:" in out and "trial 4:" not in out
 
 
+def test_check_names_the_stores_the_planner_may_choose(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url = "stores.redis=redis://127.0.0.1:6379/0"
+    assert main(["job", "check", str(EXAMPLES / "train-logreg.yaml"), "--set", url]) == 0
+    assert "the planner chooses among: embedded, redis" in capsys.readouterr().out
+
+
 def test_check_as_json_agrees_with_the_file(capsys: pytest.CaptureFixture[str]) -> None:
     path = EXAMPLES / "train-logreg.yaml"
     assert main(["job", "check", str(path), "--json", "--set", "batch_size=32"]) == 0

@@ -97,6 +97,9 @@ def run_job_check(args: argparse.Namespace) -> int:
     table.add_row(
         "runs on", f"platform {job.platform}, store {job.to_dict()['store']}, catalog {job.catalog}"
     )
+    if job.stores:
+        names = ", ".join(job.sync_stores())
+        table.add_row("stores", f"the planner chooses among: {names}")
     out.print(table)
     for index, config in enumerate(summary["trials"]):
         values = ", ".join(
