@@ -346,32 +346,33 @@ PROVIDED_STORES = ("embedded", "vm-ps")
 
 def _stores(f: Fields) -> dict[str, str]:
     """``stores``: catalog storage name -> store URL (a known scheme)."""
-    found: dict[str, str] = {}
-    for name in list(f.data):
-        url = f.text(str(name))
-        if not is_store_url(url):
-            raise f.fail(str(name), url, "must be a store URL such as redis://127.0.0.1:6379/0")
-        try:
-            storage_name(url)
-        except UnknownNameError as err:
-            raise f.fail(str(name), url, str(err)) from None
-        found[str(name)] = url
+    found = {str(name): f.text(str(name)) for name in list(f.data)}
     f.finish()
+    for name, url in found.items():
+        _check_url(f"stores.{name}", url)
     return found
 
 
 def _check_store(job: JobSpec) -> None:
     if is_store_url(job.store):
-        try:
-            storage_name(job.store)
-        except UnknownNameError as err:
-            raise ConfigError(f"the value of store is {redact_url(job.store)!r}: {err}") from None
+        _check_url("store", job.store)
     elif job.store not in PROVIDED_STORES and job.store not in job.stores:
         raise ConfigError(
             f"the value of store is {job.store!r}, but must be a store URL, a name under "
             f"stores ({', '.join(job.stores) or 'none given'}) or one faasml provides itself "
             f"({', '.join(PROVIDED_STORES)})"
         )
+
+
+def _check_url(where: str, url: str) -> None:
+    """A store URL with a known scheme; errors show it with any password redacted."""
+    shown = f"the value of {where} is {redact_url(url)!r}"
+    if not is_store_url(url):
+        raise ConfigError(f"{shown}, but must be a store URL such as redis://127.0.0.1:6379/0")
+    try:
+        storage_name(url)
+    except UnknownNameError as err:
+        raise ConfigError(f"{shown}, but {err}") from None
 
 
 def _resolve_file(value: str, base_dir: Path) -> str:

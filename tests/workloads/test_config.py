@@ -227,6 +227,10 @@ def test_store_credentials_from_the_environment_are_redacted(tmp_path: Path) -> 
     assert load_job(_write(tmp_path, BASE), environ=env).to_dict()["stores"] == {
         "redis": "redis://app:***@127.0.0.1:6379/0"
     }
+    bad = {"FAASML_STORES__REDIS": "radish://app:s3cret@127.0.0.1:6379/0"}
+    with pytest.raises(ConfigError, match="unknown scheme 'radish'") as caught:
+        load_job(_write(tmp_path, BASE), environ=bad)
+    assert "s3cret" not in str(caught.value)
     assert redact_url("embedded") == "embedded"
 
 

@@ -44,8 +44,8 @@ def storage_name(url: str) -> str:
     """The catalog storage service a store URL is priced as (``redis://...`` -> ``redis``)."""
     scheme = urlsplit(url).scheme
     if scheme not in STORAGE_OF_SCHEME:
-        raise UnknownNameError(
-            f"store URL {url!r} has an unknown scheme; choose one of: "
+        raise UnknownNameError(  # the URL itself is not echoed: it may hold a password
+            f"the store URL has an unknown scheme {scheme!r}; choose one of: "
             + ", ".join(f"{name}://" for name in sorted(STORAGE_OF_SCHEME))
         )
     return STORAGE_OF_SCHEME[scheme]
