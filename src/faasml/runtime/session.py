@@ -66,13 +66,15 @@ def constraint_from_dict(data: dict[str, Any]) -> Constraint:
 
 
 def _recordable(options: Mapping[str, Any]) -> dict[str, Any]:
-    """The platform options a resumed run needs again (plain values; passwords redacted)."""
-    from faasml.config import redact_url
+    """The platform options a resumed run needs again: plain values, none holding a password
+    (a redacted one would only fail on resume)."""
+    from faasml._layers import has_password
 
     return {
-        key: redact_url(value) if isinstance(value, str) else value
+        key: value
         for key, value in options.items()
         if isinstance(value, str | int | float | bool)
+        and not (isinstance(value, str) and has_password(value))
     }
 
 
