@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+import fnmatch
+import tomllib
 from pathlib import Path
 
 import pytest
 
+import faasml
 from faasml.cluster import load_workload, resolve_workload
 from faasml.cluster.traces import TRACES_ENV, default_traces_dir, load_applications
 from faasml.exceptions import ConfigError
@@ -82,3 +85,40 @@ def test_traces_directory_comes_from_the_environment(
         resolve_workload("workload-6")
     with pytest.raises(ConfigError, match="no application traces"):
         load_applications()
+
+
+def test_traces_ship_with_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without $FAASML_TRACES the Pollux workloads and application traces come from the
+    package itself, with their licence beside them."""
+    monkeypatch.delenv(TRACES_ENV, raising=False)
+    base = default_traces_dir()
+    assert base.is_relative_to(Path(faasml.__file__).resolve().parent)
+    assert "Apache" in (base / "pollux" / "LICENSE-Apache-2.0").read_text()
+    for name in ("workload-6", "workloads-0.5/workload-1.csv", "workloads-1.5/workload-8.csv"):
+        assert load_workload(resolve_workload(name))
+    assert set(load_applications()) == {
+        "bert",
+        "cifar10",
+        "deepspeech2",
+        "imagenet",
+        "ncf",
+        "yolov3",
+    }
+
+
+def test_package_data_lists_every_shipped_trace_file() -> None:
+    """Every file under the package's trace data matches a package-data pattern of
+    pyproject.toml, so an installed faasml has the traces too."""
+    root = Path(__file__).resolve().parents[2]
+    package = root / "src" / "faasml"
+    patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"
+    ]["faasml"]
+    files = [p for p in (package / "cluster" / "data").rglob("*") if p.is_file()]
+    assert len(files) > 70
+    unlisted = [
+        p
+        for p in files
+        if not any(fnmatch.fnmatch(str(p.relative_to(package)), g) for g in patterns)
+    ]
+    assert unlisted == []

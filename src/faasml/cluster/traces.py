@@ -9,7 +9,9 @@
   (``num_nodes,num_replicas,local_bsz,step_time,sync_time``) and ``validation-<batch>.csv``
   (``progress,iteration,metric,grad_sqr,grad_var`` per epoch).
 
-The default trace directory is ``$FAASML_TRACES`` or ``<repo>/../shared/traces``.
+The default trace directory is ``$FAASML_TRACES`` if set, else the Pollux data shipped in
+the package (``faasml/cluster/data``: the artifact's workloads and application traces,
+Apache-2.0, see its ``NOTICE.md``).
 """
 
 from __future__ import annotations
@@ -46,12 +48,16 @@ _WORKLOAD_REQUIRED = ("name", "time", "application", "num_replicas", "batch_size
 _WORKLOAD_OPTIONAL = ("min_gpus", "max_gpus", "min_batch", "max_batch", "epochs", "deadline")
 
 
+SHIPPED_TRACES = Path(__file__).resolve().parent / "data"
+"""The traces shipped with the package (``pollux/`` inside)."""
+
+
 def default_traces_dir() -> Path:
-    """``$FAASML_TRACES`` if set, else ``shared/traces`` beside the repository."""
+    """``$FAASML_TRACES`` if set, else the traces shipped with the package."""
     env = os.environ.get(TRACES_ENV)
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[3].parent / "shared" / "traces"
+    return SHIPPED_TRACES
 
 
 def pollux_dir(traces: Path | None = None) -> Path:
