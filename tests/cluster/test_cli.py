@@ -112,3 +112,37 @@ def test_bad_options_fail_with_a_clear_message(
 def test_a_missing_trace_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["cluster", "simulate", "no-such-trace", "--traces", str(tmp_path)]) == 2
     assert "no-such-trace" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("name,time,application\nj\xe9,1,bert\n".encode("latin-1"), "is not UTF-8 text"),
+        (b"name,time,application,num_replicas,batch_size\n", "has no jobs"),
+        (b"name,time,application,num_replicas,batch_size\nj,inf,bert,1,12\n", "must be finite"),
+    ],
+)
+def test_a_bad_trace_file_is_one_error_line(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    content: bytes,
+    message: str,
+) -> None:
+    monkeypatch.setenv("COLUMNS", "400")
+    path = tmp_path / "bad.csv"
+    path.write_bytes(content)
+    assert main(["cluster", "simulate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert message in err and str(path) in err
+
+
+def test_the_shipped_workloads_run_without_a_traces_option(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("FAASML_TRACES", raising=False)
+    args = ["cluster", "simulate", "workloads-0.5/workload-1.csv", "--policy", "fifo"]
+    assert main([*args, "--until", "600", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["results"][0]["summary"]["jobs"] == 80

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import fnmatch
+import shutil
 import tomllib
 from pathlib import Path
 
@@ -8,7 +9,13 @@ import pytest
 
 import faasml
 from faasml.cluster import load_workload, resolve_workload
-from faasml.cluster.traces import TRACES_ENV, default_traces_dir, load_applications
+from faasml.cluster.traces import (
+    TRACES_ENV,
+    TraceError,
+    default_traces_dir,
+    load_application,
+    load_applications,
+)
 from faasml.exceptions import ConfigError
 
 
@@ -69,11 +76,76 @@ def test_our_format_adds_optional_columns(tmp_path: Path) -> None:
             "name,time,application,num_replicas,batch_size,deadline\nj,1,bert,1,12,-5\n",
             "must be after its arrival",
         ),
+        ("name,time,application,num_replicas,batch_size\n", "has no jobs"),
+        ("name,time,application,num_replicas,batch_size\n\n \n", "has no jobs"),
+        ("", "is empty"),
+        ("name,time,application,num_replicas,batch_size\nj,nan,bert,1,12\n", "must be finite"),
+        ("name,time,application,num_replicas,batch_size\nj,inf,bert,1,12\n", "must be finite"),
+        ("name,time,application,num_replicas,batch_size\nj,-1,bert,1,12\n", "must be >= 0"),
+        (
+            "name,time,application,num_replicas,batch_size\nj,1e12,bert,1,12\n",
+            "at most 1e.11 seconds",
+        ),
+        ("name,time,application,num_replicas,batch_size\nj,1,bert,inf,12\n", "must be finite"),
+        ("name,time,application,num_replicas,batch_size\nj,1,bert,2,1e10\n", "at most 2147483647"),
+        ("name,time,application,num_replicas,batch_size\nj,1,bert,-2,12\n", "must be >= 1"),
+        ("name,time,application,num_replicas,batch_size\nj,1,bert,,12\n", "num_replicas is empty"),
+        ("name,time,application,num_replicas,batch_size\nj,1,,1,12\n", "application is empty"),
+        ("name,time,application,num_replicas,batch_size\nj,1,bert,1\n", "has 4 cells"),
+        ("name,time,application,num_replicas,batch_size\nj,1,bert,1,12,9\n", "has 6 cells"),
+        ("name,time,time,application,num_replicas,batch_size\n", "time twice"),
+        ("name,time,application,num_replicas,batch_size\nj,1,bert,1,12\x00\n", "NUL"),
+        ('name,time,application,num_replicas,batch_size\n"j,1,bert,1,12\n', "no jobs|cells"),
+        (
+            "name,time,application,num_replicas,batch_size,epochs\nj,1,bert,1,12,0.5\n",
+            "epochs is '0.5', but must be an integer",
+        ),
+        (
+            "name,time,application,num_replicas,batch_size,deadline\nj,1,bert,1,12,nan\n",
+            "deadline is 'nan', but must be finite",
+        ),
     ],
 )
 def test_bad_workloads_name_the_value_and_rule(tmp_path: Path, text: str, message: str) -> None:
-    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        load_workload(write(tmp_path, text))
+    path = write(tmp_path, text)
+    with pytest.raises(TraceError, match=message.replace("(", r"\(").replace(")", r"\)")) as err:
+        load_workload(path)
+    assert str(path) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_non_utf8_workload_is_refused_naming_the_file_and_rule(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.csv"
+    path.write_bytes(
+        "name,time,application,num_replicas,batch_size\nj\xe9,1,bert,1,12\n".encode("latin-1")
+    )
+    with pytest.raises(TraceError, match=r"is not UTF-8 text \(byte 0xe9 at offset 47\)"):
+        load_workload(path)
+
+
+def test_a_utf8_byte_order_mark_is_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "bom.csv"
+    text = "name,time,application,num_replicas,batch_size\nj\u00e9,1,bert,1,12\n"
+    path.write_bytes(text.encode("utf-8-sig"))
+    (job,) = load_workload(path)
+    assert (job.name, job.arrival_s, job.gpus) == ("j\u00e9", 1.0, 1)
+
+
+def test_header_names_and_cells_may_carry_spaces_and_crlf(tmp_path: Path) -> None:
+    path = tmp_path / "crlf.csv"
+    path.write_bytes(b"name, time ,application,num_replicas,batch_size\r\n a ,5, bert ,2,24\r\n")
+    (job,) = load_workload(path)
+    assert (job.name, job.application, job.arrival_s) == ("a", "bert", 5.0)
+
+
+def test_bad_application_trace_names_the_file(tmp_path: Path, traces_dir: Path) -> None:
+    app = tmp_path / "bert"
+    shutil.copytree(traces_dir / "pollux" / "traces" / "bert", app)
+    (app / "validation-12.csv").write_bytes(b"progress,grad_sqr,grad_var\n\xff,1,1\n")
+    with pytest.raises(TraceError, match=r"validation-12\.csv is not UTF-8"):
+        load_application(app)
+    (app / "validation-12.csv").write_text("progress,grad_sqr,grad_var\n1,inf,1\n")
+    with pytest.raises(TraceError, match="grad_sqr holds a value that is not finite"):
+        load_application(app)
 
 
 def test_traces_directory_comes_from_the_environment(

@@ -25,6 +25,7 @@ from faasml.cluster.records import (
 )
 from faasml.cluster.simulator import SimConfig, Simulator, simulate
 from faasml.cluster.traces import (
+    TraceError,
     default_traces_dir,
     load_application,
     load_applications,
@@ -59,6 +60,7 @@ __all__ = [
     "SimResult",
     "Simulator",
     "TopologyCommModel",
+    "TraceError",
     "default_traces_dir",
     "efficiency",
     "load_application",

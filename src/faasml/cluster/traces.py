@@ -17,6 +17,8 @@ Apache-2.0, see its ``NOTICE.md``).
 from __future__ import annotations
 
 import csv
+import io
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -81,6 +83,53 @@ def resolve_workload(spec: str | Path, traces: Path | None = None) -> Path:
     )
 
 
+MAX_TIME_S = 1e11
+"""Largest arrival time or deadline in seconds (about 3,000 years; Unix times fit)."""
+MAX_INT = 2**31 - 1
+"""Largest GPU count, batch size or epoch count a workload may give."""
+
+
+class TraceError(ConfigError):
+    """A trace file cannot be read or breaks a rule; the message names the file and rule."""
+
+
+def _csv_rows(path: Path, kind: str) -> tuple[list[str], list[tuple[int, list[str]]]]:
+    """The header and the non-blank rows (with their line numbers) of a UTF-8 CSV file; a
+    UTF-8 byte-order mark is accepted."""
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise TraceError(f"cannot read {kind} {path}: {err.strerror or err}") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise TraceError(
+            f"{kind} {path} is not UTF-8 text (byte 0x{data[err.start]:02x} at offset "
+            f"{err.start}); save it as UTF-8 CSV"
+        ) from None
+    if "\0" in text:
+        raise TraceError(f"{kind} {path} holds a NUL character; it must be a text CSV file")
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        rows = [(reader.line_num, row) for row in reader if any(cell.strip() for cell in row)]
+    except csv.Error as err:
+        raise TraceError(f"{kind} {path}:{reader.line_num}: not valid CSV ({err})") from None
+    if not rows:
+        raise TraceError(f"{kind} {path} is empty; it must start with a header line")
+    header = [cell.strip() for cell in rows[0][1]]
+    twice = sorted({c for c in header if header.count(c) > 1})
+    if twice:
+        raise TraceError(f"{kind} {path}: the header names column(s) {', '.join(twice)} twice")
+    body = rows[1:]
+    for line, row in body:
+        if len(row) != len(header):
+            raise TraceError(
+                f"{kind} {path}:{line}: the row has {len(row)} cells, but the header has "
+                f"{len(header)}"
+            )
+    return header, body
+
+
 def _number(row: dict[str, str], column: str, where: str, integer: bool) -> float | None:
     text = (row.get(column) or "").strip()
     if not text:
@@ -88,60 +137,91 @@ def _number(row: dict[str, str], column: str, where: str, integer: bool) -> floa
     try:
         value = float(text)
     except ValueError:
-        raise ConfigError(
+        raise TraceError(
             f"{where}: the value of {column} is {text!r}, but must be a number"
         ) from None
-    if integer and value != int(value):
-        raise ConfigError(f"{where}: the value of {column} is {text!r}, but must be an integer")
+    if not math.isfinite(value):
+        raise TraceError(f"{where}: the value of {column} is {text!r}, but must be finite")
+    if integer:
+        rule = (
+            "an integer"
+            if value != int(value)
+            else ">= 1"
+            if value < 1
+            else f"at most {MAX_INT}"
+            if value > MAX_INT
+            else None
+        )
+        if rule:
+            raise TraceError(f"{where}: the value of {column} is {text!r}, but must be {rule}")
+    if not integer and abs(value) > MAX_TIME_S:
+        raise TraceError(
+            f"{where}: the value of {column} is {text!r}, but must be at most "
+            f"{MAX_TIME_S:.0e} seconds"
+        )
     return value
 
 
 def load_workload(path: str | Path) -> list[Job]:
-    """Jobs from a workload CSV (Pollux format or our superset), sorted by arrival."""
+    """Jobs from a workload CSV (Pollux format or our superset), sorted by arrival.
+
+    Rules: UTF-8 text (a byte-order mark is fine), a header with the required columns and
+    no unknown or repeated one, at least one job, as many cells in every row as in the
+    header; ``time`` (>= 0) and ``deadline`` (> 0) are seconds, at most 1e11; GPU
+    counts, batch sizes and epochs are integers from 1 to 2^31 − 1; names are unique and
+    names and applications non-empty. A broken rule raises :class:`TraceError` naming the
+    file, line, column and rule."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise ConfigError(f"cannot read workload {path}: {err.strerror or err}") from None
-    reader = csv.DictReader(text.splitlines())
-    columns = set(reader.fieldnames or ())
+    header, body = _csv_rows(path, "workload")
+    columns = set(header)
     missing = [c for c in _WORKLOAD_REQUIRED if c not in columns]
     if missing:
-        raise ConfigError(f"workload {path} lacks the column(s) {', '.join(missing)}")
+        raise TraceError(f"workload {path} lacks the column(s) {', '.join(missing)}")
     unknown = sorted(columns - set(_WORKLOAD_REQUIRED) - set(_WORKLOAD_OPTIONAL))
     if unknown:
-        raise ConfigError(
+        raise TraceError(
             f"workload {path} has unknown column(s) {', '.join(unknown)}; "
             f"optional columns are {', '.join(_WORKLOAD_OPTIONAL)}"
         )
+    if not body:
+        raise TraceError(f"workload {path} has no jobs: it must have a row below the header")
     jobs: list[Job] = []
     seen: set[str] = set()
-    for line, row in enumerate(reader, start=2):
+    for line, cells in body:
+        row = dict(zip(header, cells, strict=True))
         where = f"{path}:{line}"
-        name = (row["name"] or "").strip()
+        name = row["name"].strip()
         if not name:
-            raise ConfigError(f"{where}: the value of name is empty")
+            raise TraceError(f"{where}: the value of name is empty")
         if name in seen:
-            raise ConfigError(f"{where}: job name {name!r} appears twice")
+            raise TraceError(f"{where}: job name {name!r} appears twice")
         seen.add(name)
+        application = row["application"].strip()
+        if not application:
+            raise TraceError(f"{where}: the value of application is empty")
         values = {
             c: _number(row, c, where, c not in ("time", "deadline"))
             for c in ("time", "num_replicas", "batch_size", *_WORKLOAD_OPTIONAL)
         }
         for column in ("time", "num_replicas", "batch_size"):
             if values[column] is None:
-                raise ConfigError(f"{where}: the value of {column} is empty")
+                raise TraceError(f"{where}: the value of {column} is empty")
         arrival = float(values["time"] or 0.0)
         deadline = values["deadline"]
+        if deadline is not None and deadline <= 0:
+            raise TraceError(
+                f"{where}: the value of deadline is {row['deadline'].strip()!r}, but must be "
+                "> 0 seconds (the deadline must be after its arrival)"
+            )
 
         def opt(column: str, values: dict[str, float | None] = values) -> int | None:
             value = values[column]
             return None if value is None else int(value)
 
-        jobs.append(
-            Job(
+        try:
+            job = Job(
                 name=name,
-                application=(row["application"] or "").strip(),
+                application=application,
                 arrival_s=arrival,
                 gpus=int(values["num_replicas"] or 0),
                 batch_size=int(values["batch_size"] or 0),
@@ -152,7 +232,9 @@ def load_workload(path: str | Path) -> list[Job]:
                 epochs=opt("epochs"),
                 deadline_s=None if deadline is None else arrival + deadline,
             )
-        )
+        except ConfigError as err:
+            raise TraceError(f"{where}: {err}") from None
+        jobs.append(job)
     jobs.sort(key=lambda j: (j.arrival_s, j.name))
     return jobs
 
@@ -187,26 +269,24 @@ class ApplicationTrace:
 
 
 def _read_columns(path: Path, columns: tuple[str, ...]) -> dict[str, list[str]]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise ConfigError(f"cannot read trace {path}: {err.strerror or err}") from None
-    reader = csv.DictReader(text.splitlines())
-    missing = [c for c in columns if c not in (reader.fieldnames or ())]
+    header, body = _csv_rows(path, "trace")
+    missing = [c for c in columns if c not in header]
     if missing:
-        raise ConfigError(f"trace {path} lacks the column(s) {', '.join(missing)}")
-    out: dict[str, list[str]] = {c: [] for c in columns}
-    for row in reader:
-        for c in columns:
-            out[c].append(row[c])
-    return out
+        raise TraceError(f"trace {path} lacks the column(s) {', '.join(missing)}")
+    if not body:
+        raise TraceError(f"trace {path} has no rows below its header")
+    index = [header.index(c) for c in columns]
+    return {c: [row[i] for _, row in body] for c, i in zip(columns, index, strict=True)}
 
 
 def _floats(values: list[str], path: Path, column: str) -> FloatArray:
     try:
-        return np.array([float(v) for v in values], dtype=np.float64)
+        out = np.array([float(v) for v in values], dtype=np.float64)
     except ValueError:
-        raise ConfigError(f"trace {path}: column {column} holds a non-number") from None
+        raise TraceError(f"trace {path}: column {column} holds a non-number") from None
+    if not np.isfinite(out).all():
+        raise TraceError(f"trace {path}: column {column} holds a value that is not finite")
+    return out
 
 
 def load_application(directory: str | Path) -> ApplicationTrace:
