@@ -148,3 +148,58 @@ def test_bad_configs_name_the_value(config: dict[str, float], message: str) -> N
 def test_unknown_application_is_an_error(models: dict[str, AppModel]) -> None:
     with pytest.raises(ConfigError, match="unknown application 'gpt'"):
         simulate([Job("x", "gpt", 0.0, 1, 8)], models, Cluster.uniform(1, 4), make_policy("fifo"))
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("policy", ["fifo", "fapes"])
+def test_idle_time_before_far_arrivals_is_skipped_with_identical_results(
+    models: dict[str, AppModel], traces_dir: Path, policy: str
+) -> None:
+    """Arrivals at Unix-time scale (6e8 s = 10^7 rounds) finish at once and give the
+    same records, shifted, as at time 0; utilisation counts the skipped rounds as idle."""
+    jobs = slice_jobs(traces_dir, 6, 2)
+    shift = 60.0 * 10**7
+    late = [replace(j, arrival_s=j.arrival_s + shift) for j in jobs]
+    cluster = Cluster.uniform(2, 4)
+    base = simulate(jobs, models, cluster, make_policy(policy), SimConfig())
+    far = simulate(late, models, cluster, make_policy(policy), SimConfig())
+    assert len(far.utilization) <= len(base.utilization) + 1
+    for a, b in zip(base.jobs, far.jobs, strict=True):
+        assert a.completion_s is not None and b.completion_s is not None
+        assert math.isclose(b.completion_s - shift, a.completion_s, abs_tol=1e-5)
+        assert (a.restarts, a.queued_s) == (b.restarts, b.queued_s)
+    rounds = base.utilization[-1][0] / 60.0 + 1
+    want = base.summary()["avg_utilization"] * rounds / (rounds + 10**7)
+    assert math.isclose(far.summary()["avg_utilization"], want, rel_tol=1e-9)
+
+
+def test_an_idle_gap_between_jobs_is_skipped(models: dict[str, AppModel], traces_dir: Path) -> None:
+    """A job arriving long after the others finished is simulated as if it were alone, and
+    the idle rounds between are one utilisation point that stands for all of them."""
+    first, second = slice_jobs(traces_dir, 2, 1)
+    second = replace(second, arrival_s=3e6 + 17.0)
+    cluster = Cluster.uniform(2, 4)
+    both = simulate([first, second], models, cluster, make_policy("pollux"), SimConfig())
+    alone = simulate([second], models, cluster, make_policy("pollux"), SimConfig())
+    solo = simulate([first], models, cluster, make_policy("pollux"), SimConfig())
+    assert len(both.utilization) < 200
+    assert both.jobs == (solo.jobs[0], alone.jobs[0])
+
+    def busy_rounds(result: SimResult) -> float:
+        rounds = result.utilization[-1][0] / 60.0 + 1
+        return result.summary()["avg_utilization"] * rounds
+
+    assert math.isclose(busy_rounds(both), busy_rounds(solo) + busy_rounds(alone))
+
+
+def test_stopping_early_counts_the_idle_rounds_before_the_limit(
+    models: dict[str, AppModel], traces_dir: Path
+) -> None:
+    (job,) = slice_jobs(traces_dir, 1, 1)
+    far = replace(job, arrival_s=1e9)
+    result = simulate(
+        [far], models, Cluster.uniform(1, 4), make_policy("fifo"), SimConfig(max_time_s=6000.0)
+    )
+    assert [t for t, _ in result.utilization] == [0.0, 6000.0]
+    assert result.summary()["avg_utilization"] == 0.0
+    assert result.jobs[0].completion_s is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from dataclasses import asdict, dataclass, field
@@ -55,6 +56,9 @@ class SimResult:
     """(time, allocated GPUs / total GPUs) at every scheduling round."""
     sched_times_s: tuple[float, ...] = field(default=())
     """Wall time the policy took at every round (not part of the metrics)."""
+    round_s: float | None = None
+    """The round length. When set, a utilisation point stands for every round until the
+    next point (the simulator skips idle rounds before an arrival and records one point)."""
 
     def summary(self) -> dict[str, float]:
         return summarize(self)
@@ -64,11 +68,21 @@ def _percentile(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else math.nan
 
 
+def _round_weights(result: SimResult) -> list[float]:
+    """Rounds each utilisation point stands for: up to the next point, the last one 1."""
+    if result.round_s is None or len(result.utilization) < 2:
+        return [1.0] * len(result.utilization)
+    times = [t for t, _ in result.utilization]
+    gaps = [(b - a) / result.round_s for a, b in itertools.pairwise(times)]
+    return [max(g, 1.0) for g in gaps] + [1.0]
+
+
 def summarize(result: SimResult) -> dict[str, float]:
     """Average, p95 and max JCT, queuing time, goodput, utilisation, deadline satisfaction."""
     jcts = [j.jct for j in result.jobs if j.jct is not None]
     with_deadline = [j for j in result.jobs if j.deadline_s is not None]
     util = [u for _, u in result.utilization]
+    weights = _round_weights(result)
     return {
         "jobs": float(len(result.jobs)),
         "completed": float(len(jcts)),
@@ -79,7 +93,7 @@ def summarize(result: SimResult) -> dict[str, float]:
         "p95_queue_s": _percentile([j.queued_s for j in result.jobs], 95),
         "avg_goodput": float(np.mean([j.goodput for j in result.jobs])),
         "avg_speedup": float(np.mean([j.speedup for j in result.jobs])),
-        "avg_utilization": float(np.mean(util)) if util else 0.0,
+        "avg_utilization": float(np.average(util, weights=weights)) if util else 0.0,
         "restarts": float(sum(j.restarts for j in result.jobs)),
         "makespan_s": max((j.completion_s or 0.0) for j in result.jobs) if result.jobs else 0.0,
         "deadline_met": (

@@ -42,7 +42,8 @@ def plot_results(results: Sequence[SimResult], directory: Path) -> list[Path]:
     for result in results:
         if result.utilization:
             t, u = zip(*result.utilization, strict=True)
-            ax.plot(np.array(t) / 3600.0, u, label=result.policy, linewidth=1)
+            # A point holds until the next one (idle rounds before an arrival are one point).
+            ax.step(np.array(t) / 3600.0, u, where="post", label=result.policy, linewidth=1)
     ax.set_xlabel("time (h)")
     ax.set_ylabel("GPUs allocated / GPUs")
     ax.set_ylim(0, 1.05)

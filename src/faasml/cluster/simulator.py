@@ -130,6 +130,7 @@ class Simulator:
         states = {j.name: _State(j, self.models[j.application]) for j in self.jobs}
         active: dict[str, _State] = {}
         pending_arrivals = [len(self.jobs)]
+        arrivals = sorted(j.arrival_s for j in self.jobs)
         utilization: list[tuple[float, float]] = []
         sched_times: list[float] = []
         last = [0.0]
@@ -174,15 +175,37 @@ class Simulator:
                         state.plan = None
             used = sum(len(s.placement) for s in active.values())
             utilization.append((now, used / total))
-            if (active or pending_arrivals[0]) and (
-                cfg.max_time_s is None or now + cfg.round_s <= cfg.max_time_s
-            ):
-                loop.after(cfg.round_s, round_, priority=1)
+            if not active and not pending_arrivals[0]:
+                return
+            step = cfg.round_s
+            if not active:
+                # Nothing to run until the next arrival: skip the idle rounds before it.
+                step = self._idle_skip(now, arrivals[len(arrivals) - pending_arrivals[0]])
+            if cfg.max_time_s is not None and now + step > cfg.max_time_s:
+                step = math.floor((cfg.max_time_s - now) / cfg.round_s) * cfg.round_s
+            if step > 0:
+                if now + step <= now:
+                    raise ConfigError(
+                        f"the round of {cfg.round_s} s is below the clock's resolution at "
+                        f"{now} s; use a longer round or earlier times"
+                    )
+                loop.at(now + step, round_, priority=1)
 
         loop.at(0.0, round_, priority=1)
         loop.run()
         records = tuple(self._record(states[j.name]) for j in self.jobs)
-        return SimResult(self.policy.name, records, tuple(utilization), tuple(sched_times))
+        return SimResult(
+            self.policy.name, records, tuple(utilization), tuple(sched_times), cfg.round_s
+        )
+
+    def _idle_skip(self, now: float, arrival: float) -> float:
+        """Seconds to the first round at or after ``arrival``: a whole number of rounds, as
+        if every idle round in between had run (each would have found nothing to do)."""
+        r = self.config.round_s
+        n = max(math.ceil((arrival - now) / r - 1e-9), 1)
+        while now + n * r < arrival:
+            n += 1
+        return n * r
 
     def _view(self, state: _State) -> JobView:
         return JobView(
