@@ -94,6 +94,10 @@ def test_our_format_adds_optional_columns(tmp_path: Path) -> None:
         ("name,time,application,num_replicas,batch_size\nj,1,bert,1\n", "has 4 cells"),
         ("name,time,application,num_replicas,batch_size\nj,1,bert,1,12,9\n", "has 6 cells"),
         ("name,time,time,application,num_replicas,batch_size\n", "time twice"),
+        (
+            'name,time,application,num_replicas,batch_size,"a\nb"\nj,1,bert,1,12,2\n',
+            "unknown column(s) 'a.nb'",
+        ),
         ("name,time,application,num_replicas,batch_size\nj,1,bert,1,12\x00\n", "NUL"),
         ('name,time,application,num_replicas,batch_size\n"j,1,bert,1,12\n', "no jobs|cells"),
         (

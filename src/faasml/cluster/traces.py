@@ -93,6 +93,11 @@ class TraceError(ConfigError):
     """A trace file cannot be read or breaks a rule; the message names the file and rule."""
 
 
+def _names(cells: list[str]) -> str:
+    """Column names from a file, quoted where they hold anything but letters, digits, _."""
+    return ", ".join(c if re.fullmatch(r"\w+", c, re.ASCII) else repr(c) for c in cells)
+
+
 def _csv_rows(path: Path, kind: str) -> tuple[list[str], list[tuple[int, list[str]]]]:
     """The header and the non-blank rows (with their line numbers) of a UTF-8 CSV file; a
     UTF-8 byte-order mark is accepted."""
@@ -119,7 +124,7 @@ def _csv_rows(path: Path, kind: str) -> tuple[list[str], list[tuple[int, list[st
     header = [cell.strip() for cell in rows[0][1]]
     twice = sorted({c for c in header if header.count(c) > 1})
     if twice:
-        raise TraceError(f"{kind} {path}: the header names column(s) {', '.join(twice)} twice")
+        raise TraceError(f"{kind} {path}: the header names column(s) {_names(twice)} twice")
     body = rows[1:]
     for line, row in body:
         if len(row) != len(header):
@@ -180,7 +185,7 @@ def load_workload(path: str | Path) -> list[Job]:
     unknown = sorted(columns - set(_WORKLOAD_REQUIRED) - set(_WORKLOAD_OPTIONAL))
     if unknown:
         raise TraceError(
-            f"workload {path} has unknown column(s) {', '.join(unknown)}; "
+            f"workload {path} has unknown column(s) {_names(unknown)}; "
             f"optional columns are {', '.join(_WORKLOAD_OPTIONAL)}"
         )
     if not body:
