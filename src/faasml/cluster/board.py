@@ -8,6 +8,7 @@ scheduling cohort receives its plan.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 
 import numpy as np
@@ -23,7 +24,8 @@ class Board:
     """Occupied GPUs ``load[server, round]`` for ``rounds`` rounds from round ``origin``.
 
     Occupation beyond the last round is represented by the last column (plans that run past
-    the horizon keep their final placement there).
+    the horizon keep their final placement there). It is stored round-major (``by_round``),
+    so that the peak over a span of rounds reads contiguous rows.
     """
 
     def __init__(self, cluster: Cluster, origin: int, rounds: int) -> None:
@@ -31,7 +33,22 @@ class Board:
         self.origin = origin
         self.rounds = max(rounds, 1)
         self.capacity = np.array(cluster.capacity(), dtype=np.int64)
-        self.load = np.zeros((len(self.capacity), self.rounds), dtype=np.int64)
+        self.by_round = np.zeros((self.rounds, len(self.capacity)), dtype=np.int32)
+
+    @property
+    def load(self) -> npt.NDArray[np.int32]:
+        """Occupied GPUs by server and round (a view of ``by_round``)."""
+        return self.by_round.T
+
+    @functools.cached_property
+    def pairs(self) -> tuple[IntArray, IntArray, IntArray]:
+        """Every (capacity, free GPUs) pair a server of this cluster can be in — capacities
+        and free GPUs — and the index of each server's pair with no GPU free."""
+        caps = np.unique(self.capacity)
+        pair_cap = np.concatenate([np.full(c + 1, c) for c in caps])
+        pair_free = np.concatenate([np.arange(c + 1) for c in caps])
+        offset = np.concatenate([[0], np.cumsum(caps + 1)[:-1]])
+        return pair_cap, pair_free, offset[np.searchsorted(caps, self.capacity)]
 
     def occupy(self, placement: Placement, start: int, end: int, sign: int = 1) -> None:
         """Mark ``placement`` as held from absolute round ``start`` to ``end`` (exclusive);
@@ -43,7 +60,7 @@ class Board:
         if a >= b or not placement:
             return
         for sid, count in Counter(placement).items():
-            self.load[sid, a:b] += sign * count
+            self.by_round[a:b, sid] += sign * count
 
     def add_plan(self, plan: SchedulePlan) -> None:
         for seg in plan.segments:
@@ -53,12 +70,45 @@ class Board:
         """GPUs free on every server throughout relative rounds ``a`` to ``b`` (exclusive)."""
         a = min(max(a, 0), self.rounds - 1)
         b = min(max(b, a + 1), self.rounds)
-        peak = self.load[:, a:b].max(axis=1)
+        peak = self.by_round[a:b].max(axis=0)
         return np.maximum(self.capacity - peak, 0)
+
+    def free_slots(self, bounds: list[int]) -> IntArray:
+        """:meth:`free_in` of every slot ``bounds[t]`` to ``bounds[t + 1]`` at once: an array
+        of servers × slots."""
+        slots = len(bounds) - 1
+        peak = np.empty((slots, len(self.capacity)), dtype=np.int32)
+        inside = 0  # leading slots that lie within the board, back to back
+        while inside < slots and 0 <= bounds[inside] < bounds[inside + 1] <= self.rounds:
+            inside += 1
+        if inside:
+            width = bounds[1] - bounds[0]
+            if all(bounds[t + 1] - bounds[t] == width for t in range(inside)):
+                block = self.by_round[bounds[0] : bounds[inside]]
+                shape = (inside, width, len(self.capacity))
+                np.max(block.reshape(shape), axis=1, out=peak[:inside])
+            else:
+                starts = np.asarray(bounds[:inside], dtype=np.intp)
+                block = self.by_round[: bounds[inside]]
+                peak[:inside] = np.maximum.reduceat(block, starts, axis=0)
+        seen: dict[tuple[int, int], npt.NDArray[np.int32]] = {}
+        for t in range(inside, slots):
+            a = min(max(bounds[t], 0), self.rounds - 1)
+            b = min(max(bounds[t + 1], a + 1), self.rounds)
+            if (a, b) not in seen:
+                seen[(a, b)] = self.by_round[a:b].max(axis=0)
+            peak[t] = seen[(a, b)]
+        return np.maximum(self.capacity[:, None] - peak.T, 0)
 
     def price(self, free: IntArray, low: float, high: float) -> FloatArray:
         """Per-GPU price of each server: ``H (U/H)^(load/capacity)`` (FaPES §5.3), scaled so
         that an idle server costs ``low`` and a full one ``high``."""
-        load = 1.0 - free / self.capacity
+        capacity = self.capacity if free.ndim == 1 else self.capacity[:, None]
+        return self.price_for(free, capacity, low, high)
+
+    @staticmethod
+    def price_for(free: IntArray, capacity: IntArray, low: float, high: float) -> FloatArray:
+        """:meth:`price` of servers with ``free`` GPUs out of ``capacity``."""
+        load = 1.0 - free / capacity
         ratio = max(high / low, 1.0) if low > 0 else 1.0
         return np.asarray(low * ratio**load, dtype=np.float64)

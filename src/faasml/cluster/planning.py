@@ -11,6 +11,7 @@ least price of doing ``w`` in slot ``t`` — takes GPUs from the cheapest server
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from dataclasses import dataclass
@@ -67,72 +68,89 @@ def plan_schedule(
     slow = work / float(good[1]) if good[1] > 0 else fast
     bounds = slot_bounds(math.ceil(2.0 * math.sqrt(fast * slow) / round_s), slots)
     K, T = chunks, len(bounds) - 1
+    seconds = (bounds[1] - bounds[0]) * round_s  # every slot lasts m rounds
     targets = np.arange(K + 1) * (work / K)
-    cost = np.full((T, K + 1), np.inf)
-    need = np.zeros((T, K + 1), dtype=np.int64)
-    servers: list[tuple[IntArray, IntArray, FloatArray]] = []
-    cums: list[FloatArray] = []
     cur_n = len(current)
+    market = SlotMarket(board, bounds, pricing)
+    cum, avail = market.cheapest(top)
+    # GPUs to do k chunks within a slot (the first slot loses the restart when the count
+    # changes), and their price: cost[t, k] (infinite where the slot has too few GPUs).
     counts = np.arange(top + 1)
+    w_later = good * seconds
+    w_first = np.where(counts == cur_n, w_later, good * max(seconds - restart_s, 0.0))
+    n_later = np.searchsorted(w_later, targets - 1e-9 * targets[1])
+    n_first = np.searchsorted(np.maximum.accumulate(w_first), targets - 1e-9 * targets[1])
+    n = np.empty((T, K + 1), dtype=np.int64)
+    n[0] = n_first
+    n[1:] = n_later
+    need = np.minimum(n, top)
+    rows = np.arange(T)[:, None]
+    cost = np.where(n <= avail[:, None], cum[rows, np.minimum(n, avail[:, None])], np.inf)
+    cost[:, 0] = 0.0
+    # f[k]: least price of k chunks done by the end of the slot, running since the start
+    # (continuing: the best split with the slot before; or starting in this slot).
+    take = _split_index(K)
+    start = cost.copy()
+    start[:, 0] = np.inf
+    if cur_n:
+        start[1:] = np.inf  # a running job runs from the first slot
+    f_ext = np.full(K + 2, np.inf)  # f, and an infinite price at K + 1
+    history = np.empty((T, K + 1))  # f before each slot
+    total = np.empty((K + 1, K + 1))
+    cont = np.empty(K + 1)
+    f = f_ext[: K + 1]
     for t in range(T):
-        rounds = bounds[t + 1] - bounds[t]
-        seconds = rounds * round_s
-        free = board.free_in(bounds[t], bounds[t + 1])
-        price = board.price(free, pricing.low, pricing.high) * rounds
-        order = np.lexsort((-free, price)).astype(np.int64)
-        servers.append((order, free, price))
-        per_gpu = np.repeat(price[order], free[order])[:top]
-        cum = np.concatenate([[0.0], np.cumsum(per_gpu)])
-        cums.append(cum)
-        w = good * seconds
-        if t == 0:
-            w = np.where(counts == cur_n, w, good * max(seconds - restart_s, 0.0))
-            w = np.maximum.accumulate(w)
-        n = np.searchsorted(w, targets - 1e-9 * targets[1])
-        ok = n <= len(per_gpu)
-        need[t] = np.minimum(n, top)
-        cost[t] = np.where(ok, cum[np.minimum(n, len(per_gpu))], np.inf)
-        cost[t, 0] = 0.0
-    # f[k]: least price of k chunks done by the end of the slot, running since the start.
+        history[t] = f
+        f_ext.take(take, out=total)
+        total += cost[t]
+        np.minimum.reduce(total, axis=1, out=cont)
+        np.minimum(start[t], cont, out=f)
+    before = history.copy()
+    before[0, 0] = 0.0
+    before[1:, 0] = np.inf if cur_n else 0.0
     # A plan ends inside its last slot, when the rest of the work is done: its completion
     # time is exact, not rounded up to the slot's end (else starting later looks free).
-    idx = np.arange(K + 1)
-    diff = idx[:, None] - idx[None, :]
-    valid = (diff >= 0) & (idx[None, :] >= 1)
-    f = np.full(K + 1, np.inf)
-    back = np.zeros((T, K + 1), dtype=np.int64)
-    began = np.zeros((T, K + 1), dtype=bool)
+    # best[t]: least objective of finishing in slot t, with its chunks before, GPUs, busy.
+    rest = work - targets[:K, None]
+    best: list[tuple[float, int, int, float]] = [(math.inf, 0, 0, 0.0)] * T
+    # GPU counts that add no goodput are left out (in the first slot, all but the current
+    # count, which needs no restart): the same work on fewer GPUs costs no more, and comes
+    # first in row-major order, so the least objective found is the same.
+    gain = np.concatenate([[True], good[2:] > good[1:-1]])  # GPU counts 1..top
+    if avail[0] >= 1:
+        keep = gain[: int(avail[0])].copy()
+        if 1 <= cur_n <= len(keep):
+            keep[cur_n - 1] = True
+        ns = np.flatnonzero(keep) + 1
+        busy = rest / good[ns][None, :]
+        busy = busy + np.where(ns == cur_n, 0.0, restart_s)[None, :]
+        spent = before[0, :K, None] + cum[0, ns][None, :] * np.minimum(busy / seconds, 1.0)
+        done = weight * (bounds[0] * round_s + busy)
+        objective = np.where(busy <= seconds, done + spent, np.inf)
+        at = int(np.argmin(objective))
+        k_at, n_at = divmod(at, len(ns))
+        best[0] = (float(objective.flat[at]), k_at, int(ns[n_at]), float(busy[k_at, n_at]))
+    # Later slots: the (chunks done, GPUs) pairs that finish the rest within one slot, in
+    # row-major order, evaluated for every slot at once.
+    gains = np.flatnonzero(gain)
+    busy_fit = rest / good[1:][None, gains]
+    ks, cols = np.nonzero(busy_fit <= seconds)
+    bz, nz = busy_fit[ks, cols], gains[cols]
+    if T > 1 and len(ks):
+        frac = np.minimum(bz / seconds, 1.0)
+        spent_v = before[1:, ks] + cum[1:, nz + 1] * frac[None, :]
+        start_s = np.asarray(bounds[1:T], dtype=np.float64)[:, None] * round_s
+        objective_v = weight * (start_s + bz[None, :]) + spent_v
+        objective_v = np.where(nz[None, :] < avail[1:, None], objective_v, np.inf)
+        at_v = np.argmin(objective_v, axis=1)
+        for t in range(1, T):
+            a = int(at_v[t - 1])
+            best[t] = (float(objective_v[t - 1, a]), int(ks[a]), int(nz[a]) + 1, float(bz[a]))
     best_obj, best_t, best_k, best_n, best_s = math.inf, -1, 0, 0, 0.0
     for t in range(T):
-        seconds = (bounds[t + 1] - bounds[t]) * round_s
-        cum = cums[t]
-        avail = len(cum) - 1
-        if avail >= 1:
-            before = f.copy()
-            before[0] = 0.0 if not (cur_n and t > 0) else np.inf
-            ns = np.arange(1, avail + 1)
-            rest = work - targets[:K, None]
-            busy = rest / good[ns][None, :]
-            if t == 0:
-                busy = busy + np.where(ns == cur_n, 0.0, restart_s)[None, :]
-            spent = before[:K, None] + cum[ns][None, :] * np.minimum(busy / seconds, 1.0)
-            done = weight * (bounds[t] * round_s + busy)
-            objective = np.where(busy <= seconds, done + spent, np.inf)
-            at = int(np.argmin(objective))
-            k_at, n_at = divmod(at, avail)
-            if objective.flat[at] < best_obj - 1e-9:
-                best_obj, best_t, best_k = float(objective.flat[at]), t, k_at
-                best_n, best_s = int(ns[n_at]), float(busy[k_at, n_at])
-        total = np.where(valid, f[np.clip(diff, 0, K)], np.inf) + cost[t][None, :]
-        j = np.argmin(total, axis=1)
-        cont = total[idx, j]
-        start = cost[t].copy()
-        start[0] = np.inf
-        if cur_n and t > 0:
-            start[:] = np.inf
-        began[t] = start < cont
-        f = np.where(began[t], start, cont)
-        back[t] = np.where(began[t], idx, j)
+        if avail[t] >= 1 and best[t][0] < best_obj - 1e-9:
+            best_obj, best_k, best_n, best_s = best[t]
+            best_t = t
     if best_t < 0:
         return None
     sizes = np.zeros(best_t + 1, dtype=np.int64)
@@ -141,13 +159,76 @@ def plan_schedule(
     for t in range(best_t - 1, -1, -1):
         if k <= 0:
             break
-        j = int(back[t][k])
+        row = np.append(history[t], np.inf)[take[k]] + cost[t]
+        j = int(np.argmin(row))
+        began = bool(start[t, k] < row[j])  # the plan starts in this slot
+        if began:
+            j = k
         sizes[t] = need[t][j]
         k -= j
-        if began[t][k + j]:
+        if began:
             break
     finish = bounds[best_t] + max(math.ceil(best_s / round_s - 1e-9), 1)
-    return _segments(sizes, servers, board, current, bounds, finish, good)
+    return _segments(sizes, market, board, current, bounds, finish, good)
+
+
+class SlotMarket:
+    """Free GPUs and per-GPU prices of every server in every slot of a plan (servers ×
+    slots), computed once per plan. A server's price depends only on its capacity and free
+    GPUs, so prices are computed per (capacity, free) pair and servers are grouped by it."""
+
+    def __init__(self, board: Board, bounds: list[int], pricing: Pricing) -> None:
+        self.free = board.free_slots(bounds)
+        pair_cap, self.pair_free, base = board.pairs
+        rounds = bounds[1] - bounds[0]
+        self.pair_price = board.price_for(self.pair_free, pair_cap, pricing.low, pricing.high)
+        self.pair_price = self.pair_price * rounds
+        self.pair = base[:, None] + self.free
+        # The pairs from the cheapest (ties: most free GPUs).
+        self.by_price = np.lexsort((-self.pair_free, self.pair_price))
+        self._rank: IntArray | None = None
+
+    def cheapest(self, top: int) -> tuple[FloatArray, IntArray]:
+        """``cum[t, n]``: price of the ``n`` cheapest GPUs free in slot ``t`` (n ≤ top),
+        summed from the cheapest; and how many GPUs (up to ``top``) each slot has."""
+        slots = self.free.shape[1]
+        pairs = len(self.pair_price)
+        per_slot = self.pair + pairs * np.arange(slots)[None, :]
+        servers = np.bincount(per_slot.ravel(), minlength=pairs * slots).reshape(slots, pairs)
+        gpus = servers[:, self.by_price] * self.pair_free[self.by_price][None, :]
+        ends = np.cumsum(gpus, axis=1)
+        which = (np.arange(top)[None, :, None] >= ends[:, None, :]).sum(axis=2)
+        prices = self.pair_price[self.by_price][np.minimum(which, pairs - 1)]
+        cum = np.concatenate([np.zeros((slots, 1)), np.cumsum(prices, axis=1)], axis=1)
+        return cum, np.minimum(ends[:, -1], top)
+
+    def servers(self, t: int) -> tuple[IntArray, IntArray, FloatArray]:
+        """Slot ``t``'s servers with free GPUs from the cheapest (ties: most free GPUs,
+        then id), the free GPUs and the price of every server."""
+        if self._rank is None:
+            # Equal (price, free) pairs rank alike, so that ties fall to the server id.
+            keys = np.stack([self.pair_price[self.by_price], self.pair_free[self.by_price]])
+            new = np.concatenate([[True], (np.diff(keys, axis=1) != 0).any(axis=0)])
+            self._rank = np.empty(len(self.by_price), dtype=np.int64)
+            self._rank[self.by_price] = np.cumsum(new) - 1
+        free, pair = self.free[:, t], self.pair[:, t]
+        some = np.flatnonzero(free > 0)
+        ranks = self._rank[pair[some]]
+        if len(self._rank) <= 256:  # a radix sort of small ranks
+            ranks = ranks.astype(np.uint8)
+        order = some[np.argsort(ranks, kind="stable")].astype(np.int64)
+        return order, free, self.pair_price[pair]
+
+
+@functools.lru_cache(maxsize=16)
+def _split_index(K: int) -> IntArray:
+    """``take[k, j]``: index into ``f`` (with an infinite price at ``K + 1``) of the chunks
+    done before a slot that does ``j`` of ``k`` chunks (``j >= 1``)."""
+    idx = np.arange(K + 1)
+    diff = idx[:, None] - idx[None, :]
+    take = np.where((diff >= 0) & (idx[None, :] >= 1), np.clip(diff, 0, K), K + 1)
+    take.setflags(write=False)
+    return take
 
 
 def slot_bounds(span: int, slots: int) -> list[int]:
@@ -159,7 +240,7 @@ def slot_bounds(span: int, slots: int) -> list[int]:
 
 def _segments(
     sizes: IntArray,
-    servers: list[tuple[IntArray, IntArray, FloatArray]],
+    market: SlotMarket,
     board: Board,
     current: Placement,
     bounds: list[int],
@@ -176,7 +257,7 @@ def _segments(
     last = len(sizes) - 1
     for t in range(last + 1):
         n = int(sizes[t])
-        order, free, price = servers[t]
+        order, free, price = market.servers(t)
         end = r0 + (finish if t == last else bounds[t + 1])
         placement = choose_servers(n, prev, order, free.copy(), price)
         if segments and segments[-1].placement == placement:

@@ -35,6 +35,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from faasml.cluster.board import Board
 from faasml.cluster.planning import FOREVER, Pricing, plan_schedule
@@ -246,16 +247,19 @@ class FapesPolicy(ClusterPolicy):
             (v for v in running if not finishing(v)),
             key=lambda v: (rank(curves[v.name], busy(v)), v.name),
         )
-        chosen = 0
-        for k in range(1, len(candidates) + 1):
-            cohort = queued + candidates[:k]
-            share = (free + sum(busy(v) for v in candidates[:k])) // len(cohort)
-            before = sum(_achievement(curves[v.name], len(current.get(v.name, ()))) for v in cohort)
-            after = sum(_achievement(curves[v.name], share) for v in cohort)
-            if after <= before * (1.0 + self.min_gain) + 1e-9:
-                break
-            chosen = k
-        return candidates[:chosen]
+        if not candidates:
+            return []
+        # Recycling the first k candidates (k = 1, 2, ...) shares the free and recycled GPUs
+        # evenly over the cohort (queued + recycled); all k at once, summed in cohort order.
+        cohort = queued + candidates
+        q = len(queued)
+        k = np.arange(1, len(candidates) + 1)
+        shares = (free + np.cumsum([busy(v) for v in candidates])) // (q + k)
+        now = [_achievement(curves[v.name], len(current.get(v.name, ()))) for v in cohort]
+        before = np.cumsum(now)[q + k - 1]
+        after = np.cumsum(_achievement_at(cohort, curves, shares), axis=0)[q + k - 1, k - 1]
+        stop = np.flatnonzero(after <= before * (1.0 + self.min_gain) + 1e-9)
+        return candidates[: int(stop[0]) if len(stop) else len(candidates)]
 
     # -- §5.2 prioritising ----------------------------------------------------------------
     def _prioritise(
@@ -315,6 +319,20 @@ def _achievement(curve: FloatArray, gpus: int) -> float:
     """Goodput on ``gpus`` over the best goodput the model allows (FaPES §5.1)."""
     top = float(curve.max())
     return _at(curve, gpus) / top if top > 0 else 0.0
+
+
+def _achievement_at(
+    views: Sequence[JobView], curves: dict[str, FloatArray], gpus: npt.NDArray[np.int64]
+) -> FloatArray:
+    """:func:`_achievement` of every job (rows) on each GPU count of ``gpus`` (columns)."""
+    rows = [curves[v.name] for v in views]
+    lengths = np.array([len(c) for c in rows], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    tops = np.array([float(c.max()) for c in rows])
+    flat = np.concatenate(rows)
+    at = flat[offsets[:, None] + np.minimum(gpus[None, :], lengths[:, None] - 1)]
+    safe = np.where(tops > 0, tops, 1.0)
+    return np.where(tops[:, None] > 0, at / safe[:, None], 0.0)
 
 
 def _per_gpu(curve: FloatArray, gpus: int) -> float:
