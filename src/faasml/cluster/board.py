@@ -75,7 +75,7 @@ class Board:
 
     def free_slots(self, bounds: list[int]) -> IntArray:
         """:meth:`free_in` of every slot ``bounds[t]`` to ``bounds[t + 1]`` at once: an array
-        of servers × slots."""
+        of slots × servers."""
         slots = len(bounds) - 1
         peak = np.empty((slots, len(self.capacity)), dtype=np.int32)
         inside = 0  # leading slots that lie within the board, back to back
@@ -98,7 +98,7 @@ class Board:
             if (a, b) not in seen:
                 seen[(a, b)] = self.by_round[a:b].max(axis=0)
             peak[t] = seen[(a, b)]
-        return np.maximum(self.capacity[:, None] - peak.T, 0)
+        return np.maximum(self.capacity[None, :] - peak, 0)
 
     def price(self, free: IntArray, low: float, high: float) -> FloatArray:
         """Per-GPU price of each server: ``H (U/H)^(load/capacity)`` (FaPES §5.3), scaled so

@@ -94,63 +94,65 @@ def plan_schedule(
     start[:, 0] = np.inf
     if cur_n:
         start[1:] = np.inf  # a running job runs from the first slot
-    f_ext = np.full(K + 2, np.inf)  # f, and an infinite price at K + 1
-    history = np.empty((T, K + 1))  # f before each slot
-    total = np.empty((K + 1, K + 1))
-    cont = np.empty(K + 1)
-    f = f_ext[: K + 1]
-    for t in range(T):
-        history[t] = f
-        f_ext.take(take, out=total)
-        total += cost[t]
-        np.minimum.reduce(total, axis=1, out=cont)
-        np.minimum(start[t], cont, out=f)
-    before = history.copy()
-    before[0, 0] = 0.0
-    before[1:, 0] = np.inf if cur_n else 0.0
     # A plan ends inside its last slot, when the rest of the work is done: its completion
     # time is exact, not rounded up to the slot's end (else starting later looks free).
-    # best[t]: least objective of finishing in slot t, with its chunks before, GPUs, busy.
-    rest = work - targets[:K, None]
-    best: list[tuple[float, int, int, float]] = [(math.inf, 0, 0, 0.0)] * T
     # GPU counts that add no goodput are left out (in the first slot, all but the current
     # count, which needs no restart): the same work on fewer GPUs costs no more, and comes
     # first in row-major order, so the least objective found is the same.
+    rest = work - targets[:K, None]
     gain = np.concatenate([[True], good[2:] > good[1:-1]])  # GPU counts 1..top
-    if avail[0] >= 1:
-        keep = gain[: int(avail[0])].copy()
-        if 1 <= cur_n <= len(keep):
-            keep[cur_n - 1] = True
-        ns = np.flatnonzero(keep) + 1
-        busy = rest / good[ns][None, :]
-        busy = busy + np.where(ns == cur_n, 0.0, restart_s)[None, :]
-        spent = before[0, :K, None] + cum[0, ns][None, :] * np.minimum(busy / seconds, 1.0)
-        done = weight * (bounds[0] * round_s + busy)
-        objective = np.where(busy <= seconds, done + spent, np.inf)
-        at = int(np.argmin(objective))
-        k_at, n_at = divmod(at, len(ns))
-        best[0] = (float(objective.flat[at]), k_at, int(ns[n_at]), float(busy[k_at, n_at]))
-    # Later slots: the (chunks done, GPUs) pairs that finish the rest within one slot, in
-    # row-major order, evaluated for every slot at once.
+    # Slots after the first: the (chunks done, GPUs) pairs that finish the rest within one
+    # slot, in row-major order, with their busy time and share of the slot.
     gains = np.flatnonzero(gain)
     busy_fit = rest / good[1:][None, gains]
     ks, cols = np.nonzero(busy_fit <= seconds)
     bz, nz = busy_fit[ks, cols], gains[cols]
-    if T > 1 and len(ks):
-        frac = np.minimum(bz / seconds, 1.0)
-        spent_v = before[1:, ks] + cum[1:, nz + 1] * frac[None, :]
-        start_s = np.asarray(bounds[1:T], dtype=np.float64)[:, None] * round_s
-        objective_v = weight * (start_s + bz[None, :]) + spent_v
-        objective_v = np.where(nz[None, :] < avail[1:, None], objective_v, np.inf)
-        at_v = np.argmin(objective_v, axis=1)
-        for t in range(1, T):
-            a = int(at_v[t - 1])
-            best[t] = (float(objective_v[t - 1, a]), int(ks[a]), int(nz[a]) + 1, float(bz[a]))
+    frac = np.minimum(bz / seconds, 1.0)
+    f_ext = np.full(K + 2, np.inf)  # f, and an infinite price at K + 1
+    f = f_ext[: K + 1]
+    history = np.empty((T, K + 1))  # f before each slot
+    total = np.empty((K + 1, K + 1))
+    cont = np.empty(K + 1)
     best_obj, best_t, best_k, best_n, best_s = math.inf, -1, 0, 0, 0.0
     for t in range(T):
-        if avail[t] >= 1 and best[t][0] < best_obj - 1e-9:
-            best_obj, best_k, best_n, best_s = best[t]
-            best_t = t
+        history[t] = f
+        # Finishing in slot t. Its objective is at least the weighted start of the slot,
+        # so no slot from one that starts after the best completion on can do better.
+        if weight * (bounds[t] * round_s) >= best_obj - 1e-9:
+            break
+        value, k_at, n_at, b_at = math.inf, 0, 0, 0.0
+        if t == 0 and avail[0] >= 1:
+            before = f.copy()
+            before[0] = 0.0
+            keep = gain[: int(avail[0])].copy()
+            if 1 <= cur_n <= len(keep):
+                keep[cur_n - 1] = True
+            ns = np.flatnonzero(keep) + 1
+            busy = rest / good[ns][None, :]
+            busy = busy + np.where(ns == cur_n, 0.0, restart_s)[None, :]
+            spent = before[:K, None] + cum[0, ns][None, :] * np.minimum(busy / seconds, 1.0)
+            done = weight * (bounds[0] * round_s + busy)
+            objective = np.where(busy <= seconds, done + spent, np.inf)
+            at = int(np.argmin(objective))
+            k_at, col = divmod(at, len(ns))
+            value, n_at, b_at = float(objective.flat[at]), int(ns[col]), float(busy[k_at, col])
+        elif t > 0 and avail[t] >= 1 and len(ks):
+            before = f.copy()
+            before[0] = np.inf if cur_n else 0.0
+            within = nz < avail[t]
+            objective_v = weight * (bounds[t] * round_s + bz) + (before[ks] + cum[t, nz + 1] * frac)
+            objective_v = np.where(within, objective_v, np.inf)
+            at = int(np.argmin(objective_v))
+            value, k_at = float(objective_v[at]), int(ks[at])
+            n_at, b_at = int(nz[at]) + 1, float(bz[at])
+        if value < best_obj - 1e-9:
+            best_obj, best_t, best_k, best_n, best_s = value, t, k_at, n_at, b_at
+        # Least price of k chunks by the end of slot t (continuing from the slot before, or
+        # starting in it).
+        f_ext.take(take, out=total)
+        total += cost[t]
+        np.minimum.reduce(total, axis=1, out=cont)
+        np.minimum(start[t], cont, out=f)
     if best_t < 0:
         return None
     sizes = np.zeros(best_t + 1, dtype=np.int64)
@@ -173,33 +175,32 @@ def plan_schedule(
 
 
 class SlotMarket:
-    """Free GPUs and per-GPU prices of every server in every slot of a plan (servers ×
-    slots), computed once per plan. A server's price depends only on its capacity and free
+    """Free GPUs and per-GPU prices of every server in every slot of a plan (slots ×
+    servers), computed once per plan. A server's price depends only on its capacity and free
     GPUs, so prices are computed per (capacity, free) pair and servers are grouped by it."""
 
     def __init__(self, board: Board, bounds: list[int], pricing: Pricing) -> None:
         self.free = board.free_slots(bounds)
-        pair_cap, self.pair_free, base = board.pairs
-        rounds = bounds[1] - bounds[0]
-        self.pair_price = board.price_for(self.pair_free, pair_cap, pricing.low, pricing.high)
-        self.pair_price = self.pair_price * rounds
-        self.pair = base[:, None] + self.free
+        pair_cap, pair_free, base = board.pairs
+        price = board.price_for(pair_free, pair_cap, pricing.low, pricing.high)
+        self.pair_price = price * (bounds[1] - bounds[0])
+        self.pair = self.free + base[None, :]
         # The pairs from the cheapest (ties: most free GPUs).
-        self.by_price = np.lexsort((-self.pair_free, self.pair_price))
+        self.by_price = np.lexsort((-pair_free, self.pair_price))
+        self.sorted_price = self.pair_price[self.by_price]
+        self.sorted_free = pair_free[self.by_price]
         self._rank: IntArray | None = None
 
     def cheapest(self, top: int) -> tuple[FloatArray, IntArray]:
         """``cum[t, n]``: price of the ``n`` cheapest GPUs free in slot ``t`` (n ≤ top),
         summed from the cheapest; and how many GPUs (up to ``top``) each slot has."""
-        slots = self.free.shape[1]
-        pairs = len(self.pair_price)
-        per_slot = self.pair + pairs * np.arange(slots)[None, :]
+        slots, pairs = self.free.shape[0], len(self.pair_price)
+        per_slot = self.pair + (pairs * np.arange(slots))[:, None]
         servers = np.bincount(per_slot.ravel(), minlength=pairs * slots).reshape(slots, pairs)
-        gpus = servers[:, self.by_price] * self.pair_free[self.by_price][None, :]
-        ends = np.cumsum(gpus, axis=1)
+        ends = np.cumsum(servers[:, self.by_price] * self.sorted_free, axis=1)
         which = (np.arange(top)[None, :, None] >= ends[:, None, :]).sum(axis=2)
-        prices = self.pair_price[self.by_price][np.minimum(which, pairs - 1)]
-        cum = np.concatenate([np.zeros((slots, 1)), np.cumsum(prices, axis=1)], axis=1)
+        cum = np.zeros((slots, top + 1))
+        np.cumsum(self.sorted_price[np.minimum(which, pairs - 1)], axis=1, out=cum[:, 1:])
         return cum, np.minimum(ends[:, -1], top)
 
     def servers(self, t: int) -> tuple[IntArray, IntArray, FloatArray]:
@@ -207,16 +208,16 @@ class SlotMarket:
         then id), the free GPUs and the price of every server."""
         if self._rank is None:
             # Equal (price, free) pairs rank alike, so that ties fall to the server id.
-            keys = np.stack([self.pair_price[self.by_price], self.pair_free[self.by_price]])
+            keys = np.stack([self.sorted_price, self.sorted_free])
             new = np.concatenate([[True], (np.diff(keys, axis=1) != 0).any(axis=0)])
             self._rank = np.empty(len(self.by_price), dtype=np.int64)
             self._rank[self.by_price] = np.cumsum(new) - 1
-        free, pair = self.free[:, t], self.pair[:, t]
-        some = np.flatnonzero(free > 0)
+        free, pair = self.free[t], self.pair[t]
+        some = free.nonzero()[0]
         ranks = self._rank[pair[some]]
         if len(self._rank) <= 256:  # a radix sort of small ranks
             ranks = ranks.astype(np.uint8)
-        order = some[np.argsort(ranks, kind="stable")].astype(np.int64)
+        order = some[ranks.argsort(kind="stable")].astype(np.int64)
         return order, free, self.pair_price[pair]
 
 
