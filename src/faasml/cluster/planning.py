@@ -198,7 +198,13 @@ class SlotMarket:
         per_slot = self.pair + (pairs * np.arange(slots))[:, None]
         servers = np.bincount(per_slot.ravel(), minlength=pairs * slots).reshape(slots, pairs)
         ends = np.cumsum(servers[:, self.by_price] * self.sorted_free, axis=1)
-        which = (np.arange(top)[None, :, None] >= ends[:, None, :]).sum(axis=2)
+        # which[t, j]: the pair the j-th cheapest GPU of slot t is on (how many pairs' GPUs
+        # end at or before it), one search over the slots' rows laid end to end.
+        lift = (int(ends[:, -1].max()) + top + 1) * np.arange(slots)[:, None]
+        found = np.searchsorted(
+            (ends + lift).ravel(), (np.arange(top)[None, :] + lift).ravel(), "right"
+        )
+        which = found.reshape(slots, top) - pairs * np.arange(slots)[:, None]
         cum = np.zeros((slots, top + 1))
         np.cumsum(self.sorted_price[np.minimum(which, pairs - 1)], axis=1, out=cum[:, 1:])
         return cum, np.minimum(ends[:, -1], top)
