@@ -6,9 +6,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from faasml.cluster import Cluster
+from faasml.cluster import Cluster, Server
 from faasml.cluster.board import Board
-from faasml.cluster.planning import FOREVER, Pricing, plan_schedule
+from faasml.cluster.planning import FOREVER, Pricing, SlotMarket, plan_schedule, slot_bounds
 
 
 def concave_curve(top: int, alpha: float) -> np.ndarray:
@@ -140,3 +140,56 @@ def test_a_plan_ends_when_its_work_is_done_not_at_its_slot_end() -> None:
     assert plan is not None
     assert plan.end == 3  # not rounded up to a whole slot of several rounds
     assert plan.placement_at(0) == (0, 0, 0, 0)
+
+
+def random_board(seed: int, sizes: list[int], rounds: int, plans: int) -> Board:
+    rng = np.random.default_rng(seed)
+    cluster = Cluster(tuple(Server(i, g, i // 2) for i, g in enumerate(sizes)))
+    board = Board(cluster, 50, rounds)
+    for _ in range(plans):
+        sid = int(rng.integers(len(sizes)))
+        start = 50 + int(rng.integers(-5, rounds))
+        count = int(rng.integers(1, sizes[sid] + 1))
+        if board.load[sid].max() + count <= sizes[sid]:
+            board.occupy((sid,) * count, start, start + int(rng.integers(1, rounds)))
+    return board
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    sizes=st.lists(st.sampled_from([1, 2, 4, 8]), min_size=1, max_size=12),
+    width=st.integers(1, 20),
+    slots=st.integers(1, 12),
+    ratio=st.sampled_from([1.0, 1.0 + 1e-12, 2.0, 4.0]),
+    top=st.integers(1, 40),
+)
+def test_slot_market_matches_a_per_slot_sort_of_the_servers(
+    seed: int, sizes: list[int], width: int, slots: int, ratio: float, top: int
+) -> None:
+    """Free GPUs, prices, server order and cheapest-GPU sums of all slots at once equal
+    those of one slot at a time (``free_in``, ``price``, a lexsort by price then most free
+    GPUs then id), on mixed server sizes and slots that run past the board."""
+    board = random_board(seed, sizes, 30, 3 * len(sizes))
+    bounds = slot_bounds(width * slots, slots)
+    market = SlotMarket(board, bounds, Pricing(2.0, 2.0 * ratio))
+    cum, avail = market.cheapest(top)
+    for t in range(slots):
+        free = board.free_in(bounds[t], bounds[t + 1])
+        price = board.price(free, 2.0, 2.0 * ratio) * (bounds[t + 1] - bounds[t])
+        assert (market.free[t] == free).all()
+        order, got_free, got_price = market.servers(t)
+        assert (got_free == free).all() and (got_price == price).all()
+        want = [int(s) for s in np.lexsort((-free, price)) if free[s] > 0]
+        assert order.tolist() == want
+        per_gpu = np.repeat(price[want], free[want])[:top]
+        assert avail[t] == len(per_gpu)
+        assert (cum[t, : len(per_gpu) + 1] == np.concatenate([[0.0], np.cumsum(per_gpu)])).all()
+
+
+def test_free_slots_of_unequal_and_clamped_slots_match_free_in() -> None:
+    board = random_board(7, [4, 8, 2, 8], 20, 30)
+    bounds = [0, 3, 4, 9, 19, 20, 25, 40]
+    free = board.free_slots(bounds)
+    for t in range(len(bounds) - 1):
+        assert (free[t] == board.free_in(bounds[t], bounds[t + 1])).all()
