@@ -139,12 +139,19 @@ def plan_schedule(
         elif t > 0 and avail[t] >= 1 and len(ks):
             before = f.copy()
             before[0] = np.inf if cur_n else 0.0
-            within = nz < avail[t]
-            objective_v = weight * (bounds[t] * round_s + bz) + (before[ks] + cum[t, nz + 1] * frac)
-            objective_v = np.where(within, objective_v, np.inf)
-            at = int(np.argmin(objective_v))
-            value, k_at = float(objective_v[at]), int(ks[at])
-            n_at, b_at = int(nz[at]) + 1, float(bz[at])
+            # The objective is at least the weighted start plus the least price before. For
+            # a running job (every slot does a chunk or more), that least price never falls
+            # from slot to slot, so no later slot can do better either.
+            least = weight * (bounds[t] * round_s) + float(before[:K].min())
+            if cur_n and least >= best_obj - 1e-9:
+                break
+            if least < best_obj - 1e-9:
+                spent_v = before[ks] + cum[t, nz + 1] * frac
+                objective_v = weight * (bounds[t] * round_s + bz) + spent_v
+                objective_v = np.where(nz < avail[t], objective_v, np.inf)
+                at = int(np.argmin(objective_v))
+                value, k_at = float(objective_v[at]), int(ks[at])
+                n_at, b_at = int(nz[at]) + 1, float(bz[at])
         if value < best_obj - 1e-9:
             best_obj, best_t, best_k, best_n, best_s = value, t, k_at, n_at, b_at
         # Least price of k chunks by the end of slot t (continuing from the slot before, or
