@@ -10,6 +10,8 @@ from faasml.cluster import Cluster, Server
 from faasml.cluster.board import Board
 from faasml.cluster.planning import FOREVER, Pricing, SlotMarket, plan_schedule, slot_bounds
 
+from .reference_planning import reference_plan
+
 
 def concave_curve(top: int, alpha: float) -> np.ndarray:
     n = np.arange(top + 1, dtype=np.float64)
@@ -193,3 +195,43 @@ def test_free_slots_of_unequal_and_clamped_slots_match_free_in() -> None:
     free = board.free_slots(bounds)
     for t in range(len(bounds) - 1):
         assert (free[t] == board.free_in(bounds[t], bounds[t + 1])).all()
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    sizes=st.lists(st.sampled_from([2, 4, 8]), min_size=1, max_size=10),
+    top=st.integers(1, 48),
+    alpha=st.floats(0.2, 1.0),
+    plateau=st.integers(1, 48),
+    work=st.floats(1.0, 200_000.0),
+    running=st.integers(0, 12),
+    ratio=st.sampled_from([1.0, 1.5, 4.0]),
+    weight=st.floats(0.1, 3.0),
+    slots=st.integers(1, 12),
+    chunks=st.sampled_from([2, 7, 16, 32]),
+)
+def test_plan_search_matches_the_straightforward_one(
+    seed: int,
+    sizes: list[int],
+    top: int,
+    alpha: float,
+    plateau: int,
+    work: float,
+    running: int,
+    ratio: float,
+    weight: float,
+    slots: int,
+    chunks: int,
+) -> None:
+    """The vectorised plan search (all slots at once, GPU counts that add nothing left out,
+    early stops) gives exactly the plan of the slot-by-slot search it replaced, for new and
+    running jobs, on mixed server sizes, flat goodput curves and uneven boards."""
+    board = random_board(seed, sizes, 40, 4 * len(sizes))
+    curve = concave_curve(top, alpha)
+    curve = np.minimum(curve, curve[min(plateau, top)])  # goodput stops rising
+    current = tuple(sorted(np.random.default_rng(seed).integers(0, len(sizes), running)))
+    args = (curve, work, board, tuple(int(s) for s in current), Pricing(3.0, 3.0 * ratio))
+    options = {"round_s": 60.0, "restart_s": 5.68, "slots": slots, "chunks": chunks}
+    want = reference_plan(*args, weight=weight, **options)
+    assert plan_schedule(*args, weight=weight, **options) == want
