@@ -9,7 +9,6 @@ scheduling cohort receives its plan.
 from __future__ import annotations
 
 import functools
-from collections import Counter
 
 import numpy as np
 import numpy.typing as npt
@@ -59,8 +58,9 @@ class Board:
             b = self.rounds
         if a >= b or not placement:
             return
-        for sid, count in Counter(placement).items():
-            self.by_round[a:b, sid] += sign * count
+        rows = self.by_round[a:b]
+        for sid, count in _runs(placement):
+            rows[:, sid] += sign * count
 
     def add_plan(self, plan: SchedulePlan) -> None:
         for seg in plan.segments:
@@ -112,3 +112,14 @@ class Board:
         load = 1.0 - free / capacity
         ratio = max(high / low, 1.0) if low > 0 else 1.0
         return np.asarray(low * ratio**load, dtype=np.float64)
+
+
+def _runs(placement: Placement) -> list[tuple[int, int]]:
+    """(server, GPUs) of a placement: the runs of equal ids of the sorted tuple."""
+    out: list[tuple[int, int]] = []
+    for sid in sorted(placement):
+        if out and out[-1][0] == sid:
+            out[-1] = (sid, out[-1][1] + 1)
+        else:
+            out.append((sid, 1))
+    return out

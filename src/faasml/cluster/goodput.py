@@ -303,11 +303,18 @@ class AppModel:
 
 def _adaptive_key(job: Job) -> Job:
     # Adaptive curves depend only on the batch bounds: share them between jobs.
-    return Job("~", job.application, 0.0, 1, 1, 1, None, job.min_batch, job.max_batch)
+    return _key(job.application, 1, job.min_batch, job.max_batch)
 
 
 def _fixed_key(job: Job) -> Job:
-    return Job("~", job.application, 0.0, 1, job.batch_size, 1, None, None, job.max_batch)
+    return _key(job.application, job.batch_size, None, job.max_batch)
+
+
+@lru_cache(maxsize=4096)
+def _key(application: str, batch: int, min_batch: int | None, max_batch: int | None) -> Job:
+    """One shared key job per setting (building and checking a Job costs more than the
+    cache lookups it keys)."""
+    return Job("~", application, 0.0, 1, batch, 1, None, min_batch, max_batch)
 
 
 @lru_cache(maxsize=262144)
