@@ -271,9 +271,15 @@ def _segments(
     last = len(sizes) - 1
     for t in range(last + 1):
         n = int(sizes[t])
-        order, free, price = market.servers(t)
         end = r0 + (finish if t == last else bounds[t + 1])
-        placement = choose_servers(n, prev, order, free.copy(), price)
+        free_t = market.free[t]
+        if n == 0:
+            placement: Placement = ()
+        elif n == len(prev) and all(free_t[sid] >= c for sid, c in Counter(prev).items()):
+            placement = tuple(sorted(prev))  # what choose_servers keeps: every GPU held
+        else:
+            order, free, price = market.servers(t)
+            placement = choose_servers(n, prev, order, free.copy(), price)
         if segments and segments[-1].placement == placement:
             segments[-1] = Segment(segments[-1].start, end, placement)
         else:
