@@ -1,5 +1,5 @@
-"""The straightforward FaPES plan search (one slot at a time, as first written), kept as the
-reference that the vectorised :func:`faasml.cluster.planning.plan_schedule` must match."""
+"""FaPES's plan search and filtering as first written (one slot, one recycling depth at a
+time), kept as the references the vectorised versions must match exactly."""
 
 from __future__ import annotations
 
@@ -10,7 +10,15 @@ import numpy.typing as npt
 
 from faasml.cluster.board import Board
 from faasml.cluster.planning import Pricing, choose_servers, slot_bounds
-from faasml.cluster.records import Placement, SchedulePlan, Segment
+from faasml.cluster.policies.fapes import FapesPolicy, _achievement, _at, _per_gpu
+from faasml.cluster.records import (
+    Cluster,
+    ClusterAllocation,
+    JobView,
+    Placement,
+    SchedulePlan,
+    Segment,
+)
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -151,3 +159,42 @@ def _segments(
         prev = placement
     top = float(good[-1])
     return SchedulePlan(tuple(segments), planned / (finish * top) if top > 0 else 0.0)
+
+
+class ReferenceFapes(FapesPolicy):
+    """FaPES with §5.1 filtering as first written: one recycling depth at a time."""
+
+    def _filter(
+        self,
+        running: list[JobView],
+        queued: list[JobView],
+        cluster: Cluster,
+        current: ClusterAllocation,
+        curves: dict[str, FloatArray],
+    ) -> list[JobView]:
+        free = cluster.total_gpus - sum(len(current[v.name]) for v in running)
+        if not queued and free <= 0:
+            return []
+
+        def busy(view: JobView) -> int:
+            return len(current[view.name])
+
+        def finishing(view: JobView) -> bool:
+            rate = _at(curves[view.name], busy(view))
+            return rate > 0 and view.remaining / rate <= self.round_s
+
+        rank = _per_gpu if self.rank == "per_gpu" and queued else _achievement
+        candidates = sorted(
+            (v for v in running if not finishing(v)),
+            key=lambda v: (rank(curves[v.name], busy(v)), v.name),
+        )
+        chosen = 0
+        for k in range(1, len(candidates) + 1):
+            cohort = queued + candidates[:k]
+            share = (free + sum(busy(v) for v in candidates[:k])) // len(cohort)
+            before = sum(_achievement(curves[v.name], len(current.get(v.name, ()))) for v in cohort)
+            after = sum(_achievement(curves[v.name], share) for v in cohort)
+            if after <= before * (1.0 + self.min_gain) + 1e-9:
+                break
+            chosen = k
+        return candidates[:chosen]

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -11,6 +12,8 @@ from faasml.cluster.policies.elasticflow import minimum_share
 from faasml.cluster.policies.fapes import FapesPolicy
 from faasml.cluster.records import check_allocation
 from faasml.exceptions import ConfigError, UnknownNameError
+
+from .reference_planning import ReferenceFapes
 
 APPS = ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3")
 
@@ -159,3 +162,48 @@ def test_fapes_gives_the_shorter_of_two_like_jobs_at_least_as_many_gpus(
         jobs.append(JobView(job, model, work * (1.0 - left), work))
     alloc = make_policy("fapes").allocate(jobs, cluster, {}, 0.0).allocation
     assert len(alloc.get("short", ())) >= len(alloc.get("long", ()))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_fapes_filtering_matches_the_one_depth_at_a_time_reference(
+    models: dict[str, AppModel], seed: int
+) -> None:
+    """FaPES's vectorised filtering (every recycling depth at once) decides exactly as the
+    loop it replaced, over rounds where jobs progress, leave and arrive."""
+    rng = np.random.default_rng(seed)
+    cluster = Cluster.uniform(12, 4, 3)
+    jobs = views(models, seed, 30)
+    fast, slow = FapesPolicy(), ReferenceFapes()
+    current: dict[str, tuple[int, ...]] = {}
+    recycled = 0
+    for r in range(6):
+        got = fast.allocate(jobs, cluster, current, 60.0 * r)
+        want = slow.allocate(jobs, cluster, current, 60.0 * r)
+        assert got == want
+        recycled += sum(1 for n, p in got.allocation.items() if current.get(n, p) != p)
+        current = {n: p for n, p in got.allocation.items() if p}
+        following = []
+        for i, v in enumerate(jobs):
+            progress = v.progress + (
+                float(rng.uniform(0.01, 0.05)) * v.work if v.name in current else 0.0
+            )
+            if progress >= v.work or rng.random() < 0.1:
+                current.pop(v.name, None)
+                v = views(models, seed * 100 + r * 10 + i, 1)[0]
+                v = JobView(replace(v.job, name=f"n{r}-{i}"), v.model, 0.0, v.work)
+                following.append(v)
+                continue
+            following.append(
+                JobView(
+                    v.job,
+                    v.model,
+                    progress,
+                    v.work,
+                    current.get(v.name, ()),
+                    started=v.started or v.name in current,
+                    waiting_rounds=0 if v.name in current else v.waiting_rounds + 1,
+                    plan=got.plans.get(v.name, v.plan),
+                )
+            )
+        jobs = following
+    assert recycled > 0
