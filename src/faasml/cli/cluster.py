@@ -56,7 +56,9 @@ def register(commands: Any) -> None:
     sim.add_argument("--noise", type=float, default=0.0, help="model error (log-normal std)")
     sim.add_argument("--seed", type=int, default=0, help="seed of the model error (default 0)")
     sim.add_argument(
-        "--traces", default=None, help="traces directory (default: $FAASML_TRACES, else the shipped Pollux traces)"
+        "--traces",
+        default=None,
+        help="traces directory (default: $FAASML_TRACES, else the shipped traces)",
     )
     sim.add_argument("--json", action="store_true", help="print the results as JSON")
     sim.add_argument("--plot", default=None, metavar="DIR", help="write plots into DIR")
