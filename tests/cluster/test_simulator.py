@@ -203,3 +203,14 @@ def test_stopping_early_counts_the_idle_rounds_before_the_limit(
     assert [t for t, _ in result.utilization] == [0.0, 6000.0]
     assert result.summary()["avg_utilization"] == 0.0
     assert result.jobs[0].completion_s is None
+
+
+def test_a_round_below_the_clock_resolution_is_refused(
+    models: dict[str, AppModel], traces_dir: Path
+) -> None:
+    """At 1e11 s a round of 1e-6 s no longer moves a double-precision clock: refused with
+    the rule rather than a loop that never advances."""
+    (job,) = slice_jobs(traces_dir, 1, 1)
+    far = replace(job, arrival_s=1e11)
+    with pytest.raises(ConfigError, match="below the clock's resolution"):
+        simulate([far], models, Cluster.uniform(1, 4), make_policy("fifo"), SimConfig(round_s=1e-6))
