@@ -232,9 +232,14 @@ def write_plots(
     shown.update({n: p for n, p in others.items() if isinstance(p, TunePlan)})
     budget_share_png(shown, folder / "budget_share.png")
     constraint = plan.constraint
-    by_budget = constraint.goal is Objective.MIN_TIME
+    minimise_time = constraint.goal is Objective.MIN_TIME
+    # Sweep the bound on what is not minimised (budget for time, deadline for cost); when
+    # only the other bound is given (--budget B --minimise cost), sweep that one.
+    own = constraint.budget_usd if minimise_time else constraint.deadline_s
+    by_budget = minimise_time if own is not None else constraint.budget_usd is not None
     limit = constraint.budget_usd if by_budget else constraint.deadline_s
-    assert limit is not None  # the objective's own limit is always set
+    if limit is None:  # unreachable: Constraint holds a budget or a deadline
+        raise ConfigError("--plot needs a budget or a deadline to sweep")
     limits = [limit * factor for factor in SWEEP]
     results: dict[str, list[float | None]] = {n: [] for n in shown}
     for value in limits:
@@ -252,5 +257,9 @@ def write_plots(
                 )
             except InfeasibleConstraintError:
                 results[name].append(None)
-    title = f"{plan.workload}: {'time against budget' if by_budget else 'cost against deadline'}"
-    tradeoff_png(limits, results, folder / "tradeoff.png", by_budget=by_budget, title=title)
+    objective = "time" if minimise_time else "cost"
+    sweep = "budget" if by_budget else "deadline"
+    title = f"{plan.workload}: {objective} against {sweep}"
+    tradeoff_png(
+        limits, results, folder / "tradeoff.png", sweep=sweep, objective=objective, title=title
+    )

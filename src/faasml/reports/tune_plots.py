@@ -1,8 +1,9 @@
 """Plots of tuning plans (matplotlib, imported only when a plot is asked for).
 
 ``budget_share_png``: each stage's share of the plan's spending, per planner (CE-scaling
-Fig. 11). ``tradeoff_png``: time against budget (or cost against deadline) for every planner
-(CE-scaling Fig. 14). Files are written atomically: a temporary file renamed into place.
+Fig. 11). ``tradeoff_png``: the objective against the swept bound (time against budget, or
+cost against deadline) for every planner (CE-scaling Fig. 14). Files are written atomically:
+a temporary file renamed into place.
 """
 
 from __future__ import annotations
@@ -78,22 +79,20 @@ def tradeoff_png(
     results: Mapping[str, Sequence[float | None]],
     path: Path,
     *,
-    by_budget: bool,
+    sweep: str,
+    objective: str,
     title: str,
 ) -> Path:
-    """One line per planner: the objective reached at each limit (None: no plan found)."""
+    """One line per planner: the objective ("time" or "cost") reached at each value of the
+    swept bound ("budget" or "deadline"); None: no plan found."""
     plt = _pyplot()
     figure, axes = plt.subplots(figsize=(6.0, 3.8))
     for name, values in results.items():
         points = [(x, y) for x, y in zip(limits, values, strict=True) if y is not None]
         if points:
             axes.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=name)
-    if by_budget:
-        axes.set_xlabel("budget (US$)")
-        axes.set_ylabel("time (s)")
-    else:
-        axes.set_xlabel("deadline (s)")
-        axes.set_ylabel("cost (US$)")
+    axes.set_xlabel("budget (US$)" if sweep == "budget" else "deadline (s)")
+    axes.set_ylabel("time (s)" if objective == "time" else "cost (US$)")
     axes.set_title(title)
     axes.legend(fontsize=8)
     try:

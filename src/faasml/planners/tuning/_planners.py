@@ -136,13 +136,19 @@ def _cheapest_in_limit(problem: TuningProblem) -> tuple[int, ...]:
 
 
 def _split(problem: TuningProblem, shares: np.ndarray, name: str) -> tuple[int, ...]:
-    """Per stage, the best option within its share of the limit (budget, or deadline)."""
+    """Per stage, the best option within its share of the limit (budget, or deadline).
+
+    The limit is the bound on what is not minimised: the budget when minimising time, the
+    deadline when minimising cost. A constraint may give only the other bound (``--budget 5
+    --minimise cost``: the cheapest plan, if it fits the budget); then nothing limits the
+    spent resource, every stage's share is unbounded and each stage takes its best option.
+    """
     minimise_time = problem.constraint.goal is Objective.MIN_TIME
     c = problem.constraint
     limit = c.budget_usd if minimise_time else c.deadline_s
-    assert limit is not None  # the objective's limit is always given
+    split = shares * (np.inf if limit is None else limit)
     choice = []
-    for i, (stage, share) in enumerate(zip(problem.stages, shares * limit, strict=True)):
+    for i, (stage, share) in enumerate(zip(problem.stages, split, strict=True)):
         spent, objective = (
             (stage.cost_usd, stage.time_s) if minimise_time else (stage.time_s, stage.cost_usd)
         )
