@@ -27,3 +27,29 @@ def test_minimise_what_the_single_bound_does_not_limit(
         assert "infeasible" not in compared[name], name
     assert main([*argv, "--plot", str(tmp_path)]) == 0
     assert (tmp_path / "tradeoff.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_plot_folder_that_cannot_be_made_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a_file = tmp_path / "taken.png"
+    a_file.write_text("not a folder")
+    for value, reason in (
+        (str(a_file), "names an existing file"),
+        (str(a_file / "below"), "Not a directory"),
+        ("/proc/nope", "No such file or directory"),
+    ):
+        argv = ["plan", "tune", "lr-higgs", *JOB, "--budget", "5", "--plot", value]
+        assert main(argv) == 2, value
+        err = capsys.readouterr().err
+        assert f"the value of --plot is '{value}'" in " ".join(err.split())
+        assert reason in " ".join(err.split())
+        assert "Traceback" not in err
+    assert a_file.read_text() == "not a folder"
+
+
+def test_a_job_needs_trials_or_hyperband(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "tune", "lr-higgs", "--budget", "60"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "needs --trials N (successive halving) or --hyperband MAX_EPOCHS" in err
+    assert "not both" not in err

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypedDict
 
 from rich.console import Console
@@ -87,6 +89,26 @@ def constraint_from(args: argparse.Namespace) -> Constraint:
         else parse_duration(args.deadline, name="--deadline"),
         objective=objective,
     )
+
+
+def output_folder(value: str, flag: str = "--plot") -> Path:
+    """The folder ``value`` of ``flag``, created if missing; ConfigError (one line, naming the
+    value and the rule) when it cannot be: a file is in the way, a parent cannot be made, or
+    it is not writable. Checked before any planning work."""
+    folder = Path(value)
+    rule = "must be a folder faasml can create and write into"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise ConfigError(
+            f"the value of {flag} is {value!r}, but {rule}; it names an existing file"
+        ) from None
+    except OSError as err:
+        reason = err.strerror or type(err).__name__
+        raise ConfigError(f"the value of {flag} is {value!r}, but {rule} ({reason})") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(f"the value of {flag} is {value!r}, but {rule} (not writable)")
+    return folder
 
 
 def console() -> Console:

@@ -86,7 +86,12 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
 
 
 def job_from(args: argparse.Namespace) -> TuningJob:
-    if (args.trials is None) == (args.hyperband is None):
+    if args.trials is None and args.hyperband is None:
+        raise ConfigError(
+            "a tuning job needs --trials N (successive halving) or --hyperband MAX_EPOCHS; "
+            "neither was given"
+        )
+    if args.trials is not None and args.hyperband is not None:
         raise ConfigError("give either --trials (successive halving) or --hyperband, not both")
     if args.hyperband is not None:
         return concatenate(hyperband(args.hyperband, args.reduction_factor))
@@ -127,11 +132,12 @@ def compare(setup: TuningSetup, chosen: str) -> dict[str, TunePlan | str]:
 
 
 def run_plan_tune(args: argparse.Namespace) -> int:
+    folder = _common.output_folder(args.plot) if args.plot else None
     setup = setup_from(args)
     plan = plan_from(setup, args.planner)
     others = compare(setup, args.planner)
-    if args.plot:
-        write_plots(setup, plan, others, Path(args.plot))
+    if folder is not None:
+        write_plots(setup, plan, others, folder)
 
     def show() -> None:
         print_tune_plan(plan, others)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from faasml._imports import optional_import
+from faasml.exceptions import ConfigError
 from faasml.types import TunePlan
 
 
@@ -25,8 +26,16 @@ def _pyplot() -> Any:
 
 
 def _save(figure: Any, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".png")
+    """Write ``figure`` to ``path`` atomically; ConfigError (naming the path and the reason)
+    when the folder cannot be made or written."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(
+            dir=path.parent, prefix=f".{path.name}.", suffix=".png"
+        )
+    except OSError as err:
+        reason = "a file is in the way" if isinstance(err, FileExistsError) else err.strerror
+        raise ConfigError(f"cannot write the plot {str(path)!r}: {reason}") from None
     os.close(handle)
     try:
         figure.savefig(temporary, dpi=120, bbox_inches="tight")
