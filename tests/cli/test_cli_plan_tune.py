@@ -53,3 +53,31 @@ def test_a_job_needs_trials_or_hyperband(capsys: pytest.CaptureFixture[str]) -> 
     err = " ".join(capsys.readouterr().err.split())
     assert "needs --trials N (successive halving) or --hyperband MAX_EPOCHS" in err
     assert "not both" not in err
+
+
+def test_one_function_json_says_nothing_is_synchronised(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # A loose deadline: the cheapest plan trains on one function per trial.
+    argv = ["plan", "tune", "lr-higgs", *JOB, "--deadline", "10h"]
+    assert main([*argv, "--json"]) == 0
+    stages = json.loads(capsys.readouterr().out)["stages"]
+    single = [s["allocation"] for s in stages if s["allocation"]["n"] == 1]
+    assert single, "expected a one-function stage"
+    for allocation in single:
+        assert (allocation["storage"], allocation["scheme"]) == ("none", "none")
+    for stage in stages:
+        assert isinstance(stage["allocation"]["storage"], str)
+        assert isinstance(stage["allocation"]["scheme"], str)
+
+
+def test_one_function_train_plan_json_agrees_with_its_text(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["plan", "train", "lr-higgs", "--deadline", "10h"]
+    assert main(argv) == 0
+    assert "no synchronisation (one function)" in capsys.readouterr().out
+    assert main([*argv, "--json"]) == 0
+    allocation = json.loads(capsys.readouterr().out)["allocation"]
+    assert allocation["n"] == 1
+    assert (allocation["storage"], allocation["scheme"]) == ("none", "none")

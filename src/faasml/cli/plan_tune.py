@@ -195,7 +195,10 @@ _SCHEME = {"allreduce": "AR", "scatter-reduce": "SR", "param-server": "PS"}
 
 
 def allocation_text(allocation: Allocation) -> str:
-    """'4 × 1792 MB, vm-ps PS': functions, memory, storage and scheme (AR, SR or PS)."""
+    """'4 × 1792 MB, vm-ps PS': functions, memory, storage and scheme (AR, SR or PS); one
+    function synchronises nothing: '1 × 2624 MB, no sync'."""
+    if allocation.n == 1:
+        return f"1 × {allocation.memory_mb} MB, no sync"
     scheme = _SCHEME.get(allocation.scheme, allocation.scheme)
     return f"{allocation.n} × {allocation.memory_mb} MB, {allocation.storage} {scheme}"
 
