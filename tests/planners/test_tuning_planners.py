@@ -299,7 +299,10 @@ def test_exact_matches_milp_on_many_stages(
     dp = problem.totals(exact_options(problem))
     mip = problem.totals(exact_options_milp(problem))
     assert constraint.admits(*dp)
-    assert _objective(constraint, *dp) <= _objective(constraint, *mip) * (1 + 1e-7)
+    # HiGHS meets a constraint only to its feasibility tolerance (about 1e-6 relative): a plan
+    # of it just over the bound is no reference (bert-imdb, 64 trials, 6 stages, 1.1× least).
+    if constraint.admits(*mip):
+        assert _objective(constraint, *dp) <= _objective(constraint, *mip) * (1 + 1e-7)
 
 
 def test_fixed_pool_splits_one_pool_equally_among_each_stage_trials(
