@@ -14,6 +14,7 @@ from faasml.planners.tuning import (
     TUNING_PLANNERS,
     SuccessiveHalving,
     TuningJob,
+    TuningPlan,
     TuningSetup,
     concatenate,
     hyperband,
@@ -158,7 +159,8 @@ def print_tune_plan(plan: TunePlan, others: dict[str, TunePlan | str]) -> None:
     )
     out.print(
         f"Planner [bold]{plan.planner}[/] chose among {plan.candidates:,} candidate allocations "
-        f"in {plan.planning_s * 1000:.0f} ms (model and pruning: {plan.setup_s:.2f} s)."
+        f"in {plan.planning_s * 1000:.0f} ms (model and pruning: {plan.setup_s:.2f} s)"
+        f"{optimality_text(plan)}."
     )
     out.print(stage_table(plan))
     out.print(
@@ -166,6 +168,23 @@ def print_tune_plan(plan: TunePlan, others: dict[str, TunePlan | str]) -> None:
         f"[bold]{format_money(plan.cost_usd)}[/]\n"
     )
     out.print(comparison_table(plan, others))
+
+
+def optimality_text(plan: TunePlan) -> str:
+    """'; proven optimal', or the proven gap when the exact planner had to give some up."""
+    found = plan.optimality if isinstance(plan, TuningPlan) else None
+    if found is None:
+        return ""
+    if found.proven_optimal:
+        return "; proven optimal"
+    what = "time" if plan.constraint.goal is Objective.MIN_TIME else "cost"
+    bound = (
+        format_duration(found.lower_bound) if what == "time" else format_money(found.lower_bound)
+    )
+    return (
+        f"; NOT proven optimal: within {found.gap:.4%} of the optimum (no plan's {what} is "
+        f"below {bound}; {found.method})"
+    )
 
 
 def stage_table(plan: TunePlan) -> Table:

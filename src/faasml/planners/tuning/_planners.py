@@ -17,7 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from faasml.exceptions import InfeasibleConstraintError
-from faasml.planners.tuning._exact import exact_options
+from faasml.planners.tuning._exact import ExactSolution, exact_solution
 from faasml.planners.tuning._greedy import greedy_options
 from faasml.planners.tuning._problem import TuningProblem
 from faasml.registry import Registry
@@ -28,6 +28,11 @@ TuningPlanner = Callable[[TuningProblem], tuple[int, ...]]
 """A pure planner: the candidate-table row of every stage, or InfeasibleConstraintError."""
 
 TUNING_PLANNERS: Registry[TuningPlanner] = Registry("tuning planner")
+
+CertifyingPlanner = Callable[[TuningProblem], tuple[tuple[int, ...], ExactSolution]]
+"""A planner that also proves how far from optimal its plan is at most."""
+CERTIFYING_PLANNERS: dict[str, CertifyingPlanner] = {}
+"""Planners (by their TUNING_PLANNERS name) that return a certificate with the plan."""
 
 
 def _rows(problem: TuningProblem, options: tuple[int, ...]) -> tuple[int, ...]:
@@ -82,10 +87,19 @@ def static(problem: TuningProblem) -> tuple[int, ...]:
     return (static_best_row(problem),) * len(problem.stages)
 
 
+def exact_certified(problem: TuningProblem) -> tuple[tuple[int, ...], ExactSolution]:
+    """``exact``'s rows with its certificate (proven optimal, or the proven gap)."""
+    solution = exact_solution(problem)
+    return _rows(problem, solution.options), solution
+
+
+CERTIFYING_PLANNERS["exact"] = exact_certified
+
+
 @TUNING_PLANNERS.decorator("exact")
 def exact(problem: TuningProblem) -> tuple[int, ...]:
     """The optimal partitioning (multiple-choice knapsack solved exactly, see ``_exact``)."""
-    return _rows(problem, exact_options(problem))
+    return exact_certified(problem)[0]
 
 
 def _dominating_option(problem: TuningProblem, stage: int, row: int) -> int:
