@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from rich.console import Console
+from rich.markup import escape
 
 from faasml.catalog import Catalog, load_catalog
 from faasml.exceptions import ConfigError
@@ -111,8 +112,25 @@ def output_folder(value: str, flag: str = "--plot") -> Path:
     return folder
 
 
-def console() -> Console:
-    return Console(highlight=False)
+PIPE_WIDTH = 100_000
+"""Width of output that is not a terminal: wider than any line faasml prints."""
+
+
+def console(*, stderr: bool = False) -> Console:
+    """Where every command prints its text and tables. On a terminal: rich, as wide as the
+    terminal. Piped or redirected (CI logs, ``| less``): plain text, no colour, and so wide
+    that no table cell is cut or wrapped and no line is broken, whatever COLUMNS says."""
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty():
+        return Console(highlight=False, stderr=stderr)
+    return Console(
+        highlight=False, stderr=stderr, width=PIPE_WIDTH, color_system=None, soft_wrap=False
+    )
+
+
+def print_error(message: str) -> None:
+    """``error: message`` on stderr as one line (never wrapped, markup in it not read)."""
+    console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
 
 
 def print_json(data: Any) -> None:
