@@ -13,13 +13,15 @@ plan — pruned by two valid bounds:
   improved by a local search and by coarse passes of the programme itself.
 
 Stages are taken in decreasing order of their largest hull step, so the LP bound of the stages
-left is tight (``_stage_order``). The programme expands (state, option) pairs in bounded chunks
-and keeps at most ``MAX_STATES`` states per stage: nothing that could be optimal is dropped
-unless that cap is reached, so the result is **proven optimal** over the stage options (which
-``_problem.tuning_candidates`` proves complete). At the cap, states within δ in F are merged
-and the plan is within a proven gap Σδ of the optimum (``ExactSolution`` says which); with both
-bounds given HiGHS (``scipy.optimize.milp``) solves it instead. Memory and time stay bounded
-whatever the instance. ``exact_options_milp`` solves the problem with HiGHS as a cross-check.
+left is tight (``_stage_order``); the last two are combined into one stage of their
+Pareto-optimal option pairs, searched in the final step (``_pair_last``). The programme
+expands (state, option) pairs in bounded chunks and keeps at most ``MAX_STATES`` states per
+stage: nothing that could be optimal is dropped unless that cap is reached, so the result is
+**proven optimal** over the stage options (which ``_problem.tuning_candidates`` proves
+complete). At the cap, states within δ in F are merged and the plan is within a proven gap Σδ
+of the optimum (``ExactSolution`` says which); with both bounds given HiGHS
+(``scipy.optimize.milp``) solves it instead. Memory and time stay bounded whatever the
+instance. ``exact_options_milp`` solves the problem with HiGHS as a cross-check.
 """
 
 from __future__ import annotations
@@ -201,6 +203,14 @@ def exact_solution(problem: TuningProblem) -> ExactSolution:
     order = _stage_order(fs, hulls)
     fs, gs = [fs[i] for i in order], [gs[i] for i in order]
     hull_rows, hulls = [hull_rows[i] for i in order], [hulls[i] for i in order]
+    pair = _pair_last(fs, gs, g_limit, f_limit) if len(fs) > 2 else None
+    if pair is not None:
+        # The last two stages become one whose options are their Pareto-optimal pairs: the
+        # programme's final step then searches it instead of expanding the largest state set.
+        fs, gs = [*fs[:-2], pair[0]], [*gs[:-2], pair[1]]
+        pair_hull = _hull(pair[1], pair[0])
+        hull_rows = [*hull_rows[:-2], pair_hull]
+        hulls = [*hulls[:-2], (pair[1][pair_hull], pair[0][pair_hull])]
     lp_bound = float(
         _Segments(hulls).relaxation(np.ones(len(fs), dtype=bool))(np.array([g_limit]))[0]
     )
@@ -231,7 +241,9 @@ def exact_solution(problem: TuningProblem) -> ExactSolution:
         if lost == 0.0 or (incumbent is not None and value >= incumbent[0]):
             break
         incumbent = (value, chosen)  # merged, but better: again, pruning with it
-    options = [0] * len(fs)
+    if pair is not None:
+        chosen = (*chosen[:-1], int(pair[2][chosen[-1]]), int(pair[3][chosen[-1]]))
+    options = [0] * len(order)
     for position, stage in enumerate(order):
         options[stage] = int(sorts[stage][chosen[position]])
     if lost == 0.0:
@@ -244,6 +256,32 @@ def exact_solution(problem: TuningProblem) -> ExactSolution:
 
 _DP = "dynamic programme"
 _DP_MERGED = "dynamic programme, merged states"
+
+
+PAIR_LIMIT = 1 << 20
+"""Most option pairs of the last two stages combined into one stage (``_pair_last``)."""
+
+
+def _pair_last(
+    fs: list[Array], gs: list[Array], g_limit: float, f_limit: float
+) -> tuple[Array, Array, NDArray[np.int64], NDArray[np.int64]] | None:
+    """The last two stages as one: the Pareto front of their option pairs (F_a + F_b,
+    G_a + G_b) that can fit beside the other stages' least G and F, sorted by G (F then
+    falls), with the option of each stage; None when there are more than PAIR_LIMIT pairs.
+    A pair off that front is dominated in every plan, so this is exact."""
+    f_a, f_b, g_a, g_b = fs[-2], fs[-1], gs[-2], gs[-1]
+    if len(f_a) * len(f_b) > PAIR_LIMIT:
+        return None
+    g_room = g_limit - sum(float(g[0]) for g in gs[:-2])
+    f_room = f_limit - sum(float(f[-1]) for f in fs[:-2])
+    f = (f_a[:, None] + f_b[None, :]).ravel()
+    g = (g_a[:, None] + g_b[None, :]).ravel()
+    rows = np.flatnonzero((g <= g_room) & (f <= f_room))
+    if rows.size == 0:
+        return None  # no plan fits; the programme says so
+    rows = rows[_front(f[rows], g[rows])][::-1]  # by G ascending, F descending
+    k = len(f_b)
+    return f[rows], g[rows], (rows // k).astype(np.int64), (rows % k).astype(np.int64)
 
 
 def _reduce(
