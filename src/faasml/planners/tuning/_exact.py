@@ -135,7 +135,7 @@ class _Segments:
         return _Relaxation(g0, g, f)
 
 
-MAX_STATES = 1 << 16
+MAX_STATES = 1 << 17
 """Most partial plans the programme keeps after a stage; beyond it states are merged (below)."""
 COARSE_STATES = (256, 4096)
 """States kept by the coarse passes that find the incumbent."""
@@ -203,14 +203,6 @@ def exact_solution(problem: TuningProblem) -> ExactSolution:
     order = _stage_order(fs, hulls)
     fs, gs = [fs[i] for i in order], [gs[i] for i in order]
     hull_rows, hulls = [hull_rows[i] for i in order], [hulls[i] for i in order]
-    pair = _pair_last(fs, gs, g_limit, f_limit) if len(fs) > 2 else None
-    if pair is not None:
-        # The last two stages become one whose options are their Pareto-optimal pairs: the
-        # programme's final step then searches it instead of expanding the largest state set.
-        fs, gs = [*fs[:-2], pair[0]], [*gs[:-2], pair[1]]
-        pair_hull = _hull(pair[1], pair[0])
-        hull_rows = [*hull_rows[:-2], pair_hull]
-        hulls = [*hulls[:-2], (pair[1][pair_hull], pair[0][pair_hull])]
     lp_bound = float(
         _Segments(hulls).relaxation(np.ones(len(fs), dtype=bool))(np.array([g_limit]))[0]
     )
@@ -220,29 +212,23 @@ def exact_solution(problem: TuningProblem) -> ExactSolution:
     # Coarse passes (few states, merged) find plans within a small gap of the optimum; each
     # tighter incumbent lets the next pass prune far more.
     for states in COARSE_STATES:
-        coarse = _solve(fs, gs, hulls, g_limit, f_limit, incumbent, max_states=states)
-        if coarse is not None and (incumbent is None or coarse[0] < incumbent[0]):
+        coarse = _pass(fs, gs, hulls, g_limit, f_limit, incumbent, states)
+        if coarse is not None and coarse[1] is not None:
             incumbent = (coarse[0], coarse[1])
+    lost = 0.0
     for _ in range(EXACT_PASSES):
-        kept = _reduce(fs, gs, g_limit, incumbent, hulls)
-        sub_f = [f[k] for f, k in zip(fs, kept, strict=True)]
-        sub_g = [g[k] for g, k in zip(gs, kept, strict=True)]
-        start: tuple[float, tuple[int, ...]] | None = None
-        if incumbent is not None:
-            local = [
-                int(np.flatnonzero(k == j)[0]) for k, j in zip(kept, incumbent[1], strict=True)
-            ]
-            start = (incumbent[0], tuple(local))
-        best = _solve(sub_f, sub_g, hulls, g_limit, f_limit, start, max_states=MAX_STATES)
-        if best is None:
+        found = _pass(fs, gs, hulls, g_limit, f_limit, incumbent, MAX_STATES)
+        if found is None:
             raise InfeasibleConstraintError("no plan meets the constraint")
-        value, local_choice, lost = best
-        chosen = tuple(int(k[j]) for k, j in zip(kept, local_choice, strict=True))
-        if lost == 0.0 or (incumbent is not None and value >= incumbent[0]):
+        value, better, lost = found
+        if better is None:  # nothing beats the incumbent
+            assert incumbent is not None  # _solve returns None when there is neither
+            value, chosen = incumbent
+            break
+        chosen = better
+        if lost == 0.0:
             break
         incumbent = (value, chosen)  # merged, but better: again, pruning with it
-    if pair is not None:
-        chosen = (*chosen[:-1], int(pair[2][chosen[-1]]), int(pair[3][chosen[-1]]))
     options = [0] * len(order)
     for position, stage in enumerate(order):
         options[stage] = int(sorts[stage][chosen[position]])
@@ -256,6 +242,43 @@ def exact_solution(problem: TuningProblem) -> ExactSolution:
 
 _DP = "dynamic programme"
 _DP_MERGED = "dynamic programme, merged states"
+
+
+def _pass(
+    fs: list[Array],
+    gs: list[Array],
+    hulls: list[tuple[Array, Array]],
+    g_limit: float,
+    f_limit: float,
+    incumbent: tuple[float, tuple[int, ...]] | None,
+    max_states: int,
+) -> tuple[float, tuple[int, ...] | None, float] | None:
+    """One pass keeping at most ``max_states`` states a stage: the options that can beat the
+    incumbent (``_reduce``), the last two stages paired (``_pair_last``), the programme; the
+    best plan (None: nothing beats the incumbent), its F and the F it may have lost to
+    merging; None when nothing fits."""
+    kept = _reduce(fs, gs, g_limit, incumbent, hulls)
+    sub_f = [f[k] for f, k in zip(fs, kept, strict=True)]
+    sub_g = [g[k] for g, k in zip(gs, kept, strict=True)]
+    sub_hulls = hulls
+    pair = _pair_last(sub_f, sub_g, g_limit, f_limit) if len(fs) > 2 else None
+    if pair is not None:
+        # The last two stages become one whose options are their Pareto-optimal pairs: the
+        # final step searches it instead of expanding the largest set of states. Its hull
+        # bounds the pass's plans, which use kept options only.
+        sub_f, sub_g = [*sub_f[:-2], pair[0]], [*sub_g[:-2], pair[1]]
+        pair_hull = _hull(pair[1], pair[0])
+        sub_hulls = [*hulls[:-2], (pair[1][pair_hull], pair[0][pair_hull])]
+    bound = np.inf if incumbent is None else incumbent[0]
+    found = _solve(sub_f, sub_g, sub_hulls, g_limit, f_limit, bound, max_states=max_states)
+    if found is None:
+        return None
+    value, local, lost = found
+    if local is None:
+        return found
+    if pair is not None:
+        local = (*local[:-1], int(pair[2][local[-1]]), int(pair[3][local[-1]]))
+    return value, tuple(int(k[j]) for k, j in zip(kept, local, strict=True)), lost
 
 
 PAIR_LIMIT = 1 << 20
@@ -345,13 +368,13 @@ def _solve(
     hulls: list[tuple[Array, Array]],
     g_limit: float,
     f_limit: float,
-    incumbent: tuple[float, tuple[int, ...]] | None,
+    incumbent: float,
     *,
     max_states: int,
-) -> tuple[float, tuple[int, ...], float] | None:
-    """The dynamic programme over the stages, options sorted by G: the best plan with the F it
-    may have lost to merging (0: exact), the incumbent (with that loss) when nothing beats it,
-    or None.
+) -> tuple[float, tuple[int, ...] | None, float] | None:
+    """The dynamic programme over the stages, options sorted by G: (F, plan, the F it may have
+    lost to merging; 0: exact) of the best plan with F below ``incumbent``; (incumbent, None,
+    loss) when none is; None when there is no incumbent (inf) and no plan.
 
     (State, option) pairs are expanded in chunks of ``_CHUNK``; when more than ``max_states``
     Pareto-optimal partial plans are left after a stage, they are merged on a grid of width
@@ -364,7 +387,7 @@ def _solve(
     suffix = [segments.relaxation(np.arange(d) > i) for i in range(d)]
     min_g_rest = np.concatenate((np.cumsum([g[0] for g in gs][::-1])[::-1][1:], [0.0]))
     min_f_rest = np.concatenate((np.cumsum([f[-1] for f in fs][::-1])[::-1][1:], [0.0]))
-    best_f = np.inf if incumbent is None else incumbent[0]
+    best_f = incumbent
     lost = 0.0
 
     state_f = np.zeros(1)
@@ -387,7 +410,7 @@ def _solve(
                 if sum(h[0].size for h in held) > 4 * max_states:
                     held, delta = _consolidate(held, delta, max_states)
         if not held:
-            return None if incumbent is None else (incumbent[0], incumbent[1], lost)
+            return None if not np.isfinite(best_f) else (best_f, None, lost)
         held, delta = _consolidate(held, delta, max_states)
         lost += delta
         state_f, state_g, pairs = held[0]
@@ -397,8 +420,8 @@ def _solve(
     value = np.where(last >= 0, state_f + fs[-1][np.maximum(last, 0)], np.inf)
     value = np.where(value <= f_limit, value, np.inf)
     best = int(np.argmin(value))
-    if not np.isfinite(value[best]) or value[best] > best_f:
-        return None if incumbent is None else (incumbent[0], incumbent[1], lost)
+    if not np.isfinite(value[best]) or value[best] >= best_f:
+        return None if not np.isfinite(best_f) else (best_f, None, lost)
     found = float(value[best])
     choice = [int(last[best])]
     for parent, option in reversed(parents):
