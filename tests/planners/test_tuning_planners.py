@@ -530,3 +530,23 @@ def test_a_state_cap_gives_a_plan_within_its_proven_gap_of_the_optimum() -> None
     assert capped.lower_bound <= optimum.value * (1 + 1e-12)
     assert optimum.value <= capped.value <= optimum.value * (1 + capped.gap) * (1 + 1e-12)
     assert setup.problem.constraint.admits(*setup.problem.totals(capped.options))
+
+
+@pytest.mark.parametrize("by_budget", [True, False])
+def test_the_least_budget_or_deadline_itself_is_met(by_budget: bool) -> None:
+    """Σ min C_i (or Σ min T_i) summed stage by stage is a bound the exact planner meets,
+    though it sums the stages in its own order (found by Hypothesis: lr-higgs, 160 trials)."""
+    catalog = _catalog("aws-lambda")
+    sha = SuccessiveHalving(160, 2, 5)
+    loose = tuning_problem(
+        load_workload("lr-higgs"), catalog, Constraint(budget_usd=1e15), sha, memory_step_mb=1024
+    )
+    stages = loose.problem.stages
+    constraint = (
+        Constraint(budget_usd=sum(float(s.cost_usd.min()) for s in stages))
+        if by_budget
+        else Constraint(deadline_s=sum(float(s.time_s.min()) for s in stages))
+    )
+    problem = build_problem(loose.problem.table, catalog, sha, constraint)
+    rows = TUNING_PLANNERS.get("exact")(problem)
+    assert constraint.admits(*plan_value(problem, rows, catalog, sha))

@@ -40,6 +40,8 @@ from faasml.types import Objective
 Array = NDArray[np.float64]
 _SLACK = 1e-12
 """Relative tolerance of the optimality bound: prune only what is worse by more than this."""
+_LIMIT_SLACK = 1e-12
+"""Relative tolerance on the bounds, for sums rounded in another order."""
 
 
 def _roles(problem: TuningProblem) -> tuple[list[Array], list[Array], float, float]:
@@ -190,6 +192,9 @@ def exact_solution(problem: TuningProblem) -> ExactSolution:
     bound) and HiGHS solves it instead, within ``MILP_TIME_LIMIT_S``.
     """
     fs, gs, g_limit, f_limit = _roles(problem)
+    # Sums are taken in another order than the caller's (stages reordered, pairs), so a bound
+    # met exactly may be missed by rounding: allow a relative 1e-12 (Constraint.admits: 1e-9).
+    g_limit, f_limit = g_limit * (1 + _LIMIT_SLACK), f_limit * (1 + _LIMIT_SLACK)
     # Sort every stage's options by G; being a Pareto front, F then decreases.
     sorts = [np.lexsort((f, g)) for f, g in zip(fs, gs, strict=True)]
     fs = [f[o] for f, o in zip(fs, sorts, strict=True)]
