@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 JOB = ["--trials", "256", "--memory-step", "512"]
 PLAN_TRAIN_JSON = ["plan", "train", "lr-higgs", "--budget", "1", "--json"]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -117,3 +119,13 @@ def test_a_reader_that_goes_away_is_no_traceback() -> None:
     err = producer.stderr.read().decode()
     producer.wait(timeout=300)
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+def test_an_error_with_line_breaks_and_brackets_prints_as_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from faasml.cli._common import print_error
+
+    print_error("store failed:\n  TimeoutError: no value under [bold]'p/sync/3'[/bold]\n")
+    err = capsys.readouterr().err
+    assert err == "error: store failed:; TimeoutError: no value under [bold]'p/sync/3'[/bold]\n"

@@ -129,8 +129,10 @@ def console(*, stderr: bool = False) -> Console:
 
 
 def print_error(message: str) -> None:
-    """``error: message`` on stderr as one line (never wrapped, markup in it not read)."""
-    console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
+    """``error: message`` on stderr as one line: never wrapped, markup in it not read, and
+    line breaks inside it (a remote traceback) joined with '; '."""
+    text = "; ".join(part.strip() for part in message.splitlines() if part.strip())
+    console(stderr=True).print(f"[bold red]error:[/] {escape(text)}", soft_wrap=True)
 
 
 def print_json(data: Any) -> None:
