@@ -5,18 +5,30 @@ For every shipped Table IV workload of CE-scaling (§IV-B: 16384 trials, η = 2,
 budget that can run the job) and three deadlines (1×, 1.5× and 3× the time of the fastest
 static plan), it prints the time (budget rows) or cost (deadline rows) of every planner, the
 reductions of `exact` and `greedy` against `static`, `static-cheapest` (the paper's baseline)
-and `fixed`, and each planner's wall time. Run: python benchmarks/bench_tuning_planners.py
+and `fixed`, and each planner's wall time. Then Hyperband (every bracket of R = 81 epochs,
+η = 3, 15 stages) for two workloads under budgets and deadlines: the exact planner's time,
+peak memory of the process and whether its plan is proven optimal (issue 12: this ran out of
+memory under deadlines). Run: python benchmarks/bench_tuning_planners.py [--hyperband-only]
 """
 
 from __future__ import annotations
 
+import resource
 import statistics
 import sys
 import time
 
 from faasml.catalog import load_catalog
 from faasml.exceptions import InfeasibleConstraintError
-from faasml.planners.tuning import SuccessiveHalving, TuningSetup, plan_from, retarget
+from faasml.planners.tuning import (
+    SuccessiveHalving,
+    TuningPlan,
+    TuningSetup,
+    concatenate,
+    hyperband,
+    plan_from,
+    retarget,
+)
 from faasml.planners.tuning import tuning_problem as make_problem
 from faasml.planners.tuning._exact import exact_options_milp
 from faasml.types import Constraint, Objective, TunePlan
@@ -59,7 +71,58 @@ def cell(plan: TunePlan | None) -> str:
     return f"{time_text} **{cost_text}**"
 
 
+HYPERBAND_WORKLOADS = ("mobilenet-cifar10", "lr-higgs")
+HYPERBAND_FACTORS = (1.1, 1.5, 3.0)
+"""Budgets (deadlines) as multiples of the least budget (shortest deadline) of the job."""
+REPRODUCER_DEADLINE_S = 8559.0
+"""Issue 12's deadline for mobilenet-cifar10 (an OOM before the state cap)."""
+
+
+def optimality(plan: TunePlan) -> str:
+    found = plan.optimality if isinstance(plan, TuningPlan) else None
+    if found is None:
+        return "–"
+    return "proven" if found.proven_optimal else f"gap {found.gap:.1e} ({found.method})"
+
+
+def hyperband_section(repeats: int = 3) -> None:
+    """Exact planning time (best of ``repeats``) on Hyperband's 15 stages."""
+    catalog = load_catalog("aws-lambda")
+    job = concatenate(hyperband(81, 3))
+    print("\nExact planner on Hyperband (R = 81, η = 3: 15 stages), best of 3 runs:\n")
+    print("| workload | limit | exact planning | objective | optimality | greedy planning |")
+    print("|---|---|---|---|---|---|")
+    for name in HYPERBAND_WORKLOADS:
+        base = make_problem(load_workload(name), catalog, Constraint(budget_usd=1e15), job)
+        least_cost = sum(float(s.cost_usd.min()) for s in base.problem.stages)
+        least_time = sum(float(s.time_s.min()) for s in base.problem.stages)
+        limits = [Constraint(budget_usd=f * least_cost) for f in HYPERBAND_FACTORS]
+        limits += [Constraint(deadline_s=f * least_time) for f in HYPERBAND_FACTORS]
+        if name == "mobilenet-cifar10":
+            limits.append(Constraint(deadline_s=REPRODUCER_DEADLINE_S))
+        for constraint in limits:
+            setup = retarget(base, constraint)
+            runs = [plan_from(setup, "exact") for _ in range(repeats)]
+            plan = min(runs, key=lambda p: p.planning_s)
+            greedy = plan_from(setup, "greedy")
+            limit = (
+                f"budget {format_money(constraint.budget_usd)}"
+                if constraint.budget_usd is not None
+                else f"deadline {format_duration(constraint.deadline_s or 0)}"
+            )
+            print(
+                f"| {name} | {limit} | {plan.planning_s * 1000:.0f} ms | {cell(plan)} | "
+                f"{optimality(plan)} | {greedy.planning_s * 1000:.0f} ms |"
+            )
+            sys.stdout.flush()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"\nPeak resident memory of the benchmark process: {peak:.0f} MiB.")
+
+
 def main() -> int:
+    if "--hyperband-only" in sys.argv[1:]:
+        hyperband_section()
+        return 0
     catalog = load_catalog("aws-lambda")
     sha = SuccessiveHalving(16384, reduction_factor=2, stages=14, epochs_per_stage=2)
     header = (
@@ -152,6 +215,7 @@ def main() -> int:
         f"{best['time-static']:.1%} against static; cost at equal deadline "
         f"{best['cost-static']:.1%} against static (= static-cheapest under a deadline)."
     )
+    hyperband_section()
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from functools import cache
 
 import numpy as np
@@ -14,6 +15,7 @@ from faasml.exceptions import InfeasibleConstraintError, UnknownNameError
 from faasml.models import AllocationTable, evaluate
 from faasml.planners.tuning import (
     TUNING_PLANNERS,
+    StageOptions,
     SuccessiveHalving,
     TuningProblem,
     build_problem,
@@ -299,7 +301,10 @@ def test_exact_matches_milp_on_many_stages(
     dp = problem.totals(exact_options(problem))
     mip = problem.totals(exact_options_milp(problem))
     assert constraint.admits(*dp)
-    assert _objective(constraint, *dp) <= _objective(constraint, *mip) * (1 + 1e-7)
+    # HiGHS meets a constraint only to its feasibility tolerance (about 1e-6 relative): a plan
+    # of it just over the bound is no reference (bert-imdb, 64 trials, 6 stages, 1.1× least).
+    if constraint.admits(*mip):
+        assert _objective(constraint, *dp) <= _objective(constraint, *mip) * (1 + 1e-7)
 
 
 def test_fixed_pool_splits_one_pool_equally_among_each_stage_trials(
@@ -327,3 +332,222 @@ def test_fixed_pool_splits_one_pool_equally_among_each_stage_trials(
         if all(s.allocation.n == max(1, n // s.trials) for s in pool.stages)
     ]
     assert candidates
+
+
+HYPERBAND_DEADLINE = [
+    "plan",
+    "tune",
+    "mobilenet-cifar10",
+    "--hyperband",
+    "81",
+    "--reduction-factor",
+    "3",
+    "--deadline",
+    "8559s",
+    "--json",
+]
+"""Issue 12's reproducer: the programme's states grew without bound under this deadline."""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS is Linux's")
+def test_hyperband_under_a_deadline_plans_within_bounded_memory_and_time() -> None:
+    import json
+    import os
+    import resource
+    import subprocess
+
+    cap = 1536 * 1024 * 1024  # address space; the unbounded programme asked for far more
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(
+        [sys.executable, "-m", "faasml.cli.main", *HYPERBAND_DEADLINE],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+        preexec_fn=limit,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    data = json.loads(result.stdout)
+    assert data["time_s"] <= 8559.0 * (1 + 1e-9)
+    assert len(data["stages"]) == 15
+    optimality = data["optimality"]
+    assert optimality["lower_bound"] <= data["cost_usd"]
+    assert optimality["gap"] == pytest.approx(
+        (data["cost_usd"] - optimality["lower_bound"]) / data["cost_usd"], abs=1e-12
+    )
+    assert optimality["proven_optimal"] == (optimality["gap"] == 0.0)
+    for name, other in data["compared"].items():
+        if "cost_usd" in other:
+            assert data["cost_usd"] <= other["cost_usd"] * (1 + 1e-9), name
+
+
+@st.composite
+def synthetic_problems(draw: st.DrawFn) -> tuple[TuningProblem, Constraint, list[np.ndarray]]:
+    """2–5 stages of 1–12 options each, every stage a random Pareto front (cost rising as
+    time falls, convex or not), under a budget, a deadline or both: far more stages and
+    options than a brute force over Θ could take, so the programme must prune and merge."""
+    table = _small_table()
+    stages = []
+    for _ in range(draw(st.integers(2, 5))):
+        k = draw(st.integers(1, 12))
+        steps = st.lists(st.floats(0.01, 100.0), min_size=k, max_size=k)
+        cost = np.cumsum(draw(steps))
+        time = np.cumsum(draw(steps))[::-1].copy()
+        rows = np.arange(k, dtype=np.int64) % len(table)
+        stages.append(StageOptions(1, 1, rows, time, cost, np.ones(k, dtype=np.int64)))
+    least_t = sum(float(s.time_s.min()) for s in stages)
+    most_t = sum(float(s.time_s.max()) for s in stages)
+    least_c = sum(float(s.cost_usd.min()) for s in stages)
+    most_c = sum(float(s.cost_usd.max()) for s in stages)
+    budget = least_c + draw(st.floats(0, 1.05)) * (most_c - least_c) + 1e-9
+    deadline = least_t + draw(st.floats(0, 1.05)) * (most_t - least_t) + 1e-9
+    kind = draw(st.sampled_from(["budget", "deadline", "both-time", "both-cost"]))
+    if kind == "budget":
+        constraint = Constraint(budget_usd=budget)
+    elif kind == "deadline":
+        constraint = Constraint(deadline_s=deadline)
+    else:
+        goal = Objective.MIN_TIME if kind == "both-time" else Objective.MIN_COST
+        constraint = Constraint(budget_usd=budget, deadline_s=deadline, objective=goal)
+    k_all = np.ones(len(table), dtype=np.int64)
+    problem = TuningProblem(constraint, table, k_all, tuple(stages))
+    time_sum = sum(np.ix_(*[s.time_s for s in stages]))
+    cost_sum = sum(np.ix_(*[s.cost_usd for s in stages]))
+    return problem, constraint, [time_sum, cost_sum]
+
+
+@cache
+def _small_table() -> AllocationTable:
+    catalog = _catalog("aws-lambda")
+    return evaluate(
+        load_workload("lr-higgs"), catalog, np.array([2]), np.array([1024]), "s3", "allreduce"
+    )
+
+
+def _brute(constraint: Constraint, sums: list[np.ndarray]) -> float | None:
+    time, cost = sums
+    ok = np.ones(time.shape, dtype=bool)
+    if constraint.budget_usd is not None:
+        ok &= cost <= constraint.budget_usd
+    if constraint.deadline_s is not None:
+        ok &= time <= constraint.deadline_s
+    goal = time if constraint.goal is Objective.MIN_TIME else cost
+    return float(goal[ok].min()) if ok.any() else None
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(synthetic_problems(), st.sampled_from([None, 1, 2, 3]))
+def test_exact_certificate_brackets_the_brute_force_optimum(
+    case: tuple[TuningProblem, Constraint, list[np.ndarray]], max_states: int | None
+) -> None:
+    """The exact planner on up to 5 stages (stage order is its own choice) is optimal; with
+    the programme forced to merge states (a cap of 1–3, no coarse passes) the plan still
+    meets the constraint, its certificate brackets the optimum and a plan claimed optimal is."""
+    from faasml.planners.tuning import _exact
+
+    problem, constraint, sums = case
+    best = _brute(constraint, sums)
+    saved = (_exact.MAX_STATES, _exact.COARSE_STATES)
+    if max_states is not None:
+        _exact.MAX_STATES, _exact.COARSE_STATES = max_states, ()
+    try:
+        if best is None:
+            with pytest.raises(InfeasibleConstraintError):
+                _exact.exact_solution(problem)
+            return
+        solution = _exact.exact_solution(problem)
+    finally:
+        _exact.MAX_STATES, _exact.COARSE_STATES = saved
+    event(solution.method + (" (proven)" if solution.proven_optimal else " (gap)"))
+    time, cost = problem.totals(solution.options)
+    assert constraint.admits(time, cost)
+    value = _objective(constraint, time, cost)
+    assert value == pytest.approx(solution.value, rel=1e-9)
+    assert value >= best * (1 - 1e-9)
+    assert solution.lower_bound <= best * (1 + 1e-9)
+    if solution.proven_optimal:
+        assert value == pytest.approx(best, rel=1e-9)
+        assert solution.gap == 0.0
+    if max_states is None:
+        assert solution.proven_optimal
+
+
+@pytest.mark.parametrize("by_budget", [True, False])
+def test_exact_is_proven_optimal_on_hyperband_and_matches_milp(by_budget: bool) -> None:
+    from faasml.planners.tuning import concatenate, hyperband
+    from faasml.planners.tuning._exact import exact_options_milp
+
+    catalog = _catalog("aws-lambda")
+    job = concatenate(hyperband(27, 3))
+    workload = load_workload("mobilenet-cifar10")
+    loose = tuning_problem(workload, catalog, Constraint(budget_usd=1e15), job, memory_step_mb=1024)
+    stages = loose.problem.stages
+    constraint = (
+        Constraint(budget_usd=1.5 * sum(float(s.cost_usd.min()) for s in stages))
+        if by_budget
+        else Constraint(deadline_s=1.5 * sum(float(s.time_s.min()) for s in stages))
+    )
+    setup = tuning_problem(workload, catalog, constraint, job, memory_step_mb=1024)
+    plan = plan_from(setup, "exact")
+    assert plan.optimality is not None and plan.optimality.proven_optimal
+    assert plan.optimality.lower_bound == pytest.approx(
+        _objective(constraint, plan.time_s, plan.cost_usd)
+    )
+    mip = setup.problem.totals(exact_options_milp(setup.problem))
+    if constraint.admits(*mip):
+        assert _objective(constraint, plan.time_s, plan.cost_usd) <= _objective(
+            constraint, *mip
+        ) * (1 + 1e-7)
+    assert plan_from(setup, "greedy").optimality is None
+
+
+def test_a_state_cap_gives_a_plan_within_its_proven_gap_of_the_optimum() -> None:
+    """Issue 12's Hyperband instance with the programme capped at 512 states: not claimed
+    optimal, but within the gap it proves of the optimum the uncapped programme proves."""
+    from faasml.planners.tuning import _exact, concatenate, hyperband
+
+    setup = tuning_problem(
+        load_workload("mobilenet-cifar10"),
+        _catalog("aws-lambda"),
+        Constraint(deadline_s=8559.0),
+        concatenate(hyperband(81, 3)),
+    )
+    optimum = _exact.exact_solution(setup.problem)
+    assert optimum.proven_optimal
+    saved = (_exact.MAX_STATES, _exact.COARSE_STATES, _exact.EXACT_PASSES)
+    _exact.MAX_STATES, _exact.COARSE_STATES, _exact.EXACT_PASSES = 512, (), 1
+    try:
+        capped = _exact.exact_solution(setup.problem)
+    finally:
+        _exact.MAX_STATES, _exact.COARSE_STATES, _exact.EXACT_PASSES = saved
+    assert not capped.proven_optimal
+    assert capped.method == "dynamic programme, merged states"
+    assert 0 < capped.gap < 0.05
+    assert capped.lower_bound <= optimum.value * (1 + 1e-12)
+    assert optimum.value <= capped.value <= optimum.value * (1 + capped.gap) * (1 + 1e-12)
+    assert setup.problem.constraint.admits(*setup.problem.totals(capped.options))
+
+
+@pytest.mark.parametrize("by_budget", [True, False])
+def test_the_least_budget_or_deadline_itself_is_met(by_budget: bool) -> None:
+    """Σ min C_i (or Σ min T_i) summed stage by stage is a bound the exact planner meets,
+    though it sums the stages in its own order (found by Hypothesis: lr-higgs, 160 trials)."""
+    catalog = _catalog("aws-lambda")
+    sha = SuccessiveHalving(160, 2, 5)
+    loose = tuning_problem(
+        load_workload("lr-higgs"), catalog, Constraint(budget_usd=1e15), sha, memory_step_mb=1024
+    )
+    stages = loose.problem.stages
+    constraint = (
+        Constraint(budget_usd=sum(float(s.cost_usd.min()) for s in stages))
+        if by_budget
+        else Constraint(deadline_s=sum(float(s.time_s.min()) for s in stages))
+    )
+    problem = build_problem(loose.problem.table, catalog, sha, constraint)
+    rows = TUNING_PLANNERS.get("exact")(problem)
+    assert constraint.admits(*plan_value(problem, rows, catalog, sha))

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypedDict
 
 from rich.console import Console
+from rich.markup import escape
 
 from faasml.catalog import Catalog, load_catalog
 from faasml.exceptions import ConfigError
@@ -89,8 +92,47 @@ def constraint_from(args: argparse.Namespace) -> Constraint:
     )
 
 
-def console() -> Console:
-    return Console(highlight=False)
+def output_folder(value: str, flag: str = "--plot") -> Path:
+    """The folder ``value`` of ``flag``, created if missing; ConfigError (one line, naming the
+    value and the rule) when it cannot be: a file is in the way, a parent cannot be made, or
+    it is not writable. Checked before any planning work."""
+    folder = Path(value)
+    rule = "must be a folder faasml can create and write into"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise ConfigError(
+            f"the value of {flag} is {value!r}, but {rule}; it names an existing file"
+        ) from None
+    except OSError as err:
+        reason = err.strerror or type(err).__name__
+        raise ConfigError(f"the value of {flag} is {value!r}, but {rule} ({reason})") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(f"the value of {flag} is {value!r}, but {rule} (not writable)")
+    return folder
+
+
+PIPE_WIDTH = 100_000
+"""Width of output that is not a terminal: wider than any line faasml prints."""
+
+
+def console(*, stderr: bool = False) -> Console:
+    """Where every command prints its text and tables. On a terminal: rich, as wide as the
+    terminal. Piped or redirected (CI logs, ``| less``): plain text, no colour, and so wide
+    that no table cell is cut or wrapped and no line is broken, whatever COLUMNS says."""
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty():
+        return Console(highlight=False, stderr=stderr)
+    return Console(
+        highlight=False, stderr=stderr, width=PIPE_WIDTH, color_system=None, soft_wrap=False
+    )
+
+
+def print_error(message: str) -> None:
+    """``error: message`` on stderr as one line: never wrapped, markup in it not read, and
+    line breaks inside it (a remote traceback) joined with '; '."""
+    text = "; ".join(part.strip() for part in message.splitlines() if part.strip())
+    console(stderr=True).print(f"[bold red]error:[/] {escape(text)}", soft_wrap=True)
 
 
 def print_json(data: Any) -> None:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
-from rich.console import Console
-
 from faasml import __version__
+from faasml.cli._common import print_error
 from faasml.exceptions import FaasmlError
 
 COMMAND_MODULES: tuple[str, ...] = (
@@ -28,7 +28,7 @@ EXIT_USAGE = 2
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
-        Console(stderr=True, highlight=False).print(f"[bold red]error:[/] {message}")
+        print_error(message)
         raise SystemExit(EXIT_USAGE)
 
 
@@ -51,9 +51,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         code: int = args.func(args)
+        sys.stdout.flush()
     except FaasmlError as err:
-        Console(stderr=True, highlight=False).print(f"[bold red]error:[/] {err}")
+        print_error(str(err))
         return EXIT_USAGE
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly, as other command-line tools do.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
     return code
 
 

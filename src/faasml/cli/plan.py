@@ -82,7 +82,7 @@ def print_train_plan(plan: TrainPlan) -> None:
             table.add_row(
                 str(a.n),
                 f"{a.memory_mb} MB",
-                f"{a.storage}/{a.scheme}",
+                f"{a.storage}/{a.scheme}" if a.n > 1 else "none (one function)",
                 format_duration(runner.run_time_s(plan.epochs)),
                 format_money(runner.run_cost_usd(plan.epochs)),
             )

@@ -14,6 +14,7 @@ from faasml.planners.tuning import (
     TUNING_PLANNERS,
     SuccessiveHalving,
     TuningJob,
+    TuningPlan,
     TuningSetup,
     concatenate,
     hyperband,
@@ -86,7 +87,12 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
 
 
 def job_from(args: argparse.Namespace) -> TuningJob:
-    if (args.trials is None) == (args.hyperband is None):
+    if args.trials is None and args.hyperband is None:
+        raise ConfigError(
+            "a tuning job needs --trials N (successive halving) or --hyperband MAX_EPOCHS; "
+            "neither was given"
+        )
+    if args.trials is not None and args.hyperband is not None:
         raise ConfigError("give either --trials (successive halving) or --hyperband, not both")
     if args.hyperband is not None:
         return concatenate(hyperband(args.hyperband, args.reduction_factor))
@@ -127,11 +133,12 @@ def compare(setup: TuningSetup, chosen: str) -> dict[str, TunePlan | str]:
 
 
 def run_plan_tune(args: argparse.Namespace) -> int:
+    folder = _common.output_folder(args.plot) if args.plot else None
     setup = setup_from(args)
     plan = plan_from(setup, args.planner)
     others = compare(setup, args.planner)
-    if args.plot:
-        write_plots(setup, plan, others, Path(args.plot))
+    if folder is not None:
+        write_plots(setup, plan, others, folder)
 
     def show() -> None:
         print_tune_plan(plan, others)
@@ -152,7 +159,8 @@ def print_tune_plan(plan: TunePlan, others: dict[str, TunePlan | str]) -> None:
     )
     out.print(
         f"Planner [bold]{plan.planner}[/] chose among {plan.candidates:,} candidate allocations "
-        f"in {plan.planning_s * 1000:.0f} ms (model and pruning: {plan.setup_s:.2f} s)."
+        f"in {plan.planning_s * 1000:.0f} ms (model and pruning: {plan.setup_s:.2f} s)"
+        f"{optimality_text(plan)}."
     )
     out.print(stage_table(plan))
     out.print(
@@ -160,6 +168,23 @@ def print_tune_plan(plan: TunePlan, others: dict[str, TunePlan | str]) -> None:
         f"[bold]{format_money(plan.cost_usd)}[/]\n"
     )
     out.print(comparison_table(plan, others))
+
+
+def optimality_text(plan: TunePlan) -> str:
+    """'; proven optimal', or the proven gap when the exact planner had to give some up."""
+    found = plan.optimality if isinstance(plan, TuningPlan) else None
+    if found is None:
+        return ""
+    if found.proven_optimal:
+        return "; proven optimal"
+    what = "time" if plan.constraint.goal is Objective.MIN_TIME else "cost"
+    bound = (
+        format_duration(found.lower_bound) if what == "time" else format_money(found.lower_bound)
+    )
+    return (
+        f"; NOT proven optimal: within {found.gap:.4%} of the optimum (no plan's {what} is "
+        f"below {bound}; {found.method})"
+    )
 
 
 def stage_table(plan: TunePlan) -> Table:
@@ -189,7 +214,10 @@ _SCHEME = {"allreduce": "AR", "scatter-reduce": "SR", "param-server": "PS"}
 
 
 def allocation_text(allocation: Allocation) -> str:
-    """'4 × 1792 MB, vm-ps PS': functions, memory, storage and scheme (AR, SR or PS)."""
+    """'4 × 1792 MB, vm-ps PS': functions, memory, storage and scheme (AR, SR or PS); one
+    function synchronises nothing: '1 × 2624 MB, no sync'."""
+    if allocation.n == 1:
+        return f"1 × {allocation.memory_mb} MB, no sync"
     scheme = _SCHEME.get(allocation.scheme, allocation.scheme)
     return f"{allocation.n} × {allocation.memory_mb} MB, {allocation.storage} {scheme}"
 
@@ -232,9 +260,14 @@ def write_plots(
     shown.update({n: p for n, p in others.items() if isinstance(p, TunePlan)})
     budget_share_png(shown, folder / "budget_share.png")
     constraint = plan.constraint
-    by_budget = constraint.goal is Objective.MIN_TIME
+    minimise_time = constraint.goal is Objective.MIN_TIME
+    # Sweep the bound on what is not minimised (budget for time, deadline for cost); when
+    # only the other bound is given (--budget B --minimise cost), sweep that one.
+    own = constraint.budget_usd if minimise_time else constraint.deadline_s
+    by_budget = minimise_time if own is not None else constraint.budget_usd is not None
     limit = constraint.budget_usd if by_budget else constraint.deadline_s
-    assert limit is not None  # the objective's own limit is always set
+    if limit is None:  # unreachable: Constraint holds a budget or a deadline
+        raise ConfigError("--plot needs a budget or a deadline to sweep")
     limits = [limit * factor for factor in SWEEP]
     results: dict[str, list[float | None]] = {n: [] for n in shown}
     for value in limits:
@@ -252,5 +285,9 @@ def write_plots(
                 )
             except InfeasibleConstraintError:
                 results[name].append(None)
-    title = f"{plan.workload}: {'time against budget' if by_budget else 'cost against deadline'}"
-    tradeoff_png(limits, results, folder / "tradeoff.png", by_budget=by_budget, title=title)
+    objective = "time" if minimise_time else "cost"
+    sweep = "budget" if by_budget else "deadline"
+    title = f"{plan.workload}: {objective} against {sweep}"
+    tradeoff_png(
+        limits, results, folder / "tradeoff.png", sweep=sweep, objective=objective, title=title
+    )

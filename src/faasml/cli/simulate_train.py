@@ -98,6 +98,8 @@ def run_simulate_train(args: argparse.Namespace) -> int:
         ]
     for name in policies:
         TRAINING_POLICIES.get(name)  # unknown names fail before any work, listing the choices
+    if args.plot:
+        _common.output_folder(args.plot)
     curve = _curve(args, workload)
     frontier = training_frontier(workload, catalog, **_common.space_options(args))
     runs = [

@@ -14,8 +14,17 @@ def fields_dict(record: object, *names: str) -> dict[str, Any]:
     return {name: getattr(record, name) for name in names}
 
 
+NO_SYNC = "none"
+"""``storage`` and ``scheme`` of a one-function allocation: nothing is synchronised."""
+
+
 def allocation_dict(allocation: Allocation) -> dict[str, Any]:
-    return fields_dict(allocation, "n", "memory_mb", "storage", "scheme")
+    """``n``, ``memory_mb``, ``storage`` and ``scheme``; one function (n = 1) synchronises
+    nothing, so its storage and scheme are ``"none"`` (still strings), as the text says."""
+    record = fields_dict(allocation, "n", "memory_mb", "storage", "scheme")
+    if allocation.n == 1:
+        record.update(storage=NO_SYNC, scheme=NO_SYNC)
+    return record
 
 
 def breakdown_dict(breakdown: Breakdown) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from faasml.planners.tuning import TuningPlan
 from faasml.reports.plan_json import JSON_FORMAT, allocation_dict, breakdown_dict, constraint_dict
 from faasml.sim.tuning import TuneSimulation
 from faasml.types import Objective, StagePlan, TunePlan
@@ -39,7 +40,21 @@ def tune_plan_dict(plan: TunePlan) -> dict[str, Any]:
         "planning_s": plan.planning_s,
         "setup_s": plan.setup_s,
         "candidates": plan.candidates,
+        "optimality": optimality_dict(plan),
         "stages": [stage_dict(stage, plan) for stage in plan.stages],
+    }
+
+
+def optimality_dict(plan: TunePlan) -> dict[str, Any] | None:
+    """The planner's certificate, or None for a heuristic that proves nothing."""
+    found = plan.optimality if isinstance(plan, TuningPlan) else None
+    if found is None:
+        return None
+    return {
+        "proven_optimal": found.proven_optimal,
+        "gap": found.gap,
+        "lower_bound": found.lower_bound,
+        "method": found.method,
     }
 
 

@@ -1,8 +1,9 @@
 """Plots of tuning plans (matplotlib, imported only when a plot is asked for).
 
 ``budget_share_png``: each stage's share of the plan's spending, per planner (CE-scaling
-Fig. 11). ``tradeoff_png``: time against budget (or cost against deadline) for every planner
-(CE-scaling Fig. 14). Files are written atomically: a temporary file renamed into place.
+Fig. 11). ``tradeoff_png``: the objective against the swept bound (time against budget, or
+cost against deadline) for every planner (CE-scaling Fig. 14). Files are written atomically:
+a temporary file renamed into place.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from faasml._imports import optional_import
+from faasml.exceptions import ConfigError
 from faasml.types import TunePlan
 
 
@@ -24,8 +26,16 @@ def _pyplot() -> Any:
 
 
 def _save(figure: Any, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".png")
+    """Write ``figure`` to ``path`` atomically; ConfigError (naming the path and the reason)
+    when the folder cannot be made or written."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(
+            dir=path.parent, prefix=f".{path.name}.", suffix=".png"
+        )
+    except OSError as err:
+        reason = "a file is in the way" if isinstance(err, FileExistsError) else err.strerror
+        raise ConfigError(f"cannot write the plot {str(path)!r}: {reason}") from None
     os.close(handle)
     try:
         figure.savefig(temporary, dpi=120, bbox_inches="tight")
@@ -78,22 +88,20 @@ def tradeoff_png(
     results: Mapping[str, Sequence[float | None]],
     path: Path,
     *,
-    by_budget: bool,
+    sweep: str,
+    objective: str,
     title: str,
 ) -> Path:
-    """One line per planner: the objective reached at each limit (None: no plan found)."""
+    """One line per planner: the objective ("time" or "cost") reached at each value of the
+    swept bound ("budget" or "deadline"); None: no plan found."""
     plt = _pyplot()
     figure, axes = plt.subplots(figsize=(6.0, 3.8))
     for name, values in results.items():
         points = [(x, y) for x, y in zip(limits, values, strict=True) if y is not None]
         if points:
             axes.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=name)
-    if by_budget:
-        axes.set_xlabel("budget (US$)")
-        axes.set_ylabel("time (s)")
-    else:
-        axes.set_xlabel("deadline (s)")
-        axes.set_ylabel("cost (US$)")
+    axes.set_xlabel("budget (US$)" if sweep == "budget" else "deadline (s)")
+    axes.set_ylabel("time (s)" if objective == "time" else "cost (US$)")
     axes.set_title(title)
     axes.legend(fontsize=8)
     try:

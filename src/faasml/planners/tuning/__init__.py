@@ -12,6 +12,8 @@ from faasml.planners.tuning._job import (
     hyperband,
 )
 from faasml.planners.tuning._plan import (
+    Optimality,
+    TuningPlan,
     TuningSetup,
     plan_from,
     plan_tuning,
@@ -29,10 +31,12 @@ from faasml.planners.tuning._problem import (
 
 __all__ = [
     "TUNING_PLANNERS",
+    "Optimality",
     "StageOptions",
     "Stages",
     "SuccessiveHalving",
     "TuningJob",
+    "TuningPlan",
     "TuningPlanner",
     "TuningProblem",
     "TuningSetup",

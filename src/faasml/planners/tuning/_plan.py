@@ -12,7 +12,7 @@ from faasml.exceptions import InfeasibleConstraintError
 from faasml.planners._space import searchable_space
 from faasml.planners.tuning._exact import exact_options
 from faasml.planners.tuning._job import TuningJob
-from faasml.planners.tuning._planners import TUNING_PLANNERS
+from faasml.planners.tuning._planners import CERTIFYING_PLANNERS, TUNING_PLANNERS
 from faasml.planners.tuning._pools import pool_plans
 from faasml.planners.tuning._problem import TuningProblem, build_problem
 from faasml.types import Constraint, Objective, StagePlan, TunePlan
@@ -53,13 +53,42 @@ def tuning_problem(
     return TuningSetup(problem, workload.name, catalog.name, _time.perf_counter() - started)
 
 
-def plan_from(setup: TuningSetup, planner: str = "exact") -> TunePlan:
+@dataclass(frozen=True)
+class Optimality:
+    """How close a plan is proven to be to the best plan over the stage options."""
+
+    proven_optimal: bool
+    gap: float
+    """(objective − lower_bound) / objective: 0 when proven optimal."""
+    lower_bound: float
+    """No plan within the constraint has a smaller objective (time in s, or cost in $)."""
+    method: str
+    """How it was solved: 'dynamic programme', 'dynamic programme, merged states' (a
+    proven gap) or 'HiGHS MILP'."""
+
+
+@dataclass(frozen=True)
+class TuningPlan(TunePlan):
+    """A TunePlan with the planner's certificate: ``optimality`` is None for heuristics."""
+
+    optimality: Optimality | None = None
+
+
+def plan_from(setup: TuningSetup, planner: str = "exact") -> TuningPlan:
     """Run the planner named ``planner`` (see ``TUNING_PLANNERS``) on a prepared problem."""
     function = TUNING_PLANNERS.get(planner)
+    certifying = CERTIFYING_PLANNERS.get(planner)
+    optimality = None
     started = _time.perf_counter()
-    rows = function(setup.problem)
+    if certifying is not None:
+        rows, solution = certifying(setup.problem)
+        optimality = Optimality(
+            solution.proven_optimal, solution.gap, solution.lower_bound, solution.method
+        )
+    else:
+        rows = function(setup.problem)
     elapsed = _time.perf_counter() - started
-    return _tune_plan(setup, planner, rows, elapsed)
+    return _tune_plan(setup, planner, rows, elapsed, optimality)
 
 
 def plan_tuning(
@@ -71,7 +100,7 @@ def plan_tuning(
     *,
     memory_step_mb: int | None = None,
     max_functions: int | None = None,
-) -> TunePlan:
+) -> TuningPlan:
     """One allocation per stage of ``sha`` minimising time within a budget, or cost within a
     deadline (CE-scaling eqs. 7–12), by the planner named ``planner``: exact, greedy, static,
     static-cheapest, fixed or even-trials."""
@@ -87,7 +116,13 @@ def plan_tuning(
     return plan_from(setup, planner)
 
 
-def _tune_plan(setup: TuningSetup, planner: str, rows: tuple[int, ...], elapsed: float) -> TunePlan:
+def _tune_plan(
+    setup: TuningSetup,
+    planner: str,
+    rows: tuple[int, ...],
+    elapsed: float,
+    optimality: Optimality | None,
+) -> TuningPlan:
     problem = setup.problem
     stages = []
     for index, row in enumerate(rows):
@@ -111,7 +146,7 @@ def _tune_plan(setup: TuningSetup, planner: str, rows: tuple[int, ...], elapsed:
         raise InfeasibleConstraintError(  # a planner bug, never a user error
             f"planner {planner} returned a plan outside the constraint"
         )
-    return TunePlan(
+    return TuningPlan(
         planner=planner,
         constraint=problem.constraint,
         stages=tuple(stages),
@@ -122,6 +157,7 @@ def _tune_plan(setup: TuningSetup, planner: str, rows: tuple[int, ...], elapsed:
         workload=setup.workload,
         catalog=setup.catalog,
         candidates=len(problem.table),
+        optimality=optimality,
     )
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from faasml.exceptions import InfeasibleConstraintError
-from faasml.planners.tuning._exact import exact_options
+from faasml.planners.tuning._exact import ExactSolution, exact_solution
 from faasml.planners.tuning._greedy import greedy_options
 from faasml.planners.tuning._problem import TuningProblem
 from faasml.registry import Registry
@@ -28,6 +28,11 @@ TuningPlanner = Callable[[TuningProblem], tuple[int, ...]]
 """A pure planner: the candidate-table row of every stage, or InfeasibleConstraintError."""
 
 TUNING_PLANNERS: Registry[TuningPlanner] = Registry("tuning planner")
+
+CertifyingPlanner = Callable[[TuningProblem], tuple[tuple[int, ...], ExactSolution]]
+"""A planner that also proves how far from optimal its plan is at most."""
+CERTIFYING_PLANNERS: dict[str, CertifyingPlanner] = {}
+"""Planners (by their TUNING_PLANNERS name) that return a certificate with the plan."""
 
 
 def _rows(problem: TuningProblem, options: tuple[int, ...]) -> tuple[int, ...]:
@@ -82,10 +87,19 @@ def static(problem: TuningProblem) -> tuple[int, ...]:
     return (static_best_row(problem),) * len(problem.stages)
 
 
+def exact_certified(problem: TuningProblem) -> tuple[tuple[int, ...], ExactSolution]:
+    """``exact``'s rows with its certificate (proven optimal, or the proven gap)."""
+    solution = exact_solution(problem)
+    return _rows(problem, solution.options), solution
+
+
+CERTIFYING_PLANNERS["exact"] = exact_certified
+
+
 @TUNING_PLANNERS.decorator("exact")
 def exact(problem: TuningProblem) -> tuple[int, ...]:
     """The optimal partitioning (multiple-choice knapsack solved exactly, see ``_exact``)."""
-    return _rows(problem, exact_options(problem))
+    return exact_certified(problem)[0]
 
 
 def _dominating_option(problem: TuningProblem, stage: int, row: int) -> int:
@@ -136,13 +150,19 @@ def _cheapest_in_limit(problem: TuningProblem) -> tuple[int, ...]:
 
 
 def _split(problem: TuningProblem, shares: np.ndarray, name: str) -> tuple[int, ...]:
-    """Per stage, the best option within its share of the limit (budget, or deadline)."""
+    """Per stage, the best option within its share of the limit (budget, or deadline).
+
+    The limit is the bound on what is not minimised: the budget when minimising time, the
+    deadline when minimising cost. A constraint may give only the other bound (``--budget 5
+    --minimise cost``: the cheapest plan, if it fits the budget); then nothing limits the
+    spent resource, every stage's share is unbounded and each stage takes its best option.
+    """
     minimise_time = problem.constraint.goal is Objective.MIN_TIME
     c = problem.constraint
     limit = c.budget_usd if minimise_time else c.deadline_s
-    assert limit is not None  # the objective's limit is always given
+    split = shares * (np.inf if limit is None else limit)
     choice = []
-    for i, (stage, share) in enumerate(zip(problem.stages, shares * limit, strict=True)):
+    for i, (stage, share) in enumerate(zip(problem.stages, split, strict=True)):
         spent, objective = (
             (stage.cost_usd, stage.time_s) if minimise_time else (stage.time_s, stage.cost_usd)
         )

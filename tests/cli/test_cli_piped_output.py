@@ -1,0 +1,131 @@
+"""Output that is not a terminal (CI logs, `| less`) at COLUMNS=80: tables whole, one row a
+line, nothing cut ('…') or wrapped; errors on one line (docs/cli.md)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+JOB = ["--trials", "256", "--memory-step", "512"]
+PLAN_TRAIN_JSON = ["plan", "train", "lr-higgs", "--budget", "1", "--json"]
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def piped(*argv: str) -> subprocess.CompletedProcess[str]:
+    """Run faasml with stdout and stderr piped, as in a CI log, with an 80-column COLUMNS."""
+    env = {**os.environ, "COLUMNS": "80", "LINES": "24"}
+    return subprocess.run(
+        [sys.executable, "-m", "faasml.cli.main", *argv],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+        env=env,
+    )
+
+
+def rows(text: str) -> list[str]:
+    """Body rows of rich tables: lines that start and end with a vertical rule."""
+    return [line for line in text.splitlines() if line.startswith("│") and line.endswith("│")]
+
+
+def test_plan_tune_tables_are_whole_when_piped() -> None:
+    result = piped("plan", "tune", "lr-higgs", *JOB, "--deadline", "10h")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "…" not in out
+    assert "┃ stage ┃ trials ┃ epochs ┃ θ = (n × memory, storage) ┃ waves ┃" in out
+    body = rows(out)
+    # 8 stages, one line each, then the 7 planners compared: no cell wrapped onto a 2nd line.
+    assert len(body) == 8 + 7
+    for index, line in enumerate(body[:8], start=1):
+        cells = [cell.strip() for cell in line.strip("│").split("│")]
+        assert cells[0] == str(index)
+        assert cells[3].startswith("1 × ") and cells[3].endswith("MB, no sync")
+    assert {line.split("│")[1].strip() for line in body[8:]} == {
+        "exact",
+        "static",
+        "static-cheapest",
+        "fixed",
+        "fixed-pool",
+        "even-trials",
+        "greedy",
+    }
+    assert max(len(line) for line in out.splitlines()) > 80  # COLUMNS did not cut it
+
+
+def test_plan_train_and_simulate_tune_tables_are_whole_when_piped() -> None:
+    train = piped("plan", "train", "lr-higgs", "--budget", "0.10")
+    assert train.returncode == 0, train.stderr
+    assert "…" not in train.stdout
+    runners = [line for line in rows(train.stdout) if " MB │" in line]
+    assert len(runners) == 5
+    for line in runners:
+        storage = line.split("│")[3].strip()
+        if storage != "none (one function)":
+            assert storage.count("/") == 1 and storage.split("/")[1] in {
+                "allreduce",
+                "scatter-reduce",
+                "param-server",
+            }
+    simulated = piped("simulate", "tune", "lr-higgs", *JOB, "--budget", "2")
+    assert simulated.returncode == 0, simulated.stderr
+    assert "…" not in simulated.stdout
+    stage_rows = rows(simulated.stdout)
+    assert [line.split("│")[1].strip() for line in stage_rows] == [str(i) for i in range(1, 9)]
+    assert all(") │" in line for line in stage_rows)  # "(predicted)" closes on its own line
+
+
+def test_job_check_lines_are_whole_when_piped() -> None:
+    result = piped("job", "check", str(EXAMPLES / "tune-logreg.yaml"))
+    assert result.returncode == 0, result.stderr
+    tuning = [line for line in result.stdout.splitlines() if line.strip().startswith("tuning")]
+    assert len(tuning) == 1
+    assert tuning[0].rstrip().endswith("epoch(s) per stage, by loss")
+
+
+def test_errors_are_one_line_when_piped() -> None:
+    for argv, words in (
+        (["plan", "tune", "lr-higgs", *JOB, "--budget", "0.0001"], "least budget that works"),
+        (["plan", "train", "lr-higgs", "--budget", "0.000001"], "least budget that works"),
+        (["plan", "tune", "lr-higgs", *JOB, "--budget", "5", "--plot", "/proc/nope"], "--plot"),
+    ):
+        result = piped(*argv)
+        assert result.returncode == 2
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1, result.stderr
+        assert lines[0].startswith("error: ") and words in lines[0]
+        assert len(lines[0]) > 80
+    usage = piped("plan", "tune", "lr-higgs", "--trials", "many", "--budget", "5")
+    assert usage.returncode == 2
+    last = usage.stderr.strip().splitlines()[-1]
+    assert last == "error: argument --trials: invalid int value: 'many'"
+
+
+def test_a_reader_that_goes_away_is_no_traceback() -> None:
+    env = {**os.environ, "COLUMNS": "80"}
+    producer = subprocess.Popen(
+        [sys.executable, "-m", "faasml.cli.main", *PLAN_TRAIN_JSON],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert producer.stdout is not None and producer.stderr is not None
+    producer.stdout.close()  # like `| head -0`
+    err = producer.stderr.read().decode()
+    producer.wait(timeout=300)
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+def test_an_error_with_line_breaks_and_brackets_prints_as_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from faasml.cli._common import print_error
+
+    print_error("store failed:\n  TimeoutError: no value under [bold]'p/sync/3'[/bold]\n")
+    err = capsys.readouterr().err
+    assert err == "error: store failed:; TimeoutError: no value under [bold]'p/sync/3'[/bold]\n"
