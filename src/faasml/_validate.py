@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import reprlib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -13,6 +14,16 @@ import yaml
 from faasml.exceptions import ConfigError, UnknownNameError
 
 E = TypeVar("E", bound=ConfigError)
+
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel, _SHOWN.maxdict, _SHOWN.maxlist, _SHOWN.maxtuple = 3, 6, 6, 6
+_SHOWN.maxstring = _SHOWN.maxother = 60
+_SHOWN.maxlong = 40
+
+
+def shown(value: object) -> str:
+    """``repr(value)``, shortened (long strings, deep or long lists), for one-line errors."""
+    return _SHOWN.repr(value)
 
 
 def shipped_or_path(name_or_path: str | os.PathLike[str], directory: Path, kind: str) -> Path:
@@ -58,7 +69,7 @@ class Fields:
         return f"{self.where}.{name}" if self.where else name
 
     def fail(self, name: str, value: object, rule: str) -> ConfigError:
-        return self.error(f"the value of {self.path(name)} is {value!r}, but {rule}")
+        return self.error(f"the value of {self.path(name)} is {shown(value)}, but {rule}")
 
     def has(self, name: str) -> bool:
         return name in self.data
