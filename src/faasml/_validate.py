@@ -42,16 +42,106 @@ def shipped_or_path(name_or_path: str | os.PathLike[str], directory: Path, kind:
     return directory / f"{text}.yaml"
 
 
+MAX_YAML_BYTES = 4 * 1024 * 1024
+"""The largest YAML file faasml reads (job files, catalogs and profiles are a few KB)."""
+MAX_YAML_DEPTH = 32
+"""The deepest nesting of lists and mappings a YAML file may have."""
+MAX_YAML_VALUES = 100_000
+"""The most values a YAML file may hold once its aliases (``*name``) are expanded."""
+
+_BOMS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
+
+
 def load_yaml(path: Path, error: type[ConfigError] = ConfigError) -> Any:
-    """Parse a YAML file; a missing or malformed file raises ``error`` naming the path."""
+    """Parse a YAML file; a missing, unreadable or malformed file raises ``error`` naming the
+    path and the rule, in one line: UTF-8 text (or UTF-16 with a byte-order mark, as YAML
+    allows), at most ``MAX_YAML_BYTES``, nested at most ``MAX_YAML_DEPTH`` deep, at most
+    ``MAX_YAML_VALUES`` values with aliases expanded, and no alias inside itself."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, "rb") as stream:
+            raw = stream.read(MAX_YAML_BYTES + 1)
     except OSError as err:
         raise error(f"cannot read {path}: {err.strerror or err}") from None
+    if len(raw) > MAX_YAML_BYTES:
+        raise error(f"{path} is larger than {MAX_YAML_BYTES:,} bytes, the most faasml reads")
+    text = _decode(raw, path, error)
     try:
-        return yaml.safe_load(text)
+        _check_nesting(text, path, error)
+        data = yaml.safe_load(text)
     except yaml.YAMLError as err:
-        raise error(f"{path} is not valid YAML: {err}") from None
+        raise error(f"{path} is not valid YAML: {_yaml_problem(err)}") from None
+    except RecursionError:  # a backstop: _check_nesting bounds the depth first
+        raise error(f"{path} nests deeper than {MAX_YAML_DEPTH} levels") from None
+    _measure(data, 0, {}, set(), path, error)
+    return data
+
+
+def _decode(raw: bytes, path: Path, error: type[ConfigError]) -> str:
+    encoding = next((name for bom, name in _BOMS if raw.startswith(bom)), "utf-8")
+    try:
+        return raw.decode(encoding)
+    except UnicodeDecodeError as err:
+        raise error(
+            f"{path} is not {encoding.upper().removesuffix('-SIG')} text: byte "
+            f"0x{raw[err.start]:02x} at offset {err.start} cannot be decoded "
+            "(save the file as UTF-8)"
+        ) from None
+
+
+def _check_nesting(text: str, path: Path, error: type[ConfigError]) -> None:
+    """Refuse deep nesting from the event stream, before the (recursive) composer sees it."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_YAML_DEPTH:
+                raise error(f"{path} nests deeper than {MAX_YAML_DEPTH} levels")
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
+def _measure(
+    value: Any,
+    depth: int,
+    memo: dict[int, tuple[int, int]],
+    active: set[int],
+    path: Path,
+    error: type[ConfigError],
+) -> tuple[int, int]:
+    """(values, height) of a parsed document, each shared node (an alias) measured once."""
+    if not isinstance(value, dict | list):
+        return 1, 0
+    key = id(value)
+    if key in active:
+        raise error(f"{path} has an alias inside the value it names (*name within &name)")
+    if key not in memo:
+        if depth >= MAX_YAML_DEPTH:
+            raise error(f"{path} nests deeper than {MAX_YAML_DEPTH} levels (aliases expanded)")
+        active.add(key)
+        values, height = 1, 0
+        for child in value.values() if isinstance(value, dict) else value:
+            count, below = _measure(child, depth + 1, memo, active, path, error)
+            values, height = values + count, max(height, below + 1)
+            if values > MAX_YAML_VALUES:
+                break
+        active.discard(key)
+        memo[key] = values, height
+    values, height = memo[key]
+    if values > MAX_YAML_VALUES:
+        raise error(f"{path} holds more than {MAX_YAML_VALUES:,} values with aliases expanded")
+    if depth + height > MAX_YAML_DEPTH:
+        raise error(f"{path} nests deeper than {MAX_YAML_DEPTH} levels (aliases expanded)")
+    return values, height
+
+
+def _yaml_problem(err: yaml.YAMLError) -> str:
+    """The parser's complaint in one line, with the line and column it points at."""
+    if isinstance(err, yaml.MarkedYAMLError) and err.problem:
+        mark = err.problem_mark
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        context = f"{err.context}: " if err.context else ""
+        return " ".join(f"{context}{err.problem}{where}".split())
+    return " ".join(str(err).split())
 
 
 class Fields:
