@@ -7,8 +7,10 @@ with the same message. ``check_trial`` is the part one trial's configuration can
 
 from __future__ import annotations
 
+import math
+
 from faasml._jobspec import DatasetSpec, JobSpec
-from faasml._validate import shown
+from faasml._validate import MAX_DATA_VALUES, MAX_PARAMS, check_size, count_text, shown
 from faasml.exceptions import ConfigError
 from faasml.searchspace import SearchSpace
 from faasml.workloads.data import Dataset, generate_dataset
@@ -29,7 +31,19 @@ def check_trial(job: JobSpec) -> None:
     # Built on two generated samples, so bad option values fail at load time; the generator
     # and the model factories bound their sizes before allocating anything.
     sample = generate_dataset(spec.synthetic, 2, seed=spec.seed, **dict(spec.options))
-    job.model.build(sample.input_shape, sample.num_classes)
+    per_sample = math.prod(sample.input_shape)
+    check_size(
+        f"dataset '{spec.synthetic}' (samples {count_text(spec.samples or 0)} × "
+        f"{per_sample:,} per sample)",
+        (spec.samples or 0) * per_sample,
+        MAX_DATA_VALUES,
+        "values",
+        ConfigError,
+    )
+    model = job.model.build(sample.input_shape, sample.num_classes)
+    # Built-in networks are refused before they are built; a linear model allocates nothing
+    # until its parameters are made, and a user's factory is theirs: all are bounded here.
+    check_size(f"model '{job.model.name}'", model.num_params, MAX_PARAMS, "parameters", ConfigError)
 
 
 def check_data(job: JobSpec, train: Dataset) -> None:

@@ -15,14 +15,51 @@ from faasml.exceptions import ConfigError, UnknownNameError
 
 E = TypeVar("E", bound=ConfigError)
 
-_SHOWN = reprlib.Repr()
+
+MAX_PARAMS = 100_000_000
+"""The most parameters a model may have: 400 MB as float32, checked before it is built."""
+MAX_DATA_VALUES = 300_000_000
+"""The most values a generated dataset may hold: 1.2 GB as float32, checked before it is made."""
+
+
+def check_size(
+    what: str,
+    count: int,
+    limit: int,
+    unit: str,
+    error: type[ConfigError],
+    *,
+    at_least: bool = False,
+) -> None:
+    """Refuse ``count`` above ``limit`` before anything that large is allocated (``at_least``:
+    the count stopped once past the limit, so it is a lower bound)."""
+    if count > limit:
+        raise error(
+            f"{what} would have {'at least ' if at_least else ''}{count_text(count)} {unit}, "
+            f"but may have at most {limit:,} "
+            f"({limit * 4 / 1e9:.3g} GB as float32)"
+        )
+
+
+def count_text(count: int) -> str:
+    """``1,234`` for a count, ``about 10^40`` for a huge one (whose ``str`` Python refuses)."""
+    if abs(count) < 10**18:
+        return f"{count:,}"
+    return f"{'-' if count < 0 else ''}about 10^{int(abs(count).bit_length() * 0.30103)}"
+
+
+class _Shown(reprlib.Repr):
+    def repr_int(self, x: int, level: int) -> str:
+        return str(x) if abs(x) < 10**18 else count_text(x)
+
+
+_SHOWN = _Shown()
 _SHOWN.maxlevel, _SHOWN.maxdict, _SHOWN.maxlist, _SHOWN.maxtuple = 3, 6, 6, 6
 _SHOWN.maxstring = _SHOWN.maxother = 60
-_SHOWN.maxlong = 40
 
 
 def shown(value: object) -> str:
-    """``repr(value)``, shortened (long strings, deep or long lists), for one-line errors."""
+    """``repr(value)``, shortened (long strings, deep or long lists, huge numbers), in one line."""
     return _SHOWN.repr(value)
 
 
@@ -72,6 +109,8 @@ def load_yaml(path: Path, error: type[ConfigError] = ConfigError) -> Any:
         raise error(f"{path} is not valid YAML: {_yaml_problem(err)}") from None
     except RecursionError:  # a backstop: _check_nesting bounds the depth first
         raise error(f"{path} nests deeper than {MAX_YAML_DEPTH} levels") from None
+    except ValueError as err:  # e.g. an integer of more digits than Python converts
+        raise error(f"{path} holds a value Python cannot read: {err}") from None
     _measure(data, 0, {}, set(), path, error)
     return data
 
