@@ -19,6 +19,10 @@ from faasml.workloads.data import Dataset, generate_dataset
 def check_job(job: JobSpec) -> None:
     """Every rule a job must keep before anything runs; raises a one-line ``ConfigError``."""
     check_trial(job)
+    _check_tuning(job)
+    _check_platform(job)
+    _check_catalog(job)
+    _check_profile(job)
     if job.search_space is not None:
         _check_search_space(job, job.search_space)
 
@@ -28,6 +32,7 @@ def check_trial(job: JobSpec) -> None:
     spec = job.dataset
     if spec.synthetic is None:
         return  # a file's size and shape are known once it is read: see ``check_data``
+    check_batch_size(job.batch_size, training_samples(spec), spec)
     # Built on two generated samples, so bad option values fail at load time; the generator
     # and the model factories bound their sizes before allocating anything.
     sample = generate_dataset(spec.synthetic, 2, seed=spec.seed, **dict(spec.options))

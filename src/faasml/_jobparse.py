@@ -31,6 +31,8 @@ from faasml.workloads.data import FORMATS, GENERATORS, option_names
 from faasml.workloads.optim import OPTIMIZERS, create_optimizer
 
 _MODULE_ATTR = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+MAX_TRIALS = 100_000
+"""The most trials a tuning run may sample (the largest of the CE-scaling paper has 16,384)."""
 _SUFFIX_FORMATS = {".csv": "higgs-csv", ".gz": "higgs-csv", ".bin": "cifar10-bin"}
 
 
@@ -204,7 +206,7 @@ def _dataset(f: Fields, seed: int, base_dir: Path) -> DatasetSpec:
 
 
 def _tuning(f: Fields) -> TuningSpec:
-    trials = f.integer("trials", minimum=1)
+    trials = f.integer("trials", minimum=1, maximum=MAX_TRIALS)
     eta = f.integer("reduction_factor", 2, minimum=2)
     most = 1  # stages while trials // eta**i >= 1, counted exactly in integers
     while trials // eta**most >= 1:

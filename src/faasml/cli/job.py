@@ -8,7 +8,7 @@ from typing import Any
 from rich.table import Table
 
 from faasml.cli._common import console, print_json
-from faasml.config import JobSpec, load_job, parse_assignments
+from faasml.config import JobSpec, check_data, load_job, parse_assignments
 
 
 def register(commands: Any) -> None:
@@ -40,6 +40,7 @@ def register(commands: Any) -> None:
 def summarize(job: JobSpec, trials: int) -> dict[str, Any]:
     """The validated job, its data and model sizes, and its first ``trials`` configurations."""
     train, test = job.dataset.load()
+    check_data(job, train)
     model = job.model.build(train.input_shape, train.num_classes)
     job.optimizer.build(model.num_params)
     configs = []
