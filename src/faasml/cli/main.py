@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from rich.console import Console
+from rich.text import Text
 
 from faasml import __version__
 from faasml.exceptions import FaasmlError
@@ -28,8 +29,16 @@ EXIT_USAGE = 2
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
-        Console(stderr=True, highlight=False).print(f"[bold red]error:[/] {message}")
+        print_error(message)
         raise SystemExit(EXIT_USAGE)
+
+
+def print_error(message: str) -> None:
+    """``error: message`` on stderr; the message is plain text, never rich markup (``[aws]`` in
+    ``pip install 'faasml[aws]'`` or a user's ``[/x]`` must print as written), in one line."""
+    Console(stderr=True, highlight=False, soft_wrap=True).print(
+        Text("error:", style="bold red"), Text(message)
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.func(args)
     except FaasmlError as err:
-        Console(stderr=True, highlight=False).print(f"[bold red]error:[/] {err}")
+        print_error(str(err))
         return EXIT_USAGE
     return code
 
