@@ -189,6 +189,12 @@ class Fields:
     def __init__(self, data: object, where: str, error: type[ConfigError] = ConfigError) -> None:
         if not isinstance(data, Mapping):
             raise error(f"{where} must be a mapping of fields, not {type(data).__name__}")
+        odd = next((key for key in data if not isinstance(key, str)), None)
+        if odd is not None or None in data:
+            raise error(
+                f"{where or 'the file'} has a field named {shown(odd)}; field names are text "
+                "(quote a name that YAML would read as a number, true/false or null)"
+            )
         self.data: Mapping[str, Any] = data
         self.where = where
         self.error = error

@@ -92,3 +92,12 @@ def test_control_characters_and_too_large_files_are_refused(tmp_path: Path) -> N
 
 def test_a_folder_is_not_a_file(tmp_path: Path) -> None:
     _refused(tmp_path, r"cannot read")
+
+
+@pytest.mark.parametrize("key", ["1", "null", "true", "3.5"])
+def test_a_field_name_yaml_reads_as_a_number_or_null_is_refused(tmp_path: Path, key: str) -> None:
+    text = EXAMPLE.read_text(encoding="utf-8").replace("  features: 28", f"  {key}: 28")
+    path = tmp_path / "job.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=r"dataset has a field named .*; field names are text"):
+        load_job(path, environ={})
