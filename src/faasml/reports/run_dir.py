@@ -199,7 +199,7 @@ def _check_trial(trial: Fields) -> None:
     checkpoint = trial.raw("checkpoint", None)
     if checkpoint is not None and not isinstance(checkpoint, str):
         raise trial.fail("checkpoint", checkpoint, "must be a key or null")
-    trial.text("status", "pending")
+    trial.text("status")
     if trial.has("history"):
         for index, record in enumerate(trial.items("history", allow_empty=True)):
             Fields(record, f"{trial.where}.history[{index}]")
