@@ -101,17 +101,22 @@ def load_yaml(path: Path, error: type[ConfigError] = ConfigError) -> Any:
         raise error(f"cannot read {path}: {err.strerror or err}") from None
     if len(raw) > MAX_YAML_BYTES:
         raise error(f"{path} is larger than {MAX_YAML_BYTES:,} bytes, the most faasml reads")
-    text = _decode(raw, path, error)
+    return parse_yaml(_decode(raw, path, error), str(path), error)
+
+
+def parse_yaml(text: str, where: str, error: type[ConfigError] = ConfigError) -> Any:
+    """Parse YAML text (a file's, or a value given on the command line or in the environment)
+    under the rules of ``load_yaml``; ``where`` names it in the one-line error."""
     try:
-        _check_nesting(text, path, error)
+        _check_nesting(text, where, error)
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:
-        raise error(f"{path} is not valid YAML: {_yaml_problem(err)}") from None
+        raise error(f"{where} is not valid YAML: {_yaml_problem(err)}") from None
     except RecursionError:  # a backstop: _check_nesting bounds the depth first
-        raise error(f"{path} nests deeper than {MAX_YAML_DEPTH} levels") from None
+        raise error(f"{where} nests deeper than {MAX_YAML_DEPTH} levels") from None
     except ValueError as err:  # e.g. an integer of more digits than Python converts
-        raise error(f"{path} holds a value Python cannot read: {err}") from None
-    _measure(data, 0, {}, set(), path, error)
+        raise error(f"{where} holds a value Python cannot read: {err}") from None
+    _measure(data, 0, {}, set(), where, error)
     return data
 
 
@@ -127,7 +132,7 @@ def _decode(raw: bytes, path: Path, error: type[ConfigError]) -> str:
         ) from None
 
 
-def _check_nesting(text: str, path: Path, error: type[ConfigError]) -> None:
+def _check_nesting(text: str, path: str, error: type[ConfigError]) -> None:
     """Refuse deep nesting from the event stream, before the (recursive) composer sees it."""
     depth = 0
     for event in yaml.parse(text, Loader=yaml.SafeLoader):
@@ -144,7 +149,7 @@ def _measure(
     depth: int,
     memo: dict[int, tuple[int, int]],
     active: set[int],
-    path: Path,
+    path: str,
     error: type[ConfigError],
 ) -> tuple[int, int]:
     """(values, height) of a parsed document, each shared node (an alias) measured once."""

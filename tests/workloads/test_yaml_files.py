@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from faasml.catalog import load_catalog
-from faasml.config import load_job
+from faasml.config import load_job, parse_assignments
 from faasml.exceptions import CatalogError, ConfigError, WorkloadError
 from faasml.workload import load_workload
 
@@ -101,3 +101,21 @@ def test_a_field_name_yaml_reads_as_a_number_or_null_is_refused(tmp_path: Path, 
     path.write_text(text)
     with pytest.raises(ConfigError, match=r"dataset has a field named .*; field names are text"):
         load_job(path, environ={})
+
+
+@pytest.mark.parametrize(
+    "text", ["[" * 3000, "[" * 3000 + "]" * 3000, "1" * 5000, "&a [*a]", "{a: !!python/x 1}"]
+)
+def test_set_and_environment_values_that_are_not_readable_yaml_stay_text(
+    tmp_path: Path, text: str
+) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(EXAMPLE.read_text(encoding="utf-8"))
+    with pytest.raises(
+        ConfigError, match=r"^the value of seed is '.*', but must be a whole number$"
+    ):
+        load_job(path, parse_assignments([f"seed={text}"]), environ={})
+    with pytest.raises(
+        ConfigError, match=r"^the value of seed is '.*', but must be a whole number$"
+    ):
+        load_job(path, environ={"FAASML_SEED": text})
