@@ -95,7 +95,7 @@ def _check_platform(job: JobSpec) -> None:
 
     if job.platform not in PLATFORMS:
         raise ConfigError(
-            f"the value of platform is {job.platform!r}, but must be one of: "
+            f"the value of platform is {shown(job.platform)}, but must be one of: "
             f"{', '.join(PLATFORMS.names())}"
         )
 
@@ -107,7 +107,7 @@ def _check_catalog(job: JobSpec) -> None:
     try:
         catalog = load_catalog(job.catalog)
     except ConfigError as err:
-        raise ConfigError(f"the value of catalog is {job.catalog!r}, but {err}") from None
+        raise ConfigError(f"the value of catalog is {shown(job.catalog)}, but {err}") from None
     missing = [name for name in job.sync_stores() if name not in catalog.storages]
     if missing:
         raise ConfigError(
@@ -125,7 +125,7 @@ def _check_profile(job: JobSpec) -> None:
     try:
         load_workload(job.profile)
     except ConfigError as err:
-        raise ConfigError(f"the value of profile is {job.profile!r}, but {err}") from None
+        raise ConfigError(f"the value of profile is {shown(job.profile)}, but {err}") from None
 
 
 def _check_search_space(job: JobSpec, space: SearchSpace) -> None:

@@ -21,7 +21,7 @@ from faasml._jobspec import (
     TuningSpec,
 )
 from faasml._layers import redact_url
-from faasml._validate import Fields
+from faasml._validate import Fields, shown
 from faasml.exceptions import ConfigError, UnknownNameError
 from faasml.searchspace import parse_search_space
 from faasml.sync.stores import is_store_url, storage_name
@@ -115,7 +115,7 @@ def _check_store(job: JobSpec) -> None:
         _check_url("store", job.store)
     elif job.store not in PROVIDED_STORES and job.store not in job.stores:
         raise ConfigError(
-            f"the value of store is {job.store!r}, but must be a store URL, a name under "
+            f"the value of store is {shown(job.store)}, but must be a store URL, a name under "
             f"stores ({', '.join(job.stores) or 'none given'}) or one faasml provides itself "
             f"({', '.join(PROVIDED_STORES)})"
         )

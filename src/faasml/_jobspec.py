@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from faasml._layers import redact_url, set_path
+from faasml._validate import shown
 from faasml.exceptions import ConfigError
 from faasml.searchspace import SearchSpace
 from faasml.sync.stores import is_store_url, storage_name
@@ -219,7 +220,7 @@ def resolve_hyperparameter(key: str, optimizer: str) -> str:
     if key in accepted:
         return f"optimizer.{key}"
     raise ConfigError(
-        f"search_space has hyperparameter {key!r}, but keys must be batch_size, "
+        f"search_space has hyperparameter {shown(key)}, but keys must be batch_size, "
         f"optimizer.<name>, model.<option>, or a hyperparameter of optimizer "
         f"'{optimizer}' ({', '.join(accepted)})"
     )

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from faasml._validate import MAX_DATA_VALUES, check_size, count_text
+from faasml._validate import MAX_DATA_VALUES, check_size, count_text, shown
 from faasml.exceptions import WorkloadError
 from faasml.workloads._dataset import Dataset
 
@@ -27,7 +27,7 @@ from faasml.workloads._dataset import Dataset
 def _count(name: str, value: Any, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise WorkloadError(
-            f"the value of dataset.{name} is {value!r}, but must be an integer >= {minimum}"
+            f"the value of dataset.{name} is {shown(value)}, but must be an integer >= {minimum}"
         )
     return value
 
@@ -48,7 +48,9 @@ def higgs_like(samples: int, features: int = 28, seed: int = 0, noise: float = 1
     """Two-class tabular data shaped like UCI HIGGS (``features`` columns, labels 0/1)."""
     n, d = _count("samples", samples, 2), _count("features", features)
     if isinstance(noise, bool) or not isinstance(noise, int | float) or not noise >= 0:
-        raise WorkloadError(f"the value of dataset.noise is {noise!r}, but must be a number >= 0")
+        raise WorkloadError(
+            f"the value of dataset.noise is {shown(noise)}, but must be a number >= 0"
+        )
     _bound("higgs-like", n * d, f"samples {count_text(n)} × features {count_text(d)}", d)
     rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, 1])
     x = rng.normal(size=(n, d))
@@ -95,7 +97,7 @@ def sequences(samples: int, length: int = 16, vocab: int = 64, seed: int = 0) ->
     n, t, v = _count("samples", samples), _count("length", length), _count("vocab", vocab, 4)
     if v > 2**62:
         raise WorkloadError(
-            f"the value of dataset.vocab is {v!r}, but must be <= 2**62 (token ids are int64)"
+            f"the value of dataset.vocab is {shown(v)}, but must be <= 2**62 (token ids are int64)"
         )
     _bound("sequences", n * t, f"samples {count_text(n)} × length {count_text(t)}", t)
     rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, 3])
