@@ -13,7 +13,8 @@ def optional_import(module: str, extra: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError as err:
+        package = module.partition(".")[0]
         raise MissingDependencyError(
-            f"'{module}' is needed for this feature but is not installed; "
+            f"'{package}' is needed for this feature but is not installed; "
             f"install it with: pip install 'faasml[{extra}]'"
         ) from err

@@ -7,8 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import yaml
-
+from faasml._validate import parse_yaml, shown
 from faasml.exceptions import ConfigError
 
 ENV_PREFIX = "FAASML_"
@@ -29,13 +28,10 @@ def parse_assignments(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
         key, sep, text = item.partition("=")
         if not sep or not key.strip() or any(not part for part in key.strip().split(".")):
             raise ConfigError(
-                f"the value of --set is {item!r}, but must be FIELD=VALUE with a dotted field "
+                f"the value of --set is {shown(item)}, but must be FIELD=VALUE with a dotted field "
                 "such as tuning.trials=8"
             )
-        try:
-            value = yaml.safe_load(text)
-        except yaml.YAMLError:
-            value = text
+        value = _yaml_or_text(text)
         overrides[key.strip()] = text if value is None and text else value
     return overrides
 
@@ -80,11 +76,17 @@ def has_password(url: str) -> bool:
 
 
 def _scalar(text: str) -> Any:
-    try:
-        value = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return text
+    value = _yaml_or_text(text)
     return value if isinstance(value, str | int | float | bool) else text
+
+
+def _yaml_or_text(text: str) -> Any:
+    """``text`` read as YAML, or as written where it is not YAML faasml reads (malformed, too
+    deep, too large): the field's own rule then says what is wrong with it, in one line."""
+    try:
+        return parse_yaml(text, "the value")
+    except ConfigError:
+        return text
 
 
 def set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
@@ -97,6 +99,8 @@ def set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
         elif isinstance(child, str) and part == "model" and node is data:
             child = {"name": child}  # the `model: name` shorthand
         elif not isinstance(child, Mapping):
-            raise ConfigError(f"cannot set {dotted}: {part} is {child!r}, not a mapping of fields")
+            raise ConfigError(
+                f"cannot set {dotted}: {part} is {shown(child)}, not a mapping of fields"
+            )
         node[part] = node = dict(child)
     node[leaf] = value

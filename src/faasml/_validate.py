@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import reprlib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -13,6 +14,53 @@ import yaml
 from faasml.exceptions import ConfigError, UnknownNameError
 
 E = TypeVar("E", bound=ConfigError)
+
+
+MAX_PARAMS = 100_000_000
+"""The most parameters a model may have: 400 MB as float32, checked before it is built."""
+MAX_DATA_VALUES = 300_000_000
+"""The most values a generated dataset may hold: 1.2 GB as float32, checked before it is made."""
+
+
+def check_size(
+    what: str,
+    count: int,
+    limit: int,
+    unit: str,
+    error: type[ConfigError],
+    *,
+    at_least: bool = False,
+) -> None:
+    """Refuse ``count`` above ``limit`` before anything that large is allocated (``at_least``:
+    the count stopped once past the limit, so it is a lower bound)."""
+    if count > limit:
+        raise error(
+            f"{what} would have {'at least ' if at_least else ''}{count_text(count)} {unit}, "
+            f"but may have at most {limit:,} "
+            f"({limit * 4 / 1e9:.3g} GB as float32)"
+        )
+
+
+def count_text(count: int) -> str:
+    """``1,234`` for a count, ``about 10^40`` for a huge one (whose ``str`` Python refuses)."""
+    if abs(count) < 10**18:
+        return f"{count:,}"
+    return f"{'-' if count < 0 else ''}about 10^{int(abs(count).bit_length() * 0.30103)}"
+
+
+class _Shown(reprlib.Repr):
+    def repr_int(self, x: int, level: int) -> str:
+        return str(x) if abs(x) < 10**18 else count_text(x)
+
+
+_SHOWN = _Shown()
+_SHOWN.maxlevel, _SHOWN.maxdict, _SHOWN.maxlist, _SHOWN.maxtuple = 3, 6, 6, 6
+_SHOWN.maxstring = _SHOWN.maxother = 60
+
+
+def shown(value: object) -> str:
+    """``repr(value)``, shortened (long strings, deep or long lists, huge numbers), in one line."""
+    return _SHOWN.repr(value)
 
 
 def shipped_or_path(name_or_path: str | os.PathLike[str], directory: Path, kind: str) -> Path:
@@ -31,16 +79,113 @@ def shipped_or_path(name_or_path: str | os.PathLike[str], directory: Path, kind:
     return directory / f"{text}.yaml"
 
 
+MAX_YAML_BYTES = 4 * 1024 * 1024
+"""The largest YAML file faasml reads (job files, catalogs and profiles are a few KB)."""
+MAX_YAML_DEPTH = 32
+"""The deepest nesting of lists and mappings a YAML file may have."""
+MAX_YAML_VALUES = 100_000
+"""The most values a YAML file may hold once its aliases (``*name``) are expanded."""
+
+_BOMS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
+
+
 def load_yaml(path: Path, error: type[ConfigError] = ConfigError) -> Any:
-    """Parse a YAML file; a missing or malformed file raises ``error`` naming the path."""
+    """Parse a YAML file; a missing, unreadable or malformed file raises ``error`` naming the
+    path and the rule, in one line: UTF-8 text (or UTF-16 with a byte-order mark, as YAML
+    allows), at most ``MAX_YAML_BYTES``, nested at most ``MAX_YAML_DEPTH`` deep, at most
+    ``MAX_YAML_VALUES`` values with aliases expanded, and no alias inside itself."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, "rb") as stream:
+            raw = stream.read(MAX_YAML_BYTES + 1)
     except OSError as err:
         raise error(f"cannot read {path}: {err.strerror or err}") from None
+    if len(raw) > MAX_YAML_BYTES:
+        raise error(f"{path} is larger than {MAX_YAML_BYTES:,} bytes, the most faasml reads")
+    return parse_yaml(_decode(raw, path, error), str(path), error)
+
+
+def parse_yaml(text: str, where: str, error: type[ConfigError] = ConfigError) -> Any:
+    """Parse YAML text (a file's, or a value given on the command line or in the environment)
+    under the rules of ``load_yaml``; ``where`` names it in the one-line error."""
     try:
-        return yaml.safe_load(text)
+        _check_nesting(text, where, error)
+        data = yaml.safe_load(text)
     except yaml.YAMLError as err:
-        raise error(f"{path} is not valid YAML: {err}") from None
+        raise error(f"{where} is not valid YAML: {_yaml_problem(err)}") from None
+    except RecursionError:  # a backstop: _check_nesting bounds the depth first
+        raise error(f"{where} nests deeper than {MAX_YAML_DEPTH} levels") from None
+    except ValueError as err:  # e.g. an integer of more digits than Python converts
+        raise error(f"{where} holds a value Python cannot read: {err}") from None
+    _measure(data, 0, {}, set(), where, error)
+    return data
+
+
+def _decode(raw: bytes, path: Path, error: type[ConfigError]) -> str:
+    encoding = next((name for bom, name in _BOMS if raw.startswith(bom)), "utf-8")
+    try:
+        return raw.decode(encoding)
+    except UnicodeDecodeError as err:
+        raise error(
+            f"{path} is not {encoding.upper().removesuffix('-SIG')} text: byte "
+            f"0x{raw[err.start]:02x} at offset {err.start} cannot be decoded "
+            "(save the file as UTF-8)"
+        ) from None
+
+
+def _check_nesting(text: str, path: str, error: type[ConfigError]) -> None:
+    """Refuse deep nesting from the event stream, before the (recursive) composer sees it."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_YAML_DEPTH:
+                raise error(f"{path} nests deeper than {MAX_YAML_DEPTH} levels")
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
+def _measure(
+    value: Any,
+    depth: int,
+    memo: dict[int, tuple[int, int]],
+    active: set[int],
+    path: str,
+    error: type[ConfigError],
+) -> tuple[int, int]:
+    """(values, height) of a parsed document, each shared node (an alias) measured once."""
+    if not isinstance(value, dict | list):
+        return 1, 0
+    key = id(value)
+    if key in active:
+        raise error(f"{path} has an alias inside the value it names (*name within &name)")
+    if key not in memo:
+        if depth >= MAX_YAML_DEPTH:
+            raise error(f"{path} nests deeper than {MAX_YAML_DEPTH} levels (aliases expanded)")
+        active.add(key)
+        values, height = 1, 0
+        for child in value.values() if isinstance(value, dict) else value:
+            count, below = _measure(child, depth + 1, memo, active, path, error)
+            values, height = values + count, max(height, below + 1)
+            if values > MAX_YAML_VALUES:
+                break
+        active.discard(key)
+        memo[key] = values, height
+    values, height = memo[key]
+    if values > MAX_YAML_VALUES:
+        raise error(f"{path} holds more than {MAX_YAML_VALUES:,} values with aliases expanded")
+    if depth + height > MAX_YAML_DEPTH:
+        raise error(f"{path} nests deeper than {MAX_YAML_DEPTH} levels (aliases expanded)")
+    return values, height
+
+
+def _yaml_problem(err: yaml.YAMLError) -> str:
+    """The parser's complaint in one line, with the line and column it points at."""
+    if isinstance(err, yaml.MarkedYAMLError) and err.problem:
+        mark = err.problem_mark
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        context = f"{err.context}: " if err.context else ""
+        return " ".join(f"{context}{err.problem}{where}".split())
+    return " ".join(str(err).split())
 
 
 class Fields:
@@ -49,6 +194,12 @@ class Fields:
     def __init__(self, data: object, where: str, error: type[ConfigError] = ConfigError) -> None:
         if not isinstance(data, Mapping):
             raise error(f"{where} must be a mapping of fields, not {type(data).__name__}")
+        odd = next((key for key in data if not isinstance(key, str)), None)
+        if odd is not None or None in data:
+            raise error(
+                f"{where or 'the file'} has a field named {shown(odd)}; field names are text "
+                "(quote a name that YAML would read as a number, true/false or null)"
+            )
         self.data: Mapping[str, Any] = data
         self.where = where
         self.error = error
@@ -58,7 +209,7 @@ class Fields:
         return f"{self.where}.{name}" if self.where else name
 
     def fail(self, name: str, value: object, rule: str) -> ConfigError:
-        return self.error(f"the value of {self.path(name)} is {value!r}, but {rule}")
+        return self.error(f"the value of {self.path(name)} is {shown(value)}, but {rule}")
 
     def has(self, name: str) -> bool:
         return name in self.data

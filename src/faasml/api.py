@@ -135,8 +135,10 @@ class Tuner:
 
     def fit(self) -> ResultGrid:
         """Plan, run every stage for real and return the results."""
+        from faasml.reports.run_dir import RunDir
         from faasml.runtime.session import TuneRun
 
+        RunDir(self.run_dir).check_new()  # never over a run that is there
         run = TuneRun(self.job, self.constraint, self.run_dir)
         run.plan()
         record = run.execute()

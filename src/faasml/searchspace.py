@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from faasml._validate import shown
 from faasml.exceptions import ConfigError
 
 
@@ -110,7 +111,7 @@ class SearchSpace:
     def sample(self, n: int, seed: int) -> list[dict[str, Any]]:
         """``n`` seeded configurations; configuration i depends only on (space, seed, i)."""
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise ConfigError(f"the value of n is {n!r}, but must be an integer >= 0")
+            raise ConfigError(f"the value of n is {shown(n)}, but must be an integer >= 0")
         configs = []
         for index in range(n):
             rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, 0x5EA7C4, index])
@@ -125,36 +126,40 @@ def parse_distribution(data: object, where: str) -> Distribution:
     """One distribution: ``{uniform|loguniform|int: [low, high]}`` or ``{choice: [...]}``."""
     if not isinstance(data, Mapping) or len(data) != 1:
         raise ConfigError(
-            f"the value of {where} is {data!r}, but must be a mapping with one of "
+            f"the value of {where} is {shown(data)}, but must be a mapping with one of "
             f"{', '.join(KINDS)} (e.g. {{loguniform: [0.001, 1.0]}})"
         )
     ((kind, args),) = data.items()
     if kind not in KINDS:
-        raise ConfigError(f"{where} has distribution {kind!r}; choose one of: {', '.join(KINDS)}")
+        raise ConfigError(
+            f"{where} has distribution {shown(kind)}; choose one of: {', '.join(KINDS)}"
+        )
     here = f"{where}.{kind}"
     if kind == "choice":
         if not isinstance(args, list) or not args:
-            raise ConfigError(f"the value of {here} is {args!r}, but must be a non-empty list")
+            raise ConfigError(f"the value of {here} is {shown(args)}, but must be a non-empty list")
         return Choice(tuple(args))
     if not isinstance(args, list) or len(args) != 2:
-        raise ConfigError(f"the value of {here} is {args!r}, but must be a list [low, high]")
+        raise ConfigError(f"the value of {here} is {shown(args)}, but must be a list [low, high]")
     low, high = args
     if kind == "int":
         if any(isinstance(v, bool) or not isinstance(v, int) for v in (low, high)):
-            raise ConfigError(f"the value of {here} is {args!r}, but both bounds must be integers")
+            raise ConfigError(
+                f"the value of {here} is {shown(args)}, but both bounds must be integers"
+            )
         if low > high:
-            raise ConfigError(f"the value of {here} is {args!r}, but must have low <= high")
+            raise ConfigError(f"the value of {here} is {shown(args)}, but must have low <= high")
         return IntUniform(low, high)
     if any(
         isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v)
         for v in (low, high)
     ):
-        raise ConfigError(f"the value of {here} is {args!r}, but both bounds must be numbers")
+        raise ConfigError(f"the value of {here} is {shown(args)}, but both bounds must be numbers")
     if low >= high:
-        raise ConfigError(f"the value of {here} is {args!r}, but must have low < high")
+        raise ConfigError(f"the value of {here} is {shown(args)}, but must have low < high")
     if kind == "loguniform":
         if low <= 0:
-            raise ConfigError(f"the value of {here} is {args!r}, but must have low > 0")
+            raise ConfigError(f"the value of {here} is {shown(args)}, but must have low > 0")
         return LogUniform(float(low), float(high))
     return Uniform(float(low), float(high))
 
@@ -163,12 +168,12 @@ def parse_search_space(data: object, where: str = "search_space") -> SearchSpace
     """A mapping of hyperparameter paths to distributions, as a job file writes it."""
     if not isinstance(data, Mapping) or not data:
         raise ConfigError(
-            f"the value of {where} is {data!r}, but must be a non-empty mapping of "
+            f"the value of {where} is {shown(data)}, but must be a non-empty mapping of "
             "hyperparameter names to distributions"
         )
     params: dict[str, Distribution] = {}
     for name, spec in data.items():
         if not isinstance(name, str) or not name.strip():
-            raise ConfigError(f"{where} has a key {name!r}; keys must be non-empty strings")
+            raise ConfigError(f"{where} has a key {shown(name)}; keys must be non-empty strings")
         params[name] = parse_distribution(spec, f"{where}.{name}")
     return SearchSpace(params)

@@ -4,6 +4,7 @@ plan chose and pays for it. Real Redis and Memcached servers, started here on lo
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -89,8 +90,11 @@ def test_tuning_runs_through_the_store_the_plan_chose_and_pays_for_it(
 
 
 def test_a_store_the_catalog_does_not_price_is_refused(tmp_path: Path) -> None:
-    job = JobSpec.from_mapping({**JOB, "stores": {"dynamodb": "dynamodb://table"}})
-    with pytest.raises(ConfigError, match="prices no storage of that name"):
+    with pytest.raises(ConfigError, match="prices no storage of that name"):  # when read
+        JobSpec.from_mapping({**JOB, "stores": {"dynamodb": "dynamodb://table"}})
+    job = JobSpec.from_mapping(JOB)
+    job = dataclasses.replace(job, stores={"dynamodb": "dynamodb://table"})
+    with pytest.raises(ConfigError, match="prices no storage of that name"):  # and when run
         TuneRun(job, Constraint(budget_usd=0.05), tmp_path / "run")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 from faasml.config import JobSpec, environment_overrides, load_job, redact_url
 from faasml.exceptions import ConfigError
 from faasml.searchspace import parse_search_space
+from faasml.workload import load_workload
 from faasml.workloads.data import higgs_like, write_higgs_csv
 
 EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.yaml"))
@@ -76,6 +78,8 @@ def test_layers_file_then_environment_then_overrides(tmp_path: Path) -> None:
 
 
 def test_names_stay_text_and_file_references_resolve_next_to_the_job(tmp_path: Path) -> None:
+    (tmp_path / "profiles").mkdir()
+    shutil.copy(load_workload("lr-higgs").path or "", tmp_path / "profiles" / "mine.yaml")
     path = _write(tmp_path, {**BASE, "profile": "profiles/mine.yaml", "catalog": "local"})
     job = load_job(path, environ={"FAASML_NAME": "123"})
     assert job.name == "123"
@@ -239,7 +243,7 @@ def test_store_credentials_from_the_environment_are_redacted(tmp_path: Path) -> 
     trials=st.integers(1, 64),
     eta=st.integers(2, 4),
     seed=st.integers(0, 10_000),
-    batch=st.integers(1, 512),
+    batch=st.integers(1, 80),  # BASE has 80 training samples
 )
 def test_to_dict_round_trips(trials: int, eta: int, seed: int, batch: int) -> None:
     data = {
@@ -247,7 +251,7 @@ def test_to_dict_round_trips(trials: int, eta: int, seed: int, batch: int) -> No
         "seed": seed,
         "batch_size": batch,
         "search_space": {**SPACE, "model.l2": {"choice": [0.0, 0.1]}},
-        "tuning": {"trials": trials, "reduction_factor": eta},
+        "tuning": {"trials": trials, "reduction_factor": min(eta, max(2, trials))},
         "training": {"target_loss": 0.3},
     }
     job = JobSpec.from_mapping(data)

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from faasml.cli._common import console, print_json
-from faasml.config import JobSpec, load_job, parse_assignments
+from faasml.config import JobSpec, check_data, load_job, parse_assignments
 
 
 def register(commands: Any) -> None:
@@ -40,6 +41,7 @@ def register(commands: Any) -> None:
 def summarize(job: JobSpec, trials: int) -> dict[str, Any]:
     """The validated job, its data and model sizes, and its first ``trials`` configurations."""
     train, test = job.dataset.load()
+    check_data(job, train)
     model = job.model.build(train.input_shape, train.num_classes)
     job.optimizer.build(model.num_params)
     configs = []
@@ -68,10 +70,11 @@ def run_job_check(args: argparse.Namespace) -> int:
         return 0
     out = console()
     data, model = summary["data"], summary["model"]
-    out.print(f"[bold]{job.name}[/] is valid ({args.job})")
+    out.print(f"[bold]{escape(job.name)}[/] is valid ({escape(args.job)})")
     table = Table(show_header=False, box=None)
     table.add_row(
-        "model", f"{model['name']}: {model['params']:,} parameters ({model['model_mb']:.3g} MB)"
+        "model",
+        escape(f"{model['name']}: {model['params']:,} parameters ({model['model_mb']:.3g} MB)"),
     )
     table.add_row(
         "data",
@@ -79,7 +82,9 @@ def run_job_check(args: argparse.Namespace) -> int:
         f"{data['test_samples']:,} held-out samples of shape {tuple(data['input_shape'])}, "
         f"{data['num_classes']} classes",
     )
-    table.add_row("optimizer", f"{job.optimizer.name} {dict(job.optimizer.hyperparameters)}")
+    table.add_row(
+        "optimizer", escape(f"{job.optimizer.name} {dict(job.optimizer.hyperparameters)}")
+    )
     table.add_row("batch size", f"{job.batch_size} per worker")
     if job.tuning is not None:
         t = job.tuning
@@ -94,16 +99,15 @@ def run_job_check(args: argparse.Namespace) -> int:
         f"up to {job.training.max_epochs} epochs"
         + (f", until loss <= {target:g}" if target is not None else ""),
     )
-    table.add_row(
-        "runs on", f"platform {job.platform}, store {job.to_dict()['store']}, catalog {job.catalog}"
-    )
+    where = f"platform {job.platform}, store {job.to_dict()['store']}, catalog {job.catalog}"
+    table.add_row("runs on", escape(where))
     if job.stores:
         names = ", ".join(job.sync_stores())
-        table.add_row("stores", f"the planner chooses among: {names}")
+        table.add_row("stores", escape(f"the planner chooses among: {names}"))
     out.print(table)
     for index, config in enumerate(summary["trials"]):
         values = ", ".join(
             f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in config.items()
         )
-        out.print(f"  trial {index}: {values}")
+        out.print(f"  trial {index}: {escape(values)}")
     return 0

@@ -13,6 +13,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from faasml.cli._common import add_constraint_options, console, constraint_from
 from faasml.config import JobSpec, load_job
 from faasml.exceptions import ConfigError
+from faasml.reports.run_dir import RunDir
 from faasml.runtime.platform import PLATFORMS
 from faasml.runtime.session import BaseRun, TrainRun, TuneRun, resume_run
 from faasml.units import format_duration, format_money
@@ -26,7 +27,14 @@ def register(commands: Any) -> None:
         parser = commands.add_parser(kind, help=text, description=text)
         parser.add_argument("job", help="a job file (YAML), e.g. examples/tune-logreg.yaml")
         parser.add_argument(
-            "--run-dir", help="where the record, report and plots go (default: runs/<job>-<time>)"
+            "--run-dir",
+            help="where the record, report and plots go (default: runs/<job>-<time>); a "
+            "folder holding a run is refused (resume it with 'faasml resume DIR')",
+        )
+        parser.add_argument(
+            "--force",
+            action="store_true",
+            help="write into --run-dir even if it holds a run or other files (overwrites them)",
         )
         add_constraint_options(parser)
         add_platform_options(parser)
@@ -70,10 +78,19 @@ def _platform_of(args: argparse.Namespace, job: JobSpec) -> tuple[JobSpec, dict[
 def _run_dir(args: argparse.Namespace, name: str) -> Path:
     if args.run_dir:
         return Path(args.run_dir)
-    return Path("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    path = Path("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    RunDir(path).check_new(force=args.force)
+    return path
+
+
+def _check_run_dir(args: argparse.Namespace) -> None:
+    """Refuse a --run-dir a new run would write over, before the job is even read."""
+    if args.run_dir:
+        RunDir(args.run_dir).check_new(force=args.force)
 
 
 def run_tune(args: argparse.Namespace) -> int:
+    _check_run_dir(args)
     job, options = _platform_of(args, load_job(args.job))
     job.require_tuning()
     run = TuneRun(job, constraint_from(args), _run_dir(args, job.name), platform_options=options)
@@ -82,6 +99,7 @@ def run_tune(args: argparse.Namespace) -> int:
 
 
 def run_train(args: argparse.Namespace) -> int:
+    _check_run_dir(args)
     job, options = _platform_of(args, load_job(args.job))
     run = TrainRun(job, constraint_from(args), _run_dir(args, job.name), platform_options=options)
     run.plan()

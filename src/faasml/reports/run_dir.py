@@ -13,13 +13,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from faasml._validate import Fields, shown
 from faasml.exceptions import ConfigError
 from faasml.reports.run_report import render_report
 from faasml.sim.curves import CurvePoint, write_curve
+from faasml.types import Objective
 
 
 class RunDir:
@@ -32,29 +36,63 @@ class RunDir:
     def record_path(self) -> Path:
         return self.path / "record.json"
 
+    def check_new(self, *, force: bool = False) -> None:
+        """Refuse a folder a new run would write over: a file, a folder holding a run (unless
+        ``force``), a non-empty folder that holds none (unless ``force``), or an unwritable
+        place. Called before anything is planned, by ``faasml tune|train`` and ``Tuner.fit``."""
+        path = self.path
+        if path.exists() and not path.is_dir():
+            raise ConfigError(
+                f"the run directory {path} is a file; name a folder that does not exist yet "
+                "(or an empty one)"
+            )
+        parent = next((p for p in (path, *path.parents) if p.exists()), Path("."))
+        if not parent.is_dir():
+            raise ConfigError(f"the run directory {path} cannot be made: {parent} is a file")
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise ConfigError(f"the run directory {path} cannot be written: {parent} is read-only")
+        if force or not path.is_dir():
+            return
+        if self.record_path.exists():
+            status, kind = _peek(self.record_path)
+            advice = (
+                "choose another --run-dir"
+                if status == "finished"
+                else f"continue it with: faasml resume {path}; or choose another --run-dir"
+            )
+            raise ConfigError(
+                f"the run directory {path} already holds a {kind}run ({status}); its record "
+                f"and report would be overwritten: {advice} (or pass --force to overwrite it)"
+            )
+        if any(path.iterdir()):
+            raise ConfigError(
+                f"the run directory {path} is not empty and holds no run; choose a new or "
+                "empty folder (or pass --force to write into it)"
+            )
+
     def write_record(self, state: dict[str, Any]) -> None:
         """Write ``record.json`` atomically (temporary file, fsync, rename)."""
         self.path.mkdir(parents=True, exist_ok=True)
-        text = json.dumps(state, indent=1, default=_plain)
-        handle, temporary = tempfile.mkstemp(prefix=".record.", dir=self.path)
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as out:
-                out.write(text)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(temporary, self.record_path)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        write_atomic(self.record_path, json.dumps(state, indent=1, default=_plain))
 
     def read_record(self) -> dict[str, Any]:
+        """The record of the run, checked to hold what a resumed run reads; a missing,
+        unreadable or malformed record raises a one-line ``ConfigError`` naming the file."""
         if not self.record_path.exists():
             raise ConfigError(f"{self.path} is not a run directory: it has no record.json")
         try:
-            data: dict[str, Any] = json.loads(self.record_path.read_text(encoding="utf-8"))
+            data = json.loads(self.record_path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as err:
             raise ConfigError(f"{self.record_path} is not valid JSON: {err}") from None
-        return data
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
+            problem = err.strerror if isinstance(err, OSError) else err
+            raise ConfigError(f"cannot read {self.record_path}: {problem}") from None
+        try:
+            check_record(data)
+        except ConfigError as err:
+            raise ConfigError(f"{self.record_path} is not a usable run record: {err}") from None
+        result: dict[str, Any] = data
+        return result
 
     def sync_dir(self) -> Path:
         """Where the parameter store keeps gradients: tmpfs when there is one."""
@@ -90,9 +128,97 @@ class RunDir:
         plots = write_plots(state, self.path / "plots")
         written.extend(plots)
         report = self.path / "report.md"
-        report.write_text(render_report(state, [p.relative_to(self.path) for p in plots]))
+        write_atomic(report, render_report(state, [p.relative_to(self.path) for p in plots]))
         written.append(report)
         return written
+
+
+def write_atomic(target: Path, text: str) -> None:
+    """Write ``text`` to ``target`` all at once (temporary file, fsync, rename), with the
+    permissions the umask gives a new file (0644 under the usual 022), not mkstemp's 0600."""
+    temporary = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+    handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+KINDS = ("tune", "train")
+_OBJECTIVES = tuple(objective.value for objective in Objective)
+_TRIAL_INTS = ("epochs_done", "epoch", "batch", "round_id", "restarts")
+
+
+def check_record(data: object) -> None:
+    """What a resumed run reads from a record: its kind, status, job, constraint, platform,
+    trials and charges, each of the right type; a ``ConfigError`` names the first that is not."""
+    top = Fields(data, "record")
+    top.choice("kind", KINDS)
+    top.text("status")
+    top.sub("job")
+    source = top.raw("job_source", None)
+    if source is not None and not isinstance(source, str):
+        raise top.fail("job_source", source, "must be a path or null")
+    constraint = top.sub("constraint")
+    for name in ("budget_usd", "deadline_s"):
+        constraint.optional_number(name, minimum=0, strict_minimum=True)
+    constraint.choice("objective", _OBJECTIVES)
+    if top.has("platform"):
+        top.text("platform")
+    options = top.raw("platform_options", None)
+    if options is not None and not (
+        isinstance(options, Mapping) and all(isinstance(key, str) for key in options)
+    ):
+        raise top.fail("platform_options", options, "must be a mapping of option names")
+    top.number("elapsed_s", minimum=0)
+    top.items("events", allow_empty=True)
+    for index, item in enumerate(top.items("trials", allow_empty=True)):
+        _check_trial(Fields(item, f"record.trials[{index}]"))
+    for index, item in enumerate(top.items("charges", allow_empty=True)):
+        charge = Fields(item, f"record.charges[{index}]")
+        charge.number("t_s")
+        charge.text("kind")
+        charge.number("usd")
+        charge.integer("trial", -1)
+        if not isinstance(charge.raw("detail", ""), str):
+            raise charge.fail("detail", charge.raw("detail"), "must be a string")
+        charge.finish()
+
+
+def _check_trial(trial: Fields) -> None:
+    """A trial as ``TrialState`` holds it: every field known and of its type."""
+    trial.integer("trial_id", minimum=0)
+    trial.sub("config")
+    for name in _TRIAL_INTS:
+        trial.integer(name, 0, minimum=0)
+    checkpoint = trial.raw("checkpoint", None)
+    if checkpoint is not None and not isinstance(checkpoint, str):
+        raise trial.fail("checkpoint", checkpoint, "must be a key or null")
+    trial.text("status")
+    if trial.has("history"):
+        for index, record in enumerate(trial.items("history", allow_empty=True)):
+            Fields(record, f"{trial.where}.history[{index}]")
+    if trial.has("failures"):
+        trial.items("failures", allow_empty=True)
+    trial.sub("partial", {})
+    trial.finish()
+
+
+def _peek(record: Path) -> tuple[str, str]:
+    """(status, "kind ") of a record, for a message; unknown parts read as 'unknown'."""
+    try:
+        data = json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return "unreadable record", ""
+    if not isinstance(data, Mapping):
+        return "unreadable record", ""
+    kind, status = data.get("kind"), data.get("status", "unknown")
+    return status if isinstance(status, str) else shown(status), f"{kind} " if kind in KINDS else ""
 
 
 def _plain(value: Any) -> Any:

@@ -19,6 +19,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from faasml._validate import MAX_PARAMS, check_size, count_text, shown
 from faasml.exceptions import MissingDependencyError, WorkloadError
 from faasml.workloads.torch_model import TorchModel
 
@@ -34,7 +35,9 @@ except ImportError as err:  # pragma: no cover - torch is installed by the Makef
 
 def _positive_int(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise WorkloadError(f"the value of model.{name} is {value!r}, but must be an integer >= 1")
+        raise WorkloadError(
+            f"the value of model.{name} is {shown(value)}, but must be an integer >= 1"
+        )
     return value
 
 
@@ -42,7 +45,7 @@ def _int_list(name: str, value: Any) -> tuple[int, ...]:
     items = [value] if isinstance(value, int) and not isinstance(value, bool) else value
     if not isinstance(items, Sequence) or isinstance(items, str) or not items:
         raise WorkloadError(
-            f"the value of model.{name} is {value!r}, but must be a non-empty list of integers"
+            f"the value of model.{name} is {shown(value)}, but must be a non-empty list of integers"
         )
     return tuple(_positive_int(name, item) for item in items)
 
@@ -54,6 +57,66 @@ def _image_shape(model: str, input_shape: tuple[int, ...]) -> tuple[int, int, in
             f"but the data has samples of shape {input_shape}"
         )
     return input_shape[0], input_shape[1], input_shape[2]
+
+
+def _bound(model: str, count: int, *, exact: bool = False, **options: Any) -> None:
+    """Refuse a model beyond ``MAX_PARAMS`` from its parameter count, before building it."""
+    given = ", ".join(f"{name} {shown(value)}" for name, value in options.items())
+    where = f"model '{model}' ({given})"
+    check_size(where, count, MAX_PARAMS, "parameters", WorkloadError, at_least=not exact)
+
+
+def _linear(inputs: int, outputs: int) -> int:
+    return (inputs + 1) * outputs
+
+
+def mlp_params(features: int, widths: Sequence[int], num_classes: int) -> int:
+    """Parameters of ``mlp``: one weight matrix and bias per layer (counting stops once past
+    ``MAX_PARAMS``, so a count above it is a lower bound)."""
+    total, previous = 0, features
+    for width in widths:
+        total, previous = total + _linear(previous, width), width
+        if total > MAX_PARAMS:
+            break
+    return total + _linear(previous, num_classes)
+
+
+def mobilenet_params(channels: int, width: int, blocks: int, num_classes: int) -> int:
+    """Parameters of ``mobilenet-small`` (counting stops once past ``MAX_PARAMS``,
+    so a count above it is a lower bound)."""
+    total, current = channels * width * 9 + 2 * width, width
+    index = 0
+    while index < blocks and total <= MAX_PARAMS:
+        out = current * 2 if index % 2 == 0 else current
+        total += current * 9 + 2 * current + current * out + 2 * out
+        current, index = out, index + 1
+    return total + _linear(current, num_classes)
+
+
+def resnet_params(channels: int, width: int, blocks: Sequence[int], num_classes: int) -> int:
+    """Parameters of ``resnet-small`` (counting stops once past ``MAX_PARAMS``,
+    so a count above it is a lower bound)."""
+    total, current = channels * width * 9 + 2 * width, width
+    for stage, count in enumerate(blocks):
+        out = width * 2**stage
+        body = 18 * out * out + 4 * out  # two 3×3 convolutions and their norms
+        first = current * out * 9 + 2 * out + out * out * 9 + 2 * out
+        if current != out or stage > 0:
+            first += current * out + 2 * out  # the 1×1 projection of the shortcut
+        total += first + (count - 1) * body
+        current = out
+        if total > MAX_PARAMS:
+            break
+    return total + _linear(current, num_classes)
+
+
+def transformer_params(
+    length: int, num_classes: int, vocab: int, width: int, layers: int, feedforward: int
+) -> int:
+    """Parameters of ``transformer-small``: embeddings, encoder layers, classifier."""
+    layer = _linear(width, 3 * width) + _linear(width, width)  # attention projections
+    layer += _linear(width, feedforward) + _linear(feedforward, width) + 4 * width  # + norms
+    return vocab * width + length * width + layers * layer + _linear(width, num_classes)
 
 
 def _norm(channels: int) -> nn.GroupNorm:
@@ -76,6 +139,7 @@ def mlp(
     """Multi-layer perceptron; option ``hidden``: widths of the hidden layers (default [64])."""
     widths = _int_list("hidden", hidden)
     features = math.prod(input_shape)
+    _bound("mlp", mlp_params(features, widths, num_classes), hidden=list(widths))
 
     def build() -> nn.Module:
         layers: list[nn.Module] = [nn.Flatten()]
@@ -98,6 +162,12 @@ def mobilenet_small(
     """
     channels, _, _ = _image_shape("mobilenet-small", input_shape)
     stem, count = _positive_int("width", width), _positive_int("blocks", blocks)
+    _bound(
+        "mobilenet-small",
+        mobilenet_params(channels, stem, count, num_classes),
+        width=stem,
+        blocks=count,
+    )
 
     def build() -> nn.Module:
         layers: list[nn.Module] = [_conv_block(channels, stem, kernel=3)]
@@ -150,6 +220,12 @@ def resnet_small(
     """
     channels, _, _ = _image_shape("resnet-small", input_shape)
     base, stages = _positive_int("width", width), _int_list("blocks", blocks)
+    _bound(
+        "resnet-small",
+        resnet_params(channels, base, stages, num_classes),
+        width=base,
+        blocks=list(stages),
+    )
 
     def build() -> nn.Module:
         layers: list[nn.Module] = [_conv_block(channels, base, kernel=3)]
@@ -219,9 +295,18 @@ def transformer_small(
     hidden = _positive_int("feedforward", feedforward)
     if width % n_heads:
         raise WorkloadError(
-            f"the value of model.d_model is {width}, "
-            f"but must be a multiple of model.heads ({n_heads})"
+            f"the value of model.d_model is {count_text(width)}, "
+            f"but must be a multiple of model.heads ({count_text(n_heads)})"
         )
+    _bound(
+        "transformer-small",
+        transformer_params(input_shape[0], num_classes, vocab, width, depth, hidden),
+        exact=True,
+        vocab_size=vocab,
+        d_model=width,
+        layers=depth,
+        feedforward=hidden,
+    )
 
     def build() -> nn.Module:
         return _SequenceClassifier(

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from faasml._validate import MAX_DATA_VALUES, check_size, count_text, shown
 from faasml.exceptions import WorkloadError
 from faasml.workloads._dataset import Dataset
 
@@ -26,16 +27,31 @@ from faasml.workloads._dataset import Dataset
 def _count(name: str, value: Any, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise WorkloadError(
-            f"the value of dataset.{name} is {value!r}, but must be an integer >= {minimum}"
+            f"the value of dataset.{name} is {shown(value)}, but must be an integer >= {minimum}"
         )
     return value
+
+
+MAX_SAMPLE_VALUES = 1_000_000
+"""The most values one generated sample may hold (an image of 3 × 577 × 577)."""
+
+
+def _bound(generator: str, values: int, formula: str, per_sample: int) -> None:
+    """Refuse a data set beyond ``MAX_DATA_VALUES`` (or samples beyond ``MAX_SAMPLE_VALUES``)
+    before generating any of it."""
+    where = f"dataset '{generator}'"
+    check_size(f"one sample of {where}", per_sample, MAX_SAMPLE_VALUES, "values", WorkloadError)
+    check_size(f"{where} ({formula})", values, MAX_DATA_VALUES, "values", WorkloadError)
 
 
 def higgs_like(samples: int, features: int = 28, seed: int = 0, noise: float = 1.0) -> Dataset:
     """Two-class tabular data shaped like UCI HIGGS (``features`` columns, labels 0/1)."""
     n, d = _count("samples", samples, 2), _count("features", features)
     if isinstance(noise, bool) or not isinstance(noise, int | float) or not noise >= 0:
-        raise WorkloadError(f"the value of dataset.noise is {noise!r}, but must be a number >= 0")
+        raise WorkloadError(
+            f"the value of dataset.noise is {shown(noise)}, but must be a number >= 0"
+        )
+    _bound("higgs-like", n * d, f"samples {count_text(n)} × features {count_text(d)}", d)
     rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, 1])
     x = rng.normal(size=(n, d))
     w = rng.normal(size=d) / np.sqrt(d)
@@ -54,9 +70,16 @@ def images(
     """CIFAR-shaped images of ``classes`` classes (float32 in [0, 1], multiples of 1/255)."""
     n, k = _count("samples", samples), _count("classes", classes, 2)
     side, depth = _count("size", size, 4), _count("channels", channels)
+    repeat = -(-side // 4)
+    _bound(
+        "images",
+        (n + k) * depth * (4 * repeat) ** 2,
+        f"(samples {count_text(n)} + classes {count_text(k)}) × channels {count_text(depth)} "
+        f"× size² {count_text(side)}²",
+        depth * side * side,
+    )
     rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, 2])
     coarse = rng.uniform(0.0, 1.0, size=(k, depth, 4, 4))
-    repeat = -(-side // 4)
     templates = np.kron(coarse, np.ones((repeat, repeat)))[:, :, :side, :side]
     labels = rng.integers(0, k, size=n)
     shift = rng.integers(-2, 3, size=n)
@@ -72,6 +95,11 @@ def images(
 def sequences(samples: int, length: int = 16, vocab: int = 64, seed: int = 0) -> Dataset:
     """Token sequences (int64 ids in [0, vocab)) with a two-class counting label."""
     n, t, v = _count("samples", samples), _count("length", length), _count("vocab", vocab, 4)
+    if v > 2**62:
+        raise WorkloadError(
+            f"the value of dataset.vocab is {shown(v)}, but must be <= 2**62 (token ids are int64)"
+        )
+    _bound("sequences", n * t, f"samples {count_text(n)} × length {count_text(t)}", t)
     rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, 3])
     bias = rng.uniform(0.3, 0.7, size=(n, 1))
     upper = rng.random((n, t)) < bias

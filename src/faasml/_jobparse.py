@@ -1,0 +1,239 @@
+"""A job mapping read field by field into a ``JobSpec``; every error names the field and the rule.
+
+``parse_job`` reads each section, then runs the checks of ``faasml._jobcheck`` that need other
+layers (data sizes, the model, the catalog, the platform), so one call validates everything.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from faasml._jobspec import (
+    METRICS,
+    DatasetSpec,
+    JobSpec,
+    ModelSpec,
+    OptimizerSpec,
+    TrainingSpec,
+    TuningSpec,
+)
+from faasml._layers import redact_url
+from faasml._validate import Fields, shown
+from faasml.exceptions import ConfigError, UnknownNameError
+from faasml.searchspace import parse_search_space
+from faasml.sync.stores import is_store_url, storage_name
+from faasml.workloads import MODELS
+from faasml.workloads._base import check_options
+from faasml.workloads.data import FORMATS, GENERATORS, option_names
+from faasml.workloads.optim import OPTIMIZERS, create_optimizer
+
+_MODULE_ATTR = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+MAX_TRIALS = 100_000
+"""The most trials a tuning run may sample (the largest of the CE-scaling paper has 16,384)."""
+_SUFFIX_FORMATS = {".csv": "higgs-csv", ".gz": "higgs-csv", ".bin": "cifar10-bin"}
+
+
+def parse_job(
+    data: Mapping[str, Any],
+    base_dir: Path,
+    source: str | None,
+    *,
+    dataset: DatasetSpec | None = None,
+    trial: bool = False,
+) -> JobSpec:
+    """Validate a job mapping into a ``JobSpec``; relative paths resolve against ``base_dir``.
+
+    ``trial`` is for one trial's configuration applied to a valid job (``with_config``): the
+    checks that a configuration cannot change (catalog, platform, search space) are skipped.
+    """
+    from faasml._jobcheck import check_job, check_trial
+
+    f = Fields(data, "", ConfigError)
+    name = f.text("name")
+    seed = f.integer("seed", 0, minimum=0)
+    optimizer = _optimizer(f.sub("optimizer"))
+    model = _model(f.raw("model"))
+    data_spec = dataset if dataset is not None else _dataset(f.sub("dataset"), seed, base_dir)
+    f.raw("dataset", None)
+    description = f.raw("description", "")
+    if not isinstance(description, str):
+        raise f.fail("description", description, "must be a string")
+    profile = f.raw("profile", None)
+    if profile is not None and (not isinstance(profile, str) or not profile.strip()):
+        raise f.fail("profile", profile, "must be a workload profile name or path")
+    if profile is not None:
+        profile = _resolve_file(profile, base_dir)
+    search_space = parse_search_space(f.raw("search_space")) if f.has("search_space") else None
+    tuning = _tuning(f.sub("tuning")) if f.has("tuning") else None
+    if tuning is not None and search_space is None:
+        raise ConfigError("tuning needs a search_space to sample its trials from")
+    job = JobSpec(
+        name=name,
+        model=model,
+        dataset=data_spec,
+        optimizer=optimizer,
+        batch_size=f.integer("batch_size", 64, minimum=1),
+        seed=seed,
+        search_space=search_space,
+        tuning=tuning,
+        training=_training(f.sub("training", {})),
+        platform=f.text("platform", "local"),
+        store=f.text("store", "embedded"),
+        stores=_stores(f.sub("stores", {})),
+        catalog=_resolve_file(f.text("catalog", "local"), base_dir),
+        profile=profile,
+        description=description,
+        source=source,
+    )
+    f.finish()
+    _check_store(job)
+    if trial:
+        check_trial(job)
+    else:
+        check_job(job)
+    return job
+
+
+PROVIDED_STORES = ("embedded", "vm-ps")
+"""Stores faasml provides itself, named without a URL."""
+
+
+def _stores(f: Fields) -> dict[str, str]:
+    """``stores``: catalog storage name -> store URL (a known scheme)."""
+    found = {str(name): f.text(str(name)) for name in list(f.data)}
+    f.finish()
+    for name, url in found.items():
+        _check_url(f"stores.{name}", url)
+    return found
+
+
+def _check_store(job: JobSpec) -> None:
+    if is_store_url(job.store):
+        _check_url("store", job.store)
+    elif job.store not in PROVIDED_STORES and job.store not in job.stores:
+        raise ConfigError(
+            f"the value of store is {shown(job.store)}, but must be a store URL, a name under "
+            f"stores ({', '.join(job.stores) or 'none given'}) or one faasml provides itself "
+            f"({', '.join(PROVIDED_STORES)})"
+        )
+
+
+def _check_url(where: str, url: str) -> None:
+    """A store URL with a known scheme; errors show it with any password redacted."""
+    shown = f"the value of {where} is {redact_url(url)!r}"
+    if not is_store_url(url):
+        raise ConfigError(f"{shown}, but must be a store URL such as redis://127.0.0.1:6379/0")
+    try:
+        storage_name(url)
+    except UnknownNameError as err:
+        raise ConfigError(f"{shown}, but {err}") from None
+
+
+def _resolve_file(value: str, base_dir: Path) -> str:
+    """A ``.yaml`` path relative to the job file made absolute; a shipped name stays a name."""
+    if Path(value).suffix in {".yaml", ".yml"}:
+        return str((base_dir / Path(value).expanduser()).resolve())
+    return value
+
+
+def _model(value: Any) -> ModelSpec:
+    f = Fields({"name": value} if isinstance(value, str) else value, "model", ConfigError)
+    name = f.text("name")
+    options = {key: f.raw(key) for key in f.data if key != "name"}
+    if ":" in name:
+        if not _MODULE_ATTR.match(name):
+            raise f.fail("name", name, "must be a built-in model or 'module.path:factory'")
+    elif name not in MODELS:
+        raise f.fail("name", name, f"must be one of: {', '.join(MODELS.names())}")
+    else:
+        check_options(f"model '{name}'", MODELS.get(name), options, ("input_shape", "num_classes"))
+    f.finish()
+    return ModelSpec(name, options)
+
+
+def _optimizer(f: Fields) -> OptimizerSpec:
+    name = f.choice("name", OPTIMIZERS.names(), "sgd")
+    hyperparameters = {key: f.raw(key) for key in f.data if key != "name"}
+    create_optimizer(name, 1, **hyperparameters)  # raises a ConfigError naming the field
+    f.finish()
+    return OptimizerSpec(name, hyperparameters)
+
+
+def _dataset(f: Fields, seed: int, base_dir: Path) -> DatasetSpec:
+    fixed = {"synthetic", "samples", "path", "format", "test_fraction", "seed"}
+    if f.has("synthetic") == f.has("path"):
+        raise ConfigError(
+            "dataset needs exactly one of synthetic (a generator: "
+            f"{', '.join(sorted(GENERATORS))}) or path (a file or folder)"
+        )
+    synthetic = samples = path = form = None
+    if f.has("synthetic"):
+        synthetic = f.choice("synthetic", sorted(GENERATORS))
+        samples = f.integer("samples", minimum=2)
+        accepted = option_names("synthetic", synthetic)
+    else:
+        resolved = base_dir / Path(f.text("path")).expanduser()
+        if not resolved.exists():
+            raise f.fail(
+                "path", f.data["path"], f"must name an existing file or folder ({resolved})"
+            )
+        path = str(resolved)
+        guess = "cifar10-bin" if resolved.is_dir() else _SUFFIX_FORMATS.get(resolved.suffix)
+        form = f.choice("format", FORMATS, guess) if guess else f.choice("format", FORMATS)
+        accepted = option_names("format", form)
+    options = {key: f.raw(key) for key in f.data if key not in fixed}
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise ConfigError(
+            f"dataset has unknown field(s): {', '.join(unknown)}; besides "
+            f"{', '.join(sorted(fixed))} it accepts: {', '.join(accepted) or 'none'}"
+        )
+    test_fraction = f.number("test_fraction", 0.2, minimum=0.0, maximum=0.9)
+    spec = DatasetSpec(
+        synthetic=synthetic,
+        samples=samples,
+        path=path,
+        format=form,
+        options=options,
+        test_fraction=test_fraction,
+        seed=f.integer("seed", seed, minimum=0) if f.has("seed") else seed,
+    )
+    f.finish()
+    return spec
+
+
+def _tuning(f: Fields) -> TuningSpec:
+    trials = f.integer("trials", minimum=1, maximum=MAX_TRIALS)
+    eta = f.integer("reduction_factor", 2, minimum=2)
+    most = 1  # stages while trials // eta**i >= 1, counted exactly in integers
+    while trials // eta**most >= 1:
+        most += 1
+    stages = f.integer("stages", most, minimum=1)
+    if stages > most:
+        raise f.fail(
+            "stages",
+            stages,
+            f"must be <= {most}: with {trials} trials and reduction_factor {eta} "
+            f"stage {most + 1} would have no trial to run",
+        )
+    spec = TuningSpec(
+        trials=trials,
+        reduction_factor=eta,
+        epochs_per_stage=f.integer("epochs_per_stage", 1, minimum=1),
+        stages=stages,
+        metric=f.choice("metric", METRICS, "loss"),
+    )
+    f.finish()
+    return spec
+
+
+def _training(f: Fields) -> TrainingSpec:
+    spec = TrainingSpec(
+        target_loss=f.optional_number("target_loss", minimum=0.0, strict_minimum=True),
+        max_epochs=f.integer("max_epochs", 10, minimum=1),
+    )
+    f.finish()
+    return spec
