@@ -132,22 +132,36 @@ class LocalPlatform(_common.PooledPlatform):
     ) -> Invocation:
         ref, limit = _common.invocation_args(self.platform, fn, memory_mb, timeout_s)
         with self._open():
+            invocation: LocalInvocation | None = None
             instance = self._take_warm(memory_mb)
-            cold = instance is None
-            if instance is None:
+            if instance is not None:
+                # None when it died while idle: a fresh instance takes the invocation.
+                invocation = self._dispatch(instance, ref, payload, limit, cold=False)
+            if invocation is None:
                 self._make_room(memory_mb)
                 instance = self._spawn(memory_mb)
-            now = time.monotonic()
-            invocation = LocalInvocation(memory_mb, now, now + limit, cold)
-            instance.invocation = invocation
-            try:
-                instance.conn.send(("run", ref, payload))
-            except (OSError, ValueError) as err:
-                self._discard(instance)
-                raise FunctionError("killed", f"could not reach the instance: {err}") from err
-            if instance.ready_at is not None and self._cpu_mode == "duty-cycle":
-                instance.throttle = DutyCycle(instance.pid, instance.vcpus, now)
+                invocation = self._dispatch(instance, ref, payload, limit, cold=True)
+            if invocation is None:
+                raise FunctionError("killed", "could not reach a newly started instance")
         self._wake()
+        return invocation
+
+    def _dispatch(
+        self, instance: _Instance, ref: str, payload: Any, limit: float, *, cold: bool
+    ) -> LocalInvocation | None:
+        """Send an invocation to ``instance`` (lock held); None, with the instance discarded,
+        when its process can no longer be reached."""
+        now = time.monotonic()
+        invocation = LocalInvocation(instance.memory_mb, now, now + limit, cold)
+        instance.invocation = invocation
+        try:
+            instance.conn.send(("run", ref, payload))
+        except (OSError, ValueError):
+            instance.invocation = None
+            self._discard(instance)
+            return None
+        if instance.ready_at is not None and self._cpu_mode == "duty-cycle":
+            instance.throttle = DutyCycle(instance.pid, instance.vcpus, now)
         return invocation
 
     def take_standalone_bills(self) -> list[Billed]:
@@ -188,6 +202,10 @@ class LocalPlatform(_common.PooledPlatform):
     # ----------------------------------------------------------------- capacity
 
     def _take_warm(self, memory_mb: int) -> _Instance | None:
+        """An idle, live instance of ``memory_mb`` (dead idle ones are discarded)."""
+        for instance in list(self._instances):
+            if instance.invocation is None and instance.process.poll() is not None:
+                self._discard(instance)
         for instance in self._instances:
             if instance.invocation is None and instance.memory_mb == memory_mb:
                 if instance.throttle is not None:
