@@ -306,6 +306,11 @@ class Coordinator:
             for invocation in invocations:
                 self._bill(invocation, trial)
             return None
+        except FunctionError as err:  # a worker could not be started: restart the segment
+            failed = _Segment(trial, allocation, invocations, stop, out, token, 0.0, 0.0, 0)
+            failed.sync_url = self._sync_url(allocation)
+            self._fail(failed, f"a worker could not be started: {err}")
+            return None
         self.segments += 1
         return _Segment(
             trial,
