@@ -478,10 +478,12 @@ class Coordinator:
         else:
             trial.batch = segment.stop_batch or 0
         self._cleanup(segment)
-        if previous is not None and previous != trial.checkpoint:
-            self.objects.delete(previous)
         if self.on_segment is not None:
             self.on_segment(trial, segment)
+        # Only now: on_segment records the new checkpoint, and a run killed before that resumes
+        # from the previous one.
+        if previous is not None and previous != trial.checkpoint:
+            self.objects.delete(previous)
 
     def _overhead(self, segment: _Segment, per_round: float) -> float:
         """Billed seconds of the segment's longest function outside its rounds and start."""
