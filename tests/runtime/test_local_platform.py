@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -94,3 +97,37 @@ def test_an_instance_that_died_while_idle_is_not_given_work() -> None:
             call = platform.invoke(f"{FN}:echo", 7, 256)
             assert call.result(timeout=60) == 7
             assert call.billed is not None and call.billed.cold  # not the dead one
+
+
+_KILLED_PLATFORM = """
+import os, signal, sys
+from faasml.catalog import load_catalog
+from faasml.runtime.platform import open_platform
+platform = open_platform("local", load_catalog("local"), cpu="none")
+platform.invoke("faasml.testing.functions:echo", 1, 256)
+print(platform._instances[0].pid, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)  # before its new instance has even started
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
+def test_instances_of_a_killed_platform_end_quietly(tmp_path: Path) -> None:
+    """A platform's process killed while an instance is still starting (before the instance
+    asked to die with it): the orphaned instance ends on its own and prints nothing on the
+    terminal it inherited (issue 12: it printed a BrokenPipeError traceback)."""
+    err_path = tmp_path / "stderr"
+    with err_path.open("wb") as err:
+        done = subprocess.run(
+            [sys.executable, "-c", _KILLED_PLATFORM],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == -signal.SIGKILL
+    pid = int(done.stdout.split()[0])
+    deadline = time.monotonic() + 60
+    while not _reapable(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _reapable(pid), "the orphaned instance is still running"
+    assert err_path.read_text() == ""

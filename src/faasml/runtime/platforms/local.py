@@ -271,6 +271,7 @@ class LocalPlatform(_common.PooledPlatform):
                 str(child.fileno()),
                 str(memory_mb),
                 ",".join(self.preload),
+                str(os.getpid()),
             ],
             pass_fds=(child.fileno(),),
             env=env,
