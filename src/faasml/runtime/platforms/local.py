@@ -115,6 +115,9 @@ class LocalPlatform(_common.PooledPlatform):
             else ("duty-cycle" if cpu in ("auto", "duty-cycle") else "none")
         )
         self._instances: list[_Instance] = []
+        self._retired: list[Connection] = []
+        """Connections of discarded instances: only the monitor closes them, as it may be
+        reading one of them at that very moment."""
         self._standalone: list[Billed] = []
         self._wake_r, self._wake_w = Pipe(duplex=False)
         self._monitor = threading.Thread(target=self._watch, name="faasml-local", daemon=True)
@@ -298,7 +301,7 @@ class LocalPlatform(_common.PooledPlatform):
             instance.process.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             instance.process.wait(timeout=5)
-        instance.conn.close()
+        self._retired.append(instance.conn)
         if instance.cgroup is not None:
             CgroupCpu.detach(instance.cgroup)
 
@@ -342,7 +345,20 @@ class LocalPlatform(_common.PooledPlatform):
     # ----------------------------------------------------------------- monitor
 
     def _watch(self) -> None:
+        try:
+            self._watch_instances()
+        finally:
+            self._close_retired()
+
+    def _close_retired(self) -> None:
+        with self._lock:
+            retired, self._retired = self._retired, []
+        for conn in retired:
+            conn.close()
+
+    def _watch_instances(self) -> None:
         while True:
+            self._close_retired()
             with self._lock:
                 if self._closed and not self._instances:
                     return
@@ -362,8 +378,11 @@ class LocalPlatform(_common.PooledPlatform):
                     while self._wake_r.poll():
                         self._wake_r.recv_bytes()
             for instance in instances:
-                if instance.conn in ready:
-                    self._receive(instance)
+                if instance.conn in ready and instance in self._instances:  # not discarded
+                    try:
+                        self._receive(instance)
+                    except Exception as err:  # the monitor must live on, or nothing ends
+                        self._stop(instance, "killed", f"the platform lost the instance: {err!r}")
             self._check(instances)
             if self._closed:
                 with self._lock:
