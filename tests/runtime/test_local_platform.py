@@ -90,7 +90,8 @@ def test_an_instance_that_died_while_idle_is_not_given_work() -> None:
     broken pipe (issue 12: it once escaped the coordinator as `function killed`)."""
     with open_platform("local", load_catalog("local"), cpu="none") as platform:
         for _ in range(12):
-            pid = platform.invoke(f"{FN}:die_after_answer", None, 256).result(timeout=60)
+            pid = platform.invoke(f"{FN}:pid", None, 256).result(timeout=60)
+            os.kill(pid, signal.SIGKILL)  # the instance dies while idle
             deadline = time.monotonic() + 30
             while not _reapable(pid) and time.monotonic() < deadline:
                 time.sleep(0.0002)

@@ -47,16 +47,3 @@ def pid(_: Any = None) -> int:
 def exit_process(code: int) -> None:
     """End the instance's process abruptly, as a crashed runtime does."""
     os._exit(code)
-
-
-def die_after_answer(_: Any = None) -> int:
-    """Return the instance's process id, then kill that process 1 ms later: an instance that
-    dies while idle, after its invocation ended (as a warm container can)."""
-    import signal
-    import threading
-
-    pid = os.getpid()
-    timer = threading.Timer(0.001, os.kill, (pid, signal.SIGKILL))
-    timer.daemon = True
-    timer.start()
-    return pid
