@@ -79,7 +79,7 @@ def _reapable(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
         return state in ("Z", "X") and len(os.listdir(f"/proc/{pid}/task")) <= 1
-    except FileNotFoundError:
+    except OSError:  # reaped, or being reaped while we read (ESRCH)
         return True
 
 
