@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import uuid
 from collections.abc import Iterator
 
@@ -102,3 +103,25 @@ def test_scatter_reduce_over_cache_servers(server: str, request: pytest.FixtureR
     run = run_reduce(url, "scatter-reduce", 4, 1001, rounds=3, seed=3)
     assert run.errors() == {}
     assert {o.digests[2] for o in run.outcomes} == {digest(expected_mean(3, 4, 2, 1001))}
+
+
+def test_a_server_never_takes_a_port_another_program_listens_on() -> None:
+    """With several test sessions on one machine, another program can listen on the port a
+    server was to use: the server must come up on another port, not hand out the other
+    program's address because something answers there (issue 12)."""
+    from faasml.testing.servers import RedisServer
+
+    if not RedisServer.available():
+        pytest.skip("'redis-server' is not installed (apt-get install redis-server)")
+    redis = pytest.importorskip("redis")
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        taken = other.getsockname()[1]
+        with RedisServer(port=taken) as server:
+            assert server.port != taken
+            client = redis.Redis.from_url(server.url, socket_timeout=5)
+            try:
+                assert client.ping()
+            finally:
+                client.close()

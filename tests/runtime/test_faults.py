@@ -173,3 +173,33 @@ def test_budget_holds_when_predictions_are_far_too_low(tmp_path: Path) -> None:
     assert coordinator.meter.total_usd <= budget * (1 + 1e-9)
     assert all(t.epochs_done > 0 and t.checkpoint for t in trials)  # they progressed together
     assert all(t.status == "stopped" for t in trials)
+
+
+def test_the_recorded_checkpoint_exists_until_the_next_record_is_saved(tmp_path: Path) -> None:
+    """``on_segment`` is where a run saves its record. Until it has returned, the checkpoint
+    the previous record names must still be in the object store: a coordinator killed in
+    between is resumed from that record (issue 12: it once deleted the checkpoint first, and
+    the resumed trial failed on a missing checkpoint)."""
+    recorded: list[str | None] = [None]
+    missing: list[str] = []
+    holder: list[Coordinator] = []
+
+    def save(trial: TrialState, segment: object) -> None:
+        last = recorded[-1]
+        if last is not None and holder[0].objects.get(last) is None:
+            missing.append(last)
+        recorded.append(trial.checkpoint)
+
+    with _coordinator(
+        tmp_path,
+        {"lr": 0.1},
+        on_segment=save,
+        options=CoordinatorOptions(max_rounds_per_invocation=3),
+    ) as coordinator:
+        holder.append(coordinator)
+        trial = TrialState(0, {})
+        coordinator.run([trial], Allocation(1, 256, "embedded"), until_epoch=2)
+    assert trial.status == "done" and len(recorded) > 4  # several renewals per epoch
+    assert missing == []
+    # and nothing leaks: only the last checkpoint is kept
+    assert coordinator.objects.get(recorded[-2] or "") is None

@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -65,3 +71,64 @@ def test_a_timeout_is_billed_up_to_its_limit_exactly() -> None:
             invocation.result(timeout=60)
     assert invocation.billed is not None
     assert invocation.billed.duration_s == pytest.approx(1.0, abs=1e-9)
+
+
+def _reapable(pid: int) -> bool:
+    """The process has ended (a zombie with no thread left, or reaped): waitpid would reap it
+    and its end of the pipe is closed."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return state in ("Z", "X") and len(os.listdir(f"/proc/{pid}/task")) <= 1
+    except OSError:  # reaped, or being reaped while we read (ESRCH)
+        return True
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
+def test_an_instance_that_died_while_idle_is_not_given_work() -> None:
+    """A warm instance can die between two invocations (before the platform's monitor has
+    seen it go): the next invocation runs on a fresh instance instead of failing with a
+    broken pipe (issue 12: it once escaped the coordinator as `function killed`)."""
+    with open_platform("local", load_catalog("local"), cpu="none") as platform:
+        for _ in range(12):
+            pid = platform.invoke(f"{FN}:pid", None, 256).result(timeout=60)
+            os.kill(pid, signal.SIGKILL)  # the instance dies while idle
+            deadline = time.monotonic() + 30
+            while not _reapable(pid) and time.monotonic() < deadline:
+                time.sleep(0.0002)
+            call = platform.invoke(f"{FN}:echo", 7, 256)
+            assert call.result(timeout=60) == 7
+            assert call.billed is not None and call.billed.cold  # not the dead one
+
+
+_KILLED_PLATFORM = """
+import os, signal, sys
+from faasml.catalog import load_catalog
+from faasml.runtime.platform import open_platform
+platform = open_platform("local", load_catalog("local"), cpu="none")
+platform.invoke("faasml.testing.functions:echo", 1, 256)
+print(platform._instances[0].pid, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)  # before its new instance has even started
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
+def test_instances_of_a_killed_platform_end_quietly(tmp_path: Path) -> None:
+    """A platform's process killed while an instance is still starting (before the instance
+    asked to die with it): the orphaned instance ends on its own and prints nothing on the
+    terminal it inherited (issue 12: it printed a BrokenPipeError traceback)."""
+    err_path = tmp_path / "stderr"
+    with err_path.open("wb") as err:
+        done = subprocess.run(
+            [sys.executable, "-c", _KILLED_PLATFORM],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == -signal.SIGKILL
+    pid = int(done.stdout.split()[0])
+    deadline = time.monotonic() + 60
+    while not _reapable(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _reapable(pid), "the orphaned instance is still running"
+    assert err_path.read_text() == ""

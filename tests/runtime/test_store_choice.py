@@ -42,13 +42,26 @@ def _commands(url: str) -> int:
         client.close()
 
 
+def _keys(url: str) -> set[bytes]:
+    client = redis.Redis.from_url(url)
+    try:
+        return set(client.scan_iter(count=1000))
+    finally:
+        client.close()
+
+
 def test_profile_measures_every_store_the_job_names(
     redis_server: LocalServer, memcached_server: LocalServer, tmp_path: Path
 ) -> None:
     job = JobSpec.from_mapping(
         {**JOB, "stores": {"redis": redis_server.url, "memcached": memcached_server.url}}
     )
+    before = _keys(redis_server.url)
     result = profile_job(job, memories=(512,), counts=(2,), rounds=3, work_dir=tmp_path / "w")
+    # Issue 12: the profile left its last rounds' keys under a fixed prefix, and the next
+    # profile through the same store read them as its own (scatter-reduce then waited 60 s for
+    # a key its peer had already deleted). It leaves nothing behind now.
+    assert _keys(redis_server.url) == before
     assert list(result.stores) == ["embedded", "redis", "memcached"]
     for name, store in result.stores.items():
         assert store.latency_s > 0 and store.bandwidth_mbps > 0, name

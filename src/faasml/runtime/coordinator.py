@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from faasml.catalog import Catalog, StorageService
-from faasml.exceptions import FaasmlError
+from faasml.exceptions import FaasmlError, StoreUnavailableError
 from faasml.runtime.billing import Meter
 from faasml.runtime.estimates import BUDGET_MARGIN, SegmentEstimator, reservation
 from faasml.runtime.platform import CapacityError, FunctionError, Invocation, Platform
@@ -33,6 +33,7 @@ from faasml.workloads._dataset import dataset_to_bytes, partition
 from faasml.workloads.data import Dataset
 
 WORKER_FN = "faasml.runtime.worker:run_segment"
+LOST_STORE = "its store was unavailable"
 
 
 @dataclass(frozen=True)
@@ -306,6 +307,11 @@ class Coordinator:
             for invocation in invocations:
                 self._bill(invocation, trial)
             return None
+        except FunctionError as err:  # a worker could not be started: restart the segment
+            failed = _Segment(trial, allocation, invocations, stop, out, token, 0.0, 0.0, 0)
+            failed.sync_url = self._sync_url(allocation)
+            self._fail(failed, f"a worker could not be started: {err}")
+            return None
         self.segments += 1
         return _Segment(
             trial,
@@ -383,13 +389,17 @@ class Coordinator:
             invocation.cancel()
         for invocation in segment.invocations:
             self._bill(invocation, trial)
-        self._cleanup(segment)
+        lost = self._cleanup(segment)
         self.restarts += 1
         trial.restarts += 1
         trial.failures.append(
             f"epoch {trial.epoch + 1} batch {trial.batch}: {reason} at {self.now():.2f} s"
         )
-        if segment.budget_capped and "timeout" in reason:
+        if lost is not None:
+            # Not the trial's fault, and no restart can succeed: stop (not counted).
+            self._store_lost(segment, lost)
+            trial.failures[-1] += f" ({LOST_STORE})"
+        elif segment.budget_capped and "timeout" in reason:
             # It spent its reservation: predict at least twice as long next time; the budget
             # guard then decides whether a retry still fits. Not counted against max_restarts.
             self.estimator.ran_out(segment.allocation, segment.timeout_s)
@@ -397,18 +407,36 @@ class Coordinator:
         elif sum(
             1
             for f in trial.failures
-            if f.startswith(f"epoch {trial.epoch + 1} ") and "reservation" not in f
+            if f.startswith(f"epoch {trial.epoch + 1} ")
+            and "reservation" not in f
+            and LOST_STORE not in f
         ) > (self.options.max_restarts):
             trial.status = "failed"
         if self.on_segment is not None:
             self.on_segment(trial, None)
 
-    def _cleanup(self, segment: _Segment) -> None:
+    def _cleanup(self, segment: _Segment) -> str | None:
+        """Delete the segment's keys; what went wrong when its sync store (after the store
+        client's retries) cannot be reached, else None."""
         from faasml.sync.stores import open_store
 
-        with open_store(segment.sync_url) as sync:
-            sync.delete(f"{self.namespace}/t{segment.trial.trial_id}/{segment.token}/")
-        self.objects.delete(f"{self.namespace}/t{segment.trial.trial_id}/{segment.token}/")
+        prefix = f"{self.namespace}/t{segment.trial.trial_id}/{segment.token}/"
+        self.objects.delete(prefix)
+        try:
+            with open_store(segment.sync_url) as sync:
+                sync.delete(prefix)
+        except StoreUnavailableError as err:
+            return str(err)
+        return None
+
+    def _store_lost(self, segment: _Segment, error: str) -> None:
+        """Stop the run: the store its gradients go through is gone (the first cause only)."""
+        if self.stop_reason is None:
+            self.stop_reason = (
+                f"the {segment.allocation.storage} store (the gradients' store) is unavailable: "
+                f"{error.rstrip('.')}; stopped with checkpoints kept: when the store is back, "
+                "continue the run with `faasml resume RUN_DIR`"
+            )
 
     def _bill_requests(self, segment: _Segment, reports: list[SegmentReport]) -> None:
         data_service = self.catalog.storage(self.catalog.platform.data_store)
@@ -472,11 +500,15 @@ class Coordinator:
             trial.batch = 0
         else:
             trial.batch = segment.stop_batch or 0
-        self._cleanup(segment)
-        if previous is not None and previous != trial.checkpoint:
-            self.objects.delete(previous)
+        lost = self._cleanup(segment)
+        if lost is not None:  # the segment is done, but the next one cannot be
+            self._store_lost(segment, lost)
         if self.on_segment is not None:
             self.on_segment(trial, segment)
+        # Only now: on_segment records the new checkpoint, and a run killed before that resumes
+        # from the previous one.
+        if previous is not None and previous != trial.checkpoint:
+            self.objects.delete(previous)
 
     def _overhead(self, segment: _Segment, per_round: float) -> float:
         """Billed seconds of the segment's longest function outside its rounds and start."""

@@ -18,6 +18,7 @@ import contextlib
 import math
 import statistics
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -139,6 +140,9 @@ def profile_job(
             platform, catalog, Meter(catalog), objects, sync_url, lambda _: recipe, namespace="p"
         )
         coordinator.set_data(train, test)
+        # This run's own prefix in the stores: a store shared with other runs (or an earlier
+        # profile) may hold keys of the same rounds, which a scheme would read as this run's.
+        keys = f"p-{uuid.uuid4().hex[:8]}"
         colds: list[float] = []
         warms: list[float] = []
         overheads: list[float] = []
@@ -160,7 +164,7 @@ def profile_job(
                     object_url=objects.url,
                     sync_url=sync_url,
                     scheme=scheme,
-                    namespace=f"p/{tag}",
+                    namespace=f"{keys}/{tag}",
                     data_prefix=coordinator.data_prefix,
                     n=n,
                     worker_id=w,
@@ -187,7 +191,9 @@ def profile_job(
                     if catalog.platform.cold_start_scales_with_cpu:
                         share = min(1.0, float(catalog.platform.vcpus(memory)))
                     colds.append(call.billed.init_s * share)
-            objects.delete(f"p/{tag}/")
+            objects.delete(f"{keys}/{tag}/")
+            with open_store(sync_url) as sync:  # the last round's keys stay otherwise
+                sync.delete(f"{keys}/{tag}/")
             return reports
 
         epoch_rounds = rounds_per_epoch(len(train), 1, job.batch_size)
@@ -210,7 +216,7 @@ def profile_job(
             warms.append(time.monotonic() - start)
         model_mb = job.model.build(train.input_shape, train.num_classes).size_mb
         for name, url in urls.items():
-            probe = platform.invoke(PROBE_FN, {"url": url, "prefix": "p/probe"}, sizes[0])
+            probe = platform.invoke(PROBE_FN, {"url": url, "prefix": f"{keys}/probe"}, sizes[0])
             measured = probe.result(timeout=600)
             store = StoreProfile(measured["latency_s"], measured["bandwidth_mbps"])
             fitted: dict[str, list[float]] = {}

@@ -492,12 +492,12 @@ def resume_run(
         constraint = constraint_from_dict(state["constraint"])
     else:
         state["constraint"] = constraint_dict(constraint)
-        state.pop("stop_reason", None)
     # The platform it ran on, which the command line may have chosen (--platform, --address).
     job = dataclasses.replace(job, platform=state.get("platform", job.platform))
     kwargs.setdefault("platform_options", state.get("platform_options") or {})
     cls = TuneRun if state["kind"] == "tune" else TrainRun
+    state.pop("stop_reason", None)  # the run goes on: a reason it stopped is history now
     for trial in state["trials"]:
-        if trial["status"] == "running":
+        if trial["status"] in ("running", "stopped"):  # stopped by the run, not finished
             trial["status"] = "pending"
     return cls(job, constraint, run_dir, state=state, **kwargs)

@@ -186,17 +186,21 @@ class Heartbeat:
         self._thread.join()
 
 
-def _inject(fault: Fault | None, worker_id: int, round_id: int) -> None:
+def _inject(fault: Fault | None, worker_id: int, round_id: int) -> bool:
     """Apply an injected fault: SIGKILL now ('compute'), SIGKILL 2 ms into the coming reduce
-    ('sync'), or SIGSTOP, a worker that hangs and falls silent ('hang')."""
+    ('sync'; True: the caller waits for it once the reduce returns, so that a reduce faster
+    than 2 ms cannot let the worker finish its segment first), or SIGSTOP, a worker that
+    hangs and falls silent ('hang')."""
     if fault is None or fault.worker_id != worker_id or fault.round_id != round_id:
-        return
+        return False
     if fault.during == "sync":
         _kill_self_later(0.002)
-    elif fault.during == "hang":
+        return True
+    if fault.during == "hang":
         os.kill(os.getpid(), signal.SIGSTOP)
     else:
         os.kill(os.getpid(), signal.SIGKILL)
+    return False
 
 
 def _kill_self_later(delay_s: float) -> None:
@@ -248,7 +252,7 @@ def run_segment(task: WorkerTask) -> SegmentReport:
     try:
         for batch in range(task.start_batch, stop):
             heartbeat.round_id = round_id
-            _inject(task.fault, task.worker_id, round_id)
+            dying = _inject(task.fault, task.worker_id, round_id)
             first = batch * recipe.batch_size
             last = len(data) if batch == rounds - 1 else first + recipe.batch_size
             chosen = order[first:last]
@@ -256,6 +260,8 @@ def run_segment(task: WorkerTask) -> SegmentReport:
             loss, grad = model.loss_and_grad(params, data.features[chosen], data.labels[chosen])
             t1 = time.monotonic()
             mean = scheme.reduce(task.worker_id, round_id, np.asarray(grad, dtype=np.float32))
+            while dying:  # the injected kill is on its way: this round is the worker's last
+                time.sleep(1.0)
             t2 = time.monotonic()
             params = optimizer.step(params, mean)
             compute_s += (t1 - t0) + (time.monotonic() - t2)

@@ -12,6 +12,7 @@ turn that into a skip with the reason.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Self
 
 from faasml.exceptions import MissingDependencyError, StoreUnavailableError
@@ -40,6 +42,41 @@ def _listening(port: int) -> bool:
         return False
 
 
+def _listener_inodes(port: int) -> set[str] | None:
+    """Inodes of the sockets listening on TCP ``port`` (Linux ``/proc/net``); None elsewhere."""
+    found: set[str] = set()
+    tables = [Path("/proc/net/tcp"), Path("/proc/net/tcp6")]
+    if not tables[0].exists():
+        return None
+    for table in tables:
+        with contextlib.suppress(OSError):
+            for line in table.read_text().splitlines()[1:]:
+                fields = line.split()
+                local, state, inode = fields[1], fields[3], fields[9]
+                if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:
+                    found.add(inode)
+    return found
+
+
+def _owns_listener(pid: int, port: int) -> bool:
+    """Whether process ``pid`` holds the socket listening on ``port``: with several test
+    sessions on one machine, another one's server may have taken the free port first, and
+    answering on it is not enough to say the server is ours."""
+    inodes = _listener_inodes(port)
+    if inodes is None:  # not Linux: trust that our process is still running
+        return True
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if target.startswith("socket:[") and target[8:-1] in inodes:
+                return True
+    return False
+
+
 class LocalServer:
     """A server program run as a child process on 127.0.0.1 and a free port."""
 
@@ -47,9 +84,10 @@ class LocalServer:
     package_hint = ""
     start_timeout_s = 30.0
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
+        """``port``: try this one first (0: a free one)."""
         self.host = "127.0.0.1"
-        self.port = 0
+        self.port = port
         self._process: subprocess.Popen[bytes] | None = None
         self._log: tempfile._TemporaryFileWrapper[bytes] | None = None
 
@@ -75,8 +113,9 @@ class LocalServer:
                 f"'{self.program}' is not installed; install it with: {self.package_hint}"
             )
         err = ""
-        for _ in range(3):  # another process may take the free port first
-            self.port = free_port()
+        for attempt in range(3):  # another process may take the free port first
+            if attempt or not self.port:
+                self.port = free_port()
             # Output goes to a file: a pipe nobody reads would fill and block the server.
             self._log = tempfile.NamedTemporaryFile(prefix=f"faasml-{self.program}-")  # noqa: SIM115 - closed in stop()
             self._process = subprocess.Popen(
@@ -87,7 +126,7 @@ class LocalServer:
             )
             end = time.monotonic() + self.start_timeout_s
             while time.monotonic() < end and self._process.poll() is None:
-                if _listening(self.port):
+                if _listening(self.port) and _owns_listener(self._process.pid, self.port):
                     return self
                 time.sleep(0.05)
             err = self._stop_process()

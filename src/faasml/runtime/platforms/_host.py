@@ -1,10 +1,15 @@
 """One function instance of the local platform: a process that runs invocations one at a time.
 
-Started by ``LocalPlatform`` as ``python -m faasml.runtime.platforms._host FD MEMORY_MB PRELOAD``.
+Started by ``LocalPlatform`` as
+``python -m faasml.runtime.platforms._host FD MEMORY_MB PRELOAD PARENT_PID``.
 Only the standard library is imported before the thread limits are in the environment, so
 numpy and torch see them. Protocol over the connection (pickled tuples):
 ``("ready", t)`` once; then for each ``("run", ref, payload)`` one ``("ok", value, t0, t1)`` or
 ``("err", kind, message, traceback)``; ``None`` asks the instance to exit.
+
+An instance never outlives the platform's process: it is killed when that process dies, and
+one whose platform died while it was starting (before it could ask for that) or whose
+connection breaks exits at once and quietly (status 0), printing nothing.
 """
 
 from __future__ import annotations
@@ -53,8 +58,10 @@ def _run(ref: str, payload: Any) -> Any:
     return target(payload)
 
 
-def _die_with_parent() -> None:
-    """Linux: be killed when the platform's process dies (no orphaned functions)."""
+def _die_with_parent(parent_pid: int) -> bool:
+    """Linux: be killed when the platform's process dies (no orphaned functions). False when
+    it has died already: the signal is only sent for a death after the request, and this
+    process imported faasml (hundreds of ms) before it could make it."""
     try:
         import ctypes
         import signal
@@ -63,13 +70,26 @@ def _die_with_parent() -> None:
         libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):  # pragma: no cover - not Linux
         pass
+    return parent_pid <= 0 or os.getppid() == parent_pid
 
 
 def main(argv: list[str]) -> int:
-    _die_with_parent()
+    parent_pid = int(argv[3]) if len(argv) > 3 else 0
+    if not _die_with_parent(parent_pid):
+        return 0  # the platform is gone: nobody to serve, nothing to say
     fd, memory_mb = int(argv[0]), int(argv[1])
     preload = [name for name in (argv[2] if len(argv) > 2 else "").split(",") if name]
     conn = Connection(fd)
+    try:
+        return _serve(conn, memory_mb, preload)
+    except (EOFError, ConnectionError):
+        # The connection broke: the platform's process died (or closed it). An orphan has no
+        # one to report to, so it ends quietly rather than print a traceback on the terminal
+        # it inherited.
+        return 0
+
+
+def _serve(conn: Connection, memory_mb: int, preload: list[str]) -> int:
     for name in ["numpy", *preload]:
         importlib.import_module(name)
     if os.environ.get("FAASML_RLIMIT_AS", "1") == "1":

@@ -115,6 +115,9 @@ class LocalPlatform(_common.PooledPlatform):
             else ("duty-cycle" if cpu in ("auto", "duty-cycle") else "none")
         )
         self._instances: list[_Instance] = []
+        self._retired: list[Connection] = []
+        """Connections of discarded instances: only the monitor closes them, as it may be
+        reading one of them at that very moment."""
         self._standalone: list[Billed] = []
         self._wake_r, self._wake_w = Pipe(duplex=False)
         self._monitor = threading.Thread(target=self._watch, name="faasml-local", daemon=True)
@@ -132,22 +135,36 @@ class LocalPlatform(_common.PooledPlatform):
     ) -> Invocation:
         ref, limit = _common.invocation_args(self.platform, fn, memory_mb, timeout_s)
         with self._open():
+            invocation: LocalInvocation | None = None
             instance = self._take_warm(memory_mb)
-            cold = instance is None
-            if instance is None:
+            if instance is not None:
+                # None when it died while idle: a fresh instance takes the invocation.
+                invocation = self._dispatch(instance, ref, payload, limit, cold=False)
+            if invocation is None:
                 self._make_room(memory_mb)
                 instance = self._spawn(memory_mb)
-            now = time.monotonic()
-            invocation = LocalInvocation(memory_mb, now, now + limit, cold)
-            instance.invocation = invocation
-            try:
-                instance.conn.send(("run", ref, payload))
-            except (OSError, ValueError) as err:
-                self._discard(instance)
-                raise FunctionError("killed", f"could not reach the instance: {err}") from err
-            if instance.ready_at is not None and self._cpu_mode == "duty-cycle":
-                instance.throttle = DutyCycle(instance.pid, instance.vcpus, now)
+                invocation = self._dispatch(instance, ref, payload, limit, cold=True)
+            if invocation is None:
+                raise FunctionError("killed", "could not reach a newly started instance")
         self._wake()
+        return invocation
+
+    def _dispatch(
+        self, instance: _Instance, ref: str, payload: Any, limit: float, *, cold: bool
+    ) -> LocalInvocation | None:
+        """Send an invocation to ``instance`` (lock held); None, with the instance discarded,
+        when its process can no longer be reached."""
+        now = time.monotonic()
+        invocation = LocalInvocation(instance.memory_mb, now, now + limit, cold)
+        instance.invocation = invocation
+        try:
+            instance.conn.send(("run", ref, payload))
+        except (OSError, ValueError):
+            instance.invocation = None
+            self._discard(instance)
+            return None
+        if instance.ready_at is not None and self._cpu_mode == "duty-cycle":
+            instance.throttle = DutyCycle(instance.pid, instance.vcpus, now)
         return invocation
 
     def take_standalone_bills(self) -> list[Billed]:
@@ -188,6 +205,10 @@ class LocalPlatform(_common.PooledPlatform):
     # ----------------------------------------------------------------- capacity
 
     def _take_warm(self, memory_mb: int) -> _Instance | None:
+        """An idle, live instance of ``memory_mb`` (dead idle ones are discarded)."""
+        for instance in list(self._instances):
+            if instance.invocation is None and instance.process.poll() is not None:
+                self._discard(instance)
         for instance in self._instances:
             if instance.invocation is None and instance.memory_mb == memory_mb:
                 if instance.throttle is not None:
@@ -253,6 +274,7 @@ class LocalPlatform(_common.PooledPlatform):
                 str(child.fileno()),
                 str(memory_mb),
                 ",".join(self.preload),
+                str(os.getpid()),
             ],
             pass_fds=(child.fileno(),),
             env=env,
@@ -279,7 +301,7 @@ class LocalPlatform(_common.PooledPlatform):
             instance.process.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             instance.process.wait(timeout=5)
-        instance.conn.close()
+        self._retired.append(instance.conn)
         if instance.cgroup is not None:
             CgroupCpu.detach(instance.cgroup)
 
@@ -323,7 +345,20 @@ class LocalPlatform(_common.PooledPlatform):
     # ----------------------------------------------------------------- monitor
 
     def _watch(self) -> None:
+        try:
+            self._watch_instances()
+        finally:
+            self._close_retired()
+
+    def _close_retired(self) -> None:
+        with self._lock:
+            retired, self._retired = self._retired, []
+        for conn in retired:
+            conn.close()
+
+    def _watch_instances(self) -> None:
         while True:
+            self._close_retired()
             with self._lock:
                 if self._closed and not self._instances:
                     return
@@ -343,8 +378,11 @@ class LocalPlatform(_common.PooledPlatform):
                     while self._wake_r.poll():
                         self._wake_r.recv_bytes()
             for instance in instances:
-                if instance.conn in ready:
-                    self._receive(instance)
+                if instance.conn in ready and instance in self._instances:  # not discarded
+                    try:
+                        self._receive(instance)
+                    except Exception as err:  # the monitor must live on, or nothing ends
+                        self._stop(instance, "killed", f"the platform lost the instance: {err!r}")
             self._check(instances)
             if self._closed:
                 with self._lock:
