@@ -23,7 +23,7 @@ from faasml.runtime.checkpoint import (
 )
 from faasml.runtime.coordinator import TrialFault
 from faasml.runtime.session import TuneRun
-from faasml.runtime.worker import Fault
+from faasml.runtime.worker import Fault, seed_step
 from faasml.sync.stores import open_store
 from faasml.workloads import create_optimizer
 from faasml.workloads.data import Dataset, batch_order, images, num_batches, partition
@@ -45,7 +45,7 @@ SETTINGS = {"batch_size": 16, "tuning.stages": 1, "seed": 2}
 
 
 def bn_cnn(config: dict[str, Any], ctx: Any) -> faasml.TorchTrainable:
-    """A small CNN with BatchNorm, trained with Adam."""
+    """A small CNN with BatchNorm and dropout, trained with Adam."""
     width = config["width"]
     net = torch.nn.Sequential(
         torch.nn.Conv2d(1, width, 3, padding=1),
@@ -53,6 +53,7 @@ def bn_cnn(config: dict[str, Any], ctx: Any) -> faasml.TorchTrainable:
         torch.nn.ReLU(),
         torch.nn.AdaptiveAvgPool2d(1),
         torch.nn.Flatten(),
+        torch.nn.Dropout(0.2),
         torch.nn.Linear(width, 3),
     )
     return faasml.TorchTrainable(
@@ -127,6 +128,7 @@ def test_batchnorm_cnn_on_two_workers_checkpoints_the_mean_of_their_buffers(
             first = r * spec.batch_size
             chosen = orders[w][first : len(part) if r == rounds - 1 else first + spec.batch_size]
             model.load_buffers(buffers)
+            seed_step(spec.seed, w, r)  # dropout draws from the step's seed
             _, grad = model.loss_and_grad(params, part.features[chosen], part.labels[chosen])
             grads.append(grad)
             local.append(model.buffers())

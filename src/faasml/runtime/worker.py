@@ -260,7 +260,7 @@ def run_segment(task: WorkerTask) -> SegmentReport:
             last = len(data) if batch == rounds - 1 else first + recipe.batch_size
             chosen = order[first:last]
             t0 = time.monotonic()
-            _seed_step(recipe.seed, task.worker_id, round_id)
+            seed_step(recipe.seed, task.worker_id, round_id)
             loss, grad = model.loss_and_grad(params, data.features[chosen], data.labels[chosen])
             vector = np.asarray(grad, dtype=np.float32)
             if with_buffers:  # the updated buffers travel with the gradient and are averaged
@@ -320,7 +320,7 @@ def run_segment(task: WorkerTask) -> SegmentReport:
     )
 
 
-def _seed_step(seed: int, worker_id: int, round_id: int) -> None:
+def seed_step(seed: int, worker_id: int, round_id: int) -> None:
     """Seed torch's generator for one step (when torch is loaded), so random layers such as
     dropout draw the same numbers when a segment is rerun from its checkpoint."""
     torch = sys.modules.get("torch")
