@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -274,6 +277,8 @@ def test_torch_datasets_and_loaders_become_arrays(tmp_path: Path) -> None:
         def __getitem__(self, i: int) -> tuple[Any, int]:
             return x[i], int(y[i])
 
+    with pytest.raises(TrainFunctionError, match="regression targets are not supported"):
+        as_dataset((TRAIN[0], TRAIN[1] + 0.5), "train")
     pairs = as_dataset(Pairs(), "train", num_classes=3)
     np.testing.assert_array_equal(tensors.features, TRAIN[0])
     np.testing.assert_array_equal(pairs.labels, TRAIN[1][:10])
@@ -318,3 +323,29 @@ def test_checkpoints_keep_buffers_and_read_old_ones() -> None:
     )
     old = checkpoint_from_bytes(buffer.getvalue())
     assert old.buffers.shape == (0,) and old.round_id == 4
+
+
+def test_faasml_resume_continues_a_function_run_without_the_script(tmp_path: Path) -> None:
+    """The record holds the pickled function: a fresh process resumes the run from it."""
+    tuner = faasml.Tuner(
+        bn_cnn,
+        SPACE,
+        budget=0.05,
+        tune_config=faasml.TuneConfig(num_samples=2),
+        settings=SETTINGS,
+        run_dir=tmp_path / "run",
+    )
+    TuneRun(tuner.job, tuner.constraint, tuner.run_dir).plan()  # planned, then "interrupted"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "faasml.cli.main", "resume", str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = json.loads((tmp_path / "run" / "record.json").read_text())
+    assert record["status"] == "finished"
+    assert all(t["status"] == "done" and t["epochs_done"] == 1 for t in record["trials"])

@@ -261,6 +261,12 @@ def remember(
 def as_dataset(value: Any, where: str, num_classes: int | None = None) -> Dataset:
     """A training function's ``train`` or ``test`` as a Dataset (see ``TorchTrainable``)."""
     features, labels = _arrays(value, where)
+    labels = np.asarray(labels)
+    if labels.dtype.kind == "f" and not np.array_equal(labels, np.round(labels)):
+        raise TrainFunctionError(
+            f"TorchTrainable.{where} has labels that are not whole numbers; labels must be "
+            "class indices (regression targets are not supported)"
+        )
     try:
         return Dataset.from_arrays(features, labels, num_classes)
     except WorkloadError as err:
