@@ -219,6 +219,12 @@ def _bad_optimizer(config: dict[str, Any], ctx: Any) -> Any:
     return faasml.TorchTrainable(model=torch.nn.Linear(2, 2), train=TRAIN, optimizer="rmsprop")
 
 
+def _torch_optimizer(config: dict[str, Any], ctx: Any) -> Any:
+    return faasml.TorchTrainable(
+        model=torch.nn.Linear(2, 2), train=TRAIN, optimizer=torch.optim.Adam, lr=0.1
+    )
+
+
 def _no_lr(config: dict[str, Any], ctx: Any) -> Any:
     return faasml.TorchTrainable(model=torch.nn.Linear(2, 2), train=TRAIN, optimizer="adam")
 
@@ -241,6 +247,7 @@ def _mismatched_test(config: dict[str, Any], ctx: Any) -> Any:
         (_not_a_module, r"model must be a torch.nn.Module"),
         (_bad_data, r"TorchTrainable.train is a str, but must be \(features, labels\) arrays"),
         (_bad_optimizer, r"unknown optimizer 'rmsprop'; choose one of: adam, sgd"),
+        (_torch_optimizer, r"optimizer must be a name, 'sgd' or 'adam'"),
         (_no_lr, r"optimizer.lr is missing \(optimizer 'adam' needs it\)"),
         (_reports_while_building, r"not in train_fn's body"),
         (_mismatched_test, r"train has samples of shape \(1, 8, 8\), but test has \(3,\)"),

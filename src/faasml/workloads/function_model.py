@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from faasml._imports import optional_import
 from faasml.exceptions import ConfigError, FaasmlError, WorkloadError
 from faasml.runtime import context
 from faasml.workloads._base import Model
@@ -96,8 +97,14 @@ class TorchTrainable:
                 f"train_fn returned TorchTrainable(num_classes={self.num_classes!r}), but "
                 "num_classes must be an integer >= 2"
             )
+        if not isinstance(self.optimizer, str):
+            raise TrainFunctionError(
+                f"train_fn returned TorchTrainable(optimizer=<{type(self.optimizer).__name__}>), "
+                "but optimizer must be a name, 'sgd' or 'adam' (faasml's, which match "
+                "torch.optim's step for step), with its hyperparameters as keywords"
+            )
         try:
-            create_optimizer(str(self.optimizer), 1, **self.hyperparameters)
+            create_optimizer(self.optimizer, 1, **self.hyperparameters)
         except ConfigError as err:
             raise TrainFunctionError(f"train_fn's TorchTrainable: {err}") from None
         return self
@@ -202,7 +209,7 @@ def unpack_function(packed: str, sha256: str) -> TrainFn:
 
 def call_train_fn(function: TrainFn, config: Mapping[str, Any], seed: int) -> TorchTrainable:
     """``function(config, ctx)`` under ``torch.manual_seed(seed)``, its result checked."""
-    import torch
+    torch = optional_import("torch", "torch")
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(seed))
