@@ -356,3 +356,25 @@ def test_faasml_resume_continues_a_function_run_without_the_script(tmp_path: Pat
     record = json.loads((tmp_path / "run" / "record.json").read_text())
     assert record["status"] == "finished"
     assert all(t["status"] == "done" and t["epochs_done"] == 1 for t in record["trials"])
+
+
+def test_batch_size_is_faasmls_and_configs_come_back_by_name(tmp_path: Path) -> None:
+    seen: list[dict[str, Any]] = []
+
+    def train_fn(config: dict[str, Any], ctx: Any) -> faasml.TorchTrainable:
+        seen.append(dict(config))
+        return bn_cnn(config, ctx)
+
+    space = {**SPACE, "batch_size": {"choice": [8, 16]}}
+    tuner = faasml.Tuner(train_fn, space, budget=1, run_dir=tmp_path)
+    assert seen == [{"width": 4, "lr": seen[0]["lr"]}]  # no batch_size in config
+    assert set(tuner.job.search_space.params) == {"model.config.lr", "batch_size"}  # type: ignore[union-attr]
+    trial = tuner.job.with_config({"model.config.lr": 0.01, "batch_size": 8})
+    assert trial.batch_size == 8 and trial.model.options["config"] == {"width": 4, "lr": 0.01}
+    assert tuner.user_config({"model.config.lr": 0.01, "batch_size": 8}) == {
+        "width": 4,
+        "lr": 0.01,
+        "batch_size": 8,
+    }
+    fixed = faasml.Tuner(bn_cnn, {**SPACE, "batch_size": 24}, budget=1, run_dir=tmp_path)
+    assert fixed.job.batch_size == 24
