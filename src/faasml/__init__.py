@@ -26,6 +26,7 @@ __all__ = [
     "Objective",
     "Result",
     "ResultGrid",
+    "TorchTrainable",
     "TrainPlan",
     "TuneConfig",
     "Tuner",
@@ -39,7 +40,7 @@ __all__ = [
     "report",
 ]
 
-_API = {"Tuner", "TuneConfig", "Result", "ResultGrid", "report"}
+_API = {"Tuner", "TuneConfig", "TorchTrainable", "Result", "ResultGrid", "report"}
 
 
 def __getattr__(name: str) -> object:

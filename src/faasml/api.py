@@ -1,4 +1,5 @@
-"""The Python API, in the shape Ray Tune and Optuna users know.
+"""The Python API, in the shape Ray Tune and Optuna users know: a job file or any PyTorch
+training function.
 
     import faasml
 
@@ -11,24 +12,41 @@
     best = results.get_best_result()
     print(best.config, best.metrics["val_loss"])
 
+    def train_fn(config, ctx):
+        return faasml.TorchTrainable(
+            model=Net(config["width"]), train=(X, y), test=(Xt, yt), optimizer="adam",
+            lr=config["lr"],
+        )
+
+    tuner = faasml.Tuner(train_fn, {"lr": {"loguniform": [1e-3, 1e-1]}, "width": 16}, budget=0.05)
+    results = tuner.fit()
+
 ``Tuner.fit`` plans the successive-halving stages within the budget or deadline, runs every
 trial for real on the job's platform and returns the results; the run directory holds the
-record, the report and the plots. ``faasml.report(...)`` records extra metrics from model code.
+record, the report and the plots. ``faasml.report(...)`` (``ctx.report`` in a training
+function) records extra metrics from model code. A training function becomes a job whose model
+is the function (``faasml.workloads.function_model``), so it runs through the same planner,
+coordinator, workers, checkpoints and billing as a job file.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from faasml._layers import set_path
 from faasml.config import JobSpec, load_job
 from faasml.exceptions import ConfigError
 from faasml.runtime.context import report
+from faasml.searchspace import KINDS, parse_search_space
 from faasml.types import Constraint, Objective
+from faasml.workloads.function_model import TorchTrainable
 
 
 @dataclass(frozen=True)
@@ -96,42 +114,163 @@ class ResultGrid:
 
 
 class Tuner:
-    """Tunes a job (a job file or a ``JobSpec``) within a budget or a deadline."""
+    """Tunes a job (a job file, a ``JobSpec``, or a training function ``train_fn(config,
+    ctx)`` returning ``TorchTrainable``) within a budget or a deadline.
+
+    ``param_space`` maps names to distributions (``{"loguniform": [low, high]}``, ``uniform``,
+    ``int``, ``choice``); for a job, names are job paths (``optimizer.lr``); for a function,
+    plain names the function reads from ``config``, where any other value is a constant
+    passed as is, and ``batch_size`` is faasml's per-worker batch size (not in ``config``).
+    ``budget`` and ``deadline`` are shortcuts for ``TuneConfig``'s. ``settings`` sets job
+    fields by dotted path (docs/jobs.md), e.g. ``{"batch_size": 32, "tuning.stages": 2}``.
+    """
 
     def __init__(
         self,
-        job: str | os.PathLike[str] | JobSpec,
-        *,
+        job: str | os.PathLike[str] | JobSpec | Callable[..., Any],
         param_space: Mapping[str, Any] | None = None,
+        *,
         tune_config: TuneConfig | None = None,
+        budget: float | None = None,
+        deadline: float | None = None,
+        settings: Mapping[str, Any] | None = None,
         run_dir: str | os.PathLike[str] | None = None,
     ) -> None:
-        config = tune_config or TuneConfig()
-        overrides: dict[str, Any] = {}
-        if param_space is not None:
-            overrides["search_space"] = dict(param_space)
-        for key, value in (
-            ("tuning.trials", config.num_samples),
-            ("tuning.reduction_factor", config.reduction_factor),
-            ("tuning.epochs_per_stage", config.epochs_per_stage),
-            ("tuning.metric", config.metric),
-        ):
-            if value is not None:
-                overrides[key] = value
+        config = _merge_bounds(tune_config or TuneConfig(), budget, deadline)
         if config.mode is not None and config.mode not in ("min", "max"):
             raise ConfigError(f"the value of mode is {config.mode!r}, but must be 'min' or 'max'")
-        if isinstance(job, JobSpec):
-            data = job.to_dict(redact=False)
-            for key, value in overrides.items():
-                _set(data, key, value)
-            self.job = JobSpec.from_mapping(data, source=job.source)
-        else:
-            self.job = load_job(Path(job), overrides)
-        self.job.require_tuning()
+        tuning = {
+            key: value
+            for key, value in (
+                ("tuning.trials", config.num_samples),
+                ("tuning.reduction_factor", config.reduction_factor),
+                ("tuning.epochs_per_stage", config.epochs_per_stage),
+                ("tuning.metric", config.metric),
+            )
+            if value is not None
+        }
+        self._keys: dict[str, str] = {}
+        self._constants: dict[str, Any] = {}
+        self._default_dir: Path | None = None
         self.constraint = config.constraint()
-        self.run_dir = Path(
-            run_dir or Path("runs") / f"{self.job.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-        )
+        if callable(job) and not isinstance(job, JobSpec):
+            self.job = self._function_job(
+                job, param_space or {}, tuning, dict(settings or {}), run_dir
+            )
+        else:
+            overrides: dict[str, Any] = {**dict(settings or {}), **tuning}
+            if param_space is not None:
+                overrides["search_space"] = dict(param_space)
+            if isinstance(job, JobSpec):
+                data = job.to_dict(redact=False)
+                for key, value in overrides.items():
+                    _set(data, key, value)
+                self.job = JobSpec.from_mapping(data, source=job.source)
+            else:
+                self.job = load_job(Path(job), overrides)
+        self.job.require_tuning()
+        self.run_dir = Path(run_dir) if run_dir is not None else self._run_dir(self.job.name)
+
+    def _function_job(
+        self,
+        function: Callable[..., Any],
+        space: Mapping[str, Any],
+        tuning: dict[str, Any],
+        settings: dict[str, Any],
+        run_dir: str | os.PathLike[str] | None,
+    ) -> JobSpec:
+        """The job of a training function: its data taken once, its model the function."""
+        from faasml.workloads import function_model as fm
+        from faasml.workloads.data import write_npz
+
+        refused = [k for k in settings if k.split(".")[0] in ("model", "optimizer", "search_space")]
+        refused += [k for k in settings if k in ("dataset.path", "dataset.format", "dataset")]
+        if refused:
+            raise ConfigError(
+                f"settings cannot set {', '.join(refused)}: train_fn builds the model, chooses "
+                "the optimiser and provides the data, and param_space is the search space"
+            )
+        packed, digest = fm.pack_function(function)
+        name = re.sub(r"[^A-Za-z0-9_-]+", "-", getattr(function, "__name__", "")).strip("-")
+        name = str(settings.pop("name", name or "train-fn"))
+        seed = settings.get("seed", 0)
+        searched: dict[str, Any] = {}
+        for key, value in space.items():
+            if not isinstance(key, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+                raise ConfigError(
+                    f"param_space has key {key!r}, but a training function's keys must be "
+                    "names (letters, digits, _), read as config[name]"
+                )
+            if _is_distribution(value):
+                job_key = "batch_size" if key == "batch_size" else f"model.config.{key}"
+                searched[job_key] = value
+                self._keys[job_key] = key
+            elif key == "batch_size":
+                settings.setdefault("batch_size", value)
+            else:
+                self._constants[key] = value
+        if not searched:
+            raise ConfigError(
+                "param_space has no distribution to tune; give at least one, e.g. "
+                "{'lr': {'loguniform': [0.001, 0.1]}}"
+            )
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise ConfigError(f"the value of seed is {seed!r}, but must be an integer >= 0")
+        first = parse_search_space(searched).sample(1, seed)[0]
+        config = {**self._constants}
+        config.update({self._keys[k]: v for k, v in first.items() if k != "batch_size"})
+        trainable = fm.call_train_fn(function, config, seed)
+        train, test = _function_data(trainable)
+        folder = (Path(run_dir) if run_dir is not None else self._run_dir(name)) / "function"
+        folder.mkdir(parents=True, exist_ok=True)
+        dataset: dict[str, Any] = {"path": str((folder / "data.npz").resolve()), "format": "npz"}
+        if test is not None:
+            if "dataset.test_fraction" in settings:
+                raise ConfigError(
+                    "settings set dataset.test_fraction, but train_fn returns its own test set"
+                )
+            combined, fraction = fm.combine(train, test, seed)
+            write_npz(folder / "data.npz", combined)
+            dataset["test_fraction"] = fraction
+        else:
+            write_npz(folder / "data.npz", train)
+        fm.remember(digest, config, seed, trainable, train.input_shape, train.num_classes, name)
+        loader_batch = getattr(trainable.train, "batch_size", None)
+        data: dict[str, Any] = {
+            "name": name,
+            "model": {
+                "name": fm.FACTORY,
+                "function": packed,
+                "sha256": digest,
+                "config": config,
+                "seed": seed,
+                "shape": list(train.input_shape),
+                "classes": train.num_classes,
+                "label": name,
+            },
+            "dataset": dataset,
+            "optimizer": {"name": trainable.optimizer, **trainable.hyperparameters},
+            "search_space": searched,
+            "tuning": {"trials": 8},
+            "batch_size": loader_batch if isinstance(loader_batch, int) else 64,
+            "profile": "mobilenet-cifar10",
+        }
+        for key, value in {**settings, **tuning}.items():
+            set_path(data, key, value)
+        data["dataset"]["seed"] = data.get("seed", 0)
+        return JobSpec.from_mapping(data)
+
+    def _run_dir(self, name: str) -> Path:
+        """runs/<name>-<time>, chosen once."""
+        if self._default_dir is None:
+            self._default_dir = Path("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        return self._default_dir
+
+    def user_config(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """A trial's configuration as the caller wrote its keys (a function's plain names)."""
+        if not self._keys:
+            return dict(config)
+        return {**self._constants, **{self._keys.get(k, k): v for k, v in config.items()}}
 
     def fit(self) -> ResultGrid:
         """Plan, run every stage for real and return the results."""
@@ -145,7 +284,7 @@ class Tuner:
         results = [
             Result(
                 trial_id=t["trial_id"],
-                config=t["config"],
+                config=self.user_config(t["config"]),
                 metrics=t["history"][-1] if t["history"] else {},
                 status=t["status"],
                 checkpoint=t["checkpoint"],
@@ -156,6 +295,36 @@ class Tuner:
         return ResultGrid(results, record, self.run_dir)
 
 
+def _merge_bounds(config: TuneConfig, budget: float | None, deadline: float | None) -> TuneConfig:
+    for name, value in (("budget", budget), ("deadline", deadline)):
+        if value is not None and getattr(config, name) is not None:
+            raise ConfigError(f"{name} is given twice: as {name}= and in tune_config; give one")
+    return dataclasses.replace(
+        config,
+        budget=config.budget if budget is None else budget,
+        deadline=config.deadline if deadline is None else deadline,
+    )
+
+
+def _is_distribution(value: Any) -> bool:
+    return isinstance(value, Mapping) and len(value) == 1 and next(iter(value)) in KINDS
+
+
+def _function_data(trainable: TorchTrainable) -> tuple[Any, Any]:
+    """The function's train and test sets (test None when it gives none)."""
+    from faasml.workloads.function_model import as_dataset
+
+    train = as_dataset(trainable.train, "train", trainable.num_classes)
+    test = None if trainable.test is None else as_dataset(trainable.test, "test")
+    classes = trainable.num_classes or max(
+        train.num_classes, test.num_classes if test is not None else 2
+    )
+    train = as_dataset(train, "train", classes) if train.num_classes != classes else train
+    if test is not None and test.num_classes != classes:
+        test = as_dataset(test, "test", classes)
+    return train, test
+
+
 def _set(data: dict[str, Any], dotted: str, value: Any) -> None:
     *parents, last = dotted.split(".")
     node = data
@@ -164,4 +333,4 @@ def _set(data: dict[str, Any], dotted: str, value: Any) -> None:
     node[last] = value
 
 
-__all__ = ["Result", "ResultGrid", "TuneConfig", "Tuner", "report"]
+__all__ = ["Result", "ResultGrid", "TorchTrainable", "TuneConfig", "Tuner", "report"]

@@ -149,9 +149,37 @@ def test_user_module_factory_by_path_and_adapter() -> None:
     assert grad.shape == (5,) and np.isfinite(loss)
 
 
+def test_batchnorm_buffers_are_a_flat_vector_the_step_updates() -> None:
+    model = TorchModel(
+        lambda: torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3)),
+        input_shape=(4,),
+        num_classes=3,
+    )
+    assert model.num_buffers == 3 + 3 + 1  # running mean, running var, batches tracked
+    initial = model.init_buffers(0)
+    np.testing.assert_array_equal(initial, [0, 0, 0, 1, 1, 1, 0])
+    model.load_buffers(initial)
+    x = np.random.default_rng(0).normal(size=(8, 4)).astype(np.float32)
+    y = np.arange(8) % 3
+    params = model.init_params(0)
+    loss, grad = model.loss_and_grad(params, x, y)
+    after = model.buffers()
+    assert after[-1] == 1.0 and not np.array_equal(after[:6], initial[:6])
+    # The loss and gradient do not depend on the buffers (batch statistics in training).
+    model.load_buffers(after * 3)
+    again = model.loss_and_grad(params, x, y)
+    assert again[0] == loss and np.array_equal(again[1], grad)
+    # Evaluation uses the loaded buffers.
+    model.load_buffers(initial)
+    first = model.evaluate(params, x, y)["loss"]
+    model.load_buffers(after)
+    assert model.evaluate(params, x, y)["loss"] != first
+    assert model.size_mb == (model.num_params + 7) * 4 / 1e6
+    with pytest.raises(WorkloadError, match=r"has 7 buffer values, got 2"):
+        model.load_buffers(np.zeros(2, np.float32))
+
+
 def test_adapter_refuses_what_it_cannot_synchronise() -> None:
-    with pytest.raises(WorkloadError, match=r"GroupNorm"):
-        TorchModel(lambda: torch.nn.BatchNorm1d(4), input_shape=(4,), num_classes=2)
     with pytest.raises(WorkloadError, match=r"must return a torch.nn.Module"):
         TorchModel(lambda: 3, input_shape=(4,), num_classes=2)
     with pytest.raises(WorkloadError, match=r"cannot load model factory"):

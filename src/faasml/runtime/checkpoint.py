@@ -1,4 +1,4 @@
-"""Checkpoints in the object store: parameters, optimiser state and the data position.
+"""Checkpoints in the object store: parameters, buffers, optimiser state and the data position.
 
 A checkpoint is one npz value written with one ``Store.put`` (atomic by the Store contract), so
 a reader sees a whole checkpoint or none; the coordinator records the key of the last complete
@@ -33,6 +33,8 @@ class Checkpoint:
     round_id: int
     """Synchronisation rounds done so far (the next round's id)."""
     meta: dict[str, Any] = field(default_factory=dict)
+    buffers: NDArray[np.float32] = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
+    """The model's buffers (``Model.buffers()``), averaged over the workers; empty if none."""
 
 
 def checkpoint_to_bytes(checkpoint: Checkpoint) -> bytes:
@@ -46,6 +48,7 @@ def checkpoint_to_bytes(checkpoint: Checkpoint) -> bytes:
     np.savez(
         buffer,
         params=np.asarray(checkpoint.params, dtype=np.float32),
+        buffers=np.asarray(checkpoint.buffers, dtype=np.float32),
         optimizer=np.frombuffer(checkpoint.optimizer, dtype=np.uint8),
         header=np.frombuffer(json.dumps(header).encode(), dtype=np.uint8),
     )
@@ -63,6 +66,11 @@ def checkpoint_from_bytes(data: bytes) -> Checkpoint:
                 batch=int(header["batch"]),
                 round_id=int(header["round_id"]),
                 meta=dict(header.get("meta", {})),
+                buffers=(
+                    archive["buffers"].astype(np.float32)
+                    if "buffers" in archive.files
+                    else np.zeros(0, dtype=np.float32)
+                ),
             )
     except (OSError, ValueError, KeyError) as err:
         raise FaasmlError(f"the value is not a faasml checkpoint: {err}") from None

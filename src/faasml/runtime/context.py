@@ -29,6 +29,11 @@ def report(**metrics: float) -> None:
         _ACTIVE[name] = number
 
 
+def active() -> bool:
+    """True inside a worker's training segment (where ``report`` records)."""
+    return _ACTIVE is not None
+
+
 def open_context() -> None:
     global _ACTIVE
     _ACTIVE = {}

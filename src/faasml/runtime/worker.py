@@ -6,7 +6,9 @@ the segment worker 0 checkpoints (parameters, optimiser state, data position) an
 Every worker of a segment runs the same number of rounds (the smallest partition's batch
 count; the last round takes the rest of each partition), so the barrier never waits for a
 worker that has no batch. The minibatch order depends only on (seed, worker, epoch), so a
-segment rerun from its checkpoint computes the same model bit for bit.
+segment rerun from its checkpoint computes the same model bit for bit. A model with buffers
+(BatchNorm statistics) sends them with its gradient as one vector, so each round averages both;
+every worker then continues from the same buffers, and the checkpoint keeps them.
 
 Warm instances keep the store client, the model and the partition in memory (as a warm
 function keeps its globals), so only cold starts pay for loading them.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -229,13 +232,17 @@ def run_segment(task: WorkerTask) -> SegmentReport:
     recipe = task.recipe
     data, cold_load = _dataset(objects, f"{task.data_prefix}/n{task.n}/part-{task.worker_id}")
     model = _model(recipe)
-    optimizer = create_optimizer(recipe.optimizer, model.num_params, **recipe.hyperparameters)
+    name, hyperparameters = model.own_optimizer() or (recipe.optimizer, recipe.hyperparameters)
+    optimizer = create_optimizer(name, model.num_params, **hyperparameters)
     if task.checkpoint is None:
-        params = model.init_params(recipe.seed)
+        params, buffers = model.init_params(recipe.seed), model.init_buffers(recipe.seed)
     else:
         state = load_checkpoint(objects, task.checkpoint)
-        params = state.params
+        params, buffers = state.params, state.buffers
         optimizer.load_bytes(state.optimizer)
+    size, with_buffers = model.num_params, model.num_buffers > 0
+    if with_buffers:
+        model.load_buffers(buffers)
     scheme = SCHEME_CLASSES.get(task.scheme)(
         sync_store, task.n, f"{task.namespace}/sync", timeout_s=task.sync_timeout_s
     )
@@ -257,13 +264,20 @@ def run_segment(task: WorkerTask) -> SegmentReport:
             last = len(data) if batch == rounds - 1 else first + recipe.batch_size
             chosen = order[first:last]
             t0 = time.monotonic()
+            seed_step(recipe.seed, task.worker_id, round_id)
             loss, grad = model.loss_and_grad(params, data.features[chosen], data.labels[chosen])
+            vector = np.asarray(grad, dtype=np.float32)
+            if with_buffers:  # the updated buffers travel with the gradient and are averaged
+                vector = np.concatenate([vector, model.buffers()])
             t1 = time.monotonic()
-            mean = scheme.reduce(task.worker_id, round_id, np.asarray(grad, dtype=np.float32))
+            mean = scheme.reduce(task.worker_id, round_id, vector)
             while dying:  # the injected kill is on its way: this round is the worker's last
                 time.sleep(1.0)
             t2 = time.monotonic()
-            params = optimizer.step(params, mean)
+            if with_buffers:
+                buffers = mean[size:]
+                model.load_buffers(buffers)
+            params = optimizer.step(params, mean[:size])
             compute_s += (t1 - t0) + (time.monotonic() - t2)
             sync_s += t2 - t1
             loss_sum += float(loss) * len(chosen)
@@ -279,7 +293,9 @@ def run_segment(task: WorkerTask) -> SegmentReport:
         save_checkpoint(
             objects,
             task.checkpoint_out,
-            Checkpoint(params, optimizer.to_bytes(), next_epoch, next_batch, round_id),
+            Checkpoint(
+                params, optimizer.to_bytes(), next_epoch, next_batch, round_id, buffers=buffers
+            ),
         )
         checkpoint_key = task.checkpoint_out
         if epoch_done and task.evaluate:
@@ -308,6 +324,14 @@ def run_segment(task: WorkerTask) -> SegmentReport:
         cold_load=cold_load,
         reported=reported,
     )
+
+
+def seed_step(seed: int, worker_id: int, round_id: int) -> None:
+    """Seed torch's generator for one step (when torch is loaded), so random layers such as
+    dropout draw the same numbers when a segment is rerun from its checkpoint."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.manual_seed(((seed * 1_000_003 + round_id) * 1_009 + worker_id) & (2**63 - 1))
 
 
 def _smallest_partition(task: WorkerTask, own: int) -> int:

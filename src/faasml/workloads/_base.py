@@ -17,6 +17,17 @@ vector travels through the stores and checkpoints.
 Features are a numeric array of shape ``(batch, *input_shape)`` (float32, or integer token ids
 for sequence models); labels an int64 array of shape ``(batch,)`` holding class indices in
 ``[0, num_classes)``.
+
+Optional parts (defaults: none):
+
+- **Buffers** (``num_buffers > 0``): state a training step updates besides the parameters, such
+  as BatchNorm's running statistics, as one more flat float32 vector. ``init_buffers(seed)``
+  gives the initial vector, ``load_buffers(v)`` sets the model's buffers and ``buffers()``
+  reads them; ``loss_and_grad`` may update them (its loss and gradient must not depend on
+  them) and ``evaluate`` uses them. Workers average the buffers each round with the gradient
+  (one synchronised vector) and checkpoints keep them.
+- **Own optimiser**: ``own_optimizer()`` returns ``(name, hyperparameters)`` when the model
+  chooses its optimiser (a training function does); None leaves it to the job.
 """
 
 from __future__ import annotations
@@ -73,9 +84,35 @@ class Model(ABC):
         """Mean loss and accuracy (and possibly more) of ``params`` on the given samples."""
 
     @property
+    def num_buffers(self) -> int:
+        """Length of the flat buffer vector (0: the model has no buffers)."""
+        return 0
+
+    def init_buffers(self, seed: int) -> FloatVector:
+        """The initial buffers; deterministic in ``seed``."""
+        return np.zeros(0, dtype=np.float32)
+
+    def buffers(self) -> FloatVector:
+        """The model's current buffers as a flat float32 vector (a copy)."""
+        return np.zeros(0, dtype=np.float32)
+
+    def load_buffers(self, buffers: NDArray[Any]) -> None:
+        """Set the model's buffers from a flat vector of ``num_buffers`` values."""
+        if np.asarray(buffers).size != self.num_buffers:
+            raise WorkloadError(
+                f"{self.name or type(self).__name__} has {self.num_buffers} buffer values, "
+                f"got {np.asarray(buffers).size}"
+            )
+
+    def own_optimizer(self) -> tuple[str, dict[str, Any]] | None:
+        """``(optimizer name, hyperparameters)`` the model trains with; None: the job's."""
+        return None
+
+    @property
     def size_mb(self) -> float:
-        """M: the size of one parameter (or gradient) vector in MB, as a store carries it."""
-        return self.num_params * 4 / 1e6
+        """M: the size of one synchronised vector in MB (gradient and buffers), as a store
+        carries it."""
+        return (self.num_params + self.num_buffers) * 4 / 1e6
 
     def check_params(self, params: NDArray[Any]) -> FloatVector:
         """``params`` as a float32 vector of the right length, or a WorkloadError saying why."""

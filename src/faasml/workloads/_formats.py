@@ -7,6 +7,9 @@
 - CIFAR-10 binary: records of 1 label byte and 3072 pixel bytes (1024 red, 1024 green, 1024
   blue, row-major 32×32), files ``data_batch_1.bin`` ... ``data_batch_5.bin`` and
   ``test_batch.bin``; pixels become float32 in [0, 1], shape (3, 32, 32).
+- npz: faasml's own arrays file (``features``, ``labels``, ``num_classes``), as
+  ``dataset_to_bytes`` writes a partition; any feature shape and dtype. The function API
+  (``faasml.Tuner(train_fn, ...)``) keeps a training function's data in one.
 
 The writers produce the same formats, so tests and demos can make small files.
 """
@@ -23,7 +26,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from faasml.exceptions import WorkloadError
-from faasml.workloads._dataset import Dataset
+from faasml.workloads._dataset import Dataset, dataset_from_bytes, dataset_to_bytes
 
 CIFAR_SHAPE = (3, 32, 32)
 CIFAR_RECORD = 1 + 3 * 32 * 32
@@ -178,9 +181,28 @@ def write_cifar10_bin(path: str | Path, dataset: Dataset) -> None:
     records.tofile(Path(path))
 
 
+def read_npz(path: str | Path) -> Dataset:
+    """A dataset ``write_npz`` (or ``dataset_to_bytes``) wrote."""
+    source = Path(path)
+    try:
+        data = source.read_bytes()
+    except OSError as err:
+        raise WorkloadError(f"cannot read {source}: {err.strerror or err}") from None
+    try:
+        return dataset_from_bytes(data)
+    except WorkloadError as err:
+        raise WorkloadError(f"{source}: {err}") from None
+
+
+def write_npz(path: str | Path, dataset: Dataset) -> None:
+    """Write ``dataset`` as faasml's npz (features, labels, num_classes)."""
+    Path(path).write_bytes(dataset_to_bytes(dataset))
+
+
 READERS: dict[str, Callable[..., Dataset]] = {
     "libsvm": read_libsvm,
     "higgs-csv": read_higgs_csv,
     "cifar10-bin": read_cifar10_bin,
+    "npz": read_npz,
 }
 """Format name (as job files write it) -> reader(path, **options)."""

@@ -4,8 +4,8 @@ The object store holds one partition per worker as npz bytes (``dataset_to_bytes
 reads its own (``partition(dataset, worker, n)``) and walks it in a seeded order that depends
 only on (seed, epoch), so a worker restarted from a checkpoint at (epoch, batch) sees exactly
 the minibatches it would have seen. Real loaders read LIBSVM, Higgs CSV and CIFAR-10 binary
-files; seeded generators make data that needs no download; writers make small files in the
-public formats for tests.
+files and faasml's own npz; seeded generators make data that needs no download; writers make
+small files in the public formats for tests.
 """
 
 from __future__ import annotations
@@ -30,9 +30,11 @@ from faasml.workloads._formats import (
     read_cifar10_bin,
     read_higgs_csv,
     read_libsvm,
+    read_npz,
     write_cifar10_bin,
     write_higgs_csv,
     write_libsvm,
+    write_npz,
 )
 from faasml.workloads.synthetic import GENERATORS, higgs_like, images, sequences
 
@@ -88,8 +90,10 @@ __all__ = [
     "read_cifar10_bin",
     "read_higgs_csv",
     "read_libsvm",
+    "read_npz",
     "sequences",
     "write_cifar10_bin",
     "write_higgs_csv",
     "write_libsvm",
+    "write_npz",
 ]

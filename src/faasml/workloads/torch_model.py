@@ -3,9 +3,10 @@
 ``TorchModel(module_factory, loss_fn, input_shape=..., num_classes=...)`` wraps any module: the
 flat vector is copied into the module's parameters with
 ``torch.nn.utils.vector_to_parameters`` and the gradient read back with the same order as
-``parameters_to_vector``. Modules with floating-point buffers (BatchNorm running statistics)
-are refused: buffers are state outside the vector, which the workers would not synchronise;
-use GroupNorm or LayerNorm instead.
+``parameters_to_vector``. The module's persistent buffers (those ``state_dict`` holds, such as
+BatchNorm's running statistics and batch count) are the model's buffer vector (see the Model
+contract): float32 values in ``named_buffers`` order; integer buffers travel as float32, exact
+below 2**24, and are rounded back.
 """
 
 from __future__ import annotations
@@ -60,16 +61,10 @@ class TorchModel(Model):
                 f"the module factory of '{name}' returned {type(self.module).__name__}, "
                 "but must return a torch.nn.Module"
             )
-        floating = [
-            key for key, buffer in self.module.named_buffers() if buffer.is_floating_point()
-        ]
-        if floating:
-            raise WorkloadError(
-                f"model '{name}' has floating-point buffers ({', '.join(floating)}), which are "
-                "not part of the synchronised parameter vector; replace BatchNorm with "
-                "GroupNorm or LayerNorm"
-            )
         self._initial: FloatVector | None = None
+        self._initial_buffers: FloatVector | None = None
+        self._buffers = _persistent_buffers(self.module, name)
+        self._num_buffers = int(sum(b.numel() for b in self._buffers))
         self._params = [p for p in self.module.parameters() if p.requires_grad]
         self._num_params = int(sum(p.numel() for p in self._params))
         for p in self._params:
@@ -101,22 +96,30 @@ class TorchModel(Model):
         )
         if module_factory is None:
             model._initial = snapshot
+            model._initial_buffers = model.buffers()
         return model
 
     @property
     def num_params(self) -> int:
         return self._num_params
 
-    def init_params(self, seed: int) -> FloatVector:
-        if self._initial is not None:
-            return self._initial.copy()
+    @property
+    def num_buffers(self) -> int:
+        return self._num_buffers
+
+    def _fresh(self, seed: int) -> Any:
         torch = self._torch
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(seed))
-            fresh = self.module_factory()
-            vector = torch.nn.utils.parameters_to_vector(
-                [p for p in fresh.parameters() if p.requires_grad]
-            )
+            return self.module_factory()
+
+    def init_params(self, seed: int) -> FloatVector:
+        if self._initial is not None:
+            return self._initial.copy()
+        fresh = self._fresh(seed)
+        vector = self._torch.nn.utils.parameters_to_vector(
+            [p for p in fresh.parameters() if p.requires_grad]
+        )
         result: FloatVector = vector.detach().numpy().astype(np.float32).copy()
         if result.shape != (self.num_params,):
             raise WorkloadError(
@@ -124,6 +127,35 @@ class TorchModel(Model):
                 f"({result.shape[0]} and {self.num_params} parameters)"
             )
         return result
+
+    def init_buffers(self, seed: int) -> FloatVector:
+        if self._initial_buffers is not None:
+            return self._initial_buffers.copy()
+        if not self._num_buffers:
+            return np.zeros(0, dtype=np.float32)
+        result = _flatten(self._torch, _persistent_buffers(self._fresh(seed), self.name))
+        if result.shape != (self.num_buffers,):
+            raise WorkloadError(
+                f"the module factory of '{self.name}' built modules with different buffers "
+                f"({result.shape[0]} and {self.num_buffers} values)"
+            )
+        return result
+
+    def buffers(self) -> FloatVector:
+        return _flatten(self._torch, self._buffers)
+
+    def load_buffers(self, buffers: NDArray[Any]) -> None:
+        super().load_buffers(buffers)
+        flat = np.asarray(buffers, dtype=np.float32).reshape(-1)
+        offset = 0
+        with self._torch.no_grad():
+            for buffer in self._buffers:
+                part = flat[offset : offset + buffer.numel()].reshape(tuple(buffer.shape))
+                value = self._torch.from_numpy(np.array(part, copy=True))
+                if not buffer.is_floating_point():
+                    value = value.round()
+                buffer.copy_(value.to(buffer.dtype))
+                offset += buffer.numel()
 
     def _load(self, params: NDArray[Any]) -> None:
         flat = self.check_params(params)
@@ -168,3 +200,21 @@ class TorchModel(Model):
             outputs = self.module(x)
             loss = float(self.loss_fn(outputs, y).item())
         return {"loss": loss, "accuracy": accuracy(outputs.detach().numpy(), labels)}
+
+
+def _persistent_buffers(module: Any, name: str) -> list[Any]:
+    """The module's buffers that ``state_dict`` holds, in ``named_buffers`` order."""
+    kept = module.state_dict(keep_vars=True)
+    found = [buffer for key, buffer in module.named_buffers() if key in kept]
+    for buffer in found:
+        if buffer.is_complex():
+            raise WorkloadError(f"model '{name}' has a complex buffer; only real buffers are kept")
+    return found
+
+
+def _flatten(torch: Any, buffers: list[Any]) -> FloatVector:
+    if not buffers:
+        return np.zeros(0, dtype=np.float32)
+    vector = torch.cat([b.detach().reshape(-1).to(torch.float32) for b in buffers])
+    result: FloatVector = vector.numpy().astype(np.float32, copy=True)
+    return result
