@@ -152,6 +152,8 @@ class Tuner:
         self._keys: dict[str, str] = {}
         self._constants: dict[str, Any] = {}
         self._default_dir: Path | None = None
+        self._checked = False
+        """The run directory was checked fit for a new run (before a function's data)."""
         self.constraint = config.constraint()
         if callable(job) and not isinstance(job, JobSpec):
             self.job = self._function_job(
@@ -221,7 +223,11 @@ class Tuner:
         config.update({self._keys[k]: v for k, v in first.items() if k != "batch_size"})
         trainable = fm.call_train_fn(function, config, seed)
         train, test = _function_data(trainable)
+        from faasml.reports.run_dir import RunDir
+
         folder = (Path(run_dir) if run_dir is not None else self._run_dir(name)) / "function"
+        RunDir(folder.parent).check_new()  # before its data goes in: never over a run
+        self._checked = True
         folder.mkdir(parents=True, exist_ok=True)
         dataset: dict[str, Any] = {"path": str((folder / "data.npz").resolve()), "format": "npz"}
         if test is not None:
@@ -277,7 +283,8 @@ class Tuner:
         from faasml.reports.run_dir import RunDir
         from faasml.runtime.session import TuneRun
 
-        RunDir(self.run_dir).check_new()  # never over a run that is there
+        if not self._checked:
+            RunDir(self.run_dir).check_new()  # never over a run that is there
         run = TuneRun(self.job, self.constraint, self.run_dir)
         run.plan()
         record = run.execute()

@@ -57,7 +57,7 @@ class RunDir:
             status, kind = _peek(self.record_path)
             advice = (
                 "choose another --run-dir"
-                if status == "finished"
+                if status in ("finished", "target-missed")
                 else f"continue it with: faasml resume {path}; or choose another --run-dir"
             )
             raise ConfigError(

@@ -25,7 +25,7 @@ class Charge:
     t_s: float
     """Seconds since the run started."""
     kind: str
-    """'function', 'invocation', 'storage' or 'server'."""
+    """'function', 'invocation', 'storage', 'server' or 'profiling'."""
     usd: float
     trial: int = -1
     detail: str = ""
@@ -58,6 +58,14 @@ class Meter:
         usd = self.function_usd(billed)
         with self._lock:
             self.charges.append(Charge(t_s, "function", usd, -1, "prewarm"))
+        return usd
+
+    def profiling(self, billed: Billed, t_s: float) -> float:
+        """Charge one invocation of the job's probe (duration × GB × price + request), kept
+        apart as 'profiling' so the bill shows what measuring the job cost."""
+        usd = self.function_usd(billed) + self.platform.price_per_invocation
+        with self._lock:
+            self.charges.append(Charge(t_s, "profiling", usd, -1, f"{billed.memory_mb} MB"))
         return usd
 
     def requests(

@@ -13,6 +13,7 @@ cost does not fit what is left is never started; the run stops cleanly with its 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import time
 import uuid
@@ -120,6 +121,10 @@ class Coordinator:
         self._silent_checked = 0.0
         self.segments = 0
         self.restarts = 0
+        self.memory_of: dict[int, int] = {}
+        """Trial -> the memory it was moved to after running out (kept for later stages)."""
+        self.memory_moves: list[tuple[int, int, int]] = []
+        """(trial, from MB, to MB) of every move after running out of memory."""
         self.busy_s = 0.0
         """Wall seconds some segment was running (for the coordinator overhead figure)."""
 
@@ -183,7 +188,8 @@ class Coordinator:
                 if trial.epochs_done >= until_epoch:
                     trial.status = "done"
                     continue
-                if self.stop_reason is not None or not self._fits(running, allocation):
+                sized = self.sized(trial, allocation)
+                if self.stop_reason is not None or not self._fits(running, sized):
                     continue
                 try:
                     segment = self._launch(trial, allocation, running)
@@ -250,6 +256,7 @@ class Coordinator:
     def _launch(
         self, trial: TrialState, allocation: Allocation, running: list[_Segment]
     ) -> _Segment | None:
+        allocation = self.sized(trial, allocation)
         rounds = rounds_per_epoch(self.samples, allocation.n, self.recipe_of(trial).batch_size)
         stop = self._stop_batch(trial, allocation, rounds)
         span = (stop if stop is not None else rounds) - trial.batch
@@ -364,7 +371,7 @@ class Coordinator:
             return False
         trial = segment.trial
         if failed:
-            self._fail(segment, self._reason(failed[0]))
+            self._fail(segment, self._reason(failed[0]), _kind(failed[0]))
             return True
         reports: list[SegmentReport] = [i.result() for i in segment.invocations]
         for invocation in segment.invocations:
@@ -383,7 +390,7 @@ class Coordinator:
             return "no result"
         return "ok"
 
-    def _fail(self, segment: _Segment, reason: str) -> None:
+    def _fail(self, segment: _Segment, reason: str, kind: str = "") -> None:
         trial = segment.trial
         for invocation in segment.invocations:
             invocation.cancel()
@@ -399,6 +406,9 @@ class Coordinator:
             # Not the trial's fault, and no restart can succeed: stop (not counted).
             self._store_lost(segment, lost)
             trial.failures[-1] += f" ({LOST_STORE})"
+        elif kind == "out-of-memory" and self._grow(segment):
+            # Restarting at the same size would fail again: the trial moves up (not counted).
+            trial.failures[-1] += f" (moved to {self.memory_of[trial.trial_id]} MB)"
         elif segment.budget_capped and "timeout" in reason:
             # It spent its reservation: predict at least twice as long next time; the budget
             # guard then decides whether a retry still fits. Not counted against max_restarts.
@@ -414,6 +424,26 @@ class Coordinator:
             trial.status = "failed"
         if self.on_segment is not None:
             self.on_segment(trial, None)
+
+    def _grow(self, segment: _Segment) -> bool:
+        """Give the segment's trial the next memory size that may fit (×1.5, on the catalog's
+        grid); False when it already has the most the platform allows."""
+        platform = self.catalog.platform
+        now = segment.allocation.memory_mb
+        step = platform.memory_step_mb
+        bigger = min(platform.memory_max_mb, math.ceil(now * 1.5 / step) * step)
+        if bigger <= now:
+            return False
+        self.memory_of[segment.trial.trial_id] = bigger
+        self.memory_moves.append((segment.trial.trial_id, now, bigger))
+        return True
+
+    def sized(self, trial: TrialState, allocation: Allocation) -> Allocation:
+        """``allocation`` with the memory the trial was moved to after running out of it."""
+        memory = self.memory_of.get(trial.trial_id, 0)
+        if memory <= allocation.memory_mb:
+            return allocation
+        return dataclasses.replace(allocation, memory_mb=memory)
 
     def _cleanup(self, segment: _Segment) -> str | None:
         """Delete the segment's keys; what went wrong when its sync store (after the store
@@ -585,3 +615,14 @@ __all__ = [
     "TrialFault",
     "TrialState",
 ]
+
+
+def _kind(invocation: Invocation) -> str:
+    """Why an invocation failed (a ``FunctionError`` kind), '' when it did not."""
+    try:
+        invocation.result(timeout=0)
+    except FunctionError as err:
+        return err.kind
+    except TimeoutError:
+        return ""
+    return ""

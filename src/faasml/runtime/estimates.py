@@ -85,6 +85,9 @@ class SegmentEstimator:
             self._init_s[billed.memory_mb] = max(known, billed.init_s)
             if billed.ok:
                 self._started[billed.memory_mb] = self._started.get(billed.memory_mb, 0) + 1
+        elif not billed.ok:  # a failed or stopped function's instance is gone: one less warm
+            count = self._started.get(billed.memory_mb, 0)
+            self._started[billed.memory_mb] = max(0, count - 1)
 
     def ran_out(self, allocation: Allocation, timeout_s: float) -> None:
         """A segment was stopped at ``timeout_s`` by its reservation: predict at least twice

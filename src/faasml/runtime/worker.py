@@ -160,6 +160,12 @@ def _model(recipe: ModelRecipe) -> Model:
     return _MODELS[key]
 
 
+# What a probe inside a function shares with the worker's warm state.
+cached_store = _store
+cached_dataset = _dataset
+cached_model = _model
+
+
 def rounds_per_epoch(samples: int, n: int, batch_size: int) -> int:
     """Rounds of one epoch: the batches of the smallest partition (⌊samples / n⌋ samples)."""
     return num_batches(max(1, samples // n), batch_size)

@@ -430,9 +430,9 @@ class LocalPlatform(_common.PooledPlatform):
 
     def _died(self, instance: _Instance) -> None:
         code = instance.process.poll()
-        oom = code is not None and code < 0 and -code == 9
-        kind = "out-of-memory" if oom and instance.invocation is not None else "killed"
-        self._stop(instance, kind, f"the function's process ended (exit status {code})")
+        # Running out of memory is reported by the function (MemoryError) or by the resident
+        # memory watch before this; a process that just ended was killed or crashed.
+        self._stop(instance, "killed", f"the function's process ended (exit status {code})")
 
     def _check(self, instances: list[_Instance]) -> None:
         now = time.monotonic()

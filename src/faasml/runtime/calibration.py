@@ -1,0 +1,141 @@
+"""Live re-calibration: the model's inputs corrected by what the run measures (pure).
+
+A measured profile prices the job before it runs; the run then measures every epoch. For each
+memory size the run used, the epochs' time besides synchronisation, loading and the
+per-invocation latency is attributed to computation (evaluation included, as the probe folds
+it in), giving a measured u(m) point — seconds per MB of the function's partition — that
+replaces the profile's at that memory (the per-allocation correction: u(m) is what differs
+between allocations of the same job). ``apply`` returns the workload with those points; the
+tuning run re-predicts its remaining stages with it and re-plans them when the prediction
+moves by more than δ.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from faasml.catalog import Catalog
+from faasml.models import evaluate
+from faasml.planners.tuning._problem import trials_per_wave
+from faasml.types import Allocation
+from faasml.workload import ComputeProfile, Workload
+
+REPLAN_DELTA = 0.1
+"""Re-plan the remaining stages when their predicted time or cost moves by more than this."""
+
+
+@dataclass
+class Calibration:
+    """Measured u(m) points by memory size (from epochs the run completed)."""
+
+    samples: dict[int, list[float]] = field(default_factory=dict)
+    """Memory MB -> measured seconds per MB of partition, one per epoch observed."""
+
+    def observe(
+        self, records: Iterable[Mapping[str, Any]], workload: Workload, catalog: Catalog
+    ) -> None:
+        """Add the epochs of ``records`` (a trial's history entries)."""
+        for record in records:
+            n, memory = int(record["n"]), int(record["memory_mb"])
+            partition_mb = workload.dataset_mb / max(n, 1)
+            invocations = int(record.get("invocations", 1))
+            fixed = invocations * catalog.platform.warm_start_s
+            busy = float(record["epoch_s"]) - float(record["sync_s"]) - float(record["load_s"])
+            busy = max(busy - fixed, float(record["compute_s"]))
+            self.samples.setdefault(memory, []).append(busy / max(partition_mb, 1e-12))
+
+    def to_dict(self) -> dict[str, list[float]]:
+        return {str(m): v for m, v in sorted(self.samples.items())}
+
+    @staticmethod
+    def from_dict(data: Mapping[str, Any]) -> Calibration:
+        return Calibration({int(m): [float(x) for x in v] for m, v in data.items()})
+
+    def apply(self, workload: Workload) -> Workload:
+        """The workload with u(m) measured by the run at every memory it used (the median of
+        its epochs there, which leaves out the cold ones), the profile's elsewhere."""
+        if not self.samples:
+            return workload
+        points = dict(_points(workload.compute))
+        for memory, values in self.samples.items():
+            points[float(memory)] = statistics.median(values)
+        table = ComputeProfile("table", points=tuple(sorted(points.items())))
+        return dataclasses.replace(workload, compute=table)
+
+
+def _points(compute: ComputeProfile) -> tuple[tuple[float, float], ...]:
+    if compute.kind == "table":
+        return compute.points
+    # An analytical profile: sample it on a grid so measured points can replace its values.
+    grid = (128.0, 512.0, 1024.0, 1769.0, 3538.0, 10240.0)
+    values = compute.seconds_per_mb([g / 1769.0 for g in grid], grid)
+    return tuple((g, float(v)) for g, v in zip(grid, values, strict=True))
+
+
+def stage_estimate(
+    workload: Workload,
+    catalog: Catalog,
+    allocation: Allocation,
+    trials: int,
+    epochs: int,
+    warm: int = 0,
+) -> tuple[float, float]:
+    """T_i and C_i of one stage on ``allocation`` (CE-scaling eqs. 7–8 with waves); ``warm``
+    functions of its memory size are left warm by the stage before, and when they cover the
+    stage's first wave it pays no cold start (a platform reuses a warm function)."""
+    table = evaluate(
+        workload,
+        catalog,
+        [allocation.n],
+        [allocation.memory_mb],
+        allocation.storage,
+        allocation.scheme,
+    )
+    if len(table) == 0:
+        return float("inf"), float("inf")
+    k = int(trials_per_wave(table, catalog)[0])
+    waves = -(-trials // k)
+    cold = 0.0 if min(trials, k) * allocation.n <= warm else 1.0
+    time = cold * float(table.startup_s[0]) + waves * epochs * float(table.time_s[0])
+    startup = cold * min(trials, k) * float(table.startup_usd[0])
+    return time, trials * epochs * float(table.cost_usd[0]) + startup
+
+
+def warm_after(catalog: Catalog, workload: Workload, allocation: Allocation, trials: int) -> int:
+    """Functions of ``allocation``'s size a stage of ``trials`` trials leaves warm."""
+    table = evaluate(
+        workload,
+        catalog,
+        [allocation.n],
+        [allocation.memory_mb],
+        allocation.storage,
+        allocation.scheme,
+    )
+    if len(table) == 0:
+        return 0
+    return min(trials, int(trials_per_wave(table, catalog)[0])) * allocation.n
+
+
+def stage_estimates(
+    workload: Workload, catalog: Catalog, stages: list[dict[str, Any]]
+) -> list[tuple[float, float]]:
+    """T_i and C_i of each planned stage (dicts with allocation, trials, epochs), a stage on
+    the memory size of the one before starting on the functions it left warm."""
+    out: list[tuple[float, float]] = []
+    previous: tuple[int, int] | None = None
+    for stage in stages:
+        allocation = Allocation(**stage["allocation"])
+        warm = previous[1] if previous is not None and previous[0] == allocation.memory_mb else 0
+        trials, epochs = stage["trials"], stage["epochs"]
+        out.append(stage_estimate(workload, catalog, allocation, trials, epochs, warm))
+        previous = (allocation.memory_mb, warm_after(catalog, workload, allocation, trials))
+    return out
+
+
+def moved(before: tuple[float, float], after: tuple[float, float], delta: float) -> bool:
+    """True when time or cost changed by more than ``delta`` relative to ``before``."""
+    return any(abs(a - b) > delta * max(abs(b), 1e-12) for b, a in zip(before, after, strict=True))

@@ -1,0 +1,479 @@
+"""Measured job profiles: the planner's inputs taken from the job in the file, not a paper.
+
+Before a real run is planned, ``measure_job`` runs a short probe of the job itself on the
+job's platform, as functions, billed like any other invocation:
+
+1. at a roomy memory size (the largest one the platform gives, capped at two vCPUs' worth):
+   every model configuration the search space can build (``model.*`` at their extremes) is
+   built and trained for a few rounds at the job's batch size; the function's peak resident
+   memory (``ru_maxrss``: the Python and framework runtime, data, model, optimiser state and
+   activations) is the job's footprint;
+2. at the least memory that holds the footprint plus ``MEMORY_MARGIN`` (and at one vCPU when
+   that lies between): seconds of computation per sample, evaluation seconds per test sample,
+   checkpoint save and load, and the cold start (measured, scaled to one vCPU as the catalog
+   states it).
+
+``planning_inputs`` turns a profile into the ``Workload`` (u(m) as a measured ``table``,
+the footprint as ``runtime_mb``) and the ``Catalog`` (measured cold start and per-invocation
+overhead) the planners read; the space then excludes every memory size below the footprint.
+Profiles are cached by a key of everything that changes them (model, options and search space,
+data, batch size, platform, catalog, probe version), so a second run reuses the first's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+import math
+import os
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from faasml.catalog import Catalog
+from faasml.config import JobSpec
+from faasml.exceptions import FaasmlError
+from faasml.runtime.billing import Meter
+from faasml.runtime.platform import Billed, FunctionError, Platform
+from faasml.workload import ComputeProfile, Workload
+
+PROBE_FN = "faasml.runtime.job_profile:probe_job"
+PROBE_VERSION = 3
+"""Bumped when the probe measures differently: older cached profiles are then re-measured."""
+MEMORY_MARGIN = 0.2
+"""Memory the planner adds to the measured footprint (20 %): allocator growth, larger
+evaluation batches, a busier garbage collector."""
+MEASURE_S = 0.6
+"""Seconds of computation each compute measurement covers at least (six CPU-quota periods)."""
+PEAK_ROUNDS = 3
+"""Training rounds of each model configuration while its footprint is measured."""
+MAX_CONFIGS = 8
+"""Model configurations measured at most (the largest are kept)."""
+
+
+class ProfilingError(FaasmlError):
+    """The job could not be measured (it fails, or fits no function)."""
+
+
+@dataclass(frozen=True)
+class JobProfile:
+    """What the probe measured of a job on a platform."""
+
+    key: str
+    params: int
+    model_mb: float
+    bytes_per_sample: float
+    footprint_mb: float
+    """Peak resident memory of a function training the job's largest configuration with the
+    whole training set (runtime and framework included)."""
+    compute_points: tuple[tuple[int, float], ...]
+    """(memory MB, seconds of training computation per sample)."""
+    eval_points: tuple[tuple[int, float], ...]
+    """(memory MB, seconds of evaluation per test sample)."""
+    checkpoint_s: float
+    """Saving and loading one checkpoint (per invocation)."""
+    cold_start_s: float
+    """A function's start (process, imports), at one vCPU."""
+    dispatch_s: float
+    """A warm invocation's round trip with no work."""
+    train_samples: int
+    test_samples: int
+    configs: int
+    profiling_usd: float
+    profiling_s: float
+    measured_at: str = ""
+    cached: bool = False
+    notes: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data.pop("cached")
+        return data
+
+    @staticmethod
+    def from_dict(data: Mapping[str, Any], *, cached: bool = False) -> JobProfile:
+        values = dict(data)
+        values["compute_points"] = tuple(tuple(p) for p in values["compute_points"])
+        values["eval_points"] = tuple(tuple(p) for p in values["eval_points"])
+        values["notes"] = tuple(values.get("notes", ()))
+        return JobProfile(**values, cached=cached)
+
+    def memory_floor_mb(self, margin: float = MEMORY_MARGIN) -> float:
+        """The least function memory the planner may choose: footprint × (1 + margin)."""
+        return self.footprint_mb * (1.0 + margin)
+
+    def summary(self) -> str:
+        points = ", ".join(f"{m} MB {s * 1e3:.3g} ms" for m, s in self.compute_points)
+        source = "cached" if self.cached else "measured"
+        return (
+            f"Job profile ({source}): {self.params:,} parameters ({self.model_mb:.3g} MB), "
+            f"{self.bytes_per_sample:.0f} B/sample; footprint {self.footprint_mb:.0f} MB "
+            f"(plans use >= {self.memory_floor_mb():.0f} MB); compute per sample {points}; "
+            f"cold start {self.cold_start_s:.2f} s at 1 vCPU"
+        )
+
+
+# ---------------------------------------------------------------------- inside a function
+
+
+def _peak_rss_mb() -> float:
+    """Peak resident memory of this process in MB (Linux reports KB, macOS bytes)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 1024
+
+
+def probe_job(payload: dict[str, Any]) -> dict[str, Any]:
+    """Inside a function: build and train every configuration, time the first one's rounds
+    (at least ``measure_s`` of computation), its evaluation and a checkpoint; report the
+    process's peak resident memory."""
+    import numpy as np
+
+    from faasml.runtime import context
+    from faasml.runtime.worker import ModelRecipe, cached_dataset, cached_store
+
+    store = cached_store(payload["object_url"])
+    data, _ = cached_dataset(store, payload["train_key"])
+    test, _ = cached_dataset(store, payload["test_key"])
+    recipes: list[ModelRecipe] = payload["recipes"]
+    rng = np.random.default_rng(0)
+    out: dict[str, Any] = {}
+    context.open_context()  # model code may call faasml.report while it trains, as in a worker
+    try:
+        _probe_recipes(recipes, data, test, store, payload, rng, out)
+    finally:
+        context.close_context()
+    out["peak_rss_mb"] = _peak_rss_mb()
+    return out
+
+
+def _probe_recipes(
+    recipes: list[Any],
+    data: Any,
+    test: Any,
+    store: Any,
+    payload: dict[str, Any],
+    rng: Any,
+    out: dict[str, Any],
+) -> None:
+    import numpy as np
+
+    from faasml.runtime.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+    from faasml.runtime.worker import cached_model
+    from faasml.workloads import create_optimizer
+
+    for index, recipe in enumerate(recipes):
+        model = cached_model(recipe)
+        optimizer = create_optimizer(recipe.optimizer, model.num_params, **recipe.hyperparameters)
+        params = model.init_params(recipe.seed)
+        size = min(recipe.batch_size, len(data))
+        spent, samples, rounds = 0.0, 0, 0
+        target = float(payload["measure_s"]) if index == 0 else 0.0
+        while rounds < PEAK_ROUNDS or spent < target:
+            chosen = rng.integers(0, len(data), size=size)
+            start = time.perf_counter()
+            _, grad = model.loss_and_grad(params, data.features[chosen], data.labels[chosen])
+            params = optimizer.step(params, np.asarray(grad, dtype=np.float32))
+            spent += time.perf_counter() - start
+            samples += size
+            rounds += 1
+            if rounds >= int(payload["max_rounds"]) and rounds >= PEAK_ROUNDS:
+                break
+        if index == 0:
+            out["compute_s_per_sample"] = spent / max(samples, 1)
+            out["params"] = int(model.num_params)
+            out["model_mb"] = float(model.size_mb)
+            start = time.perf_counter()
+            if len(test):
+                model.evaluate(params, test.features, test.labels)
+            out["eval_s_per_sample"] = (time.perf_counter() - start) / max(len(test), 1)
+            start = time.perf_counter()
+            key = f"{payload['prefix']}/ckpt"
+            save_checkpoint(store, key, Checkpoint(params, optimizer.to_bytes(), 0, 0, 0))
+            load_checkpoint(store, key)
+            out["checkpoint_s"] = time.perf_counter() - start
+            store.delete(key)
+
+
+# ---------------------------------------------------------------------- outside
+
+
+def model_configs(job: JobSpec) -> list[dict[str, Any]]:
+    """The job's own model configuration first, then the search space's ``model.*`` (and
+    ``batch_size``) extremes: every configuration whose footprint could be the largest."""
+    space = job.search_space
+    keys = [] if space is None else [k for k in space.params if k.startswith("model.")]
+    if space is not None and "batch_size" in space.params:
+        keys.append("batch_size")
+    if not keys or space is None:
+        return [{}]
+    choices = [sorted(set(space.params[k].extremes()), key=repr) for k in keys]
+    combos = [dict(zip(keys, values, strict=True)) for values in itertools.product(*choices)]
+    if len(combos) > MAX_CONFIGS:  # keep the largest: every key at its greatest extreme
+        combos = sorted(combos, key=_size_rank, reverse=True)[:MAX_CONFIGS]
+    return [{}, *combos]
+
+
+def _size_rank(config: Mapping[str, Any]) -> tuple[float, ...]:
+    return tuple(float(v) if isinstance(v, int | float) else 0.0 for v in config.values())
+
+
+def profile_key(job: JobSpec, catalog: Catalog, platform_options: Mapping[str, Any]) -> str:
+    """Everything that changes what the probe would measure, hashed."""
+    from faasml import __version__
+
+    identity = {
+        "model": job.model.name,
+        "model_options": dict(job.model.options),
+        "search_space": job.search_space.to_dict() if job.search_space else None,
+        "dataset": job.to_dict(redact=True).get("dataset"),
+        "optimizer": job.optimizer.name,
+        "batch_size": job.batch_size,
+        "platform": job.platform,
+        "platform_options": {k: repr(v) for k, v in sorted(platform_options.items())},
+        "catalog": repr(catalog.platform),
+        "probe": PROBE_VERSION,
+        "faasml": __version__,
+    }
+    text = json.dumps(identity, sort_keys=True, default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def cache_dir() -> Path:
+    """``$FAASML_CACHE/profiles``, else ``$XDG_CACHE_HOME/faasml/profiles`` (~/.cache)."""
+    root = os.environ.get("FAASML_CACHE")
+    if root:
+        return Path(root) / "profiles"
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "faasml" / "profiles"
+
+
+def cached_profile(key: str) -> JobProfile | None:
+    path = cache_dir() / f"{key}.json"
+    try:
+        return JobProfile.from_dict(json.loads(path.read_text()), cached=True)
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+
+
+def _store_profile(profile: JobProfile) -> None:
+    folder = cache_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        handle, temp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+        with os.fdopen(handle, "w") as out:
+            json.dump(profile.to_dict(), out, indent=1)
+        os.replace(temp, folder / f"{profile.key}.json")
+    except OSError:  # a read-only home: the profile is still used, just not kept
+        pass
+
+
+def _round_up(memory_mb: float, catalog: Catalog) -> int:
+    platform = catalog.platform
+    step = platform.memory_step_mb
+    size = max(platform.memory_min_mb, math.ceil(memory_mb / step) * step)
+    return int(size)
+
+
+def roomy_memory_mb(catalog: Catalog) -> int:
+    """Where the footprint is measured: the most memory, capped at two vCPUs' worth."""
+    platform = catalog.platform
+    cap = platform.mb_per_vcpu * min(2.0, float(platform.max_vcpus))
+    size = min(
+        platform.memory_max_mb, math.floor(cap / platform.memory_step_mb) * platform.memory_step_mb
+    )
+    return int(max(size, platform.memory_min_mb))
+
+
+def measure_job(
+    job: JobSpec,
+    catalog: Catalog,
+    platform: Platform,
+    *,
+    meter: Meter | None = None,
+    platform_options: Mapping[str, Any] | None = None,
+    refresh: bool = False,
+    clock: Callable[[], float] | None = None,
+) -> JobProfile:
+    """The job's profile: from the cache, else measured on ``platform`` (billed to ``meter``
+    as 'profiling' charges when given)."""
+    key = profile_key(job, catalog, platform_options or {})
+    if not refresh:
+        found = cached_profile(key)
+        if found is not None:
+            return found
+    began = time.monotonic()
+    train, test = job.dataset.load()
+    from faasml.runtime.worker import ModelRecipe
+    from faasml.sync.stores import open_store
+    from faasml.workloads._dataset import dataset_to_bytes
+
+    recipes = []
+    for config in model_configs(job):
+        variant = job.with_config(config) if config else job
+        recipes.append(
+            ModelRecipe(
+                model=variant.model.name,
+                model_options=dict(variant.model.options),
+                input_shape=tuple(train.input_shape),
+                num_classes=train.num_classes,
+                optimizer=variant.optimizer.name,
+                hyperparameters=dict(variant.optimizer.hyperparameters),
+                batch_size=variant.batch_size,
+                seed=variant.seed,
+            )
+        )
+    spent = 0.0
+    colds: list[float] = []
+    platform_spec = catalog.platform
+    with tempfile.TemporaryDirectory(prefix="faasml-probe-") as folder:
+        objects = open_store(f"embedded://{Path(folder).resolve() / 'objects'}")
+        objects.put("probe/train", dataset_to_bytes(train))
+        objects.put("probe/test", dataset_to_bytes(test))
+        max_rounds = max(PEAK_ROUNDS, math.ceil(len(train) / max(job.batch_size, 1)))
+        payload = {
+            "object_url": objects.url,
+            "train_key": "probe/train",
+            "test_key": "probe/test",
+            "recipes": recipes,
+            "measure_s": MEASURE_S,
+            "max_rounds": max_rounds,
+            "prefix": "probe",
+        }
+
+        def bill(billed: Billed) -> float:
+            now = clock() if clock is not None else 0.0
+            return (meter or Meter(catalog)).profiling(billed, now)
+
+        def call(memory_mb: int, body: dict[str, Any]) -> dict[str, Any]:
+            nonlocal spent
+            invocation = platform.invoke(PROBE_FN, body, memory_mb)
+            try:
+                value: dict[str, Any] = invocation.result(timeout=platform_spec.max_duration_s + 60)
+            finally:
+                billed = invocation.billed
+                if billed is not None:
+                    spent += bill(billed)
+                    if billed.cold and billed.init_s > 0:
+                        share = 1.0
+                        if platform_spec.cold_start_scales_with_cpu:
+                            share = min(1.0, float(platform_spec.vcpus(memory_mb)))
+                        colds.append(billed.init_s * share)
+            return value
+
+        roomy = roomy_memory_mb(catalog)
+        try:
+            first = call(roomy, payload)
+        except FunctionError as err:
+            fits = "; it fits no function of " + catalog.name if err.kind == "out-of-memory" else ""
+            raise ProfilingError(
+                f"job {job.name} could not be measured in a {roomy} MB function "
+                f"({err.kind}: {err}){fits}"
+            ) from None
+        footprint = float(first["peak_rss_mb"])
+        fit = _round_up(footprint * (1.0 + MEMORY_MARGIN), catalog)
+        if fit > platform_spec.memory_max_mb:
+            raise ProfilingError(
+                f"job {job.name} needs {footprint:.0f} MB (+{MEMORY_MARGIN:.0%}) per function, "
+                f"more than the {platform_spec.memory_max_mb} MB {catalog.name} allows"
+            )
+        points = {roomy: first}
+        one_vcpu = _round_up(platform_spec.mb_per_vcpu, catalog)
+        sizes = [fit] + ([one_vcpu] if fit < one_vcpu < roomy else [])
+        only_first = {**payload, "recipes": recipes[:1]}
+        for size in sizes:
+            if size in points:
+                continue
+            try:
+                points[size] = call(size, only_first)
+            except FunctionError as err:
+                if err.kind != "out-of-memory":
+                    raise ProfilingError(f"the probe of job {job.name} failed: {err}") from None
+                # The base configuration needed more here than the roomy run suggested.
+                footprint = max(footprint, size / (1.0 + MEMORY_MARGIN) + 1)
+        warm = []
+        for _ in range(3):
+            start = time.monotonic()
+            invocation = platform.invoke("faasml.testing.functions:echo", 0, fit)
+            invocation.result(timeout=60)
+            warm.append(time.monotonic() - start)
+            if invocation.billed is not None:
+                spent += bill(invocation.billed)
+        objects.close()
+    ordered = sorted(points.items())
+    profile = JobProfile(
+        key=key,
+        params=int(first["params"]),
+        model_mb=float(first["model_mb"]),
+        bytes_per_sample=train.size_mb * 1e6 / max(len(train), 1),
+        footprint_mb=footprint,
+        compute_points=tuple((m, float(p["compute_s_per_sample"])) for m, p in ordered),
+        eval_points=tuple((m, float(p["eval_s_per_sample"])) for m, p in ordered),
+        checkpoint_s=statistics.median(float(p["checkpoint_s"]) for _, p in ordered),
+        cold_start_s=statistics.median(colds) if colds else platform_spec.cold_start_s,
+        dispatch_s=statistics.median(warm),
+        train_samples=len(train),
+        test_samples=len(test),
+        configs=len(recipes),
+        profiling_usd=spent,
+        profiling_s=time.monotonic() - began,
+        measured_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    )
+    _store_profile(profile)
+    return profile
+
+
+def planning_inputs(
+    profile: JobProfile, workload: Workload, catalog: Catalog
+) -> tuple[Workload, Catalog]:
+    """The workload and catalog the planners read for this job, from its measured profile.
+
+    u(m) (seconds per MB of training data) = (training seconds per sample + evaluation
+    seconds per test sample × test/train samples) / MB per sample at each measured memory;
+    runtime_mb = footprint × (1 + margin) − the training data − the model copies, so that
+    ``memory_needed_mb(1)`` is the measured footprint with its margin (the data term shrinks
+    as D/n with more functions). The catalog's cold start is the measured one; its
+    per-invocation latency the warm round trip plus a checkpoint's save and load.
+    """
+    mb_per_sample = max(profile.bytes_per_sample / 1e6, 1e-12)
+    ratio = profile.test_samples / max(profile.train_samples, 1)
+    evals = dict(profile.eval_points)
+    points = tuple(
+        (float(m), max((s + evals.get(m, 0.0) * ratio) / mb_per_sample, 1e-12))
+        for m, s in profile.compute_points
+    )
+    dataset_mb = workload.dataset_mb
+    copies_mb = workload.model_copies * profile.model_mb
+    runtime = max(profile.memory_floor_mb() - dataset_mb - copies_mb, 0.0)
+    measured = dataclasses.replace(
+        workload,
+        compute=ComputeProfile("table", points=points),
+        model_mb=max(profile.model_mb, 1e-6),
+        runtime_mb=runtime,
+    )
+    platform = dataclasses.replace(
+        catalog.platform,
+        cold_start_s=profile.cold_start_s,
+        warm_start_s=profile.dispatch_s + profile.checkpoint_s,
+    )
+    return measured, dataclasses.replace(catalog, platform=platform)
+
+
+def platform_options_for(job: JobSpec, model: object, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The platform options a run of ``job`` uses: on ``local``, a PyTorch model's functions
+    import torch as they start (a deployment package's import, paid in the cold start and
+    outside the address-space cap, counted in resident memory as on a real function)."""
+    out = dict(options)
+    if job.platform == "local" and "preload" not in out:
+        from faasml.workloads.torch_model import TorchModel
+
+        if isinstance(model, TorchModel):
+            out["preload"] = ("torch",)
+    return out

@@ -1,0 +1,332 @@
+"""What tuning and training runs share: the job's data, platform, stores, meter, coordinator,
+record, and the measured job profile the plan is made from.
+
+A run measures the job it will run before it plans (``runtime.job_profile``: footprint, compute
+per sample, cold start; billed as 'profiling' and cached), so the planners price the job in the
+file, not a paper's workload, and never choose a function smaller than its footprint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from faasml.catalog import Catalog, load_catalog
+from faasml.config import JobSpec
+from faasml.exceptions import ConfigError
+from faasml.models import evaluate
+from faasml.reports.run_dir import RunDir
+from faasml.runtime.billing import Meter
+from faasml.runtime.coordinator import Coordinator, CoordinatorOptions, TrialFault, TrialState
+from faasml.runtime.job_profile import (
+    JobProfile,
+    measure_job,
+    planning_inputs,
+    platform_options_for,
+)
+from faasml.runtime.platform import Platform, open_platform
+from faasml.runtime.worker import ModelRecipe
+from faasml.sync.stores import open_store
+from faasml.types import Allocation, Constraint, Objective
+from faasml.workload import Workload, load_workload
+from faasml.workloads import Model
+from faasml.workloads.data import Dataset
+
+DEFAULT_PROFILE = "lr-higgs"
+
+Progress = Callable[[dict[str, Any]], None]
+
+
+def job_workload(
+    job: JobSpec, train: Dataset, model: Model, batch_size: int | None = None
+) -> Workload:
+    """The job as the performance model sees it: its real data and model sizes on the compute
+    profile named by ``profile:`` (a shipped profile or a file ``faasml profile`` wrote)."""
+    base = load_workload(job.profile or DEFAULT_PROFILE)
+    return dataclasses.replace(
+        base,
+        name=job.name,
+        dataset_mb=max(train.size_mb, 1e-6),
+        samples=len(train),
+        model_mb=model.size_mb,
+        batch_size=batch_size or job.batch_size,
+    )
+
+
+def constraint_dict(constraint: Constraint) -> dict[str, Any]:
+    return {
+        "budget_usd": constraint.budget_usd,
+        "deadline_s": constraint.deadline_s,
+        "objective": constraint.goal.value,
+    }
+
+
+def constraint_from_dict(data: dict[str, Any]) -> Constraint:
+    return Constraint(data.get("budget_usd"), data.get("deadline_s"), Objective(data["objective"]))
+
+
+def _recordable(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The platform options a resumed run needs again: plain values, none holding a password
+    (a redacted one would only fail on resume)."""
+    from faasml._layers import has_password
+
+    return {
+        key: value
+        for key, value in options.items()
+        if isinstance(value, str | int | float | bool)
+        and not (isinstance(value, str) and has_password(value))
+    }
+
+
+def stores_catalog(catalog: Catalog, stores: Mapping[str, str | None]) -> Catalog:
+    """``catalog`` synchronising only through the job's stores (each must be priced there)."""
+    missing = [name for name in stores if name not in catalog.storages]
+    if missing:
+        raise ConfigError(
+            f"the job synchronises through {', '.join(missing)}, but catalog {catalog.name} "
+            f"prices no storage of that name; it offers {', '.join(sorted(catalog.storages))} "
+            "(name the job's stores after them, or point catalog: at one that prices yours)"
+        )
+    return catalog.restricted_to(list(stores))
+
+
+class BaseRun:
+    """What tuning and training share: data, platform, stores, meter, coordinator, record."""
+
+    kind = ""
+
+    def __init__(
+        self,
+        job: JobSpec,
+        constraint: Constraint,
+        run_dir: str | Path,
+        *,
+        state: dict[str, Any] | None = None,
+        faults: list[TrialFault] | None = None,
+        options: CoordinatorOptions | None = None,
+        progress: Progress | None = None,
+        platform_options: dict[str, Any] | None = None,
+        catalog: Catalog | None = None,
+        measure: bool = True,
+        reprofile: bool = False,
+    ) -> None:
+        """``measure`` plans from the job's measured profile (cached; ``reprofile`` measures
+        again); without it the plan uses the named workload profile (``profile:``)."""
+        self.job = job
+        self.constraint = constraint
+        self.dir = RunDir(run_dir)
+        self.progress = progress
+        self.stores = job.sync_stores()
+        self.catalog = stores_catalog(catalog or load_catalog(job.catalog), self.stores)
+        self.train, self.test = job.dataset.load()
+        self.model = job.model.build(self.train.input_shape, self.train.num_classes)
+        self.workload = job_workload(job, self.train, self.model)
+        self.plan_catalog = self.catalog
+        """The catalog the planners price with: the measured cold start and per-invocation
+        overhead in place of the catalog's (prices unchanged)."""
+        self.measure, self.reprofile = measure, reprofile
+        self.profile: JobProfile | None = None
+        self.state: dict[str, Any] = state or {
+            "kind": self.kind,
+            "job": job.to_dict(redact=True),
+            "job_source": job.source,
+            "constraint": constraint_dict(constraint),
+            "catalog": self.catalog.name,
+            "platform": job.platform,
+            "platform_options": _recordable(platform_options or {}),
+            "status": "planned",
+            "trials": [],
+            "charges": [],
+            "elapsed_s": 0.0,
+            "events": [],
+        }
+        self.meter = Meter.from_list(self.catalog, self.state["charges"])
+        self.faults = faults or []
+        self.options = options or CoordinatorOptions()
+        self.platform_options = platform_options_for(job, self.model, platform_options or {})
+        self._platform: Platform | None = None
+        self._counted: tuple[Coordinator, dict[str, int]] | None = None
+        self._started = time.monotonic()
+        self._recipes: dict[int, ModelRecipe] = {}
+        self.trials: list[TrialState] = [TrialState.from_dict(t) for t in self.state["trials"]]
+
+    # ------------------------------------------------------------------ pieces
+
+    def recipe(self, trial: TrialState) -> ModelRecipe:
+        if trial.trial_id not in self._recipes:
+            job = self.job.with_config(trial.config) if trial.config else self.job
+            self._recipes[trial.trial_id] = ModelRecipe(
+                model=job.model.name,
+                model_options=dict(job.model.options),
+                input_shape=tuple(self.train.input_shape),
+                num_classes=self.train.num_classes,
+                optimizer=job.optimizer.name,
+                hyperparameters=dict(job.optimizer.hyperparameters),
+                batch_size=job.batch_size,
+                seed=job.seed,
+            )
+        return self._recipes[trial.trial_id]
+
+    def predicted_round_s(self, allocation: Allocation) -> float:
+        """t'(θ) / k of the performance model (CE-scaling eq. 2) for ``allocation``."""
+        table = evaluate(
+            self.workload,
+            self.plan_catalog,
+            [allocation.n],
+            [allocation.memory_mb],
+            allocation.storage,
+            allocation.scheme,
+        )
+        if len(table) == 0:
+            return 0.0
+        k = int(self.workload.iterations_per_epoch(allocation.n))
+        return float(table.time_s[0]) / max(k, 1)
+
+    def save(self) -> None:
+        if self._counted is not None:  # counts so far, so a killed run's record keeps them
+            coordinator, base = self._counted
+            for key, value in (
+                ("restarts", coordinator.restarts),
+                ("segments", coordinator.segments),
+                ("cold_starts", coordinator.platform.cold_starts),
+            ):
+                self.state[key] = base[key] + value
+        self.state["trials"] = [t.to_dict() for t in self.trials]
+        self.state["charges"] = self.meter.to_list()
+        self.dir.write_record(self.state)
+
+    def event(self, text: str) -> None:
+        self.state["events"].append({"t_s": round(self._elapsed(), 3), "text": text})
+
+    def _elapsed(self) -> float:
+        return float(self.state["elapsed_s"]) + (time.monotonic() - self._started)
+
+    def platform(self) -> Platform:
+        """The run's platform, opened once: the probe's warm functions serve the run."""
+        if self._platform is None:
+            self._platform = open_platform(self.job.platform, self.catalog, **self.platform_options)
+        return self._platform
+
+    def measured(self) -> None:
+        """Plan from the job's measured profile: the one in the record (a resumed run), the
+        cached one, or a new measurement on the run's platform (billed as 'profiling')."""
+        if not self.measure and "profile" not in self.state:
+            return
+        if "profile" in self.state:
+            profile = JobProfile.from_dict(self.state["profile"], cached=True)
+        else:
+            profile = measure_job(
+                self.job,
+                self.catalog,
+                self.platform(),
+                meter=self.meter,
+                platform_options=self.platform_options,
+                refresh=self.reprofile,
+            )
+            self.state["profile"] = profile.to_dict()
+            self.state["profile_cached"] = profile.cached
+            where = "from the cache" if profile.cached else f"in {profile.profiling_s:.1f} s"
+            self.event(f"job profile {where}: {profile.summary()}")
+        self.profile = profile
+        self.workload, self.plan_catalog = planning_inputs(profile, self.workload, self.catalog)
+
+    def planning_constraint(self) -> Constraint:
+        """The constraint less what measuring the job took (money, and time when measured now)."""
+        c = self.constraint
+        if self.profile is None or self.state.get("profile_cached", True):
+            spent_s = 0.0
+        else:
+            spent_s = self.profile.profiling_s
+        budget = None if c.budget_usd is None else c.budget_usd - self.meter.total_usd
+        deadline = None if c.deadline_s is None else c.deadline_s - spent_s
+        if (budget is not None and budget <= 0) or (deadline is not None and deadline <= 0):
+            raise ConfigError(
+                f"measuring job {self.job.name} used {self.meter.total_usd:.6f} USD and "
+                f"{spent_s:.1f} s, leaving nothing of the constraint to run it; give more"
+            )
+        return Constraint(budget, deadline, c.objective)
+
+    def _open(self) -> tuple[Platform, Coordinator]:
+        self._started = time.monotonic()
+        objects = open_store(f"embedded://{self.dir.path.resolve() / 'objects'}")
+        sync_url = "embedded://" + str(self.dir.sync_dir())
+        stores = {name: url for name, url in self.stores.items() if url is not None}
+        platform = self.platform()
+        coordinator = Coordinator(
+            platform,
+            self.catalog,
+            self.meter,
+            objects,
+            sync_url,
+            self.recipe,
+            namespace="run",
+            budget_usd=self.constraint.budget_usd,
+            options=self.options,
+            faults=self.faults,
+            on_segment=self._on_segment,
+            clock_origin=self._started - float(self.state["elapsed_s"]),
+            stores=stores,
+        )
+        coordinator.predicted_round_s = self.predicted_round_s
+        # Segment predictions (the budget guard's) start from the measured cold start.
+        coordinator.estimator.platform = self.plan_catalog.platform
+        keys = ("restarts", "segments", "cold_starts")
+        self._counted = (coordinator, {key: int(self.state.get(key, 0)) for key in keys})
+        coordinator.set_data(self.train, self.test)
+        self.state["enforcement"] = dataclasses.asdict(platform.enforcement)
+        return platform, coordinator
+
+    def _on_segment(self, trial: TrialState, segment: object) -> None:
+        self.save()
+        if self.progress is not None:
+            self.progress(self.snapshot())
+
+    def snapshot(self) -> dict[str, Any]:
+        alive = [t for t in self.trials if t.status in ("pending", "running", "done")]
+        return {
+            "stage": self.state.get("stage", 0) + 1,
+            "stages": len(self.state.get("plan", {}).get("stages", [])) or 1,
+            "alive": len(alive),
+            "epochs_done": sum(t.epochs_done for t in self.trials),
+            "spent_usd": self.meter.total_usd,
+            "budget_usd": self.constraint.budget_usd,
+            "elapsed_s": self._elapsed(),
+        }
+
+    def execute(self) -> dict[str, Any]:
+        """Run (or continue) to the end; returns the final record."""
+        platform, coordinator = self._open()
+        self.state["status"] = "running"
+        try:
+            self._drive(coordinator)
+            if coordinator.stop_reason:
+                self.state["status"] = "stopped"
+                self.state["stop_reason"] = coordinator.stop_reason
+                self.event(coordinator.stop_reason)
+            elif self.state["status"] == "running":
+                done = any(t.status == "done" for t in self.trials)
+                missed = self.state.get("outcome") == "target-missed"
+                self.state["status"] = (
+                    ("target-missed" if missed else "finished") if done else "failed"
+                )
+        finally:
+            self.state["elapsed_s"] = self._elapsed()
+            self.save()
+            self._counted = None
+            coordinator.close()
+            platform.close()
+            self._platform = None
+            coordinator.objects.close()
+            # The parameter store holds only rounds in flight (each segment has its own
+            # namespace, a resumed segment starts a new one): nothing in it is needed later.
+            shutil.rmtree(self.dir.sync_dir(), ignore_errors=True)
+            self.save()
+        self.dir.write_outputs(self.state)
+        return self.state
+
+    def _drive(self, coordinator: Coordinator) -> None:
+        raise NotImplementedError

@@ -1,0 +1,220 @@
+"""``TuneRun``: successive halving for real, one planned allocation per stage, re-calibrated.
+
+SMLT's task scheduler over CE-scaling's per-stage allocations: stage i trains its trials on
+plan.stages[i].allocation, ranks them by the validation metric and stops the bottom 1 − 1/η.
+After every stage the measured epochs re-calibrate the model (``runtime.calibration``): the
+remaining stages are re-predicted on their planned allocations and, when that prediction moves
+by more than δ, re-planned within what is left of the budget or deadline. The record keeps,
+per stage, the prediction before the run, the re-prediction and the measurement.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from faasml.exceptions import InfeasibleConstraintError
+from faasml.runtime.calibration import REPLAN_DELTA, Calibration, moved, stage_estimates
+from faasml.runtime.coordinator import Coordinator, TrialState
+from faasml.runtime.run_base import BaseRun
+from faasml.types import Allocation, Constraint
+
+
+def metric_key(metric: str) -> Callable[[TrialState], float]:
+    """Sort key of trials by their last validation metric, best first."""
+
+    def key(trial: TrialState) -> float:
+        last = trial.last
+        if metric == "accuracy":
+            value = last.get("val_accuracy")
+            return -(value if value is not None else -1.0)
+        value = last.get("val_loss")
+        return float(value if value is not None else last.get("loss", float("inf")))
+
+    return key
+
+
+def _stage_dict(stage: Any) -> dict[str, Any]:
+    return {
+        "index": stage.index,
+        "trials": stage.trials,
+        "epochs": stage.epochs,
+        "allocation": dataclasses.asdict(stage.allocation),
+        "epoch_time_s": stage.epoch.time_s,
+        "epoch_cost_usd": stage.epoch.cost_usd,
+        "time_s": stage.time_s,
+        "cost_usd": stage.cost_usd,
+    }
+
+
+class TuneRun(BaseRun):
+    """Successive halving over the job's search space with one planned allocation per stage."""
+
+    kind = "tune"
+    delta = REPLAN_DELTA
+
+    def plan(self, planner: str = "exact") -> dict[str, Any]:
+        from faasml.planners.tuning import SuccessiveHalving, plan_tuning
+
+        self.measured()
+        tuning = self.job.require_tuning()
+        sha = SuccessiveHalving(
+            tuning.trials, tuning.reduction_factor, tuning.stages, tuning.epochs_per_stage
+        )
+        plan = plan_tuning(
+            self.workload, self.plan_catalog, self.planning_constraint(), sha, planner
+        )
+        stages = [_stage_dict(s) for s in plan.stages]
+        # The planner prices each stage's cold start; a stage on the memory size of the one
+        # before starts on the functions it left warm, so the run's prediction leaves it out.
+        estimates = stage_estimates(self.workload, self.plan_catalog, stages)
+        for stage, (time_s, cost_usd) in zip(stages, estimates, strict=True):
+            stage["time_s"] = stage["predicted_time_s"] = time_s
+            stage["cost_usd"] = stage["predicted_cost_usd"] = cost_usd
+        self.state["plan"] = {
+            "planner": planner,
+            "stages": stages,
+            "time_s": sum(s["time_s"] for s in stages),
+            "cost_usd": sum(s["cost_usd"] for s in stages),
+            "workload": "measured" if self.profile is not None else self.workload.name,
+        }
+        self.state["stage"] = 0
+        self.trials = [TrialState(i, c) for i, c in enumerate(self.job.sample_configs())]
+        self.save()
+        return self.state["plan"]
+
+    def _drive(self, coordinator: Coordinator) -> None:
+        if "plan" not in self.state:
+            self.plan()
+        metric = self.job.require_tuning().metric
+        while self.state["stage"] < len(self.state["plan"]["stages"]):
+            stages = self.state["plan"]["stages"]
+            index = self.state["stage"]
+            stage = stages[index]
+            allocation = Allocation(**stage["allocation"])
+            until = sum(s["epochs"] for s in stages[: index + 1])
+            alive = [t for t in self.trials if t.status in ("pending", "running", "done")]
+            self.event(f"stage {index + 1}: {len(alive)} trials on {allocation}")
+            began, spent = self._elapsed(), self.meter.total_usd
+            coordinator.run(alive, allocation, until)
+            stage["measured_time_s"] = self._elapsed() - began
+            stage["measured_cost_usd"] = self.meter.total_usd - spent
+            self._record_best(metric)
+            if coordinator.stop_reason:
+                return
+            ranked = sorted((t for t in alive if t.status == "done"), key=metric_key(metric))
+            if index + 1 < len(stages):
+                keep = stages[index + 1]["trials"]
+                for trial in ranked[keep:]:
+                    trial.status = "pruned"
+                self.event(
+                    f"stage {index + 1} done: kept trials {[t.trial_id for t in ranked[:keep]]}"
+                )
+                self._recalibrate(index, alive, coordinator)
+            self.state["stage"] = index + 1
+            self.save()
+
+    def _record_best(self, metric: str) -> None:
+        """The best trial so far (also when a budget stop ends the run early)."""
+        ranked = sorted((t for t in self.trials if t.history), key=metric_key(metric))
+        if not ranked:
+            return
+        best = ranked[0]
+        self.state["best"] = {
+            "trial": best.trial_id,
+            "config": best.config,
+            "metric": metric,
+            "val_loss": best.last.get("val_loss"),
+            "val_accuracy": best.last.get("val_accuracy"),
+            "checkpoint": best.checkpoint,
+            "epochs": best.epochs_done,
+        }
+
+    # ------------------------------------------------------------ re-calibration
+
+    def _recalibrate(self, index: int, trials: list[TrialState], coordinator: Coordinator) -> None:
+        """Correct the model with stage ``index``'s epochs; re-predict the rest, and re-plan
+        it within what is left when the prediction moved by more than δ."""
+        stages = self.state["plan"]["stages"]
+        first = sum(s["epochs"] for s in stages[:index]) + 1
+        last = first + stages[index]["epochs"] - 1
+        calibration = Calibration.from_dict(self.state.get("calibration", {}))
+        records = [h for t in trials for h in t.history if first <= h["epoch"] <= last]
+        calibration.observe(records, self.workload, self.plan_catalog)
+        self.state["calibration"] = calibration.to_dict()
+        self._grow_footprint(coordinator)
+        self.workload = calibration.apply(self.workload)
+        rest = stages[index + 1 :]
+        before = (sum(s["time_s"] for s in rest), sum(s["cost_usd"] for s in rest))
+        estimates = stage_estimates(self.workload, self.plan_catalog, stages[index:])[1:]
+        for stage, estimate in zip(rest, estimates, strict=True):
+            stage["repredicted_time_s"], stage["repredicted_cost_usd"] = estimate
+        after = (
+            sum(s["repredicted_time_s"] for s in rest),
+            sum(s["repredicted_cost_usd"] for s in rest),
+        )
+        if not moved(before, after, self.delta):
+            return
+        self.event(
+            f"after stage {index + 1}: the rest re-predicted at {after[0]:.1f} s and "
+            f"${after[1]:.6f} (planned {before[0]:.1f} s, ${before[1]:.6f}); re-planning"
+        )
+        self._replan(index + 1)
+
+    def _grow_footprint(self, coordinator: Coordinator) -> None:
+        """A function that ran out of memory raises the footprint the planner respects."""
+        moves = getattr(coordinator, "memory_moves", [])
+        if not moves:
+            return
+        needed = max(to for _, _, to in moves)
+        if needed > self.workload.memory_needed_mb(1):
+            extra = needed - float(self.workload.memory_needed_mb(1))
+            self.workload = dataclasses.replace(
+                self.workload, runtime_mb=self.workload.runtime_mb + extra
+            )
+
+    def _replan(self, start: int) -> None:
+        """Plan stages ``start``… again within the budget and deadline left."""
+        from faasml.planners.tuning import Stages, plan_tuning
+
+        stages = self.state["plan"]["stages"]
+        rest = stages[start:]
+        c = self.constraint
+        budget = None if c.budget_usd is None else c.budget_usd - self.meter.total_usd
+        deadline = None if c.deadline_s is None else c.deadline_s - self._elapsed()
+        if (budget is not None and budget <= 0) or (deadline is not None and deadline <= 0):
+            self.event("nothing of the constraint is left to re-plan with; the plan stands")
+            return
+        job = Stages(tuple(s["trials"] for s in rest), tuple(s["epochs"] for s in rest))
+        try:
+            plan = plan_tuning(
+                self.workload,
+                self.plan_catalog,
+                Constraint(budget, deadline, c.objective),
+                job,
+                self.state["plan"]["planner"],
+            )
+        except InfeasibleConstraintError as err:
+            self.event(f"re-plan: {err}; the plan stands (the budget guard still holds)")
+            return
+        fresh_stages = [_stage_dict(new) for new in plan.stages]
+        estimates = stage_estimates(
+            self.workload, self.plan_catalog, [stages[start - 1], *fresh_stages]
+        )[1:]
+        for old, new, fresh, estimate in zip(
+            rest, plan.stages, fresh_stages, estimates, strict=True
+        ):
+            fresh["index"] = old["index"]
+            for key in ("predicted_time_s", "predicted_cost_usd"):
+                fresh[key] = old[key]
+            fresh["time_s"], fresh["cost_usd"] = estimate
+            fresh["repredicted_time_s"], fresh["repredicted_cost_usd"] = estimate
+            if fresh["allocation"] != old["allocation"]:
+                self.event(
+                    f"stage {old['index']} re-planned: {Allocation(**old['allocation'])} -> "
+                    f"{new.allocation}"
+                )
+            old.clear()
+            old.update(fresh)
+        self.state["plan"]["replans"] = self.state["plan"].get("replans", 0) + 1
