@@ -3,11 +3,18 @@ that needs one is skipped, saying how to install it, where its executable is mis
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Iterator
 
 import pytest
 
 from faasml.testing.servers import LocalServer, MemcachedServer, RedisServer
+
+
+# Measured job profiles are cached per test session (a job measured once serves every test that
+# runs it), never in the user's own cache.
+os.environ.setdefault("FAASML_CACHE", tempfile.mkdtemp(prefix="faasml-test-cache-"))
 
 
 def started(server: LocalServer) -> Iterator[LocalServer]:
