@@ -8,12 +8,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from faasml.cli._common import add_constraint_options, console, constraint_from
 from faasml.config import JobSpec, load_job
 from faasml.exceptions import ConfigError
 from faasml.reports.run_dir import RunDir
+from faasml.reports.run_summary import exit_code, summary_lines
 from faasml.runtime.platform import PLATFORMS
 from faasml.runtime.session import BaseRun, TrainRun, TuneRun, resume_run
 from faasml.units import format_duration, format_money
@@ -35,6 +37,11 @@ def register(commands: Any) -> None:
             "--force",
             action="store_true",
             help="write into --run-dir even if it holds a run or other files (overwrites them)",
+        )
+        parser.add_argument(
+            "--reprofile",
+            action="store_true",
+            help="measure the job again before planning instead of using its cached profile",
         )
         add_constraint_options(parser)
         add_platform_options(parser)
@@ -93,16 +100,28 @@ def run_tune(args: argparse.Namespace) -> int:
     _check_run_dir(args)
     job, options = _platform_of(args, load_job(args.job))
     job.require_tuning()
-    run = TuneRun(job, constraint_from(args), _run_dir(args, job.name), platform_options=options)
-    run.plan()
+    run = TuneRun(
+        job,
+        constraint_from(args),
+        _run_dir(args, job.name),
+        platform_options=options,
+        reprofile=args.reprofile,
+    )
+    _plan(run)
     return _execute(run)
 
 
 def run_train(args: argparse.Namespace) -> int:
     _check_run_dir(args)
     job, options = _platform_of(args, load_job(args.job))
-    run = TrainRun(job, constraint_from(args), _run_dir(args, job.name), platform_options=options)
-    run.plan()
+    run = TrainRun(
+        job,
+        constraint_from(args),
+        _run_dir(args, job.name),
+        platform_options=options,
+        reprofile=args.reprofile,
+    )
+    _plan(run)
     return _execute(run)
 
 
@@ -113,6 +132,18 @@ def run_resume(args: argparse.Namespace) -> int:
     run = resume_run(args.run_dir, constraint=constraint)
     console().print(f"Resuming the {run.kind} run in {args.run_dir} (status {run.state['status']})")
     return _execute(run)
+
+
+def _plan(run: TuneRun | TrainRun) -> None:
+    """Measure the job (or take its cached profile), then plan from it."""
+    out = console()
+    out.print(f"Measuring {run.job.name} on {run.job.platform} (cached per job and platform)…")
+    run.plan()
+    profile = run.profile
+    if profile is not None:
+        cost = run.meter.by_kind().get("profiling", 0.0)
+        how = "cached" if profile.cached else f"{profile.profiling_s:.1f} s, {format_money(cost)}"
+        out.print(f"{profile.summary()} [{how}]", soft_wrap=True)
 
 
 def print_plan(run: BaseRun) -> None:
@@ -159,18 +190,14 @@ def _execute(run: BaseRun) -> int:
 
         run.progress = show
         state = run.execute()
-    spent = sum(c["usd"] for c in state["charges"])
-    out.print(
-        f"[bold]{state['status']}[/] in {format_duration(state['elapsed_s'])}, "
-        f"bill {format_money(spent)} (predicted {format_duration(state['plan']['time_s'])}, "
-        f"{format_money(state['plan']['cost_usd'])}); restarts {state.get('restarts', 0)}"
-    )
-    if state.get("stop_reason"):
-        out.print(f"[yellow]{state['stop_reason']}[/]")
+    for line in summary_lines(state):
+        style = "bold red" if line.startswith(("LOST", "TARGET MISSED")) else ""
+        out.print(f"[{style}]{escape(line)}[/]" if style else escape(line), soft_wrap=True)
     best = state.get("best")
     if best:
-        out.print(
-            f"Best: trial {best['trial']} {best['config']} — validation loss {best['val_loss']}"
-        )
+        value = best.get("val_loss")
+        shown = f"{value:.4g}" if isinstance(value, float) else str(value)
+        config = {k: round(v, 4) if isinstance(v, float) else v for k, v in best["config"].items()}
+        out.print(escape(f"Best: trial {best['trial']} {config} — validation loss {shown}"))
     out.print(f"Report: {run.dir.path / 'report.md'}")
-    return 0 if state["status"] in ("finished", "stopped") else 1
+    return exit_code(state)

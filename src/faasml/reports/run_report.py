@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from faasml.reports.run_summary import summary_lines
 from faasml.units import format_duration, format_money
 
 
@@ -14,6 +15,14 @@ def _money(value: float | None) -> str:
 
 def _error(actual: float, predicted: float) -> str:
     return f"{(actual - predicted) / predicted:+.0%}" if predicted else "-"
+
+
+def _stage_cell(stage: dict[str, Any], which: str) -> str:
+    """'time, bill' of a stage as ``which`` (predicted, repredicted, measured) says, or '-'."""
+    time_s, cost = stage.get(f"{which}_time_s"), stage.get(f"{which}_cost_usd")
+    if time_s is None or cost is None:
+        return "-"
+    return f"{format_duration(time_s)}, {format_money(cost)}"
 
 
 def render_report(state: dict[str, Any], plots: list[Path]) -> str:
@@ -28,25 +37,30 @@ def render_report(state: dict[str, Any], plots: list[Path]) -> str:
     lines.append(
         f"Status: **{state.get('status')}**; {', '.join(bounds)}; catalog {state.get('catalog')}."
     )
-    if state.get("stop_reason"):
-        lines.append(f"\nStopped: {state['stop_reason']}")
-    spent = sum(c["usd"] for c in state.get("charges", []))
+    lines += ["", "```", *summary_lines(state), "```"]
+    charges = state.get("charges", [])
+    spent = sum(c["usd"] for c in charges)
+    profiling = sum(c["usd"] for c in charges if c.get("kind") == "profiling")
     elapsed = float(state.get("elapsed_s", 0.0))
     lines += [
         "",
         "## Plan against actual",
         "",
+        "The plan predicts the run; the bill below it also holds what measuring the job cost",
+        f"({format_money(profiling)}), which the plan's budget already left out.",
+        "",
         "| | predicted | actual | error |",
         "|---|---:|---:|---:|",
         f"| time | {format_duration(plan.get('time_s', 0.0))} | {format_duration(elapsed)} | "
         f"{_error(elapsed, plan.get('time_s', 0.0))} |",
-        f"| bill | {_money(plan.get('cost_usd'))} | {format_money(spent)} | "
-        f"{_error(spent, plan.get('cost_usd', 0.0))} |",
+        f"| bill (run) | {_money(plan.get('cost_usd'))} | {format_money(spent - profiling)} | "
+        f"{_error(spent - profiling, plan.get('cost_usd', 0.0))} |",
         "",
-        f"Planner: {plan.get('planner', '-')}.",
+        f"Planner: {plan.get('planner', '-')}; re-plans during the run: {plan.get('replans', 0)}.",
         "",
-        "| stage | trials | epochs | allocation | predicted epoch | measured epoch (mean) |",
-        "|---:|---:|---:|---|---:|---:|",
+        "| stage | trials | epochs | allocation | predicted epoch | measured epoch (mean) "
+        "| predicted stage | re-predicted | measured |",
+        "|---:|---:|---:|---|---:|---:|---:|---:|---:|",
     ]
     trials = state.get("trials", [])
     epochs_before = 0
@@ -65,7 +79,9 @@ def render_report(state: dict[str, Any], plots: list[Path]) -> str:
             f"| {stage['index']} | {stage['trials']} | {stage['epochs']} | "
             f"{a['n']} × {a['memory_mb']} MB, {a['storage']}/{a['scheme']} | "
             f"{format_duration(stage['epoch_time_s'])} | "
-            f"{'-' if mean is None else format_duration(mean)} |"
+            f"{'-' if mean is None else format_duration(mean)} | "
+            f"{_stage_cell(stage, 'predicted')} | {_stage_cell(stage, 'repredicted')} | "
+            f"{_stage_cell(stage, 'measured')} |"
         )
     by_kind: dict[str, float] = {}
     for charge in state.get("charges", []):

@@ -1,0 +1,91 @@
+"""The outcome of a run in a few plain lines: what was predicted, what was measured, what failed
+and why. The console prints them after a run and the report opens with them (pure)."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any
+
+from faasml.units import format_duration, format_money
+
+FAILED_STATUSES = ("failed", "target-missed")
+"""Run statuses that end the command with a non-zero exit code (as do trials lost)."""
+
+_CAUSE = re.compile(r"function ([a-z-]+):")
+
+
+def _error(measured: float, predicted: float) -> str:
+    if predicted <= 0:
+        return "n/a"
+    return f"{(measured - predicted) / predicted:+.0%}"
+
+
+def restart_causes(state: dict[str, Any]) -> Counter[str]:
+    """Restarts by cause ('killed', 'out-of-memory', 'timeout', 'error', ...)."""
+    causes: Counter[str] = Counter()
+    for trial in state.get("trials", []):
+        for failure in trial.get("failures", []):
+            found = _CAUSE.search(failure)
+            cause = found.group(1) if found else "other"
+            if "reservation ran out" in failure:
+                cause = "budget reservation"
+            causes[cause] += 1
+    return causes
+
+
+def lost_trials(state: dict[str, Any]) -> list[int]:
+    """Trials that failed (restarted past the limit): lost to the search."""
+    return [t["trial_id"] for t in state.get("trials", []) if t.get("status") == "failed"]
+
+
+def exit_code(state: dict[str, Any]) -> int:
+    """0 when the run finished (or stopped cleanly at its budget) and lost no trial, else 1."""
+    if state.get("status") in FAILED_STATUSES or lost_trials(state):
+        return 1
+    return 0
+
+
+def summary_lines(state: dict[str, Any]) -> list[str]:
+    """The run's outcome: status, time and bill against the plan, profiling, trials and
+    restarts with their causes, the target when one was set."""
+    charges = state.get("charges", [])
+    profiling = sum(c["usd"] for c in charges if c.get("kind") == "profiling")
+    bill = sum(c["usd"] for c in charges)
+    plan = state.get("plan", {})
+    elapsed = float(state.get("elapsed_s", 0.0))
+    lines = [
+        f"{state.get('status', '?')} in {format_duration(elapsed)}, bill {format_money(bill)}"
+        + (f" (profiling {format_money(profiling)})" if profiling else "")
+    ]
+    if plan:
+        run_bill = bill - profiling
+        lines.append(
+            f"predicted {format_duration(plan['time_s'])} and {format_money(plan['cost_usd'])};"
+            f" measured {format_duration(elapsed)} ({_error(elapsed, plan['time_s'])}) and "
+            f"{format_money(run_bill)} ({_error(run_bill, plan['cost_usd'])})"
+        )
+    profile = state.get("profile")
+    if profile:
+        how = "cached" if state.get("profile_cached") else "measured"
+        lines.append(
+            f"job profile {how}: footprint {profile['footprint_mb']:.0f} MB, "
+            f"{profile['params']:,} parameters, cold start {profile['cold_start_s']:.2f} s"
+        )
+    counts = Counter(t.get("status", "?") for t in state.get("trials", []))
+    trials = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    causes = restart_causes(state)
+    restarts = int(state.get("restarts", sum(causes.values())))
+    why = ", ".join(f"{n} {cause}" for cause, n in causes.most_common())
+    lines.append(f"trials: {trials or 'none'}; restarts {restarts}" + (f" ({why})" if why else ""))
+    lost = lost_trials(state)
+    if lost:
+        lines.append(f"LOST: trial(s) {lost} failed after repeated restarts (see the report)")
+    target = state.get("target")
+    if target and not target.get("reached"):
+        lines.append(
+            f"TARGET MISSED: validation loss {target['last']:.4g} > target {target['loss']:g}"
+        )
+    if state.get("stop_reason"):
+        lines.append(f"stopped: {state['stop_reason']}")
+    return lines
