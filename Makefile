@@ -21,13 +21,15 @@ $(VENV)/.base: pyproject.toml $(VENV)/.torch
 
 $(VENV)/.dev: pyproject.toml $(VENV)/.torch
 	$(PIP) install --quiet -e ".[dev]"
-	touch $@ $(VENV)/.base
+	touch $@ $(VENV)/.base $(VENV)/.demo
 
-demo: $(VENV)/.base
-	$(PIP) install --quiet -e ".[plot]"
+$(VENV)/.demo: pyproject.toml $(VENV)/.base
+	$(PIP) install --quiet -e ".[plot,data]"
+	touch $@
+
+demo: $(VENV)/.demo
 	rm -rf runs/demo
-	$(VENV)/bin/faasml tune examples/tune-logreg.yaml --budget 0.05 --run-dir runs/demo
-	@echo "Report: runs/demo/report.md (plots in runs/demo/plots, record in runs/demo/record.json)"
+	$(VENV)/bin/faasml tune examples/tune-digits.yaml --budget 0.05 --run-dir runs/demo
 
 lint: $(VENV)/.dev
 	$(VENV)/bin/ruff check src tests benchmarks

@@ -7,9 +7,19 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
+
+from faasml.catalog import load_catalog
 from faasml.cli._common import console
 from faasml.config import load_job
 from faasml.exceptions import ConfigError
+from faasml.runtime.job_profile import (
+    fitting_memory_mb,
+    measure_job,
+    platform_options_for,
+    roomy_memory_mb,
+)
+from faasml.runtime.platform import open_platform
 from faasml.runtime.profiling import profile_job, write_profile
 from faasml.units import format_duration
 
@@ -27,7 +37,15 @@ def register(commands: Any) -> None:
     parser.add_argument(
         "--out", default="profile", help="folder for the profile (default: profile)"
     )
-    parser.add_argument("--memories", default="256,512,1024,1769", help="memory sizes in MB")
+    parser.add_argument(
+        "--memories",
+        default="auto",
+        help="memory sizes in MB, e.g. 512,1024 (default auto: the least that holds the job's "
+        "measured footprint + 20 %%, and one vCPU's worth)",
+    )
+    parser.add_argument(
+        "--reprofile", action="store_true", help="measure the job's footprint again (not cached)"
+    )
     parser.add_argument("--counts", default="2", help="function counts for the sync measurement")
     parser.add_argument("--rounds", type=int, default=8, help="rounds per measurement (default 8)")
     parser.set_defaults(func=run_profile)
@@ -50,14 +68,39 @@ def run_profile(args: argparse.Namespace) -> int:
         raise ConfigError(f"the value of --rounds is {args.rounds}, but must be >= 1")
     job = load_job(args.job)
     out = console()
-    memories = _ints(args.memories, "--memories")
+    catalog = load_catalog(job.catalog)
+    train, _ = job.dataset.load()
+    model = job.model.build(train.input_shape, train.num_classes)
+    options = platform_options_for(job, model, {})
+    with open_platform(job.platform, catalog, **options) as platform:
+        profile = measure_job(
+            job, catalog, platform, platform_options=options, refresh=args.reprofile
+        )
+    out.print(escape(profile.summary()), soft_wrap=True)
+    floor = profile.memory_floor_mb()
+    if args.memories == "auto":
+        memories = tuple(sorted({fitting_memory_mb(floor, catalog), roomy_memory_mb(catalog)}))
+    else:
+        memories = _ints(args.memories, "--memories")
+        small = [m for m in memories if m < floor]
+        if small:
+            raise ConfigError(
+                f"the value of --memories has {', '.join(map(str, small))} MB, but a function "
+                f"of job {job.name} needs at least {floor:.0f} MB (its measured footprint "
+                f"{profile.footprint_mb:.0f} MB + 20 %); leave --memories out to choose sizes"
+            )
     counts = tuple(n for n in _ints(args.counts, "--counts") if n > 1)
     out.print(
         f"Profiling {job.name}: memories {memories} MB, counts {counts}, {args.rounds} rounds"
     )
     with tempfile.TemporaryDirectory(prefix="faasml-profile-") as work:
         result = profile_job(
-            job, memories=memories, counts=counts, rounds=args.rounds, work_dir=work
+            job,
+            memories=memories,
+            counts=counts,
+            rounds=args.rounds,
+            work_dir=work,
+            platform_options=options,
         )
     for memory, per_mb in result.compute_points:
         out.print(f"  u({memory} MB) = {per_mb:.4g} s per MB")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,17 +36,44 @@ class Calibration:
     """Memory MB -> measured seconds per MB of partition, one per epoch observed."""
 
     def observe(
-        self, records: Iterable[Mapping[str, Any]], workload: Workload, catalog: Catalog
+        self,
+        histories: Iterable[Sequence[Mapping[str, Any]]],
+        epochs: range,
+        workload: Workload,
+        catalog: Catalog,
     ) -> None:
-        """Add the epochs of ``records`` (a trial's history entries)."""
-        for record in records:
-            n, memory = int(record["n"]), int(record["memory_mb"])
-            partition_mb = workload.dataset_mb / max(n, 1)
-            invocations = int(record.get("invocations", 1))
-            fixed = invocations * catalog.platform.warm_start_s
-            busy = float(record["epoch_s"]) - float(record["sync_s"]) - float(record["load_s"])
-            busy = max(busy - fixed, float(record["compute_s"]))
-            self.samples.setdefault(memory, []).append(busy / max(partition_mb, 1e-12))
+        """Add the epochs in ``epochs`` of each trial's history. A trial's first epoch on an
+        allocation may have paid a cold start, so it counts only where no later epoch on that
+        allocation was measured (then less the platform's cold start at that memory)."""
+        for history in histories:
+            seen: set[tuple[int, int]] = set()
+            chosen: dict[tuple[int, int], list[tuple[bool, Mapping[str, Any]]]] = {}
+            for record in history:
+                key = (int(record["n"]), int(record["memory_mb"]))
+                first = key not in seen
+                seen.add(key)
+                if int(record["epoch"]) in epochs:
+                    chosen.setdefault(key, []).append((first, record))
+            for (n, memory), entries in chosen.items():
+                warm = [r for first, r in entries if not first]
+                cold = float(catalog.platform.cold_start_time(memory))
+                for record in warm or [r for _, r in entries]:
+                    self._add(record, n, memory, 0.0 if warm else cold, workload, catalog)
+
+    def _add(
+        self,
+        record: Mapping[str, Any],
+        n: int,
+        memory: int,
+        cold_s: float,
+        workload: Workload,
+        catalog: Catalog,
+    ) -> None:
+        partition_mb = workload.dataset_mb / max(n, 1)
+        fixed = int(record.get("invocations", 1)) * catalog.platform.warm_start_s + cold_s
+        busy = float(record["epoch_s"]) - float(record["sync_s"]) - float(record["load_s"])
+        busy = max(busy - fixed, float(record["compute_s"]))
+        self.samples.setdefault(memory, []).append(busy / max(partition_mb, 1e-12))
 
     def to_dict(self) -> dict[str, list[float]]:
         return {str(m): v for m, v in sorted(self.samples.items())}
@@ -55,15 +82,30 @@ class Calibration:
     def from_dict(data: Mapping[str, Any]) -> Calibration:
         return Calibration({int(m): [float(x) for x in v] for m, v in data.items()})
 
-    def apply(self, workload: Workload) -> Workload:
+    def apply(self, workload: Workload, catalog: Catalog) -> Workload:
         """The workload with u(m) measured by the run at every memory it used (the median of
-        its epochs there, which leaves out the cold ones), the profile's elsewhere."""
+        its epochs there, which leaves out the cold ones); elsewhere the profile's u(m) times
+        the median ratio of measured to profiled u where both are known (what the probe
+        missed — a loaded machine, a framework's warm-up — applies to every size)."""
         if not self.samples:
             return workload
         points = dict(_points(workload.compute))
-        for memory, values in self.samples.items():
-            points[float(memory)] = statistics.median(values)
-        table = ComputeProfile("table", points=tuple(sorted(points.items())))
+        measured = {float(m): statistics.median(v) for m, v in self.samples.items()}
+        memories = list(measured)
+        before = workload.compute.seconds_per_mb(catalog.platform.vcpus(memories), memories)
+        ratio = statistics.median(
+            measured[m] / max(float(b), 1e-15) for m, b in zip(memories, before, strict=True)
+        )
+        points = {m: u * ratio for m, u in points.items() if m not in measured}
+        points.update(measured)
+        # The table form keeps u(m) non-increasing in memory: a measured point above a smaller
+        # size's value would be cut to it, so sizes below a measured one are raised to it.
+        ordered = sorted(points.items())
+        fixed = [
+            (m, max(u, max((v for n, v in measured.items() if n >= m), default=u)))
+            for m, u in ordered
+        ]
+        table = ComputeProfile("table", points=tuple(fixed))
         return dataclasses.replace(workload, compute=table)
 
 

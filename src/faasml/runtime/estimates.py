@@ -70,6 +70,19 @@ class SegmentEstimator:
             seconds * gb * platform.price_per_gb_s + platform.price_per_invocation
         )
 
+    def cold_start_at_one_vcpu(self) -> float | None:
+        """The longest cold start measured, scaled to one vCPU where starts run under the CPU
+        share (as catalogs state it); None before any."""
+        if not self._init_s:
+            return None
+        share = 1.0
+        scaled = []
+        for memory, init in self._init_s.items():
+            if self.platform.cold_start_scales_with_cpu:
+                share = min(1.0, float(self.platform.vcpus(memory)))
+            scaled.append(init * share)
+        return max(scaled)
+
     def observe_round(
         self, allocation: Allocation, seconds: float, overhead_s: float = 0.0
     ) -> None:

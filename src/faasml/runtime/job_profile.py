@@ -3,7 +3,7 @@
 Before a real run is planned, ``measure_job`` runs a short probe of the job itself on the
 job's platform, as functions, billed like any other invocation:
 
-1. at a roomy memory size (the largest one the platform gives, capped at two vCPUs' worth):
+1. at a roomy memory size (one vCPU's worth; the most the platform gives if that is short):
    every model configuration the search space can build (``model.*`` at their extremes) is
    built and trained for a few rounds at the job's batch size; the function's peak resident
    memory (``ru_maxrss``: the Python and framework runtime, data, model, optimiser state and
@@ -46,7 +46,7 @@ from faasml.runtime.platform import Billed, FunctionError, Platform
 from faasml.workload import ComputeProfile, Workload
 
 PROBE_FN = "faasml.runtime.job_profile:probe_job"
-PROBE_VERSION = 3
+PROBE_VERSION = 5
 """Bumped when the probe measures differently: older cached profiles are then re-measured."""
 MEMORY_MARGIN = 0.2
 """Memory the planner adds to the measured footprint (20 %): allocator growth, larger
@@ -55,6 +55,9 @@ MEASURE_S = 0.6
 """Seconds of computation each compute measurement covers at least (six CPU-quota periods)."""
 PEAK_ROUNDS = 3
 """Training rounds of each model configuration while its footprint is measured."""
+WARM_ROUNDS = 2
+"""Untimed rounds before the compute measurement (a framework sets up its kernels on the
+first calls, which a real epoch pays once)."""
 MAX_CONFIGS = 8
 """Model configurations measured at most (the largest are kept)."""
 
@@ -174,6 +177,10 @@ def _probe_recipes(
         optimizer = create_optimizer(recipe.optimizer, model.num_params, **recipe.hyperparameters)
         params = model.init_params(recipe.seed)
         size = min(recipe.batch_size, len(data))
+        for _ in range(WARM_ROUNDS if index == 0 else 0):  # first calls set up kernels
+            chosen = rng.integers(0, len(data), size=size)
+            _, grad = model.loss_and_grad(params, data.features[chosen], data.labels[chosen])
+            params = optimizer.step(params, np.asarray(grad, dtype=np.float32))
         spent, samples, rounds = 0.0, 0, 0
         target = float(payload["measure_s"]) if index == 0 else 0.0
         while rounds < PEAK_ROUNDS or spent < target:
@@ -275,6 +282,11 @@ def _store_profile(profile: JobProfile) -> None:
         pass
 
 
+def fitting_memory_mb(floor_mb: float, catalog: Catalog) -> int:
+    """The least memory size of the catalog's grid at or above ``floor_mb``."""
+    return _round_up(floor_mb, catalog)
+
+
 def _round_up(memory_mb: float, catalog: Catalog) -> int:
     platform = catalog.platform
     step = platform.memory_step_mb
@@ -282,13 +294,13 @@ def _round_up(memory_mb: float, catalog: Catalog) -> int:
     return int(size)
 
 
-def roomy_memory_mb(catalog: Catalog) -> int:
-    """Where the footprint is measured: the most memory, capped at two vCPUs' worth."""
+def roomy_memory_mb(catalog: Catalog, *, largest: bool = False) -> int:
+    """Where the footprint is measured: one vCPU's worth of memory (the most where a job
+    needs more, ``largest``), within what the platform gives."""
     platform = catalog.platform
-    cap = platform.mb_per_vcpu * min(2.0, float(platform.max_vcpus))
-    size = min(
-        platform.memory_max_mb, math.floor(cap / platform.memory_step_mb) * platform.memory_step_mb
-    )
+    step = platform.memory_step_mb
+    cap = platform.memory_max_mb if largest else platform.mb_per_vcpu
+    size = min(platform.memory_max_mb, math.floor(cap / step) * step)
     return int(max(size, platform.memory_min_mb))
 
 
@@ -370,7 +382,13 @@ def measure_job(
 
         roomy = roomy_memory_mb(catalog)
         try:
-            first = call(roomy, payload)
+            try:
+                first = call(roomy, payload)
+            except FunctionError as err:
+                if err.kind != "out-of-memory" or roomy >= roomy_memory_mb(catalog, largest=True):
+                    raise
+                roomy = roomy_memory_mb(catalog, largest=True)
+                first = call(roomy, payload)
         except FunctionError as err:
             fits = "; it fits no function of " + catalog.name if err.kind == "out-of-memory" else ""
             raise ProfilingError(
@@ -385,7 +403,7 @@ def measure_job(
                 f"more than the {platform_spec.memory_max_mb} MB {catalog.name} allows"
             )
         points = {roomy: first}
-        one_vcpu = _round_up(platform_spec.mb_per_vcpu, catalog)
+        one_vcpu = roomy_memory_mb(catalog)
         sizes = [fit] + ([one_vcpu] if fit < one_vcpu < roomy else [])
         only_first = {**payload, "recipes": recipes[:1]}
         for size in sizes:

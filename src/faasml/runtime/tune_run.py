@@ -140,11 +140,15 @@ class TuneRun(BaseRun):
         first = sum(s["epochs"] for s in stages[:index]) + 1
         last = first + stages[index]["epochs"] - 1
         calibration = Calibration.from_dict(self.state.get("calibration", {}))
-        records = [h for t in trials for h in t.history if first <= h["epoch"] <= last]
-        calibration.observe(records, self.workload, self.plan_catalog)
+        histories = [t.history for t in trials]
+        calibration.observe(histories, range(first, last + 1), self.workload, self.plan_catalog)
         self.state["calibration"] = calibration.to_dict()
         self._grow_footprint(coordinator)
-        self.workload = calibration.apply(self.workload)
+        self.workload = calibration.apply(self.workload, self.plan_catalog)
+        cold = coordinator.estimator.cold_start_at_one_vcpu()
+        if cold is not None:  # the cold starts this run measured, as the catalog states them
+            platform = dataclasses.replace(self.plan_catalog.platform, cold_start_s=cold)
+            self.plan_catalog = dataclasses.replace(self.plan_catalog, platform=platform)
         rest = stages[index + 1 :]
         before = (sum(s["time_s"] for s in rest), sum(s["cost_usd"] for s in rest))
         estimates = stage_estimates(self.workload, self.plan_catalog, stages[index:])[1:]

@@ -110,9 +110,37 @@ def sequences(samples: int, length: int = 16, vocab: int = 64, seed: int = 0) ->
     return Dataset(tokens.astype(np.int64), labels, 2)
 
 
+DIGITS = 1797
+"""Images in scikit-learn's bundled copy of the UCI optical handwritten digits."""
+
+
+def sklearn_digits(samples: int = DIGITS, size: int = 8, seed: int = 0) -> Dataset:
+    """Real data, not generated: the 8×8 handwritten digits scikit-learn ships (UCI, 1,797
+    images of 10 classes), ``samples`` of them in a seeded order, pixels scaled to [0, 1] and
+    enlarged to ``size`` × ``size`` (8, 16 or 32) by repeating pixels, shape (1, size, size).
+    Needs scikit-learn (pip install 'faasml[data]')."""
+    from faasml._imports import optional_import
+
+    n = _count("samples", samples, 2)
+    if n > DIGITS:
+        raise WorkloadError(
+            f"the value of dataset.samples is {n}, but sklearn-digits has {DIGITS} images"
+        )
+    if size not in (8, 16, 32):
+        raise WorkloadError(f"the value of dataset.size is {shown(size)}, but must be 8, 16 or 32")
+    datasets = optional_import("sklearn.datasets", "data")
+    digits = datasets.load_digits()
+    order = np.random.default_rng([int(seed) & 0xFFFFFFFF, 4]).permutation(DIGITS)[:n]
+    pictures = digits.images[order] / 16.0
+    repeat = size // 8
+    pictures = np.kron(pictures, np.ones((repeat, repeat)))[:, None, :, :]
+    return Dataset(pictures.astype(np.float32), digits.target[order].astype(np.int64), 10)
+
+
 GENERATORS: dict[str, Callable[..., Dataset]] = {
     "higgs-like": higgs_like,
     "images": images,
     "sequences": sequences,
+    "sklearn-digits": sklearn_digits,
 }
 """Generator name (as job files write it) -> generator(samples, seed=..., **options)."""
