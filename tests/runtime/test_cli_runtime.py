@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from faasml.cli.main import main
@@ -27,13 +28,16 @@ def _job(folder: Path) -> Path:
     return path
 
 
-def test_train_runs_to_its_epoch_limit_and_resume_refuses_a_finished_run(
-    tmp_path: Path, capsys: object
+def test_train_that_misses_its_target_says_so_and_resume_refuses_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run_dir = tmp_path / "run"
-    assert main(["train", str(_job(tmp_path)), "--deadline", "10m", "--run-dir", str(run_dir)]) == 0
+    assert main(["train", str(_job(tmp_path)), "--deadline", "10m", "--run-dir", str(run_dir)]) == 1
     record = json.loads((run_dir / "record.json").read_text())
-    assert record["status"] == "finished"
+    assert record["status"] == "target-missed"  # not "finished": 0.3 was never reached
+    assert record["target"]["reached"] is False
+    assert "TARGET MISSED" in capsys.readouterr().out
+    assert "target-missed" in (run_dir / "report.md").read_text()
     history = record["trials"][0]["history"]
     assert [h["epoch"] for h in history] == [1, 2, 3]  # 0.3 is out of reach: max_epochs stops it
     assert history[-1]["val_loss"] < history[0]["val_loss"] * 1.5
@@ -48,8 +52,6 @@ def test_profile_writes_a_profile_the_planners_read(tmp_path: Path) -> None:
             str(_job(tmp_path)),
             "--out",
             str(out),
-            "--memories",
-            "256,512",
             "--counts",
             "2",
             "--rounds",
@@ -58,9 +60,15 @@ def test_profile_writes_a_profile_the_planners_read(tmp_path: Path) -> None:
     )
     assert code == 0
     workload = load_workload(out / "workload.yaml")
-    assert workload.compute.kind == "table" and len(workload.compute.points) == 2
+    # sizes from the job's measured footprint: the least that fits, and one vCPU's worth
+    assert workload.compute.kind == "table" and 1 <= len(workload.compute.points) <= 2
     assert yaml.safe_load((out / "catalog.yaml").read_text())["platform"]["cold_start_s"] > 0
 
 
-def test_profile_refuses_bad_memories(tmp_path: Path) -> None:
+def test_profile_refuses_bad_memories(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["profile", str(_job(tmp_path)), "--memories", "big"]) == 2
+    # no function of the job fits in 64 MB: the footprint rule names itself
+    assert main(["profile", str(_job(tmp_path)), "--memories", "64"]) == 2
+    assert "measured footprint" in capsys.readouterr().err

@@ -366,7 +366,7 @@ def test_batch_size_is_faasmls_and_configs_come_back_by_name(tmp_path: Path) -> 
         return bn_cnn(config, ctx)
 
     space = {**SPACE, "batch_size": {"choice": [8, 16]}}
-    tuner = faasml.Tuner(train_fn, space, budget=1, run_dir=tmp_path)
+    tuner = faasml.Tuner(train_fn, space, budget=1, run_dir=tmp_path / "a")
     assert seen == [{"width": 4, "lr": seen[0]["lr"]}]  # no batch_size in config
     assert set(tuner.job.search_space.params) == {"model.config.lr", "batch_size"}  # type: ignore[union-attr]
     trial = tuner.job.with_config({"model.config.lr": 0.01, "batch_size": 8})
@@ -376,5 +376,5 @@ def test_batch_size_is_faasmls_and_configs_come_back_by_name(tmp_path: Path) -> 
         "lr": 0.01,
         "batch_size": 8,
     }
-    fixed = faasml.Tuner(bn_cnn, {**SPACE, "batch_size": 24}, budget=1, run_dir=tmp_path)
+    fixed = faasml.Tuner(bn_cnn, {**SPACE, "batch_size": 24}, budget=1, run_dir=tmp_path / "b")
     assert fixed.job.batch_size == 24

@@ -120,7 +120,10 @@ def test_killed_coordinator_resumes_with_nothing_lost(tmp_path: Path) -> None:
 def test_a_resumed_run_keeps_the_platform_the_command_line_chose(tmp_path: Path) -> None:
     job = dataclasses.replace(load_job(_job_file(tmp_path)), platform="ray")
     options = {"address": "10.0.0.5:6379", "log_to_driver": False}
-    run = TuneRun(job, Constraint(budget_usd=0.05), tmp_path / "run", platform_options=options)
+    # Planned from the named profile (measure=False): no cluster is reached by this test.
+    run = TuneRun(
+        job, Constraint(budget_usd=0.05), tmp_path / "run", platform_options=options, measure=False
+    )
     run.plan()  # writes the record; the job file itself still says platform: local
     resumed = resume_run(tmp_path / "run")
     assert resumed.job.platform == "ray"

@@ -68,6 +68,7 @@ def run_profile(args: argparse.Namespace) -> int:
         raise ConfigError(f"the value of --rounds is {args.rounds}, but must be >= 1")
     job = load_job(args.job)
     out = console()
+    asked = None if args.memories == "auto" else _ints(args.memories, "--memories")
     catalog = load_catalog(job.catalog)
     train, _ = job.dataset.load()
     model = job.model.build(train.input_shape, train.num_classes)
@@ -78,10 +79,10 @@ def run_profile(args: argparse.Namespace) -> int:
         )
     out.print(escape(profile.summary()), soft_wrap=True)
     floor = profile.memory_floor_mb()
-    if args.memories == "auto":
+    if asked is None:
         memories = tuple(sorted({fitting_memory_mb(floor, catalog), roomy_memory_mb(catalog)}))
     else:
-        memories = _ints(args.memories, "--memories")
+        memories = asked
         small = [m for m in memories if m < floor]
         if small:
             raise ConfigError(
