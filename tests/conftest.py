@@ -11,7 +11,6 @@ import pytest
 
 from faasml.testing.servers import LocalServer, MemcachedServer, RedisServer
 
-
 # Measured job profiles are cached per test session (a job measured once serves every test that
 # runs it), never in the user's own cache.
 os.environ.setdefault("FAASML_CACHE", tempfile.mkdtemp(prefix="faasml-test-cache-"))

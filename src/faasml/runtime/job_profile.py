@@ -1,7 +1,7 @@
 """Measured job profiles: the planner's inputs taken from the job in the file, not a paper.
 
 Before a real run is planned, ``measure_job`` runs a short probe of the job itself on the
-job's platform, as functions, billed like any other invocation:
+job's platform, as functions (``runtime.job_probe``), billed like any other invocation:
 
 1. at a roomy memory size (one vCPU's worth; the most the platform gives if that is short):
    every model configuration the search space can build (``model.*`` at their extremes) is
@@ -28,9 +28,7 @@ import itertools
 import json
 import math
 import os
-import resource
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -42,10 +40,11 @@ from faasml.catalog import Catalog
 from faasml.config import JobSpec
 from faasml.exceptions import FaasmlError
 from faasml.runtime.billing import Meter
+from faasml.runtime.job_probe import PEAK_ROUNDS
 from faasml.runtime.platform import Billed, FunctionError, Platform
 from faasml.workload import ComputeProfile, Workload
 
-PROBE_FN = "faasml.runtime.job_profile:probe_job"
+PROBE_FN = "faasml.runtime.job_probe:probe_job"
 PROBE_VERSION = 5
 """Bumped when the probe measures differently: older cached profiles are then re-measured."""
 MEMORY_MARGIN = 0.2
@@ -53,11 +52,6 @@ MEMORY_MARGIN = 0.2
 evaluation batches, a busier garbage collector."""
 MEASURE_S = 0.6
 """Seconds of computation each compute measurement covers at least (six CPU-quota periods)."""
-PEAK_ROUNDS = 3
-"""Training rounds of each model configuration while its footprint is measured."""
-WARM_ROUNDS = 2
-"""Untimed rounds before the compute measurement (a framework sets up its kernels on the
-first calls, which a real epoch pays once)."""
 MAX_CONFIGS = 8
 """Model configurations measured at most (the largest are kept)."""
 
@@ -122,94 +116,6 @@ class JobProfile:
             f"(plans use >= {self.memory_floor_mb():.0f} MB); compute per sample {points}; "
             f"cold start {self.cold_start_s:.2f} s at 1 vCPU"
         )
-
-
-# ---------------------------------------------------------------------- inside a function
-
-
-def _peak_rss_mb() -> float:
-    """Peak resident memory of this process in MB (Linux reports KB, macOS bytes)."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / 2**20 if sys.platform == "darwin" else peak / 1024
-
-
-def probe_job(payload: dict[str, Any]) -> dict[str, Any]:
-    """Inside a function: build and train every configuration, time the first one's rounds
-    (at least ``measure_s`` of computation), its evaluation and a checkpoint; report the
-    process's peak resident memory."""
-    import numpy as np
-
-    from faasml.runtime import context
-    from faasml.runtime.worker import ModelRecipe, cached_dataset, cached_store
-
-    store = cached_store(payload["object_url"])
-    data, _ = cached_dataset(store, payload["train_key"])
-    test, _ = cached_dataset(store, payload["test_key"])
-    recipes: list[ModelRecipe] = payload["recipes"]
-    rng = np.random.default_rng(0)
-    out: dict[str, Any] = {}
-    context.open_context()  # model code may call faasml.report while it trains, as in a worker
-    try:
-        _probe_recipes(recipes, data, test, store, payload, rng, out)
-    finally:
-        context.close_context()
-    out["peak_rss_mb"] = _peak_rss_mb()
-    return out
-
-
-def _probe_recipes(
-    recipes: list[Any],
-    data: Any,
-    test: Any,
-    store: Any,
-    payload: dict[str, Any],
-    rng: Any,
-    out: dict[str, Any],
-) -> None:
-    import numpy as np
-
-    from faasml.runtime.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
-    from faasml.runtime.worker import cached_model
-    from faasml.workloads import create_optimizer
-
-    for index, recipe in enumerate(recipes):
-        model = cached_model(recipe)
-        optimizer = create_optimizer(recipe.optimizer, model.num_params, **recipe.hyperparameters)
-        params = model.init_params(recipe.seed)
-        size = min(recipe.batch_size, len(data))
-        for _ in range(WARM_ROUNDS if index == 0 else 0):  # first calls set up kernels
-            chosen = rng.integers(0, len(data), size=size)
-            _, grad = model.loss_and_grad(params, data.features[chosen], data.labels[chosen])
-            params = optimizer.step(params, np.asarray(grad, dtype=np.float32))
-        spent, samples, rounds = 0.0, 0, 0
-        target = float(payload["measure_s"]) if index == 0 else 0.0
-        while rounds < PEAK_ROUNDS or spent < target:
-            chosen = rng.integers(0, len(data), size=size)
-            start = time.perf_counter()
-            _, grad = model.loss_and_grad(params, data.features[chosen], data.labels[chosen])
-            params = optimizer.step(params, np.asarray(grad, dtype=np.float32))
-            spent += time.perf_counter() - start
-            samples += size
-            rounds += 1
-            if rounds >= int(payload["max_rounds"]) and rounds >= PEAK_ROUNDS:
-                break
-        if index == 0:
-            out["compute_s_per_sample"] = spent / max(samples, 1)
-            out["params"] = int(model.num_params)
-            out["model_mb"] = float(model.size_mb)
-            start = time.perf_counter()
-            if len(test):
-                model.evaluate(params, test.features, test.labels)
-            out["eval_s_per_sample"] = (time.perf_counter() - start) / max(len(test), 1)
-            start = time.perf_counter()
-            key = f"{payload['prefix']}/ckpt"
-            save_checkpoint(store, key, Checkpoint(params, optimizer.to_bytes(), 0, 0, 0))
-            load_checkpoint(store, key)
-            out["checkpoint_s"] = time.perf_counter() - start
-            store.delete(key)
-
-
-# ---------------------------------------------------------------------- outside
 
 
 def model_configs(job: JobSpec) -> list[dict[str, Any]]:

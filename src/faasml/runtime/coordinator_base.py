@@ -1,0 +1,147 @@
+"""The coordinator's shared state: its options, the record of a running segment, and
+``CoordinatorBase`` (what every part of the coordinator reads: platform, stores, meter, budget,
+counters, the clock, the store each allocation synchronises through)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from faasml.catalog import Catalog
+from faasml.exceptions import FaasmlError
+from faasml.runtime.billing import Meter
+from faasml.runtime.estimates import SegmentEstimator
+from faasml.runtime.platform import Invocation, Platform
+from faasml.runtime.trial import TrialFault, TrialState
+from faasml.runtime.worker import ModelRecipe
+from faasml.sync.stores import Store
+from faasml.types import Allocation
+
+
+@dataclass(frozen=True)
+class CoordinatorOptions:
+    max_restarts: int = 3
+    """Restarts of one segment before its trial is marked failed."""
+    silent_after_s: float = 30.0
+    """A worker whose heartbeat is older than this (while its segment runs) is restarted."""
+    start_allowance_s: float = 30.0
+    """Extra time a worker has for its first heartbeat: a cold start (a process importing
+    numpy or torch on a loaded machine) is slow, not silent."""
+    sync_timeout_s: float = 30.0
+    max_rounds_per_invocation: int | None = None
+    """Renew functions after this many rounds (None: from the duration limit)."""
+    renew_at: float = 0.7
+    """Renew when a segment would use more than this share of the duration limit."""
+    poll_s: float = 0.005
+
+
+@dataclass
+class Segment:
+    """The n invocations of one trial running from its checkpoint to ``stop_batch``."""
+
+    trial: TrialState
+    allocation: Allocation
+    invocations: list[Invocation]
+    stop_batch: int | None
+    checkpoint_out: str
+    token: str
+    started: float
+    estimate_usd: float
+    rounds: int
+    budget_capped: bool = False
+    sync_url: str = ""
+    reserve_usd: float = 0.0
+    """Most this segment can still bill (its functions are stopped at ``timeout_s``)."""
+    timeout_s: float = 0.0
+
+
+class BudgetExhaustedError(FaasmlError):
+    """Internal: the next segment does not fit the budget."""
+
+
+class CoordinatorBase:
+    """The coordinator's state; the parts (launching, failures, results, billing, data)
+    build on it."""
+
+    def __init__(
+        self,
+        platform: Platform,
+        catalog: Catalog,
+        meter: Meter,
+        objects: Store,
+        sync_url: str,
+        recipe_of: Callable[[TrialState], ModelRecipe],
+        *,
+        namespace: str,
+        budget_usd: float | None = None,
+        options: CoordinatorOptions | None = None,
+        faults: list[TrialFault] | None = None,
+        on_segment: Callable[[TrialState, Segment | None], None] | None = None,
+        clock_origin: float | None = None,
+        stores: Mapping[str, str] | None = None,
+    ) -> None:
+        """``sync_url`` is the store gradients go through; ``stores`` maps catalog storage
+        names to the stores of those names, for allocations the planner put on them."""
+        self.platform = platform
+        self.catalog = catalog
+        self.meter = meter
+        self.objects = objects
+        self.sync_url = sync_url
+        self.stores = dict(stores or {})
+        self.recipe_of = recipe_of
+        self.namespace = namespace.rstrip("/")
+        self.budget_usd = budget_usd
+        self.options = options or CoordinatorOptions()
+        self.faults = list(faults or [])
+        self.on_segment = on_segment
+        self.origin = time.monotonic() if clock_origin is None else clock_origin
+        self.samples = 0
+        self._prepared: set[int] = set()
+        self.estimator = SegmentEstimator(catalog.platform)
+        self.stop_reason: str | None = None
+        self._server: Any = None
+        self._in_use_since: dict[str, float] = {}
+        """First use of each storage service, for time-priced ones (billed while in use)."""
+        self._silent_checked = 0.0
+        self.segments = 0
+        self.restarts = 0
+        self.memory_of: dict[int, int] = {}
+        """Trial -> the memory it was moved to after running out (kept for later stages)."""
+        self.memory_moves: list[tuple[int, int, int]] = []
+        """(trial, from MB, to MB) of every move after running out of memory."""
+        self.busy_s = 0.0
+        """Wall seconds some segment was running (for the coordinator overhead figure)."""
+
+    def now(self) -> float:
+        return time.monotonic() - self.origin
+
+    @property
+    def predicted_round_s(self) -> Callable[[Allocation], float] | None:
+        """The performance model's seconds per round, used until a run measures them."""
+        return self.estimator.predicted_round_s
+
+    @predicted_round_s.setter
+    def predicted_round_s(self, value: Callable[[Allocation], float] | None) -> None:
+        self.estimator.predicted_round_s = value
+
+    def _sync_url(self, allocation: Allocation) -> str:
+        """The store of ``allocation``: the one configured under its storage's name, else a
+        parameter-server process this coordinator starts on loopback for 'param-server' (the
+        VM-PS case), else the default store."""
+        configured = self.stores.get(allocation.storage)
+        if configured is not None:
+            return configured
+        if allocation.scheme != "param-server":
+            return self.sync_url
+        if self._server is None:
+            from faasml.sync.param_server import ParameterServer
+
+            self._server = ParameterServer().start()
+        return self._server.url
+
+    def _stop_server(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None

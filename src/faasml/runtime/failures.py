@@ -1,0 +1,144 @@
+"""The coordinator's failure handling: a failed or silent segment is stopped, billed and
+restarted from its checkpoint; a trial out of memory moves to a bigger memory size; a lost
+store stops the run with checkpoints kept; too many restarts fail the trial."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+
+from faasml.exceptions import StoreUnavailableError
+from faasml.runtime.coordinator_base import Segment
+from faasml.runtime.platform import FunctionError, Invocation
+from faasml.runtime.segment_billing import SegmentBilling
+from faasml.runtime.trial import TrialState
+from faasml.types import Allocation
+
+LOST_STORE = "its store was unavailable"
+
+
+class FailureHandling(SegmentBilling):
+    """Restarts, memory moves, lost stores and silent workers."""
+
+    def _fail(self, segment: Segment, reason: str, kind: str = "") -> None:
+        trial = segment.trial
+        for invocation in segment.invocations:
+            invocation.cancel()
+        for invocation in segment.invocations:
+            self._bill(invocation, trial)
+        lost = self._cleanup(segment)
+        self.restarts += 1
+        trial.restarts += 1
+        trial.failures.append(
+            f"epoch {trial.epoch + 1} batch {trial.batch}: {reason} at {self.now():.2f} s"
+        )
+        if lost is not None:
+            # Not the trial's fault, and no restart can succeed: stop (not counted).
+            self._store_lost(segment, lost)
+            trial.failures[-1] += f" ({LOST_STORE})"
+        elif kind == "out-of-memory" and self._grow(segment):
+            # Restarting at the same size would fail again: the trial moves up (not counted).
+            trial.failures[-1] += f" (moved to {self.memory_of[trial.trial_id]} MB)"
+        elif segment.budget_capped and "timeout" in reason:
+            # It spent its reservation: predict at least twice as long next time; the budget
+            # guard then decides whether a retry still fits. Not counted against max_restarts.
+            self.estimator.ran_out(segment.allocation, segment.timeout_s)
+            trial.failures[-1] += " (its budget reservation ran out)"
+        elif sum(
+            1
+            for f in trial.failures
+            if f.startswith(f"epoch {trial.epoch + 1} ")
+            and "reservation" not in f
+            and LOST_STORE not in f
+        ) > (self.options.max_restarts):
+            trial.status = "failed"
+        if self.on_segment is not None:
+            self.on_segment(trial, None)
+
+    def _grow(self, segment: Segment) -> bool:
+        """Give the segment's trial the next memory size that may fit (×1.5, on the catalog's
+        grid); False when it already has the most the platform allows."""
+        platform = self.catalog.platform
+        now = segment.allocation.memory_mb
+        step = platform.memory_step_mb
+        bigger = min(platform.memory_max_mb, math.ceil(now * 1.5 / step) * step)
+        if bigger <= now:
+            return False
+        self.memory_of[segment.trial.trial_id] = bigger
+        self.memory_moves.append((segment.trial.trial_id, now, bigger))
+        return True
+
+    def sized(self, trial: TrialState, allocation: Allocation) -> Allocation:
+        """``allocation`` with the memory the trial was moved to after running out of it."""
+        memory = self.memory_of.get(trial.trial_id, 0)
+        if memory <= allocation.memory_mb:
+            return allocation
+        return dataclasses.replace(allocation, memory_mb=memory)
+
+    def _cleanup(self, segment: Segment) -> str | None:
+        """Delete the segment's keys; what went wrong when its sync store (after the store
+        client's retries) cannot be reached, else None."""
+        from faasml.sync.stores import open_store
+
+        prefix = f"{self.namespace}/t{segment.trial.trial_id}/{segment.token}/"
+        self.objects.delete(prefix)
+        try:
+            with open_store(segment.sync_url) as sync:
+                sync.delete(prefix)
+        except StoreUnavailableError as err:
+            return str(err)
+        return None
+
+    def _store_lost(self, segment: Segment, error: str) -> None:
+        """Stop the run: the store its gradients go through is gone (the first cause only)."""
+        if self.stop_reason is None:
+            self.stop_reason = (
+                f"the {segment.allocation.storage} store (the gradients' store) is unavailable: "
+                f"{error.rstrip('.')}; stopped with checkpoints kept: when the store is back, "
+                "continue the run with `faasml resume RUN_DIR`"
+            )
+
+    def _check_silent(self, running: list[Segment]) -> None:
+        """Restart a segment with a worker whose heartbeat is older than the bound (checked
+        at most once a second: each check reads n heartbeat keys)."""
+        if time.monotonic() - self._silent_checked < 1.0:
+            return
+        self._silent_checked = time.monotonic()
+        bound = self.options.silent_after_s
+        for segment in list(running):
+            if time.monotonic() - segment.started < bound:
+                continue
+            prefix = f"{self.namespace}/t{segment.trial.trial_id}/{segment.token}/hb/"
+            age = time.monotonic() - segment.started
+            for worker in range(segment.allocation.n):
+                value = self.objects.get(f"{prefix}w{worker}")
+                if value is None:
+                    silent = age > bound + self.options.start_allowance_s
+                else:
+                    silent = time.time() - float(value.split()[0]) > bound
+                if silent:
+                    running.remove(segment)
+                    self._fail(segment, f"worker {worker} silent for over {bound:g} s")
+                    break
+
+    @staticmethod
+    def _reason(invocation: Invocation) -> str:
+        try:
+            invocation.result(timeout=0)
+        except FunctionError as err:
+            return str(err)
+        except TimeoutError:
+            return "no result"
+        return "ok"
+
+    @staticmethod
+    def _kind(invocation: Invocation) -> str:
+        """Why an invocation failed (a ``FunctionError`` kind), '' when it did not."""
+        try:
+            invocation.result(timeout=0)
+        except FunctionError as err:
+            return err.kind
+        except TimeoutError:
+            return ""
+        return ""

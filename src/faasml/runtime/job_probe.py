@@ -1,0 +1,98 @@
+"""The job profile's probe: what runs inside a function while ``job_profile.measure_job``
+measures a job (every model configuration built and trained a few rounds, the first one's
+compute, evaluation and checkpoint timed, the process's peak resident memory)."""
+
+from __future__ import annotations
+
+import resource
+import sys
+import time
+from typing import Any
+
+PEAK_ROUNDS = 3
+"""Training rounds of each model configuration while its footprint is measured."""
+WARM_ROUNDS = 2
+"""Untimed rounds before the compute measurement (a framework sets up its kernels on the
+first calls, which a real epoch pays once)."""
+
+
+def _peak_rss_mb() -> float:
+    """Peak resident memory of this process in MB (Linux reports KB, macOS bytes)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 1024
+
+
+def probe_job(payload: dict[str, Any]) -> dict[str, Any]:
+    """Inside a function: build and train every configuration, time the first one's rounds
+    (at least ``measure_s`` of computation), its evaluation and a checkpoint; report the
+    process's peak resident memory."""
+    import numpy as np
+
+    from faasml.runtime import context
+    from faasml.runtime.worker import ModelRecipe, cached_dataset, cached_store
+
+    store = cached_store(payload["object_url"])
+    data, _ = cached_dataset(store, payload["train_key"])
+    test, _ = cached_dataset(store, payload["test_key"])
+    recipes: list[ModelRecipe] = payload["recipes"]
+    rng = np.random.default_rng(0)
+    out: dict[str, Any] = {}
+    context.open_context()  # model code may call faasml.report while it trains, as in a worker
+    try:
+        _probe_recipes(recipes, data, test, store, payload, rng, out)
+    finally:
+        context.close_context()
+    out["peak_rss_mb"] = _peak_rss_mb()
+    return out
+
+
+def _probe_recipes(
+    recipes: list[Any],
+    data: Any,
+    test: Any,
+    store: Any,
+    payload: dict[str, Any],
+    rng: Any,
+    out: dict[str, Any],
+) -> None:
+    import numpy as np
+
+    from faasml.runtime.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+    from faasml.runtime.worker import cached_model
+    from faasml.workloads import create_optimizer
+
+    for index, recipe in enumerate(recipes):
+        model = cached_model(recipe)
+        optimizer = create_optimizer(recipe.optimizer, model.num_params, **recipe.hyperparameters)
+        params = model.init_params(recipe.seed)
+        size = min(recipe.batch_size, len(data))
+        for _ in range(WARM_ROUNDS if index == 0 else 0):  # first calls set up kernels
+            chosen = rng.integers(0, len(data), size=size)
+            _, grad = model.loss_and_grad(params, data.features[chosen], data.labels[chosen])
+            params = optimizer.step(params, np.asarray(grad, dtype=np.float32))
+        spent, samples, rounds = 0.0, 0, 0
+        target = float(payload["measure_s"]) if index == 0 else 0.0
+        while rounds < PEAK_ROUNDS or spent < target:
+            chosen = rng.integers(0, len(data), size=size)
+            start = time.perf_counter()
+            _, grad = model.loss_and_grad(params, data.features[chosen], data.labels[chosen])
+            params = optimizer.step(params, np.asarray(grad, dtype=np.float32))
+            spent += time.perf_counter() - start
+            samples += size
+            rounds += 1
+            if rounds >= int(payload["max_rounds"]) and rounds >= PEAK_ROUNDS:
+                break
+        if index == 0:
+            out["compute_s_per_sample"] = spent / max(samples, 1)
+            out["params"] = int(model.num_params)
+            out["model_mb"] = float(model.size_mb)
+            start = time.perf_counter()
+            if len(test):
+                model.evaluate(params, test.features, test.labels)
+            out["eval_s_per_sample"] = (time.perf_counter() - start) / max(len(test), 1)
+            start = time.perf_counter()
+            key = f"{payload['prefix']}/ckpt"
+            save_checkpoint(store, key, Checkpoint(params, optimizer.to_bytes(), 0, 0, 0))
+            load_checkpoint(store, key)
+            out["checkpoint_s"] = time.perf_counter() - start
+            store.delete(key)
