@@ -1,23 +1,13 @@
 """Measured job profiles: the planner's inputs taken from the job in the file, not a paper.
 
-Before a real run is planned, ``measure_job`` runs a short probe of the job itself on the
-job's platform, as functions (``runtime.job_probe``), billed like any other invocation:
-
-1. at a roomy memory size (one vCPU's worth; the most the platform gives if that is short):
-   every model configuration the search space can build (``model.*`` at their extremes) is
-   built and trained for a few rounds at the job's batch size; the function's peak resident
-   memory (``ru_maxrss``: the Python and framework runtime, data, model, optimiser state and
-   activations) is the job's footprint;
-2. at the least memory that holds the footprint plus ``MEMORY_MARGIN`` (and at one vCPU when
-   that lies between): seconds of computation per sample, evaluation seconds per test sample,
-   checkpoint save and load, and the cold start (measured, scaled to one vCPU as the catalog
-   states it).
-
-``planning_inputs`` turns a profile into the ``Workload`` (u(m) as a measured ``table``,
-the footprint as ``runtime_mb``) and the ``Catalog`` (measured cold start and per-invocation
-overhead) the planners read; the space then excludes every memory size below the footprint.
-Profiles are cached by a key of everything that changes them (model, options and search space,
-data, batch size, platform, catalog, probe version), so a second run reuses the first's.
+Before a real run is planned, ``measure_job`` probes the job on its platform, as billed
+functions (``runtime.job_probe``): at one vCPU's worth of memory, every model configuration
+the search space can build is trained a few rounds and the peak resident memory (runtime and
+framework included) is the footprint; at the least memory that holds it plus
+``MEMORY_MARGIN``, compute and evaluation per sample, checkpoint time and the cold start.
+``planning_inputs`` turns a profile into the ``Workload`` (u(m) as a measured table, the
+footprint as ``runtime_mb``) and ``Catalog`` (measured cold start and per-invocation latency)
+the planners read. Profiles are cached by a key of everything that changes them.
 """
 
 from __future__ import annotations
