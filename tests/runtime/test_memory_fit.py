@@ -11,7 +11,7 @@ import yaml
 
 from faasml.config import load_job
 from faasml.runtime.coordinator import Coordinator, CoordinatorOptions
-from faasml.runtime.session import TuneRun
+from faasml.runtime.session import TrainRun, TuneRun
 from faasml.types import Constraint
 
 pytest.importorskip("torch")
@@ -108,3 +108,38 @@ def test_later_stages_keep_the_moved_memory(tmp_path: Path) -> None:
     # back below the size the trial was moved to.
     if record["plan"].get("replans"):
         assert record["plan"]["stages"][1]["allocation"]["memory_mb"] >= MOVED_MB
+
+
+class WatchedTraining(TrainRun):
+    """A training run that keeps its coordinator."""
+
+    coordinator: Coordinator | None = None
+
+    def _drive(self, coordinator: Coordinator) -> None:
+        self.coordinator = coordinator
+        super()._drive(coordinator)
+
+
+def test_a_training_run_out_of_memory_moves_up_and_finishes(tmp_path: Path) -> None:
+    spec = {key: value for key, value in CNN.items() if key not in ("search_space", "tuning")}
+    spec["training"] = {"max_epochs": 2}
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    run = WatchedTraining(
+        load_job(path),
+        Constraint(deadline_s=600.0),
+        tmp_path / "run",
+        options=CoordinatorOptions(max_restarts=0),
+        measure=False,
+    )
+    run.plan()
+    run.state["plan"]["stages"][0]["allocation"]["memory_mb"] = TOO_SMALL_MB
+    run.state["allocation"]["memory_mb"] = TOO_SMALL_MB
+    record = run.execute()
+    assert record["status"] == "finished"
+    assert run.coordinator is not None
+    assert run.coordinator.memory_moves == [(0, TOO_SMALL_MB, MOVED_MB)]
+    trial = record["trials"][0]
+    assert trial["status"] == "done"
+    assert len(trial["failures"]) == 1 and f"moved to {MOVED_MB} MB" in trial["failures"][0]
+    assert [h["memory_mb"] for h in trial["history"]] == [MOVED_MB, MOVED_MB]
