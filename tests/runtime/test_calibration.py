@@ -1,0 +1,239 @@
+"""Live re-calibration (pure): measured epochs replace u(m) at the memory they ran on only; a
+stage on the memory of the one before starts warm; the re-plan threshold."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from faasml.catalog import Catalog, load_catalog
+from faasml.runtime.calibration import (
+    REPLAN_DELTA,
+    Calibration,
+    moved,
+    stage_estimate,
+    stage_estimates,
+    warm_after,
+)
+from faasml.types import Allocation
+from faasml.workload import ComputeProfile, Workload, load_workload
+
+POINTS = ((128.0, 0.9), (1024.0, 0.2), (3538.0, 0.1))
+
+
+@pytest.fixture
+def catalog() -> Catalog:
+    return load_catalog("aws-lambda")
+
+
+@pytest.fixture
+def workload() -> Workload:
+    return dataclasses.replace(
+        load_workload("lr-higgs"),
+        dataset_mb=40.0,
+        samples=20_000,
+        compute=ComputeProfile("table", points=POINTS),
+    )
+
+
+def _epoch(
+    epoch: int, memory_mb: int, epoch_s: float, n: int = 1, **extra: float
+) -> dict[str, float]:
+    record = {
+        "epoch": epoch,
+        "n": n,
+        "memory_mb": memory_mb,
+        "epoch_s": epoch_s,
+        "sync_s": 0.5,
+        "load_s": 0.25,
+        "compute_s": 0.1,
+        "invocations": 1,
+    }
+    record.update(extra)
+    return record
+
+
+def _profiled(workload: Workload, catalog: Catalog, memory_mb: float) -> float:
+    vcpus = catalog.platform.vcpus([memory_mb])
+    return float(workload.compute.seconds_per_mb(vcpus, [memory_mb])[0])
+
+
+def test_observe_leaves_out_the_first_epoch_on_an_allocation_when_later_ones_ran(
+    workload: Workload, catalog: Catalog
+) -> None:
+    calibration = Calibration()
+    history = [_epoch(1, 1024, 30.0, n=2), _epoch(2, 1024, 4.75, n=2), _epoch(3, 1024, 5.75, n=2)]
+    calibration.observe([history], range(1, 4), workload, catalog)
+    warm = catalog.platform.warm_start_s
+    partition_mb = workload.dataset_mb / 2
+    assert calibration.samples == {
+        1024: [
+            pytest.approx((4.75 - 0.75 - warm) / partition_mb),
+            pytest.approx((5.75 - 0.75 - warm) / partition_mb),
+        ]
+    }
+
+
+def test_observe_takes_a_lone_first_epoch_less_the_cold_start(
+    workload: Workload, catalog: Catalog
+) -> None:
+    calibration = Calibration()
+    calibration.observe([[_epoch(1, 1024, 9.0)]], range(1, 2), workload, catalog)
+    cold = float(catalog.platform.cold_start_time(1024))
+    warm = catalog.platform.warm_start_s
+    assert cold > 0
+    assert calibration.samples[1024] == [
+        pytest.approx((9.0 - 0.75 - warm - cold) / workload.dataset_mb)
+    ]
+    # One whose synchronisation, loading and cold start cover it all still counts its compute.
+    calibration.observe([[_epoch(1, 512, 0.6, n=4, compute_s=0.3)]], range(1, 2), workload, catalog)
+    assert calibration.samples[512] == [pytest.approx(0.3 / (workload.dataset_mb / 4))]
+
+
+def test_observe_reads_only_the_epochs_asked_for(workload: Workload, catalog: Catalog) -> None:
+    history = [_epoch(1, 1024, 30.0), _epoch(2, 1024, 6.75), _epoch(3, 2048, 20.0)]
+    calibration = Calibration()
+    calibration.observe([history], range(2, 3), workload, catalog)
+    # Epoch 2 is not the trial's first on 1024 MB (epoch 1 was): warm, no cold start taken off.
+    warm = catalog.platform.warm_start_s
+    assert calibration.samples == {1024: [pytest.approx((6.75 - 0.75 - warm) / 40.0)]}
+
+    # Each trial's history is read on its own: a second trial's first epoch there is cold.
+    other = [_epoch(2, 1024, 6.75)]
+    again = Calibration()
+    again.observe([history, other], range(2, 3), workload, catalog)
+    assert len(again.samples[1024]) == 2
+    assert again.samples[1024][1] < again.samples[1024][0]
+
+
+def test_apply_takes_the_measured_u_and_scales_the_rest_by_the_same_ratio(
+    workload: Workload, catalog: Catalog
+) -> None:
+    profiled = _profiled(workload, catalog, 1024)
+    assert profiled == pytest.approx(0.2)
+    calibration = Calibration({1024: [0.5, 0.4, 0.45]})  # median 0.45: 2.25 × the profile
+    calibrated = calibration.apply(workload, catalog)
+    points = dict(calibrated.compute.points)
+    assert calibrated.compute.kind == "table"
+    assert sorted(points) == [m for m, _ in POINTS]
+    assert points[1024.0] == pytest.approx(0.45)
+    assert points[128.0] == pytest.approx(0.9 * 2.25)
+    assert points[3538.0] == pytest.approx(0.1 * 2.25)
+    # Nothing but u(m) moves, and the workload the calibration read is left alone.
+    assert dataclasses.replace(calibrated, compute=workload.compute) == workload
+    assert workload.compute.points == POINTS
+
+
+def test_apply_adds_a_point_at_a_memory_the_profile_did_not_measure(
+    workload: Workload, catalog: Catalog
+) -> None:
+    profiled = _profiled(workload, catalog, 512)  # interpolated between 128 and 1024 MB
+    points = dict(Calibration({512: [profiled]}).apply(workload, catalog).compute.points)
+    assert sorted(points) == [128.0, 512.0, 1024.0, 3538.0]
+    assert points[512.0] == pytest.approx(profiled)
+    for memory, u in POINTS:  # ratio 1: the profile's own values elsewhere
+        assert points[memory] == pytest.approx(u)
+
+
+def test_apply_keeps_u_non_increasing_in_memory(workload: Workload, catalog: Catalog) -> None:
+    # 1024 MB measured as profiled, 3538 MB three times slower: median ratio 2.
+    calibrated = Calibration({1024: [0.2], 3538: [0.3]}).apply(workload, catalog)
+    points = dict(calibrated.compute.points)
+    assert points[128.0] == pytest.approx(0.9 * 2)
+    assert points[3538.0] == pytest.approx(0.3)
+    assert points[1024.0] == pytest.approx(0.3)  # raised to the larger size's measurement
+    values = [u for _, u in sorted(points.items())]
+    assert values == sorted(values, reverse=True)
+    memories = [128.0, 512.0, 1024.0, 2048.0, 3538.0]
+    u = calibrated.compute.seconds_per_mb(catalog.platform.vcpus(memories), memories)
+    assert list(u) == sorted(u, reverse=True)
+
+
+def test_apply_without_observations_returns_the_workload_unchanged(
+    workload: Workload, catalog: Catalog
+) -> None:
+    assert Calibration().apply(workload, catalog) is workload
+
+
+def test_apply_on_an_analytical_profile(catalog: Catalog) -> None:
+    amdahl = load_workload("lr-higgs")
+    assert amdahl.compute.kind != "table"
+    twice = 2 * _profiled(amdahl, catalog, 1024)
+    points = dict(Calibration({1024: [twice]}).apply(amdahl, catalog).compute.points)
+    assert points[1024.0] == pytest.approx(twice)
+    others = [m for m in points if m != 1024.0]
+    assert len(others) >= 3
+    for memory in others:  # the analytical profile's own value, twice, everywhere else
+        analytical = amdahl.compute.seconds_per_mb([memory / 1769.0], [memory])[0]
+        assert points[memory] == pytest.approx(2 * float(analytical))
+
+
+def test_calibration_round_trips_through_the_record(workload: Workload, catalog: Catalog) -> None:
+    calibration = Calibration()
+    history = [_epoch(1, 1024, 4.0), _epoch(2, 512, 3.0)]
+    calibration.observe([history], range(1, 3), workload, catalog)
+    again = Calibration.from_dict(calibration.to_dict())
+    assert again.samples == calibration.samples
+    assert list(calibration.to_dict()) == ["512", "1024"]
+
+
+def _stage(trials: int, memory_mb: int, n: int = 1, epochs: int = 1) -> dict[str, object]:
+    allocation = Allocation(n=n, memory_mb=memory_mb, storage="s3", scheme="allreduce")
+    return {"allocation": dataclasses.asdict(allocation), "trials": trials, "epochs": epochs}
+
+
+def test_a_stage_on_the_memory_of_the_one_before_pays_no_cold_start(
+    workload: Workload, catalog: Catalog
+) -> None:
+    first, same, other = _stage(8, 1024), _stage(4, 1024), _stage(4, 2048)
+    cold_same = stage_estimate(workload, catalog, Allocation(**same["allocation"]), 4, 1)  # type: ignore[arg-type]
+    cold_other = stage_estimate(workload, catalog, Allocation(**other["allocation"]), 4, 1)  # type: ignore[arg-type]
+    lone_first = stage_estimate(workload, catalog, Allocation(**first["allocation"]), 8, 1)  # type: ignore[arg-type]
+
+    (t1, c1), (t2, c2) = stage_estimates(workload, catalog, [first, same])
+    assert (t1, c1) == pytest.approx(lone_first)  # the first stage starts cold
+    assert t2 < cold_same[0] and c2 < cold_same[1]  # the second starts on warm functions
+    warm = warm_after(catalog, workload, Allocation(**first["allocation"]), 8)  # type: ignore[arg-type]
+    assert warm >= 4
+    assert (t2, c2) == pytest.approx(
+        stage_estimate(workload, catalog, Allocation(**same["allocation"]), 4, 1, warm)  # type: ignore[arg-type]
+    )
+
+    # On another memory size the next stage starts cold, as it does alone.
+    assert stage_estimates(workload, catalog, [first, other])[1] == pytest.approx(cold_other)
+
+
+def test_warm_functions_that_do_not_cover_the_first_wave_leave_the_cold_start(
+    workload: Workload, catalog: Catalog
+) -> None:
+    # One trial on one function leaves one warm; four trials on two functions each need 8.
+    small, wide = _stage(1, 1024), _stage(4, 1024, n=2)
+    alone = stage_estimate(workload, catalog, Allocation(**wide["allocation"]), 4, 1)  # type: ignore[arg-type]
+    assert stage_estimates(workload, catalog, [small, wide])[1] == pytest.approx(alone)
+
+
+@pytest.mark.parametrize(
+    ("after", "expected"),
+    [
+        ((100.0, 1.0), False),
+        ((110.0, 1.0), False),  # exactly δ: not more than δ
+        ((90.0, 1.05), False),
+        ((110.5, 1.0), True),
+        ((89.0, 1.0), True),
+        ((100.0, 1.11), True),  # the cost alone moved
+        ((100.0, 0.85), True),
+    ],
+)
+def test_moved_is_more_than_delta_of_time_or_cost(
+    after: tuple[float, float], expected: bool
+) -> None:
+    assert REPLAN_DELTA == 0.1
+    assert moved((100.0, 1.0), after, REPLAN_DELTA) is expected
+
+
+def test_moved_from_nothing_is_any_change() -> None:
+    assert moved((0.0, 0.0), (0.0, 0.0), 0.1) is False
+    assert moved((0.0, 0.0), (1e-6, 0.0), 0.1) is True
+    assert moved((10.0, 1.0), (14.0, 1.0), 0.5) is False
+    assert moved((10.0, 1.0), (16.0, 1.0), 0.5) is True
