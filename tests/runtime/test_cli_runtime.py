@@ -65,9 +65,7 @@ def test_profile_writes_a_profile_the_planners_read(tmp_path: Path) -> None:
     assert yaml.safe_load((out / "catalog.yaml").read_text())["platform"]["cold_start_s"] > 0
 
 
-def test_profile_refuses_bad_memories(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_profile_refuses_bad_memories(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["profile", str(_job(tmp_path)), "--memories", "big"]) == 2
     # no function of the job fits in 64 MB: the footprint rule names itself
     assert main(["profile", str(_job(tmp_path)), "--memories", "64"]) == 2

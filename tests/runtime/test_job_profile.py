@@ -290,12 +290,6 @@ def test_a_tune_run_that_measures_bills_it_and_records_the_profile(
     assert {"profiling", "function", "invocation"} <= kinds
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: BaseRun.measured() is only called by plan(); a resumed run (resume_run, "
-    "plan already in the record) never reads state['profile'], so it re-calibrates, re-plans "
-    "and guards the budget with the named profile's workload and the catalog's cold start",
-)
 def test_a_resumed_run_plans_from_the_profile_in_its_record(
     logreg: Measured, tmp_path: Path
 ) -> None:

@@ -21,6 +21,7 @@ from faasml.exceptions import ConfigError
 from faasml.models import evaluate
 from faasml.reports.run_dir import RunDir
 from faasml.runtime.billing import Meter
+from faasml.runtime.calibration import Calibration
 from faasml.runtime.coordinator import Coordinator, CoordinatorOptions, TrialFault, TrialState
 from faasml.runtime.job_profile import (
     JobProfile,
@@ -233,6 +234,9 @@ class BaseRun:
             self.event(f"job profile {where}: {profile.summary()}")
         self.profile = profile
         self.workload, self.plan_catalog = planning_inputs(profile, self.workload, self.catalog)
+        if self.state.get("calibration"):  # corrections a resumed run had made
+            calibration = Calibration.from_dict(self.state["calibration"])
+            self.workload = calibration.apply(self.workload, self.plan_catalog)
 
     def planning_constraint(self) -> Constraint:
         """The constraint less what measuring the job took (money, and time when measured now)."""
@@ -251,6 +255,8 @@ class BaseRun:
         return Constraint(budget, deadline, c.objective)
 
     def _open(self) -> tuple[Platform, Coordinator]:
+        if self.profile is None and "profile" in self.state:
+            self.measured()  # a resumed run plans and guards with the profile it was planned on
         self._started = time.monotonic()
         objects = open_store(f"embedded://{self.dir.path.resolve() / 'objects'}")
         sync_url = "embedded://" + str(self.dir.sync_dir())

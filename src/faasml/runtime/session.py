@@ -69,4 +69,7 @@ def resume_run(
     for trial in state["trials"]:
         if trial["status"] in ("running", "stopped"):  # stopped by the run, not finished
             trial["status"] = "pending"
-    return cls(job, constraint, run_dir, state=state, **kwargs)
+    run = cls(job, constraint, run_dir, state=state, **kwargs)
+    if "profile" in state:
+        run.measured()  # the profile (and calibration) the run was planned and corrected with
+    return run
