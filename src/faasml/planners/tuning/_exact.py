@@ -224,6 +224,10 @@ def exact_solution(problem: TuningProblem) -> ExactSolution:
     for _ in range(EXACT_PASSES):
         found = _pass(fs, gs, hulls, g_limit, f_limit, incumbent, MAX_STATES)
         if found is None:
+            if np.isfinite(f_limit):
+                # With both bounds, merged states may have dropped the only plans that meet
+                # F's own bound: HiGHS decides (and says infeasible only when it is).
+                return _milp_solution(problem)
             raise InfeasibleConstraintError("no plan meets the constraint")
         value, better, lost = found
         if better is None:  # nothing beats the incumbent
