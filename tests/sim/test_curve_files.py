@@ -54,3 +54,14 @@ def test_bad_files_say_where_and_why(tmp_path: Path, text: str, message: str) ->
 def test_a_missing_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         read_curve(tmp_path / "none.csv")
+
+
+def test_a_curve_file_gets_the_permissions_of_a_new_file(tmp_path: Path) -> None:
+    import os
+
+    mask = os.umask(0o022)
+    try:
+        path = write_curve(tmp_path / "c.csv", [CurvePoint(1, 0.5)])
+    finally:
+        os.umask(mask)
+    assert path.stat().st_mode & 0o777 == 0o644  # readable like any report, not mkstemp's 0600

@@ -13,12 +13,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import secrets
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from faasml._files import write_atomic
 from faasml._validate import Fields, shown
 from faasml.exceptions import ConfigError
 from faasml.reports.run_report import render_report
@@ -131,22 +131,6 @@ class RunDir:
         write_atomic(report, render_report(state, [p.relative_to(self.path) for p in plots]))
         written.append(report)
         return written
-
-
-def write_atomic(target: Path, text: str) -> None:
-    """Write ``text`` to ``target`` all at once (temporary file, fsync, rename), with the
-    permissions the umask gives a new file (0644 under the usual 022), not mkstemp's 0600."""
-    temporary = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
-    handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, target)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
 
 
 KINDS = ("tune", "train")

@@ -14,11 +14,11 @@ import csv
 import io
 import math
 import os
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from faasml._files import write_atomic
 from faasml.exceptions import ConfigError
 
 COLUMNS = ("epoch", "loss", "time_s", "cost_usd")
@@ -105,16 +105,7 @@ def write_curve(
             ["" if getattr(point, name) is None else repr(getattr(point, name)) for name in columns]
         )
     target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(buffer.getvalue())
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_atomic(target, buffer.getvalue())
     return target
 
 

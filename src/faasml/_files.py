@@ -1,0 +1,23 @@
+"""Files written all at once: a reader sees the old file or the new one, never a part."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+
+def write_atomic(target: Path, text: str) -> None:
+    """Write ``text`` to ``target`` all at once (temporary file, fsync, rename), with the
+    permissions the umask gives a new file (0644 under the usual 022), not mkstemp's 0600."""
+    temporary = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
+    handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
