@@ -97,24 +97,20 @@ def _check_run_dir(args: argparse.Namespace) -> None:
 
 
 def run_tune(args: argparse.Namespace) -> int:
-    _check_run_dir(args)
-    job, options = _platform_of(args, load_job(args.job))
-    job.require_tuning()
-    run = TuneRun(
-        job,
-        constraint_from(args),
-        _run_dir(args, job.name),
-        platform_options=options,
-        reprofile=args.reprofile,
-    )
-    _plan(run)
-    return _execute(run)
+    return _run(TuneRun, args)
 
 
 def run_train(args: argparse.Namespace) -> int:
+    return _run(TrainRun, args)
+
+
+def _run(kind: type[TuneRun] | type[TrainRun], args: argparse.Namespace) -> int:
+    """Check the run directory, read the job, measure and plan it, run it, report."""
     _check_run_dir(args)
     job, options = _platform_of(args, load_job(args.job))
-    run = TrainRun(
+    if kind is TuneRun:
+        job.require_tuning()
+    run = kind(
         job,
         constraint_from(args),
         _run_dir(args, job.name),

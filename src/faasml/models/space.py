@@ -221,6 +221,20 @@ def evaluate(
     )
 
 
+def evaluate_allocation(
+    workload: Workload, catalog: Catalog, allocation: Allocation
+) -> AllocationTable:
+    """``evaluate`` of one allocation: a table of one row, or none where it is infeasible."""
+    return evaluate(
+        workload,
+        catalog,
+        [allocation.n],
+        [allocation.memory_mb],
+        allocation.storage,
+        allocation.scheme,
+    )
+
+
 def allocation_space(
     workload: Workload,
     catalog: Catalog,

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from faasml.catalog import Catalog
-from faasml.models import evaluate
+from faasml.models.space import evaluate_allocation
 from faasml.planners.tuning._problem import trials_per_wave
 from faasml.types import Allocation
 from faasml.workload import ComputeProfile, Workload
@@ -129,14 +129,7 @@ def stage_estimate(
     """T_i and C_i of one stage on ``allocation`` (CE-scaling eqs. 7–8 with waves); ``warm``
     functions of its memory size are left warm by the stage before, and when they cover the
     stage's first wave it pays no cold start (a platform reuses a warm function)."""
-    table = evaluate(
-        workload,
-        catalog,
-        [allocation.n],
-        [allocation.memory_mb],
-        allocation.storage,
-        allocation.scheme,
-    )
+    table = evaluate_allocation(workload, catalog, allocation)
     if len(table) == 0:
         return float("inf"), float("inf")
     k = int(trials_per_wave(table, catalog)[0])
@@ -149,14 +142,7 @@ def stage_estimate(
 
 def warm_after(catalog: Catalog, workload: Workload, allocation: Allocation, trials: int) -> int:
     """Functions of ``allocation``'s size a stage of ``trials`` trials leaves warm."""
-    table = evaluate(
-        workload,
-        catalog,
-        [allocation.n],
-        [allocation.memory_mb],
-        allocation.storage,
-        allocation.scheme,
-    )
+    table = evaluate_allocation(workload, catalog, allocation)
     if len(table) == 0:
         return 0
     return min(trials, int(trials_per_wave(table, catalog)[0])) * allocation.n

@@ -18,7 +18,7 @@ from typing import Any
 from faasml.catalog import Catalog, load_catalog
 from faasml.config import JobSpec
 from faasml.exceptions import ConfigError
-from faasml.models import evaluate
+from faasml.models.space import evaluate_allocation
 from faasml.reports.run_dir import RunDir
 from faasml.runtime.billing import Meter
 from faasml.runtime.calibration import Calibration
@@ -174,14 +174,7 @@ class BaseRun:
 
     def predicted_round_s(self, allocation: Allocation) -> float:
         """t'(θ) / k of the performance model (CE-scaling eq. 2) for ``allocation``."""
-        table = evaluate(
-            self.workload,
-            self.plan_catalog,
-            [allocation.n],
-            [allocation.memory_mb],
-            allocation.storage,
-            allocation.scheme,
-        )
+        table = evaluate_allocation(self.workload, self.plan_catalog, allocation)
         if len(table) == 0:
             return 0.0
         k = int(self.workload.iterations_per_epoch(allocation.n))

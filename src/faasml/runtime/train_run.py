@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from faasml.models import evaluate
+from faasml.models.space import evaluate_allocation
 from faasml.runtime.coordinator import Coordinator, TrialState
 from faasml.runtime.run_base import BaseRun
 from faasml.types import Allocation
@@ -58,14 +58,7 @@ class TrainRun(BaseRun):
                 training.target_loss,
             )
             start = scheduler.start()
-            table = evaluate(
-                self.workload,
-                self.plan_catalog,
-                [start.n],
-                [start.memory_mb],
-                start.storage,
-                start.scheme,
-            )
+            table = evaluate_allocation(self.workload, self.plan_catalog, start)
             epochs = training.max_epochs
             stage = self.state["plan"]["stages"][0]
             stage["allocation"] = dataclasses.asdict(start)
