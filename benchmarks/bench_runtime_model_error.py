@@ -1,6 +1,19 @@
-"""Predicted against measured epoch time and bill on the local platform (MISSION C2, C7).
+"""Predicted against measured time and bill of real runs on the local platform (MISSION C2, C7).
 
-    .venv/bin/python benchmarks/bench_runtime_model_error.py [--samples 200000] [--epochs 3]
+    .venv/bin/python benchmarks/bench_runtime_model_error.py [--jobs NAME ...]
+    .venv/bin/python benchmarks/bench_runtime_model_error.py --allocations [--samples 200000]
+
+Job set (the default): every example in examples/ and the jobs in benchmarks/jobs/ (an MLP on
+tabular data, a CNN with BatchNorm, a small transformer on sequences), each run for real
+(``TuneRun``, or ``TrainRun`` for a training job) once under a budget and once under a
+deadline, with a fresh profile cache so that measuring the job is done and billed. One line
+per (job, constraint): the plan's first prediction of the whole run's time and bill against
+the measurement, the error after live re-calibration (stages after the first, re-predicted
+against measured), trials lost to out-of-memory, and what profiling cost. The measured bill
+leaves profiling out where it is compared with the plan (the plan predicts the run, after the
+job was measured); the measured time is the run's, from the first stage to the last.
+
+Allocations (``--allocations``, slower):
 
 1. Calibrates the model with `faasml profile` (u(m), effective store latency, per-invocation
    overhead, cold start).
@@ -16,10 +29,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from faasml.catalog import load_catalog
 from faasml.config import JobSpec
@@ -48,11 +64,7 @@ def job(samples: int) -> JobSpec:
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--samples", type=int, default=200000)
-    parser.add_argument("--epochs", type=int, default=3, help="warm epochs measured per allocation")
-    args = parser.parse_args()
+def allocations(args: argparse.Namespace) -> None:
     spec = job(args.samples)
     work = Path(tempfile.mkdtemp(prefix="faasml-bench-"))
     result = profile_job(spec, memories=(512, 1024), counts=(2, 3), rounds=16, work_dir=work / "p")
@@ -174,6 +186,210 @@ def main() -> None:
     for n, scheme, comm, model_comm in sorted(comms):
         model_text = "-" if model_comm != model_comm else f"{model_comm * 1e3:.2f} ms"
         print(f"  n={n} {scheme:<15} {comm * 1e3:7.2f} ms   {model_text}")
+
+
+ROOT = Path(__file__).resolve().parent.parent
+JOBS_DIR = ROOT / "benchmarks" / "jobs"
+
+# (job file, run kind, budget USD, deadline s): tight enough that the planner has to choose,
+# short enough that each run (profiling included) takes well under a minute here.
+JOB_SET: list[tuple[str, str, float, float]] = [
+    ("examples/tune-logreg.yaml", "tune", 0.0006, 15.0),
+    ("examples/tune-cnn.yaml", "tune", 0.002, 40.0),
+    ("examples/train-logreg.yaml", "train", 0.001, 20.0),
+    ("benchmarks/jobs/tune-mlp.yaml", "tune", 0.0006, 15.0),
+    ("benchmarks/jobs/tune-bn-cnn.yaml", "tune", 0.001, 25.0),
+    ("benchmarks/jobs/tune-transformer.yaml", "tune", 0.001, 35.0),
+]
+
+TARGET_FIRST = 0.10
+TARGET_END = 0.05
+TARGET_PROFILING = 0.05
+
+
+def _err(predicted: float, measured: float) -> float:
+    return abs(predicted - measured) / measured if measured > 0 else float("nan")
+
+
+def _pct(value: float | None) -> str:
+    return "    -" if value is None or value != value else f"{value:5.0%}"
+
+
+def run_job(path: str, kind: str, constraint: Any, work: Path) -> dict[str, Any]:
+    """One real run of ``path`` under ``constraint``; what the line and the medians need."""
+    from faasml.config import load_job
+    from faasml.runtime.session import TrainRun, TuneRun
+
+    job = load_job(ROOT / path)
+    cls = TrainRun if kind == "train" else TuneRun
+    run = cls(job, constraint, work)
+    began = time.monotonic()
+    try:
+        plan = run.plan()
+    except Exception:
+        if run._platform is not None:  # measured, then could not plan: close its functions
+            run._platform.close()
+        raise
+    state = run.execute()
+    wall = time.monotonic() - began
+    charges = state["charges"]
+    profiling_usd = sum(c["usd"] for c in charges if c["kind"] == "profiling")
+    total_usd = sum(c["usd"] for c in charges)
+    stages = state["plan"]["stages"]
+    if kind == "tune":
+        predicted_s = sum(s["predicted_time_s"] for s in stages)
+        predicted_usd = sum(s["predicted_cost_usd"] for s in stages)
+    else:
+        predicted_s, predicted_usd = float(plan["time_s"]), float(plan["cost_usd"])
+    end_time, end_cost = [], []
+    for stage in stages[1:]:
+        if "repredicted_time_s" in stage and "measured_time_s" in stage:
+            end_time.append(_err(stage["repredicted_time_s"], stage["measured_time_s"]))
+            end_cost.append(_err(stage["repredicted_cost_usd"], stage["measured_cost_usd"]))
+    oom = [
+        t["trial_id"]
+        for t in state["trials"]
+        if t["status"] == "failed" and any("out-of-memory" in f for f in t.get("failures", []))
+    ]
+    planned_epochs = sum(s["trials"] * s["epochs"] for s in stages)
+    run_epochs = sum(len(t["history"]) for t in state["trials"])
+    measured_s = float(state["elapsed_s"])
+    measured_usd = total_usd - profiling_usd
+    allocations = sorted(
+        {
+            f"{s['allocation']['n']}x{s['allocation']['memory_mb']}"
+            for s in stages
+            if "measured_time_s" in s or kind == "train"
+        }
+    )
+    return {
+        "status": state["status"],
+        "epochs": f"{run_epochs}/{planned_epochs}",
+        "predicted_s": predicted_s,
+        "predicted_usd": predicted_usd,
+        "measured_s": measured_s,
+        "measured_usd": measured_usd,
+        "time_err": _err(predicted_s, measured_s),
+        "cost_err": _err(predicted_usd, measured_usd),
+        "end_time": statistics.mean(end_time) if end_time else None,
+        "end_cost": statistics.mean(end_cost) if end_cost else None,
+        "oom": oom,
+        "profiling_usd": profiling_usd,
+        "profiling_s": float(state["profile"]["profiling_s"]),
+        "profiling_share": profiling_usd / total_usd if total_usd > 0 else float("nan"),
+        "allocations": ",".join(allocations),
+        "wall_s": wall,
+    }
+
+
+def job_set(names: list[str] | None) -> None:
+    from faasml.types import Constraint
+
+    # A fresh profile cache: every job is measured (and billed) as a first run would be.
+    os.environ["FAASML_CACHE"] = tempfile.mkdtemp(prefix="faasml-bench-cache-")
+    # The BatchNorm CNN is a user factory in benchmarks/jobs: importable here and in workers.
+    sys.path.insert(0, str(JOBS_DIR))
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(JOBS_DIR), os.environ.get("PYTHONPATH", "")) if p
+    )
+    work = Path(tempfile.mkdtemp(prefix="faasml-bench-runs-"))
+    print(
+        "Real runs on the local platform, each under a budget and under a deadline.\n"
+        "pred = the plan's first prediction of the whole run; meas = the run (time from its first\n"
+        "stage to its last; bill WITHOUT profiling, which the plan does not predict); end = mean\n"
+        "|error| of the stages after the first, re-predicted after live re-calibration against\n"
+        "measured; prof = profiling's bill and its share of the job's whole bill; epochs =\n"
+        "trial-epochs run / planned (a training run that stops early runs fewer than priced).\n"
+    )
+    header = (
+        f"{'job':<22} {'constraint':<12} {'status':<13} {'pred s':>7} {'meas s':>7} {'err':>5} "
+        f"{'pred $':>9} {'meas $':>9} {'err':>5} {'end t':>5} {'end $':>5} {'OOM':>3} "
+        f"{'prof $':>9} {'share':>5} {'epochs':>6}  allocations"
+    )
+    print(header)
+    rows: list[tuple[str, str, dict[str, Any]]] = []
+    for index, (path, kind, budget, deadline) in enumerate(JOB_SET):
+        name = Path(path).stem
+        if names and name not in names:
+            continue
+        for label, constraint in (
+            (f"${budget:g}", Constraint(budget_usd=budget)),
+            (f"{deadline:g} s", Constraint(deadline_s=deadline)),
+        ):
+            os.environ["FAASML_CACHE"] = tempfile.mkdtemp(prefix="faasml-bench-cache-")
+            try:
+                row = run_job(path, kind, constraint, work / f"{index}-{len(rows)}")
+            except Exception as err:  # an infeasible constraint, a failed measurement
+                print(f"{name:<22} {label:<12} error: {type(err).__name__}: {err}")
+                continue
+            rows.append((name, label, row))
+            r = row
+            print(
+                f"{name:<22} {label:<12} {r['status']:<13} {r['predicted_s']:7.2f} "
+                f"{r['measured_s']:7.2f} {_pct(r['time_err'])} {r['predicted_usd']:9.3e} "
+                f"{r['measured_usd']:9.3e} {_pct(r['cost_err'])} {_pct(r['end_time'])} "
+                f"{_pct(r['end_cost'])} {len(r['oom']):>3} {r['profiling_usd']:9.3e} "
+                f"{_pct(r['profiling_share'])} {r['epochs']:>6}  {r['allocations']}",
+                flush=True,
+            )
+    if not rows:
+        return
+    first_t = statistics.median(r["time_err"] for _, _, r in rows)
+    first_c = statistics.median(r["cost_err"] for _, _, r in rows)
+    ends = [r for _, _, r in rows if r["end_time"] is not None]
+    print(f"\n{len(rows)} runs; every measured bill above excludes profiling.")
+    print(
+        f"median |error|, first prediction: time {first_t:.1%}, bill {first_c:.1%} "
+        f"(target <= {TARGET_FIRST:.0%})"
+    )
+    if ends:
+        end_t = statistics.median(r["end_time"] for r in ends)
+        end_c = statistics.median(r["end_cost"] for r in ends)
+        print(
+            f"median |error| after re-calibration: time {end_t:.1%}, bill {end_c:.1%} over "
+            f"{len(ends)} runs with stages after the first (target <= {TARGET_END:.0%})"
+        )
+    oom = [(n, c, r["oom"]) for n, c, r in rows if r["oom"]]
+    print(
+        "trials lost to out-of-memory: "
+        + ("none" if not oom else "; ".join(f"{n} {c}: trials {t}" for n, c, t in oom))
+    )
+    shares = [r["profiling_share"] for _, _, r in rows]
+    print(
+        f"profiling: median {statistics.median(shares):.1%} of the job's bill "
+        f"(target <= {TARGET_PROFILING:.0%})"
+    )
+    print("where a target is missed (run: value):")
+    for what, key, target in (
+        ("first prediction, time", "time_err", TARGET_FIRST),
+        ("first prediction, bill", "cost_err", TARGET_FIRST),
+        ("after re-calibration, time", "end_time", TARGET_END),
+        ("after re-calibration, bill", "end_cost", TARGET_END),
+        ("profiling share of the bill", "profiling_share", TARGET_PROFILING),
+    ):
+        over = [(n, c, r[key]) for n, c, r in rows if r[key] is not None and r[key] > target]
+        counted = sum(1 for _, _, r in rows if r[key] is not None)
+        listed = ", ".join(f"{n} {c}: {v:.0%}" for n, c, v in over) or "none"
+        print(f"  {what} > {target:.0%}: {len(over)} of {counted} runs ({listed})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--allocations",
+        action="store_true",
+        help="the per-allocation epoch error and communication section instead (slower)",
+    )
+    parser.add_argument("--jobs", nargs="*", help="job file stems to run (default: all)")
+    parser.add_argument("--samples", type=int, default=200000, help="--allocations: LR samples")
+    parser.add_argument(
+        "--epochs", type=int, default=3, help="--allocations: warm epochs per allocation"
+    )
+    args = parser.parse_args()
+    if args.allocations:
+        allocations(args)
+    else:
+        job_set(args.jobs)
 
 
 if __name__ == "__main__":
