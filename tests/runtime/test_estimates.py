@@ -42,7 +42,9 @@ def test_repeated_reservation_stops_grow_the_limit_geometrically() -> None:
         if not capped:
             break
         estimator.ran_out(ALLOCATION, limit)
-    assert limits[0] < KILL_SLACK_S < limits[1]
+    # Even a tiny prediction leaves room for two cold starts (a warm function may be gone).
+    cold = float(PLATFORM.cold_start_time(ALLOCATION.memory_mb))
+    assert limits[0] >= 2 * cold - KILL_SLACK_S - 1e-9
     assert all(later >= 2 * earlier for earlier, later in itertools.pairwise(limits[:-1]))
     assert limits[-1] == PLATFORM.max_duration_s  # the budget no longer sets the limit
 

@@ -149,18 +149,23 @@ def warm_after(catalog: Catalog, workload: Workload, allocation: Allocation, tri
 
 
 def stage_estimates(
-    workload: Workload, catalog: Catalog, stages: list[dict[str, Any]]
+    workload: Workload,
+    catalog: Catalog,
+    stages: list[dict[str, Any]],
+    warm: Mapping[int, int] | None = None,
 ) -> list[tuple[float, float]]:
-    """T_i and C_i of each planned stage (dicts with allocation, trials, epochs), a stage on
-    the memory size of the one before starting on the functions it left warm."""
+    """T_i and C_i of each planned stage (dicts with allocation, trials, epochs) in turn, each
+    starting on the functions the stages before left warm (``warm``: memory MB -> functions
+    warm before the first, e.g. the probe's)."""
+    pool = dict(warm or {})
     out: list[tuple[float, float]] = []
-    previous: tuple[int, int] | None = None
     for stage in stages:
         allocation = Allocation(**stage["allocation"])
-        warm = previous[1] if previous is not None and previous[0] == allocation.memory_mb else 0
         trials, epochs = stage["trials"], stage["epochs"]
-        out.append(stage_estimate(workload, catalog, allocation, trials, epochs, warm))
-        previous = (allocation.memory_mb, warm_after(catalog, workload, allocation, trials))
+        ready = pool.get(allocation.memory_mb, 0)
+        out.append(stage_estimate(workload, catalog, allocation, trials, epochs, ready))
+        left = warm_after(catalog, workload, allocation, trials)
+        pool[allocation.memory_mb] = max(ready, left)
     return out
 
 

@@ -129,7 +129,9 @@ def reservation(
     full = requests + rate * (limit + KILL_SLACK_S)
     if left is None:
         return limit, False, full
-    reserve = min(full, left, max(RESERVE_FACTOR * estimate, estimate * BUDGET_MARGIN))
+    # Room for at least two cold starts: a function thought warm may have been reclaimed.
+    cold_floor = requests + rate * 2 * float(platform.cold_start_time(allocation.memory_mb))
+    reserve = min(full, left, max(RESERVE_FACTOR * estimate, estimate * BUDGET_MARGIN, cold_floor))
     if rate <= 0:
         return limit, False, reserve
     timeout = (reserve - requests) / rate - KILL_SLACK_S

@@ -117,11 +117,16 @@ def model_configs(job: JobSpec) -> list[dict[str, Any]]:
         keys.append("batch_size")
     if not keys or space is None:
         return [{}]
-    choices = [sorted(set(space.params[k].extremes()), key=repr) for k in keys]
+    choices = [_distinct(space.params[k].extremes()) for k in keys]
     combos = [dict(zip(keys, values, strict=True)) for values in itertools.product(*choices)]
     if len(combos) > MAX_CONFIGS:  # keep the largest: every key at its greatest extreme
         combos = sorted(combos, key=_size_rank, reverse=True)[:MAX_CONFIGS]
     return [{}, *combos]
+
+
+def _distinct(values: tuple[Any, ...]) -> list[Any]:
+    """``values`` without repeats, in a stable order (lists allowed: compared by repr)."""
+    return list({repr(v): v for v in sorted(values, key=repr)}.values())
 
 
 def _size_rank(config: Mapping[str, Any]) -> tuple[float, ...]:

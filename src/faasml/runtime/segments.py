@@ -62,7 +62,7 @@ class SegmentLaunching(FailureHandling, DataPartitions):
                     f"${estimate * BUDGET_MARGIN:.6f} and ${max(left, 0):.6f} of the "
                     f"${self.budget_usd:.6f} budget is left; stopped with checkpoints kept"
                 )
-        timeout, capped, reserve = reservation(self.catalog.platform, allocation, estimate, left)
+        timeout, capped, reserve = reservation(self.estimator.platform, allocation, estimate, left)
         token = uuid.uuid4().hex[:8]
         out = (
             f"{self.namespace}/t{trial.trial_id}/ckpt/e{trial.epoch:04d}-"

@@ -68,7 +68,7 @@ class TuneRun(BaseRun):
         stages = [_stage_dict(s) for s in plan.stages]
         # The planner prices each stage's cold start; a stage on the memory size of the one
         # before starts on the functions it left warm, so the run's prediction leaves it out.
-        estimates = stage_estimates(self.workload, self.plan_catalog, stages)
+        estimates = stage_estimates(self.workload, self.plan_catalog, stages, self._probe_warm())
         for stage, (time_s, cost_usd) in zip(stages, estimates, strict=True):
             stage["time_s"] = stage["predicted_time_s"] = time_s
             stage["cost_usd"] = stage["predicted_cost_usd"] = cost_usd
@@ -115,6 +115,12 @@ class TuneRun(BaseRun):
             self.state["stage"] = index + 1
             self.save()
 
+    def _probe_warm(self) -> dict[int, int]:
+        """Functions the job's probe left warm on this run's platform (none from a cache)."""
+        if self.profile is None or self.state.get("profile_cached", True):
+            return {}
+        return {memory: 1 for memory, _ in self.profile.compute_points}
+
     def _record_best(self, metric: str) -> None:
         """The best trial so far (also when a budget stop ends the run early)."""
         ranked = sorted((t for t in self.trials if t.history), key=metric_key(metric))
@@ -151,7 +157,9 @@ class TuneRun(BaseRun):
             self.plan_catalog = dataclasses.replace(self.plan_catalog, platform=platform)
         rest = stages[index + 1 :]
         before = (sum(s["time_s"] for s in rest), sum(s["cost_usd"] for s in rest))
-        estimates = stage_estimates(self.workload, self.plan_catalog, stages[index:])[1:]
+        estimates = stage_estimates(self.workload, self.plan_catalog, stages, self._probe_warm())[
+            index + 1 :
+        ]
         for stage, estimate in zip(rest, estimates, strict=True):
             stage["repredicted_time_s"], stage["repredicted_cost_usd"] = estimate
         after = (
@@ -204,8 +212,8 @@ class TuneRun(BaseRun):
             return
         fresh_stages = [_stage_dict(new) for new in plan.stages]
         estimates = stage_estimates(
-            self.workload, self.plan_catalog, [stages[start - 1], *fresh_stages]
-        )[1:]
+            self.workload, self.plan_catalog, [*stages[:start], *fresh_stages], self._probe_warm()
+        )[start:]
         for old, new, fresh, estimate in zip(
             rest, plan.stages, fresh_stages, estimates, strict=True
         ):
