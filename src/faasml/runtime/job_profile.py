@@ -35,7 +35,7 @@ from faasml.runtime.platform import Billed, FunctionError, Platform
 from faasml.workload import ComputeProfile, Workload
 
 PROBE_FN = "faasml.runtime.job_probe:probe_job"
-PROBE_VERSION = 5
+PROBE_VERSION = 6
 """Bumped when the probe measures differently: older cached profiles are then re-measured."""
 MEMORY_MARGIN = 0.2
 """Memory the planner adds to the measured footprint (20 %): allocator growth, larger
@@ -306,12 +306,11 @@ def measure_job(
         points = {roomy: first}
         one_vcpu = roomy_memory_mb(catalog)
         sizes = [fit] + ([one_vcpu] if fit < one_vcpu < roomy else [])
-        only_first = {**payload, "recipes": recipes[:1]}
         for size in sizes:
             if size in points:
                 continue
             try:
-                points[size] = call(size, only_first)
+                points[size] = call(size, payload)
             except FunctionError as err:
                 if err.kind != "out-of-memory":
                     raise ProfilingError(f"the probe of job {job.name} failed: {err}") from None
