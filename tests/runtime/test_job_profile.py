@@ -301,9 +301,10 @@ def test_a_resumed_run_plans_from_the_profile_in_its_record(
     assert recorded == JobProfile.from_dict(run.state["profile"])
     # What the resumed run prices its segments and re-plans with is what the plan was made with.
     assert again.predicted_round_s(allocation) == pytest.approx(run.predicted_round_s(allocation))
-    assert again.plan_catalog.platform.cold_start_s == logreg.profile.cold_start_s
+    planned_on = JobProfile.from_dict(run.state["profile"])
+    assert again.plan_catalog.platform.cold_start_s == planned_on.cold_start_s
     needed = float(again.workload.memory_needed_mb(1))
-    assert needed == pytest.approx(logreg.profile.memory_floor_mb())
+    assert needed == pytest.approx(planned_on.memory_floor_mb())
 
 
 def test_planning_inputs_hold_the_footprint_with_its_margin() -> None:

@@ -116,7 +116,7 @@ def test_profile_command_prints_every_store(redis_server: LocalServer, tmp_path:
 
     job_file = tmp_path / "job.yaml"
     job_file.write_text(yaml.safe_dump({**JOB, "stores": {"redis": redis_server.url}}))
-    args = ["profile", str(job_file), "--out", str(tmp_path / "p"), "--memories", "512"]
+    args = ["profile", str(job_file), "--out", str(tmp_path / "p")]
     assert main([*args, "--counts", "2", "--rounds", "2"]) == 0
     catalog = yaml.safe_load((tmp_path / "p" / "catalog.yaml").read_text())
     assert {"embedded", "redis"} <= set(catalog["storage"])

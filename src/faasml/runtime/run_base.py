@@ -95,6 +95,23 @@ def stores_catalog(catalog: Catalog, stores: Mapping[str, str | None]) -> Catalo
     return catalog.restricted_to(list(stores))
 
 
+def _recorded_profile(state: dict[str, Any], where: Path) -> JobProfile:
+    """The job profile a record holds, or a one-line error naming the record."""
+    try:
+        profile = JobProfile.from_dict(state["profile"], cached=True)
+        float(profile.memory_floor_mb())
+        if not profile.compute_points or not all(
+            m > 0 and s > 0 for m, s in profile.compute_points
+        ):
+            raise ValueError("compute_points")
+    except (TypeError, ValueError, AttributeError, KeyError) as err:
+        raise ConfigError(
+            f"{where}: its 'profile' is malformed ({type(err).__name__}: {err}); remove it to "
+            "resume planning from the job's named profile"
+        ) from None
+    return profile
+
+
 class BaseRun:
     """What tuning and training share: data, platform, stores, meter, coordinator, record."""
 
@@ -211,7 +228,7 @@ class BaseRun:
         if not self.measure and "profile" not in self.state:
             return
         if "profile" in self.state:
-            profile = JobProfile.from_dict(self.state["profile"], cached=True)
+            profile = _recorded_profile(self.state, self.dir.record_path)
         else:
             profile = measure_job(
                 self.job,
@@ -228,8 +245,14 @@ class BaseRun:
         self.profile = profile
         self.workload, self.plan_catalog = planning_inputs(profile, self.workload, self.catalog)
         if self.state.get("calibration"):  # corrections a resumed run had made
-            calibration = Calibration.from_dict(self.state["calibration"])
-            self.workload = calibration.apply(self.workload, self.plan_catalog)
+            try:
+                calibration = Calibration.from_dict(self.state["calibration"])
+                self.workload = calibration.apply(self.workload, self.plan_catalog)
+            except (TypeError, ValueError, AttributeError, KeyError):
+                raise ConfigError(
+                    f"{self.dir.record_path}: its 'calibration' is malformed (memory MB -> "
+                    "measured seconds per MB); remove it to resume without"
+                ) from None
 
     def planning_constraint(self) -> Constraint:
         """The constraint less what measuring the job took (money, and time when measured now)."""
