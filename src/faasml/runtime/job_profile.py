@@ -22,7 +22,6 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,14 +31,27 @@ from faasml.exceptions import FaasmlError
 from faasml.runtime.billing import Meter
 from faasml.runtime.job_probe import PEAK_ROUNDS
 from faasml.runtime.platform import Billed, FunctionError, Platform
+from faasml.runtime.profile_record import MEMORY_MARGIN, JobProfile
+
+__all__ = [
+    "MEMORY_MARGIN",
+    "JobProfile",
+    "ProfilingError",
+    "cache_dir",
+    "cached_profile",
+    "fitting_memory_mb",
+    "measure_job",
+    "model_configs",
+    "planning_inputs",
+    "platform_options_for",
+    "profile_key",
+    "roomy_memory_mb",
+]
 from faasml.workload import ComputeProfile, Workload
 
 PROBE_FN = "faasml.runtime.job_probe:probe_job"
 PROBE_VERSION = 6
 """Bumped when the probe measures differently: older cached profiles are then re-measured."""
-MEMORY_MARGIN = 0.2
-"""Memory the planner adds to the measured footprint (20 %): allocator growth, larger
-evaluation batches, a busier garbage collector."""
 MEASURE_S = 0.6
 """Seconds of computation each compute measurement covers at least (six CPU-quota periods)."""
 MAX_CONFIGS = 8
@@ -48,64 +60,6 @@ MAX_CONFIGS = 8
 
 class ProfilingError(FaasmlError):
     """The job could not be measured (it fails, or fits no function)."""
-
-
-@dataclass(frozen=True)
-class JobProfile:
-    """What the probe measured of a job on a platform."""
-
-    key: str
-    params: int
-    model_mb: float
-    bytes_per_sample: float
-    footprint_mb: float
-    """Peak resident memory of a function training the job's largest configuration with the
-    whole training set (runtime and framework included)."""
-    compute_points: tuple[tuple[int, float], ...]
-    """(memory MB, seconds of training computation per sample)."""
-    eval_points: tuple[tuple[int, float], ...]
-    """(memory MB, seconds of evaluation per test sample)."""
-    checkpoint_s: float
-    """Saving and loading one checkpoint (per invocation)."""
-    cold_start_s: float
-    """A function's start (process, imports), at one vCPU."""
-    dispatch_s: float
-    """A warm invocation's round trip with no work."""
-    train_samples: int
-    test_samples: int
-    configs: int
-    profiling_usd: float
-    profiling_s: float
-    measured_at: str = ""
-    cached: bool = False
-    notes: tuple[str, ...] = field(default=())
-
-    def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data.pop("cached")
-        return data
-
-    @staticmethod
-    def from_dict(data: Mapping[str, Any], *, cached: bool = False) -> JobProfile:
-        values = dict(data)
-        values["compute_points"] = tuple(tuple(p) for p in values["compute_points"])
-        values["eval_points"] = tuple(tuple(p) for p in values["eval_points"])
-        values["notes"] = tuple(values.get("notes", ()))
-        return JobProfile(**values, cached=cached)
-
-    def memory_floor_mb(self, margin: float = MEMORY_MARGIN) -> float:
-        """The least function memory the planner may choose: footprint × (1 + margin)."""
-        return self.footprint_mb * (1.0 + margin)
-
-    def summary(self) -> str:
-        points = ", ".join(f"{m} MB {s * 1e3:.3g} ms" for m, s in self.compute_points)
-        source = "cached" if self.cached else "measured"
-        return (
-            f"Job profile ({source}): {self.params:,} parameters ({self.model_mb:.3g} MB), "
-            f"{self.bytes_per_sample:.0f} B/sample; footprint {self.footprint_mb:.0f} MB "
-            f"(plans use >= {self.memory_floor_mb():.0f} MB); compute per sample {points}; "
-            f"cold start {self.cold_start_s:.2f} s at 1 vCPU"
-        )
 
 
 def model_configs(job: JobSpec) -> list[dict[str, Any]]:

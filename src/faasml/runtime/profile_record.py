@@ -1,0 +1,114 @@
+"""The record of a measured job profile: what ``job_profile.measure_job`` found, its JSON form
+(in the cache and in run records), checked field by field when read back."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+MEMORY_MARGIN = 0.2
+"""Memory the planner adds to the measured footprint (20 %): allocator growth, larger
+evaluation batches, a busier garbage collector."""
+
+_NUMBERS = (
+    "params",
+    "model_mb",
+    "bytes_per_sample",
+    "footprint_mb",
+    "checkpoint_s",
+    "cold_start_s",
+    "dispatch_s",
+    "train_samples",
+    "test_samples",
+    "configs",
+    "profiling_usd",
+    "profiling_s",
+)
+"""The profile's numeric fields (a record or cache file is checked before use)."""
+
+
+@dataclass(frozen=True)
+class JobProfile:
+    """What the probe measured of a job on a platform."""
+
+    key: str
+    params: int
+    model_mb: float
+    bytes_per_sample: float
+    footprint_mb: float
+    """Peak resident memory of a function training the job's largest configuration with the
+    whole training set (runtime and framework included)."""
+    compute_points: tuple[tuple[int, float], ...]
+    """(memory MB, seconds of training computation per sample)."""
+    eval_points: tuple[tuple[int, float], ...]
+    """(memory MB, seconds of evaluation per test sample)."""
+    checkpoint_s: float
+    """Saving and loading one checkpoint (per invocation)."""
+    cold_start_s: float
+    """A function's start (process, imports), at one vCPU."""
+    dispatch_s: float
+    """A warm invocation's round trip with no work."""
+    train_samples: int
+    test_samples: int
+    configs: int
+    profiling_usd: float
+    profiling_s: float
+    measured_at: str = ""
+    cached: bool = False
+    notes: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data.pop("cached")
+        return data
+
+    @staticmethod
+    def from_dict(data: Mapping[str, Any], *, cached: bool = False) -> JobProfile:
+        """A profile from its JSON form; ValueError naming the first field that is wrong."""
+        if not isinstance(data, Mapping):
+            raise ValueError("a profile is a mapping of its fields")
+        values = dict(data)
+        for name in _NUMBERS:
+            value = values.get(name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"{name} must be a number, not {value!r}")
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(f"{name} must be finite and >= 0, not {value!r}")
+        for name in ("compute_points", "eval_points"):
+            points = values.get(name)
+            if not isinstance(points, list | tuple) or not points:
+                raise ValueError(f"{name} must be a non-empty list of [memory MB, seconds]")
+            for point in points:
+                ok = isinstance(point, list | tuple) and len(point) == 2
+                if not ok or not all(
+                    isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v < math.inf
+                    for v in point
+                ):
+                    raise ValueError(f"{name} has {point!r}; each must be [memory MB, seconds]")
+            values[name] = tuple(tuple(p) for p in points)
+        notes = values.get("notes", ())
+        if not isinstance(notes, list | tuple) or not all(isinstance(n, str) for n in notes):
+            raise ValueError("notes must be a list of texts")
+        values["notes"] = tuple(notes)
+        if not isinstance(values.get("key"), str) or not isinstance(
+            values.get("measured_at", ""), str
+        ):
+            raise ValueError("key and measured_at must be texts")
+        return JobProfile(**values, cached=cached)
+
+    def memory_floor_mb(self, margin: float = MEMORY_MARGIN) -> float:
+        """The least function memory the planner may choose: footprint × (1 + margin)."""
+        return self.footprint_mb * (1.0 + margin)
+
+    def summary(self) -> str:
+        points = ", ".join(f"{m} MB {s * 1e3:.3g} ms" for m, s in self.compute_points)
+        source = "cached" if self.cached else "measured"
+        return (
+            f"Job profile ({source}): {self.params:,} parameters ({self.model_mb:.3g} MB), "
+            f"{self.bytes_per_sample:.0f} B/sample; footprint {self.footprint_mb:.0f} MB "
+            f"(plans use >= {self.memory_floor_mb():.0f} MB); compute per sample {points}; "
+            f"cold start {self.cold_start_s:.2f} s at 1 vCPU"
+        )
