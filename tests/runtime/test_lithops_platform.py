@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,15 +37,28 @@ def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
     monkey.undo()
 
 
-def test_cold_then_warm() -> None:  # replaces the suite's test of the same name
-    pytest.skip("Lithops' localhost back-end runs every call in a new process: no warm reuse")
-
-
-def test_every_call_is_a_cold_start_here(platform: Platform) -> None:
+def test_cold_then_warm(platform: Platform) -> None:
+    """Replaces the suite's test of the same name: Lithops' localhost back-end runs every call
+    in a new process, so the second call is as cold as the first (no warm reuse to show)."""
     first = platform.invoke("faasml.testing.functions:pid", None, 256)
     second = platform.invoke("faasml.testing.functions:pid", None, 256)
     assert first.result(timeout=60) != second.result(timeout=60)
     assert first.billed is not None and first.billed.cold
+    assert second.billed is not None and second.billed.cold
+
+
+def test_localhost_runs_as_many_functions_at_once_as_its_worker_processes(
+    platform: Platform,
+) -> None:
+    assert platform.max_concurrency == min(
+        os.cpu_count() or 1, platform.catalog.platform.concurrency_limit
+    )
+    config = {
+        "lithops": {"backend": "localhost", "storage": "localhost", "data_cleaner": False},
+        "localhost": {"runtime": sys.executable, "worker_processes": 1},
+    }
+    with open_platform("lithops", load_catalog("local"), config=config) as one:
+        assert one.max_concurrency == 1
 
 
 def test_a_config_without_a_lithops_section_is_refused() -> None:
@@ -73,5 +87,9 @@ def test_tune_runs_the_demo_job_through_lithops(platform: Platform, tmp_path: Pa
     run.plan()
     state = run.execute()
     assert state["status"] == "finished"
+    # Every stage (re-plans included) synchronises no more functions than run at once: more
+    # would wait in Lithops' queue while the first ones wait for them.
+    limit = min(os.cpu_count() or 1, load_catalog("local").platform.concurrency_limit)
+    assert all(stage["allocation"]["n"] <= limit for stage in state["plan"]["stages"])
     assert sum(c["usd"] for c in state["charges"]) > 0
     assert state["best"]["val_loss"] < 0.69  # better than chance on the two classes

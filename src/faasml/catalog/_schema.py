@@ -191,6 +191,12 @@ class Catalog:
     def with_architecture(self, architecture: str) -> Catalog:
         return replace(self, platform=self.platform.with_architecture(architecture))
 
+    def with_concurrency(self, limit: int) -> Catalog:
+        """The same catalog running at most ``limit`` functions at once (never more than now)."""
+        if limit >= self.platform.concurrency_limit:
+            return self
+        return replace(self, platform=replace(self.platform, concurrency_limit=max(limit, 1)))
+
     def restricted_to(self, storages: list[str]) -> Catalog:
         """The same catalog synchronising only through the named services (each must exist).
 

@@ -126,6 +126,13 @@ class Platform(ABC):
         """Cold starts so far."""
         return 0
 
+    @property
+    def max_concurrency(self) -> int:
+        """Most functions that really run at once: the catalog's concurrency limit, or less
+        where the back-end runs fewer (functions beyond it wait in a queue, so a plan of more
+        synchronised functions than this could never meet at its first round)."""
+        return self.catalog.platform.concurrency_limit
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Stop every instance and release resources."""
 

@@ -220,6 +220,10 @@ class BaseRun:
         """The run's platform, opened once: the probe's warm functions serve the run."""
         if self._platform is None:
             self._platform = open_platform(self.job.platform, self.catalog, **self.platform_options)
+            # Plans and launches within what the back-end really runs at once.
+            limit = self._platform.max_concurrency
+            self.catalog = self.catalog.with_concurrency(limit)
+            self.plan_catalog = self.plan_catalog.with_concurrency(limit)
         return self._platform
 
     def measured(self) -> None:
@@ -230,10 +234,11 @@ class BaseRun:
         if "profile" in self.state:
             profile = _recorded_profile(self.state, self.dir.record_path)
         else:
+            platform = self.platform()  # first: it may narrow the catalog's concurrency
             profile = measure_job(
                 self.job,
                 self.catalog,
-                self.platform(),
+                platform,
                 meter=self.meter,
                 platform_options=self.platform_options,
                 refresh=self.reprofile,

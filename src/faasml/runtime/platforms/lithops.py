@@ -12,6 +12,7 @@ the ``localhost`` back-end with this Python interpreter as its runtime.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import threading
 import time
@@ -89,6 +90,10 @@ class LithopsPlatform(Platform):
         self.address_space_limit = address_space_limit
         settings = self._settings(backend, storage, config, config_file)
         self.backend = str(settings["lithops"]["backend"])
+        self._workers: int | None = None
+        if self.backend == "localhost":  # Lithops runs as many calls at once as its workers
+            local = settings.get("localhost") or {}
+            self._workers = int(local.get("worker_processes") or os.cpu_count() or 1)
         try:
             self._executor = lithops.FunctionExecutor(config=settings)
         except Exception as err:  # Lithops raises bare Exceptions for bad configuration
@@ -135,6 +140,11 @@ class LithopsPlatform(Platform):
     @property
     def cold_starts(self) -> int:
         return self._calls
+
+    @property
+    def max_concurrency(self) -> int:
+        limit = self.catalog.platform.concurrency_limit
+        return limit if self._workers is None else min(limit, self._workers)
 
     def invoke(
         self, fn: FunctionRef, payload: Any, memory_mb: int, timeout_s: float | None = None
