@@ -230,6 +230,21 @@ def test_backup_moves_a_node_to_a_fresh_instance(
     assert cache.stats.objects_lost == 0
 
 
+def test_the_keeper_lets_idle_nodes_go_keeps_them_warm_and_backs_them_up() -> None:
+    """linger, warmup and lifetime on a short schedule: every event is waited for."""
+    options = Options(
+        data=1, parity=1, nodes=2, memory=128, cpu="none", linger=0.2, warmup=0.5, lifetime=2
+    )
+    with InfiniCache(options) as cache, open_store(cache.url) as store:
+        store.put("kept", b"k" * 3000)
+        assert cache.wait_until(lambda c: c.connected() == 0, 60)  # linger ran out
+        warmups = cache.stats.warmups
+        assert cache.wait_until(lambda c: c.stats.warmups >= warmups + 2, 60)
+        assert cache.wait_until(lambda c: c.stats.backups >= 2, 60)  # both nodes moved
+        assert cache.stats.chunks_lost == 0
+        assert store.get("kept") == b"k" * 3000
+
+
 def test_full_nodes_evict_the_least_recently_used_object() -> None:
     options = Options(data=1, parity=1, nodes=2, memory=128, cpu="none", linger=60)
     with InfiniCache(options) as cache, open_store(cache.url) as store:

@@ -37,6 +37,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any, Self
@@ -179,7 +180,7 @@ class InfiniCache:
         self._lock = threading.Lock()
         self._objects: OrderedDict[str, _Object] = OrderedDict()
         self._slots: list[_Slot] = []
-        self._arrived = threading.Condition()
+        self._changed = threading.Condition()
         self._repairs: dict[str, tuple[str, set[int]]] = {}
         self._repairing = 0
         self._repair_cond = threading.Condition()
@@ -284,14 +285,15 @@ class InfiniCache:
             invocation.result()
         except FunctionError as err:
             failure = err
-        with self._arrived:
-            self._arrived.notify_all()
+        with self._changed:
+            self._changed.notify_all()
         billed = invocation.billed
         if billed is not None:
             self.meter.invocation(billed, time.monotonic() - self._t0)
             with self._lock:
                 self.stats.invocations += 1
                 self.stats.gb_s += billed.duration_s * billed.memory_mb / 1024
+            self._note()
         with slot.lock:
             if slot.invocation is not invocation:
                 return
@@ -302,7 +304,7 @@ class InfiniCache:
     def _node_arrived(self, sock: socket.socket, hello: dict[str, Any]) -> threading.Event:
         """A node invocation connected; the event is set when the proxy lets it go."""
         done = threading.Event()
-        with self._arrived:
+        with self._changed:
             index = int(hello.get("slot", -1))
             slot = self._slots[index] if 0 <= index < len(self._slots) else None
             if slot is None or hello.get("token") != slot.token or slot.arrival is not None:
@@ -311,7 +313,7 @@ class InfiniCache:
                 done.set()
                 return done
             slot.arrival = (sock, hello, done)
-            self._arrived.notify_all()
+            self._changed.notify_all()
         return done
 
     def _connect(self, slot: _Slot) -> tuple[dict[str, Any], Invocation]:
@@ -319,13 +321,13 @@ class InfiniCache:
         if self._stop.is_set():
             raise StoreUnavailableError(f"infinicache at {self.url} is closed")
         token = uuid.uuid4().hex
-        with self._arrived:
+        with self._changed:
             slot.token, slot.arrival = token, None
         future: Future[Invocation] = Future()
         self._invokes.put((slot, token, future))
         invocation = future.result()
-        with self._arrived:
-            self._arrived.wait_for(
+        with self._changed:
+            self._changed.wait_for(
                 lambda: slot.arrival is not None or invocation.done() or self._stop.is_set(),
                 START_TIMEOUT_S,
             )
@@ -388,6 +390,22 @@ class InfiniCache:
         if slot.release is not None:
             slot.release.set()
         slot.sock, slot.release, slot.invocation = None, None, None
+        self._note()
+
+    def _note(self) -> None:
+        """Wake whoever waits in ``wait_until``."""
+        with self._changed:
+            self._changed.notify_all()
+
+    def wait_until(self, predicate: Callable[[InfiniCache], bool], timeout_s: float) -> bool:
+        """Wait until ``predicate(self)`` holds (checked whenever a node connects or lets
+        go, an invocation is billed, a keep-alive or a backup is done); False on timeout."""
+        with self._changed:
+            return self._changed.wait_for(lambda: predicate(self), timeout_s)
+
+    def connected(self) -> int:
+        """Nodes whose invocation is running and connected now."""
+        return sum(slot.sock is not None for slot in self._slots)
 
     def _release(self, slot: _Slot) -> None:
         """Say goodbye to a connected node: its invocation returns and stops billing."""
@@ -432,6 +450,7 @@ class InfiniCache:
                 answered += 1
         with self._lock:
             self.stats.warmups += len(futures)
+        self._note()
         return answered
 
     def release_idle(self) -> None:
@@ -508,6 +527,7 @@ class InfiniCache:
                 self._lose(slot, gone)
         with self._lock:
             self.stats.backups += 1
+        self._note()
 
     def _keeper(self) -> None:
         """Let idle nodes go after ``linger``, end invocations before their time limit, keep
@@ -543,10 +563,16 @@ class InfiniCache:
                     self._pool.submit(self._keep_alive, slot)
 
     def _keep_alive(self, slot: _Slot) -> None:
-        with contextlib.suppress(_NodeDownError):
-            self._call(slot, node_fn.N_PING, {})
+        """Invoke an idle node, ping it and let it go at once (a short, cheap invocation)."""
+        with slot.lock:
+            running = slot.sock is not None
+            with contextlib.suppress(_NodeDownError):
+                self._call(slot, node_fn.N_PING, {})
+            if not running:
+                self._release(slot)
         with self._lock:
             self.stats.warmups += 1
+        self._note()
 
     # ----------------------------------------------------------------- repair
 
