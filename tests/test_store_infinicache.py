@@ -266,11 +266,13 @@ def test_every_node_invocation_is_billed_with_the_catalog(
 ) -> None:
     store.put("b", b"1" * 100)
     cache.settle()
+    before = cache.bill()
+    assert before["invocations"] >= SMALL.nodes  # the start's keep-alives and the PUT's
     cache.warm_up()  # keep-alive invocations are billed too
     cache.settle()
     bill = cache.bill()
     platform = load_catalog("local").platform
-    assert bill["invocations"] == 2 * SMALL.nodes
+    assert bill["invocations"] == before["invocations"] + SMALL.nodes
     assert bill["gb_s"] > 0
     assert bill["function_usd"] == pytest.approx(bill["gb_s"] * platform.price_per_gb_s)
     assert bill["invocation_usd"] == pytest.approx(

@@ -440,18 +440,10 @@ class InfiniCache:
         raise AssertionError("unreachable")
 
     def warm_up(self) -> int:
-        """Invoke every node now and ping it (a keep-alive); returns how many answered. A node
-        found to be a fresh instance has lost its chunks: they are queued for repair."""
-        futures = [self._pool.submit(self._call, s, node_fn.N_PING, {}) for s in self._slots]
-        answered = 0
-        for future in futures:
-            with contextlib.suppress(_NodeDownError):
-                future.result()
-                answered += 1
-        with self._lock:
-            self.stats.warmups += len(futures)
-        self._note()
-        return answered
+        """Keep-alive every node now (in parallel); returns how many answered. A node found
+        to be a fresh instance has lost its chunks: they are queued for repair."""
+        futures = [self._pool.submit(self._keep_alive, slot) for slot in self._slots]
+        return sum(future.result() for future in futures)
 
     def release_idle(self) -> None:
         """Let every connected node return now (as ``linger`` would, without the wait)."""
@@ -562,17 +554,22 @@ class InfiniCache:
                     last_warm[slot.index] = now
                     self._pool.submit(self._keep_alive, slot)
 
-    def _keep_alive(self, slot: _Slot) -> None:
-        """Invoke an idle node, ping it and let it go at once (a short, cheap invocation)."""
+    def _keep_alive(self, slot: _Slot) -> bool:
+        """Invoke an idle node, ping it and let it go at once (a short, cheap invocation);
+        a running node is only pinged. False when it could not be reached."""
+        answered = True
         with slot.lock:
             running = slot.sock is not None
-            with contextlib.suppress(_NodeDownError):
+            try:
                 self._call(slot, node_fn.N_PING, {})
+            except _NodeDownError:
+                answered = False
             if not running:
                 self._release(slot)
         with self._lock:
             self.stats.warmups += 1
         self._note()
+        return answered
 
     # ----------------------------------------------------------------- repair
 
