@@ -93,6 +93,8 @@ class _Slot:
     sock: socket.socket | None = None
     release: threading.Event | None = None
     invocation: Invocation | None = None
+    ending: Invocation | None = None
+    """The invocation last let go, until it has ended (its instance is idle again)."""
     invoked_at: float = 0.0
     last_active: float = 0.0
     instance: str | None = None
@@ -320,6 +322,12 @@ class InfiniCache:
         """Invoke the node and wait until it connects (slot lock held)."""
         if self._stop.is_set():
             raise StoreUnavailableError(f"infinicache at {self.url} is closed")
+        if slot.ending is not None:
+            # Until the last invocation has ended its instance is busy, and a new invocation
+            # would start a fresh instance without the chunks.
+            with contextlib.suppress(FunctionError, TimeoutError):
+                slot.ending.result(START_TIMEOUT_S)
+            slot.ending = None
         token = uuid.uuid4().hex
         with self._changed:
             slot.token, slot.arrival = token, None
@@ -389,6 +397,8 @@ class InfiniCache:
                 slot.sock.shutdown(socket.SHUT_RDWR)
         if slot.release is not None:
             slot.release.set()
+        if slot.invocation is not None:
+            slot.ending = slot.invocation
         slot.sock, slot.release, slot.invocation = None, None, None
         self._note()
 
@@ -583,7 +593,8 @@ class InfiniCache:
                 version, missing = self._repairs.pop(key)
                 self._repairing += 1
             try:
-                self._repair(key, version, sorted(missing))
+                if not self._repair(key, version, sorted(missing)):
+                    self._stop.wait(0.5)  # nodes unreachable now: back off, then try again
             except Exception:  # the repairer must live on; the object stays as it was
                 with self._lock:
                     self.stats.repair_errors += 1
@@ -592,25 +603,34 @@ class InfiniCache:
                     self._repairing -= 1
                     self._repair_cond.notify_all()
 
-    def _repair(self, key: str, version: str, missing: list[int]) -> None:
+    def _repair(self, key: str, version: str, missing: list[int]) -> bool:
         """Rebuild chunks ``missing`` of ``key`` from d others (§4.1.2 recovery); forget the
-        object when fewer than d are left."""
+        object when fewer than d are left. False when it must be tried again later."""
         with self._lock:
             obj = self._objects.get(key)
         if obj is None or obj.version != version:
-            return
+            return True
         d, p = self.options.data, self.options.parity
         others = [i for i in range(d + p) if i not in missing]
-        good = self._gather(obj, others, d)
+        good, unreachable = self._gather(obj, others, d)
         if len(good) < d:
-            self._forget(key, version, lost=True)
-            return
+            if len(good) + unreachable < d:
+                if self._forget(key, version, lost=True) is not None:
+                    self._delete_chunks([obj])
+                return True
+            with self._repair_cond:  # not provably lost: try again later
+                self._repairs.setdefault(key, (version, set()))[1].update(missing)
+            return False
+        done = True
         for index, chunk in zip(missing, rebuild(good, d, p, missing), strict=True):
             if crc(chunk) != obj.crcs[index]:
                 raise AssertionError(f"rebuilt chunk {index} of {key!r} fails its CRC")
             try:
                 self._store_chunk(obj, index, chunk)
             except _NodeDownError:
+                with self._repair_cond:
+                    self._repairs.setdefault(key, (version, set()))[1].add(index)
+                done = False
                 continue
             with self._lock:
                 self.stats.chunks_repaired += 1
@@ -620,6 +640,7 @@ class InfiniCache:
                     self._unaccount(obj)
             if stale:
                 self._delete_chunks([obj])
+        return done
 
     def wait_repaired(self, timeout_s: float = 60.0) -> bool:
         """Wait until no repair is queued or running; False when ``timeout_s`` passed first."""
@@ -631,27 +652,31 @@ class InfiniCache:
     # ----------------------------------------------------------------- objects
 
     def _fetch(self, obj: _Object, index: int) -> bytes | None:
-        """Chunk ``index`` of ``obj`` when its node has it whole (CRC checked), else None."""
+        """Chunk ``index`` of ``obj`` when its node has it whole (CRC checked), None when the
+        node answers without it; _NodeDownError when the node cannot be reached."""
         slot = self._slots[obj.placement[index]]
-        try:
-            code, _, chunk = self._call(slot, node_fn.N_GET, {"id": obj.chunk_id(index)})
-        except _NodeDownError:
-            return None
+        code, _, chunk = self._call(slot, node_fn.N_GET, {"id": obj.chunk_id(index)})
         if code != node_fn.OK or len(chunk) != obj.chunk_size or crc(chunk) != obj.crcs[index]:
             return None
         return chunk
 
-    def _gather(self, obj: _Object, indices: list[int], want: int) -> dict[int, bytes]:
-        """The first ``want`` good chunks among ``indices`` (asked in parallel)."""
+    def _gather(self, obj: _Object, indices: list[int], want: int) -> tuple[dict[int, bytes], int]:
+        """The first ``want`` good chunks among ``indices`` (asked in parallel), and how many
+        nodes could not be reached (their chunks may still be there)."""
         futures = {self._pool.submit(self._fetch, obj, i): i for i in indices}
         good: dict[int, bytes] = {}
+        unreachable = 0
         for future in as_completed(futures):
-            chunk = future.result()
+            try:
+                chunk = future.result()
+            except _NodeDownError:
+                unreachable += 1
+                continue
             if chunk is not None:
                 good[futures[future]] = chunk
                 if len(good) == want:
                     break
-        return good
+        return good, unreachable
 
     def _store_chunk(self, obj: _Object, index: int, chunk: bytes) -> None:
         slot = self._slots[obj.placement[index]]
@@ -766,9 +791,14 @@ class InfiniCache:
                 if obj is None:
                     return None
                 self._objects.move_to_end(key)
-            good = self._gather(obj, list(range(len(obj.placement))), d)
+            good, unreachable = self._gather(obj, list(range(len(obj.placement))), d)
             if len(good) >= d:
                 return obj, good
+            if len(good) + unreachable >= d:
+                raise StoreUnavailableError(
+                    f"infinicache at {self.url}: {unreachable} nodes holding chunks of "
+                    f"{key!r} cannot be reached now"
+                )
             if self._forget(key, obj.version, lost=True) is not None:
                 self._delete_chunks([obj])
                 return None
