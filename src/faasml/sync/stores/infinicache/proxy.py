@@ -524,7 +524,7 @@ class InfiniCache:
                 old[1].set()
             slot.instance, slot.pid = str(hello["instance"]), int(hello["pid"])
             slot.started = float(hello["started"])
-            gone = [cid for cid in slot.chunks if cid not in moved]
+            gone = [cid for cid in list(slot.chunks) if cid not in moved]
             if gone:
                 self._lose(slot, gone)
         with self._lock:
@@ -538,6 +538,7 @@ class InfiniCache:
         limit = self.catalog.platform.max_duration_s * (1 - END_MARGIN)
         tick = min(opts.linger, opts.warmup, opts.lifetime, 1.0) / 2
         last_warm = [time.monotonic()] * len(self._slots)
+        backing: set[int] = set()
         while not self._stop.wait(tick):
             now = time.monotonic()
             for slot in self._slots:
@@ -557,12 +558,19 @@ class InfiniCache:
                     )
                 finally:
                     slot.lock.release()
-                if due_backup:
-                    self._pool.submit(self.backup, slot.index)
+                if due_backup and slot.index not in backing:
+                    backing.add(slot.index)
+                    self._pool.submit(self._backup_once, slot.index, backing)
                     last_warm[slot.index] = now
                 elif due_warm:
                     last_warm[slot.index] = now
                     self._pool.submit(self._keep_alive, slot)
+
+    def _backup_once(self, index: int, backing: set[int]) -> None:
+        try:
+            self.backup(index)
+        finally:
+            backing.discard(index)
 
     def _keep_alive(self, slot: _Slot) -> bool:
         """Invoke an idle node, ping it and let it go at once (a short, cheap invocation);
