@@ -7,7 +7,7 @@ one (its proxy tells the client d and p).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlsplit
 
 from faasml.exceptions import ConfigError
@@ -96,14 +96,6 @@ class Options:
                 f"but a node of {self.memory} MB holds at most {self.node_capacity_bytes} bytes "
                 "of chunks: raise memory or data"
             )
-
-    def query(self) -> str:
-        return "&".join(
-            f"{f.name}={getattr(self, f.name):g}"
-            if isinstance(getattr(self, f.name), float)
-            else f"{f.name}={getattr(self, f.name)}"
-            for f in fields(self)
-        )
 
 
 _INTS = ("data", "parity", "nodes", "memory")
