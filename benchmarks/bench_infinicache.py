@@ -130,7 +130,15 @@ def codes(args: argparse.Namespace) -> None:
     print(f"== codes: GET of {_size(size)} objects as d, p and nodes change (cpu={args.cpu}) ==")
     value = os.urandom(size)
     rows = []
-    for data, parity, nodes in [(10, 1, 12), (10, 2, 12), (4, 2, 12), (5, 1, 12), (10, 0, 12)]:
+    for data, parity, nodes in [
+        (10, 1, 12),
+        (10, 2, 12),
+        (4, 2, 12),
+        (5, 1, 12),
+        (10, 0, 12),
+        (4, 2, 6),
+        (4, 2, 24),
+    ]:
         options = Options(
             data=data, parity=parity, nodes=nodes, memory=256, cpu=args.cpu, linger=30
         )
