@@ -235,6 +235,7 @@ class InfiniCache:
         if self._stop.is_set():
             return
         self._stop.set()
+        self._note()  # a node start being waited for gives up
         with self._repair_cond:
             self._repair_cond.notify_all()
         for slot in self._slots:
@@ -333,7 +334,10 @@ class InfiniCache:
             slot.token, slot.arrival = token, None
         future: Future[Invocation] = Future()
         self._invokes.put((slot, token, future))
-        invocation = future.result()
+        try:
+            invocation = future.result(START_TIMEOUT_S)
+        except (FaasmlError, TimeoutError) as err:  # the platform is full or closed
+            raise StoreUnavailableError(f"infinicache node {slot.index}: {err}") from err
         with self._changed:
             self._changed.wait_for(
                 lambda: slot.arrival is not None or invocation.done() or self._stop.is_set(),
@@ -342,6 +346,7 @@ class InfiniCache:
             arrival, slot.arrival, slot.token = slot.arrival, None, None
         if arrival is None:
             invocation.cancel()
+            slot.ending = invocation
             reason = "it ended first" if invocation.done() else f"not in {START_TIMEOUT_S:g} s"
             with contextlib.suppress(FunctionError, TimeoutError):
                 invocation.result(0)
