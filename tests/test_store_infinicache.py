@@ -136,6 +136,11 @@ def test_bad_urls_name_the_value_and_the_rule(url: str, message: str) -> None:
     assert "\n" not in str(caught.value)
 
 
+def test_more_node_memory_than_the_platform_holds_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"nodes x memory is 409600 MB, but the local platform"):
+        InfiniCache(Options(data=2, parity=1, nodes=400, memory=1024))
+
+
 def test_url_options_are_read() -> None:
     host, port, options = parse_url("infinicache://?data=10&parity=2&nodes=12&memory=1536")
     assert (host, port) == (None, None)
@@ -231,18 +236,26 @@ def test_backup_moves_a_node_to_a_fresh_instance(
     assert cache.stats.objects_lost == 0
 
 
-def test_the_keeper_lets_idle_nodes_go_keeps_them_warm_and_backs_them_up() -> None:
-    """linger, warmup and lifetime on a short schedule: every event is waited for."""
+def test_a_node_returns_once_idle_for_linger_seconds() -> None:
+    options = Options(data=1, parity=1, nodes=2, memory=128, cpu="none", linger=0.2)
+    with InfiniCache(options) as cache, open_store(cache.url) as store:
+        store.put("kept", b"k" * 3000)
+        assert cache.wait_until(lambda c: c.connected() == 0, 60)  # linger ran out
+        assert cache.wait_until(lambda c: c.stats.invocations >= 4, 60)  # and was billed
+        assert store.get("kept") == b"k" * 3000
+
+
+def test_the_keeper_keeps_idle_nodes_warm_and_backs_them_up() -> None:
+    """warmup and lifetime on a short schedule: every event is waited for."""
     options = Options(
         data=1, parity=1, nodes=2, memory=128, cpu="none", linger=0.2, warmup=0.5, lifetime=2
     )
     with InfiniCache(options) as cache, open_store(cache.url) as store:
         store.put("kept", b"k" * 3000)
-        assert cache.wait_until(lambda c: c.connected() == 0, 60)  # linger ran out
         warmups = cache.stats.warmups
         assert cache.wait_until(lambda c: c.stats.warmups >= warmups + 2, 60)
         assert cache.wait_until(lambda c: c.stats.backups >= 2, 60)  # both nodes moved
-        assert cache.stats.chunks_lost == 0
+        assert cache.stats.chunks_lost == 0, cache.stats
         assert store.get("kept") == b"k" * 3000
 
 
