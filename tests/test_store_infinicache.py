@@ -310,3 +310,34 @@ def test_a_url_without_host_starts_and_stops_its_own_deployment() -> None:
 def _zombie(pid: int) -> bool:
     with open(f"/proc/{pid}/stat") as fh:
         return fh.read().split()[2] == "Z"
+
+
+def test_a_deployment_runs_as_its_own_process_and_prints_its_bill() -> None:
+    import subprocess
+    import sys
+
+    url = "infinicache://?data=1&parity=1&nodes=2&memory=128&cpu=none"
+    cmd = [sys.executable, "-m", "faasml.sync.stores.infinicache", url]
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) as process:
+        try:
+            assert process.stdout is not None
+            line = process.stdout.readline().split()
+            assert line[:2] == ["faasml-infinicache", "listening"], line
+            with open_store(line[2]) as store:
+                store.put("k", b"from another process")
+                assert store.get("k") == b"from another process"
+        finally:
+            process.terminate()
+        out, _ = process.communicate(timeout=60)
+    assert process.returncode == 0
+    assert "faasml-infinicache stopped:" in out and " USD" in out
+
+
+def test_the_server_refuses_bad_options_in_one_line() -> None:
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "faasml.sync.stores.infinicache", "infinicache://?data=0"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2
+    assert done.stderr.strip() == "error: infinicache data is 0, but must be at least 1"
