@@ -21,6 +21,7 @@ STORES.register("rediss", "faasml.sync.stores.redis:RedisStore")
 STORES.register("memcached", "faasml.sync.stores.memcached:MemcachedStore")
 STORES.register("s3", "faasml.sync.stores.s3:S3Store")
 STORES.register("dynamodb", "faasml.sync.stores.dynamodb:DynamoDBStore")
+STORES.register("infinicache", "faasml.sync.stores.infinicache:InfiniCacheStore")
 
 
 STORAGE_OF_SCHEME = {

@@ -1,0 +1,38 @@
+"""InfiniCache: an erasure-coded object cache in the memory of functions (dissertation
+Chapter 4; Wang et al., FAST'20).
+
+``infinicache://?data=4&parity=2&nodes=8&memory=256`` starts a deployment (a proxy in this
+process and ``nodes`` cache-node functions on the local platform) owned by the store that
+opened it; ``infinicache://127.0.0.1:PORT`` joins a running one. ``InfiniCache`` starts one
+explicitly (``with InfiniCache(Options(...)) as cache: open_store(cache.url)``).
+
+The names are imported on first use, so that a cache node (which imports ``.node`` only)
+does not carry the proxy's imports in its memory.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from faasml.sync.stores.infinicache._options import Options, parse_url
+    from faasml.sync.stores.infinicache.proxy import InfiniCache, InfiniCacheStats
+    from faasml.sync.stores.infinicache.store import InfiniCacheStore
+
+_WHERE = {
+    "Options": "_options",
+    "parse_url": "_options",
+    "InfiniCache": "proxy",
+    "InfiniCacheStats": "proxy",
+    "InfiniCacheStore": "store",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+
+
+__all__ = ["InfiniCache", "InfiniCacheStats", "InfiniCacheStore", "Options", "parse_url"]
