@@ -59,6 +59,8 @@ class SimResult:
     round_s: float | None = None
     """The round length. When set, a utilisation point stands for every round until the
     next point (the simulator skips idle rounds before an arrival and records one point)."""
+    loans: dict[str, float] | None = None
+    """With inference services: SLO attainment and FaPES-Manager's loans and reclaims."""
 
     def summary(self) -> dict[str, float]:
         return summarize(self)
@@ -83,7 +85,7 @@ def summarize(result: SimResult) -> dict[str, float]:
     with_deadline = [j for j in result.jobs if j.deadline_s is not None]
     util = [u for _, u in result.utilization]
     weights = _round_weights(result)
-    return {
+    out = {
         "jobs": float(len(result.jobs)),
         "completed": float(len(jcts)),
         "avg_jct_s": float(np.mean(jcts)) if jcts else math.nan,
@@ -102,6 +104,7 @@ def summarize(result: SimResult) -> dict[str, float]:
             else math.nan
         ),
     }
+    return out | dict(result.loans or {})
 
 
 def write_json(path: Path, payload: dict[str, Any]) -> None:
