@@ -304,7 +304,7 @@ def _service(item: object, index: int, base: Path) -> InferenceService:
     slo = f.number("slo_ms", minimum=0, strict_minimum=True)
     latency = f.number("latency_ms", 0.0, minimum=0)
     low = f.integer("min_scale", 1, minimum=0, maximum=1_000_000)
-    high = f.integer("max_scale", max(low, 1), minimum=1, maximum=1_000_000)
+    high = f.integer("max_scale", minimum=1, maximum=1_000_000)
     f.finish()
     return InferenceService(name, trace, capacity, slo, low, high, latency)
 

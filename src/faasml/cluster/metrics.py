@@ -34,6 +34,10 @@ class JobRecord:
     speedup: float = 0.0
     """Average progress rate over the job's best one-GPU rate at its start: a goodput that
     compares across applications (raw goodput is dominated by the fastest application)."""
+    progress: float = 0.0
+    """Statistical progress reached (the work done; kept across preemptions)."""
+    reclaim_preemptions: int = 0
+    """Times the job was preempted because FaPES-Manager reclaimed a server it ran on."""
 
     @property
     def jct(self) -> float | None:

@@ -311,6 +311,8 @@ class Simulator:
             gpu_s=state.gpu_s,
             deadline_s=state.job.deadline_s,
             speedup=rate / one if one > 0 else 0.0,
+            progress=state.progress,
+            reclaim_preemptions=state.reclaim_preemptions,
         )
 
 
