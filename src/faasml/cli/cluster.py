@@ -60,6 +60,17 @@ def register(commands: Any) -> None:
         default=None,
         help="traces directory (default: $FAASML_TRACES, else the shipped traces)",
     )
+    sim.add_argument(
+        "--inference",
+        default=None,
+        metavar="SERVICES",
+        help="a services YAML file: inference services served first (FaPES §3.3)",
+    )
+    sim.add_argument(
+        "--loaning",
+        default="fapes",
+        help="with --inference: dedicated, one-way or fapes (default: fapes)",
+    )
     sim.add_argument("--json", action="store_true", help="print the results as JSON")
     sim.add_argument("--plot", default=None, metavar="DIR", help="write plots into DIR")
     sim.set_defaults(func=run_simulate)
@@ -79,6 +90,8 @@ def _seconds(text: str | None, flag: str) -> float | None:
 
 def run_simulate(args: argparse.Namespace) -> int:
     from faasml.cluster import Cluster, SimConfig, load_models, load_workload, resolve_workload
+    from faasml.cluster.inference import load_services
+    from faasml.cluster.loans import check_loaning
     from faasml.cluster.metrics import result_to_dict
     from faasml.cluster.policies import POLICIES, make_policy
     from faasml.cluster.records import TABLE2_RESTART_S
@@ -88,6 +101,8 @@ def run_simulate(args: argparse.Namespace) -> int:
     names = list(dict.fromkeys(names))
     for name in names:
         POLICIES.get(name)  # unknown names fail before any work
+    check_loaning(args.loaning)
+    services = load_services(args.inference) if args.inference else []
     traces = Path(args.traces) if args.traces else None
     path = resolve_workload(args.trace, traces)
     jobs = load_workload(path)
@@ -102,9 +117,11 @@ def run_simulate(args: argparse.Namespace) -> int:
         noise=args.noise,
         max_time_s=_seconds(args.until, "--until"),
         deadline_factor=args.deadline_factor,
+        loaning=args.loaning,
     )
     results = [
-        simulate(jobs, models, cluster, make_policy(name, round_s), config) for name in names
+        simulate(jobs, models, cluster, make_policy(name, round_s), config, services)
+        for name in names
     ]
     plots = []
     if args.plot:
@@ -122,6 +139,8 @@ def run_simulate(args: argparse.Namespace) -> int:
                 },
                 "round_s": config.round_s,
                 "restart_s": config.restart_s,
+                "inference": [s.name for s in services],
+                "loaning": config.loaning if services else None,
                 "results": [result_to_dict(r) for r in results],
                 "plots": plots,
             }
@@ -166,6 +185,39 @@ def run_simulate(args: argparse.Namespace) -> int:
             f"{s['completed']:.0f}/{s['jobs']:.0f}",
         )
     out.print(table)
+    if services:
+        _print_loans(out, results, services, config.loaning)
     for plot in plots:
         out.print(f"plot: {plot}")
     return 0
+
+
+def _print_loans(out: Any, results: list[Any], services: list[Any], loaning: str) -> None:
+    table = Table(
+        title=f"{len(services)} inference service(s), loaning {loaning}: SLO attainment "
+        "and FaPES-Manager events"
+    )
+    for column in (
+        "policy",
+        "SLO reqs",
+        "SLO time",
+        "reserve",
+        "loaned",
+        "reclaimed",
+        "preempted",
+        "lost GPU-s",
+    ):
+        table.add_column(column, justify="left" if column == "policy" else "right")
+    for result in results:
+        s = result.summary()
+        table.add_row(
+            result.policy,
+            f"{100 * s['slo_requests']:.2f}%",
+            f"{100 * s['slo_time']:.2f}%",
+            f"{s['inference_reserve_servers']:.0f}",
+            f"{s['servers_loaned']:.0f}",
+            f"{s['servers_reclaimed']:.0f}",
+            f"{s['reclaim_preemptions']:.0f}",
+            f"{s['reclaim_lost_gpu_s']:.0f}",
+        )
+    out.print(table)
