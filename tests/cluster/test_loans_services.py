@@ -108,7 +108,8 @@ def test_a_negative_peak_and_a_missing_csv_are_refused(tmp_path: Path) -> None:
         tidal_trace(-5.0)
     path = write(
         tmp_path / "s.yaml",
-        "services:\n  - {name: s, capacity_rps: 1, slo_ms: 9, max_scale: 1, rate: {csv: none.csv}}\n",
+        "services:\n  - {name: s, capacity_rps: 1, slo_ms: 9, max_scale: 1,\n"
+        "     rate: {csv: none.csv}}\n",
     )
     with pytest.raises(ConfigError, match="cannot read rate trace"):
         load_services(path)

@@ -120,7 +120,9 @@ def run_simulate(args: argparse.Namespace) -> int:
         loaning=args.loaning,
     )
     results = [
-        simulate(jobs, models, cluster, make_policy(name, round_s), config, services)
+        simulate(
+            jobs, models, cluster, make_policy(name, round_s, config.restart_s), config, services
+        )
         for name in names
     ]
     plots = []

@@ -221,3 +221,19 @@ class SchedulePlan:
             if seg.start <= round_index < seg.end:
                 return seg.placement
         return None
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One throughput measurement a running job reports (Pollux §3.1 fits its throughput
+    model to these): the layout, the batch configuration and the measured times."""
+
+    counts: tuple[int, ...]
+    """GPUs per server, descending."""
+    switches: int
+    atomic_bsz: int
+    accum_steps: int
+    step_s: float
+    """Time of one step (compute + gradient synchronisation)."""
+    sync_s: float
+    """Gradient synchronisation part of the step."""

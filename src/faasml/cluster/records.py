@@ -17,6 +17,7 @@ from faasml.cluster.plain import (
     ClusterAllocation,
     Job,
     Layout,
+    Observation,
     Placement,
     SchedulePlan,
     Segment,
@@ -44,6 +45,8 @@ class JobView:
     """Consecutive rounds spent without GPUs since the job arrived or was preempted."""
     started: bool = False
     plan: SchedulePlan | None = None
+    observed: tuple[Observation, ...] = ()
+    """Throughput the job measured on the layouts it ran on (for policies that learn)."""
 
     @property
     def name(self) -> str:
@@ -91,6 +94,7 @@ __all__ = [
     "Job",
     "JobView",
     "Layout",
+    "Observation",
     "Placement",
     "SchedulePlan",
     "Segment",

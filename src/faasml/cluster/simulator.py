@@ -30,6 +30,8 @@ from faasml.cluster.records import (
     Decision,
     Job,
     JobView,
+    Layout,
+    Observation,
     Placement,
     SchedulePlan,
     Segment,
@@ -90,6 +92,7 @@ class _State:
         self.waiting_rounds = 0
         self.plan: SchedulePlan | None = None
         self.reclaim_preemptions = 0
+        self.observed: dict[tuple[Layout, int, int], Observation] = {}
 
 
 class Simulator:
@@ -253,6 +256,7 @@ class Simulator:
             waiting_rounds=state.waiting_rounds,
             started=state.start is not None,
             plan=_plan_local(state.plan, to_global),
+            observed=tuple(state.observed.values()),
         )
 
     def _advance(self, state: _State, t0: float, dt: float) -> None:
@@ -273,6 +277,17 @@ class Simulator:
         adaptive = self.policy.adaptive
         while t < end - 1e-12 and state.completion is None:
             choice = state.model.choose_cached(layout, state.progress, state.job, adaptive=adaptive)
+            key = (layout, choice.atomic_bsz, choice.accum_steps)
+            if key not in state.observed:  # the job reports what it measures (Pollux §3.1)
+                step, sync = state.model.step_sync(layout, np.array([float(choice.atomic_bsz)]))
+                state.observed[key] = Observation(
+                    layout.counts,
+                    layout.switches,
+                    choice.atomic_bsz,
+                    choice.accum_steps,
+                    float(step[0]) / factor,
+                    float(sync[0]) / factor,
+                )
             rate = choice.goodput * factor
             if rate <= 0:
                 break
