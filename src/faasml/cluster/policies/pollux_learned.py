@@ -99,6 +99,29 @@ def fit_throughput(observed: tuple[Observation, ...]) -> ThroughputParams | None
     return ThroughputParams(g0, g1, single, i0, i1, e0, e1)
 
 
+@lru_cache(maxsize=4096)
+def _grid(
+    model: AppModel, job: Job, top: int, gpus_per_server: int, servers_per_switch: int
+) -> tuple[FloatArray, ...]:
+    """Batch candidates of every GPU count 1..top (packed), concatenated: atomic batch,
+    accumulation steps, global batch, GPUs, servers, and each count's first index."""
+    parts: list[list[FloatArray]] = [[], [], [], [], []]
+    starts, offset = [], 0
+    for n in range(1, top + 1):
+        layout = packed_layout(n, gpus_per_server, servers_per_switch)
+        bsz, accum, batch, _ = model.candidates(layout, job, adaptive=True)
+        for i, array in enumerate(
+            (bsz, accum, batch, np.full_like(bsz, n), np.full_like(bsz, layout.nodes))
+        ):
+            parts[i].append(array)
+        starts.append(offset)
+        offset += len(bsz)
+    out = (*(np.concatenate(p) for p in parts), np.array(starts, dtype=np.float64))
+    for array in out:
+        array.setflags(write=False)
+    return out
+
+
 @lru_cache(maxsize=65536)
 def learned_curve(
     model: AppModel,
@@ -112,13 +135,24 @@ def learned_curve(
     """Goodput by GPU count (packed) under the fitted throughput model and the job's
     reported efficiency; the batch is co-adapted per count as Pollux does."""
     out = np.zeros(top + 1)
-    for n in range(1, top + 1):
-        layout = packed_layout(n, gpus_per_server, servers_per_switch)
-        bsz, accum, batch, _ = model.candidates(layout, job, adaptive=True)
-        iteration = params.iteration(layout, bsz, accum)
+    if top >= 1:
+        bsz, accum, batch, gpus, nodes, starts = _grid(
+            model, job, top, gpus_per_server, servers_per_switch
+        )
+        grad = params.grad0 + params.grad1 * bsz
+        sync = np.where(
+            gpus <= 1,
+            params.single,
+            np.where(
+                nodes <= 1,
+                params.intra0 + params.intra1 * (gpus - 1),
+                params.inter0 + params.inter1 * (nodes - 1),
+            ),
+        )
+        iteration = grad * (1 + accum) + np.maximum(sync, 0.0)
         sqr, var = model.grad_stats(batch, epoch)
-        eff = efficiency(sqr, var, batch, model.init_batch)
-        out[n] = float(np.max(eff * (batch / model.init_batch) / iteration))
+        good = efficiency(sqr, var, batch, model.init_batch) * (batch / model.init_batch)
+        out[1:] = np.maximum.reduceat(good / iteration, starts.astype(np.intp))
     out.setflags(write=False)
     return out
 
