@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
             f"round 60 s, restart {restart:g} s)"
         )
         print(
-            f"{'policy':12} {'avg JCT s':>10} {'p95 JCT s':>10} {'queue s':>9} "
+            f"{'policy':14} {'avg JCT s':>10} {'p95 JCT s':>10} {'queue s':>9} "
             f"{'goodput':>10} {'speedup':>8} {'util':>6} {'restarts':>9} {'wall s':>7}"
         )
         for policy in policies:
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
             means[load, policy] = m
             means[f"{load}@{restart:g}", policy] = m
             print(
-                f"{policy:12} {m['avg_jct_s']:10.0f} {m['p95_jct_s']:10.0f} "
+                f"{policy:14} {m['avg_jct_s']:10.0f} {m['p95_jct_s']:10.0f} "
                 f"{m['avg_queue_s']:9.0f} {m['avg_goodput']:10.0f} {m['avg_speedup']:8.2f} "
                 f"{100 * m['avg_utilization']:5.1f}% {m['restarts']:9.0f} {wall:7.1f}"
             )

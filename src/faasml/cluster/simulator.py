@@ -17,8 +17,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-import numpy as np
-
+from faasml.cluster.executor import Executor, JobState, SimulatedExecutor
 from faasml.cluster.goodput import AppModel
 from faasml.cluster.inference import InferenceService, ServiceTally
 from faasml.cluster.loans import LoanManager, check_loaning, reserve_servers, serve_first
@@ -30,8 +29,6 @@ from faasml.cluster.records import (
     Decision,
     Job,
     JobView,
-    Layout,
-    Observation,
     Placement,
     SchedulePlan,
     Segment,
@@ -73,28 +70,6 @@ class SimConfig:
             )
 
 
-class _State:
-    """Mutable progress of one job inside the simulator."""
-
-    def __init__(self, job: Job, model: AppModel) -> None:
-        self.job = job
-        self.model = model
-        self.work = model.work(job)
-        self.progress = 0.0
-        self.placement: Placement = ()
-        self.restart_left = 0.0
-        self.restarts = 0
-        self.start: float | None = None
-        self.completion: float | None = None
-        self.queued = 0.0
-        self.running = 0.0
-        self.gpu_s = 0.0
-        self.waiting_rounds = 0
-        self.plan: SchedulePlan | None = None
-        self.reclaim_preemptions = 0
-        self.observed: dict[tuple[Layout, int, int], Observation] = {}
-
-
 class Simulator:
     """Runs one policy over one list of jobs on one cluster."""
 
@@ -106,6 +81,7 @@ class Simulator:
         policy: ClusterPolicy,
         config: SimConfig | None = None,
         services: Sequence[InferenceService] = (),
+        executor: Executor | None = None,
     ) -> None:
         self.config = config or SimConfig()
         self.cluster = cluster
@@ -119,7 +95,9 @@ class Simulator:
                 )
         self.jobs = [self._with_deadline(j, models[j.application]) for j in jobs]
         self.models = models
-        self._rng = np.random.default_rng(self.config.seed)
+        self.executor: Executor = executor or SimulatedExecutor(
+            cluster, adaptive=policy.adaptive, noise=self.config.noise, seed=self.config.seed
+        )
 
     def _with_deadline(self, job: Job, model: AppModel) -> Job:
         factor = self.config.deadline_factor
@@ -141,8 +119,8 @@ class Simulator:
     def run(self) -> SimResult:
         loop = EventLoop()
         cfg = self.config
-        states = {j.name: _State(j, self.models[j.application]) for j in self.jobs}
-        active: dict[str, _State] = {}
+        states = {j.name: JobState(j, self.models[j.application]) for j in self.jobs}
+        active: dict[str, JobState] = {}
         pending_arrivals = [len(self.jobs)]
         arrivals = sorted(j.arrival_s for j in self.jobs)
         utilization: list[tuple[float, float]] = []
@@ -151,7 +129,7 @@ class Simulator:
         total = self.cluster.total_gpus
         pool = _Pool(self.cluster, self.services, cfg) if self.services else None
 
-        def arrive(state: _State) -> None:
+        def arrive(state: JobState) -> None:
             active[state.job.name] = state
             pending_arrivals[0] -= 1
 
@@ -162,7 +140,7 @@ class Simulator:
             now = loop.now
             dt = now - last[0]
             for state in list(active.values()):
-                self._advance(state, last[0], dt)
+                self.executor.advance(state, last[0], dt)
                 if state.completion is not None:
                     del active[state.job.name]
             current = {n: s.placement for n, s in active.items() if s.placement}
@@ -243,7 +221,7 @@ class Simulator:
         return n * r
 
     def _view(
-        self, state: _State, placement: Placement, to_global: tuple[int, ...] | None
+        self, state: JobState, placement: Placement, to_global: tuple[int, ...] | None
     ) -> JobView:
         return JobView(
             job=state.job,
@@ -259,55 +237,7 @@ class Simulator:
             observed=tuple(state.observed.values()),
         )
 
-    def _advance(self, state: _State, t0: float, dt: float) -> None:
-        """Move a job ``dt`` seconds forward from ``t0`` at its true goodput."""
-        if dt <= 0:
-            return
-        if not state.placement:
-            state.queued += max(dt - max(state.job.arrival_s - t0, 0.0), 0.0)
-            return
-        state.gpu_s += dt * len(state.placement)
-        delay = min(state.restart_left, dt)
-        state.restart_left -= delay
-        t, end = t0 + delay, t0 + dt
-        layout = self.cluster.layout(state.placement)
-        factor = 1.0
-        if self.config.noise > 0:
-            factor = math.exp(self._rng.normal(0.0, self.config.noise))
-        adaptive = self.policy.adaptive
-        while t < end - 1e-12 and state.completion is None:
-            choice = state.model.choose_cached(layout, state.progress, state.job, adaptive=adaptive)
-            key = (layout, choice.atomic_bsz, choice.accum_steps)
-            if key not in state.observed:  # the job reports what it measures (Pollux §3.1)
-                step, sync = state.model.step_sync(layout, np.array([float(choice.atomic_bsz)]))
-                state.observed[key] = Observation(
-                    layout.counts,
-                    layout.switches,
-                    choice.atomic_bsz,
-                    choice.accum_steps,
-                    float(step[0]) / factor,
-                    float(sync[0]) / factor,
-                )
-            rate = choice.goodput * factor
-            if rate <= 0:
-                break
-            epoch = state.model.epoch_of(state.progress)
-            mark = min(state.model.progress_at(epoch + 1), state.work)
-            if mark <= state.progress:
-                mark = state.work
-            need = (mark - state.progress) / rate
-            if t + need > end:
-                state.progress += rate * (end - t)
-                t = end
-            else:
-                state.progress = mark
-                t += need
-                if state.progress >= state.work - 1e-9:
-                    state.completion = t
-        # A finished job holds its GPUs until the round ends (freed at the next round).
-        state.running += (end if state.completion is None else state.completion) - t0
-
-    def _record(self, state: _State) -> JobRecord:
+    def _record(self, state: JobState) -> JobRecord:
         rate = state.progress / state.running if state.running else 0.0
         goodput = rate * state.model.init_batch
         one = state.model.choose_cached(
@@ -424,7 +354,7 @@ class _Pool:
         self,
         now: float,
         current: dict[str, Placement],
-        active: Mapping[str, _State],
+        active: Mapping[str, JobState],
         elastic: bool,
     ) -> dict[str, Placement]:
         """Size inference, move servers, and return the training allocation left after any
@@ -459,7 +389,7 @@ class _Pool:
         )
         return Cluster(servers), ids
 
-    def summary(self, states: Iterable[_State]) -> dict[str, float]:
+    def summary(self, states: Iterable[JobState]) -> dict[str, float]:
         requests = sum(t.requests for t in self.tallies)
         seconds = sum(t.seconds for t in self.tallies)
         return {
