@@ -74,6 +74,34 @@ def register(commands: Any) -> None:
     sim.add_argument("--json", action="store_true", help="print the results as JSON")
     sim.add_argument("--plot", default=None, metavar="DIR", help="write plots into DIR")
     sim.set_defaults(func=run_simulate)
+    real = kinds.add_parser(
+        "run",
+        help="run real small PyTorch jobs and inference services on a local Ray cluster",
+        description="Start a local multi-node Ray cluster (one node per server, GPUs as "
+        "logical resources), run the first JOBS jobs of TRACE as real small PyTorch "
+        "training jobs under a policy (rescaling by checkpoint and restart) and the "
+        "inference services of --inference (requests really served, latency measured), "
+        "then shut the cluster down.",
+    )
+    real.add_argument("trace", help="a workload CSV or a Pollux workload name")
+    real.add_argument("--policy", default="pollux", help="the policy (default: pollux)")
+    real.add_argument("--jobs", type=int, default=3, help="jobs taken from TRACE (default 3)")
+    real.add_argument("--servers", type=int, default=2, help="servers = Ray nodes (default 2)")
+    real.add_argument("--gpus-per-server", type=int, default=2, help="logical GPUs (default 2)")
+    real.add_argument("--round", default="2s", help="scheduling round (default: 2s)")
+    real.add_argument("--steps", type=int, default=200, help="optimiser steps per job")
+    real.add_argument(
+        "--day", default="60s", help="wall time a day of traces is compressed into (60s)"
+    )
+    real.add_argument(
+        "--rate-scale", type=float, default=0.05, help="real requests per trace request"
+    )
+    real.add_argument("--until", default="10m", help="stop after this wall time (10m)")
+    real.add_argument("--inference", default=None, metavar="SERVICES")
+    real.add_argument("--loaning", default="fapes", help="dedicated, one-way or fapes")
+    real.add_argument("--traces", default=None, help="traces directory")
+    real.add_argument("--json", action="store_true", help="print the results as JSON")
+    real.set_defaults(func=run_real)
 
 
 def _seconds(text: str | None, flag: str) -> float | None:
@@ -223,3 +251,69 @@ def _print_loans(out: Any, results: list[Any], services: list[Any], loaning: str
             f"{s['reclaim_lost_gpu_s']:.0f}",
         )
     out.print(table)
+
+
+def run_real(args: argparse.Namespace) -> int:
+    from dataclasses import asdict, replace
+
+    from faasml.cluster import Cluster, load_models, load_workload, resolve_workload
+    from faasml.cluster.inference import load_services
+    from faasml.cluster.loans import check_loaning
+    from faasml.cluster.policies import make_policy
+    from faasml.cluster.ray_run import DAY_S, RunConfig, run_on_ray
+
+    check_loaning(args.loaning)
+    if args.jobs < 1:
+        raise ConfigError(f"the value of --jobs is {args.jobs}, but must be >= 1")
+    round_s = _seconds(args.round, "--round") or 0.0
+    day_s = _seconds(args.day, "--day") or 0.0
+    config = RunConfig(
+        round_s=round_s,
+        steps=args.steps,
+        day_s=day_s,
+        rate_scale=args.rate_scale,
+        max_time_s=_seconds(args.until, "--until") or 0.0,
+        loaning=args.loaning,
+    )
+    policy = make_policy(args.policy, round_s)
+    services = load_services(args.inference) if args.inference else []
+    traces = Path(args.traces) if args.traces else None
+    picked = load_workload(resolve_workload(args.trace, traces))[: args.jobs]
+    scale = DAY_S / day_s
+    jobs = [replace(j, arrival_s=(j.arrival_s - picked[0].arrival_s) / scale) for j in picked]
+    cluster = Cluster.uniform(args.servers, args.gpus_per_server)
+    result = run_on_ray(jobs, load_models(traces), cluster, policy, config, services)
+    summary = result.summary()
+    if args.json:
+        print_json(
+            {
+                "policy": result.policy,
+                "summary": {k: (None if math.isnan(v) else v) for k, v in summary.items()},
+                "jobs": [asdict(j) for j in result.jobs],
+            }
+        )
+        return 0
+    out = console()
+    table = Table(title=f"real run on Ray: {len(jobs)} jobs, policy {result.policy}")
+    for column in ("job", "JCT", "steps", "restarts", "reclaimed", "loss first", "loss last"):
+        table.add_column(column, justify="left" if column == "job" else "right")
+    for job in result.jobs:
+        table.add_row(
+            job.name,
+            "-" if job.jct is None else format_duration(job.jct),
+            str(job.steps),
+            str(job.restarts),
+            str(job.reclaim_preemptions),
+            f"{job.first_loss:.3f}",
+            f"{job.last_loss:.3f}",
+        )
+    out.print(table)
+    if services:
+        out.print(
+            f"requests {summary['requests']:.0f}, within SLO "
+            f"{100 * summary['slo_requests']:.1f}%, latency p50 "
+            f"{summary['p50_latency_ms']:.0f} ms p99 {summary['p99_latency_ms']:.0f} ms; "
+            f"servers loaned {summary['servers_loaned']:.0f}, "
+            f"reclaimed {summary['servers_reclaimed']:.0f}"
+        )
+    return 0
