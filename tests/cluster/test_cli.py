@@ -167,3 +167,18 @@ def test_simulate_with_inference_services_and_loaning(
     assert "SLO reqs" in capsys.readouterr().out
     assert main([*args, "--loaning", "sometimes"]) == 2
     assert "loaning is 'sometimes'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--loaning", "sometimes"], "loaning is 'sometimes'"),
+        (["--jobs", "0"], "--jobs is 0, but must be >= 1"),
+        (["--steps", "0"], "steps is 0, but must be >= 1"),
+    ],
+)
+def test_cluster_run_refuses_bad_settings_before_starting_ray(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    assert main(["cluster", "run", str(small_trace(tmp_path)), *extra]) == 2
+    assert message in capsys.readouterr().err

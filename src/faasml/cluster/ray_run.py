@@ -75,8 +75,9 @@ class RunConfig:
         for name in ("round_s", "day_s", "max_time_s"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"the value of {name} is {getattr(self, name)}, but must be > 0")
-        if self.steps < 1 or self.batch < 1:
-            raise ConfigError("steps and batch must be >= 1")
+        for name in ("steps", "batch"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"the value of {name} is {getattr(self, name)}, but must be >= 1")
         if not 0 <= self.rate_scale <= 10:
             raise ConfigError(f"the value of rate_scale is {self.rate_scale}, but must be 0-10")
 
