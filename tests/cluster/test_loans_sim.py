@@ -108,3 +108,29 @@ def test_loans_shorten_training_against_a_dedicated_partition(
         result = simulate(jobs(traces_dir), models, cluster, policy, config, SERVICES)
         jct[loaning] = result.summary()["avg_jct_s"]
     assert jct["fapes"] < jct["dedicated"]
+
+
+def test_unix_time_traces_with_services_simulate_without_idle_rounds(
+    models: dict[str, AppModel], traces_dir: Path
+) -> None:
+    start = 60.0 * 28_333_333  # about 1.7e9 s, a whole number of rounds
+    late = [replace(j, arrival_s=j.arrival_s + start) for j in jobs(traces_dir, 4)]
+    shifted = [
+        InferenceService(
+            s.name,
+            RateTrace(s.rate.times_s + start, s.rate.rates),
+            s.capacity_rps,
+            s.slo_ms,
+            s.min_scale,
+            s.max_scale,
+        )
+        for s in SERVICES
+    ]
+    cluster, policy = Cluster.uniform(8, 4), make_policy("pollux")
+    base = simulate(jobs(traces_dir, 4), models, cluster, policy, SimConfig(), SERVICES)
+    moved = simulate(late, models, cluster, policy, SimConfig(), shifted)
+    assert len(moved.utilization) < 2 * len(base.utilization)  # no 1.7e9 / 60 idle rounds
+    assert moved.summary()["slo_requests"] == base.summary()["slo_requests"] == 1.0
+    for a, b in zip(base.jobs, moved.jobs, strict=True):
+        assert a.jct is not None and b.jct is not None
+        assert abs(a.jct - b.jct) < 1e-3 * max(a.jct, 1.0)

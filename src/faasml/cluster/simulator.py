@@ -185,10 +185,15 @@ class Simulator:
             if not active and not pending_arrivals[0]:
                 return
             step = cfg.round_s
-            if not active and pool is None:
-                # Nothing to run until the next arrival: skip the idle rounds before it
-                # (with inference services every round runs: their load changes).
-                step = self._idle_skip(now, arrivals[len(arrivals) - pending_arrivals[0]])
+            if not active:
+                # Nothing to run until the next arrival: skip the idle rounds before it.
+                # With inference services, only up to their first load: from then on their
+                # load changes, so every round runs.
+                arrival = arrivals[len(arrivals) - pending_arrivals[0]]
+                if pool is not None:  # the round whose window holds the first load
+                    arrival = min(arrival, pool.first_load - cfg.round_s)
+                if arrival > now:
+                    step = self._idle_skip(now, arrival)
             if cfg.max_time_s is not None and now + step > cfg.max_time_s:
                 step = math.floor((cfg.max_time_s - now) / cfg.round_s) * cfg.round_s
             if step > 0:
@@ -344,6 +349,8 @@ class _Pool:
         self.preemptions = 0
         self.lost_gpu_s = 0.0
         self.inference_gpu_s = 0.0
+        self.first_load = min(float(s.rate.times_s[0]) for s in services)
+        """Before this time no service has any load (rates start at their first point)."""
 
     def tally(self, t0: float, t1: float) -> None:
         for service, gpus, tally in zip(self.services, self.gpus, self.tallies, strict=True):
