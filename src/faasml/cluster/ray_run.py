@@ -42,7 +42,6 @@ from typing import Any
 
 import numpy as np
 
-from faasml._files import write_atomic
 from faasml._imports import optional_import
 from faasml.cluster.goodput import AppModel
 from faasml.cluster.inference import InferenceService
@@ -550,15 +549,3 @@ def run_on_ray(
     finally:
         ray.shutdown()
         nodes.shutdown()
-
-
-def write_result(path: Path, result: RunResult) -> None:
-    import json
-    from dataclasses import asdict
-
-    payload = {
-        "policy": result.policy,
-        "summary": result.summary(),
-        "jobs": [asdict(j) for j in result.jobs],
-    }
-    write_atomic(path, json.dumps(payload, indent=2) + "\n")
