@@ -146,3 +146,39 @@ def test_the_shipped_workloads_run_without_a_traces_option(
     assert main([*args, "--until", "600", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["results"][0]["summary"]["jobs"] == 80
+
+
+def test_simulate_with_inference_services_and_loaning(
+    tmp_path: Path, traces_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    services = tmp_path / "services.yaml"
+    services.write_text(
+        "services:\n  - name: web\n    capacity_rps: 10\n    slo_ms: 100\n    max_scale: 8\n"
+        "    rate: {tidal: {peak_rps: 60, days: 1, seed: 2}}\n"
+    )
+    args = ["cluster", "simulate", str(small_trace(tmp_path)), "--servers", "4"]
+    args += ["--traces", str(traces_dir), "--inference", str(services)]
+    assert main([*args, "--loaning", "dedicated", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["loaning"] == "dedicated" and data["inference"] == ["web"]
+    summary = data["results"][0]["summary"]
+    assert summary["slo_requests"] == 1.0 and summary["servers_loaned"] == 0
+    assert main([*args, "--loaning", "one-way"]) == 0
+    assert "SLO reqs" in capsys.readouterr().out
+    assert main([*args, "--loaning", "sometimes"]) == 2
+    assert "loaning is 'sometimes'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--loaning", "sometimes"], "loaning is 'sometimes'"),
+        (["--jobs", "0"], "--jobs is 0, but must be >= 1"),
+        (["--steps", "0"], "steps is 0, but must be >= 1"),
+    ],
+)
+def test_cluster_run_refuses_bad_settings_before_starting_ray(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    assert main(["cluster", "run", str(small_trace(tmp_path)), *extra]) == 2
+    assert message in capsys.readouterr().err

@@ -60,9 +60,48 @@ def register(commands: Any) -> None:
         default=None,
         help="traces directory (default: $FAASML_TRACES, else the shipped traces)",
     )
+    sim.add_argument(
+        "--inference",
+        default=None,
+        metavar="SERVICES",
+        help="a services YAML file: inference services served first (FaPES §3.3)",
+    )
+    sim.add_argument(
+        "--loaning",
+        default="fapes",
+        help="with --inference: dedicated, one-way or fapes (default: fapes)",
+    )
     sim.add_argument("--json", action="store_true", help="print the results as JSON")
     sim.add_argument("--plot", default=None, metavar="DIR", help="write plots into DIR")
     sim.set_defaults(func=run_simulate)
+    real = kinds.add_parser(
+        "run",
+        help="run real small PyTorch jobs and inference services on a local Ray cluster",
+        description="Start a local multi-node Ray cluster (one node per server, GPUs as "
+        "logical resources), run the first JOBS jobs of TRACE as real small PyTorch "
+        "training jobs under a policy (rescaling by checkpoint and restart) and the "
+        "inference services of --inference (requests really served, latency measured), "
+        "then shut the cluster down.",
+    )
+    real.add_argument("trace", help="a workload CSV or a Pollux workload name")
+    real.add_argument("--policy", default="pollux", help="the policy (default: pollux)")
+    real.add_argument("--jobs", type=int, default=3, help="jobs taken from TRACE (default 3)")
+    real.add_argument("--servers", type=int, default=2, help="servers = Ray nodes (default 2)")
+    real.add_argument("--gpus-per-server", type=int, default=2, help="logical GPUs (default 2)")
+    real.add_argument("--round", default="2s", help="scheduling round (default: 2s)")
+    real.add_argument("--steps", type=int, default=200, help="optimiser steps per job")
+    real.add_argument(
+        "--day", default="60s", help="wall time a day of traces is compressed into (60s)"
+    )
+    real.add_argument(
+        "--rate-scale", type=float, default=0.05, help="real requests per trace request"
+    )
+    real.add_argument("--until", default="10m", help="stop after this wall time (10m)")
+    real.add_argument("--inference", default=None, metavar="SERVICES")
+    real.add_argument("--loaning", default="fapes", help="dedicated, one-way or fapes")
+    real.add_argument("--traces", default=None, help="traces directory")
+    real.add_argument("--json", action="store_true", help="print the results as JSON")
+    real.set_defaults(func=run_real)
 
 
 def _seconds(text: str | None, flag: str) -> float | None:
@@ -79,6 +118,8 @@ def _seconds(text: str | None, flag: str) -> float | None:
 
 def run_simulate(args: argparse.Namespace) -> int:
     from faasml.cluster import Cluster, SimConfig, load_models, load_workload, resolve_workload
+    from faasml.cluster.inference import load_services
+    from faasml.cluster.loans import check_loaning
     from faasml.cluster.metrics import result_to_dict
     from faasml.cluster.policies import POLICIES, make_policy
     from faasml.cluster.records import TABLE2_RESTART_S
@@ -88,6 +129,8 @@ def run_simulate(args: argparse.Namespace) -> int:
     names = list(dict.fromkeys(names))
     for name in names:
         POLICIES.get(name)  # unknown names fail before any work
+    check_loaning(args.loaning)
+    services = load_services(args.inference) if args.inference else []
     traces = Path(args.traces) if args.traces else None
     path = resolve_workload(args.trace, traces)
     jobs = load_workload(path)
@@ -102,9 +145,13 @@ def run_simulate(args: argparse.Namespace) -> int:
         noise=args.noise,
         max_time_s=_seconds(args.until, "--until"),
         deadline_factor=args.deadline_factor,
+        loaning=args.loaning,
     )
     results = [
-        simulate(jobs, models, cluster, make_policy(name, round_s), config) for name in names
+        simulate(
+            jobs, models, cluster, make_policy(name, round_s, config.restart_s), config, services
+        )
+        for name in names
     ]
     plots = []
     if args.plot:
@@ -122,6 +169,8 @@ def run_simulate(args: argparse.Namespace) -> int:
                 },
                 "round_s": config.round_s,
                 "restart_s": config.restart_s,
+                "inference": [s.name for s in services],
+                "loaning": config.loaning if services else None,
                 "results": [result_to_dict(r) for r in results],
                 "plots": plots,
             }
@@ -166,6 +215,105 @@ def run_simulate(args: argparse.Namespace) -> int:
             f"{s['completed']:.0f}/{s['jobs']:.0f}",
         )
     out.print(table)
+    if services:
+        _print_loans(out, results, services, config.loaning)
     for plot in plots:
         out.print(f"plot: {plot}")
+    return 0
+
+
+def _print_loans(out: Any, results: list[Any], services: list[Any], loaning: str) -> None:
+    table = Table(
+        title=f"{len(services)} inference service(s), loaning {loaning}: SLO attainment "
+        "and FaPES-Manager events"
+    )
+    for column in (
+        "policy",
+        "SLO reqs",
+        "SLO time",
+        "reserve",
+        "loaned",
+        "reclaimed",
+        "preempted",
+        "lost GPU-s",
+    ):
+        table.add_column(column, justify="left" if column == "policy" else "right")
+    for result in results:
+        s = result.summary()
+        table.add_row(
+            result.policy,
+            f"{100 * s['slo_requests']:.2f}%",
+            f"{100 * s['slo_time']:.2f}%",
+            f"{s['inference_reserve_servers']:.0f}",
+            f"{s['servers_loaned']:.0f}",
+            f"{s['servers_reclaimed']:.0f}",
+            f"{s['reclaim_preemptions']:.0f}",
+            f"{s['reclaim_lost_gpu_s']:.0f}",
+        )
+    out.print(table)
+
+
+def run_real(args: argparse.Namespace) -> int:
+    from dataclasses import asdict, replace
+
+    from faasml.cluster import Cluster, load_models, load_workload, resolve_workload
+    from faasml.cluster.inference import load_services
+    from faasml.cluster.loans import check_loaning
+    from faasml.cluster.policies import make_policy
+    from faasml.cluster.ray_run import DAY_S, RunConfig, run_on_ray
+
+    check_loaning(args.loaning)
+    if args.jobs < 1:
+        raise ConfigError(f"the value of --jobs is {args.jobs}, but must be >= 1")
+    round_s = _seconds(args.round, "--round") or 0.0
+    day_s = _seconds(args.day, "--day") or 0.0
+    config = RunConfig(
+        round_s=round_s,
+        steps=args.steps,
+        day_s=day_s,
+        rate_scale=args.rate_scale,
+        max_time_s=_seconds(args.until, "--until") or 0.0,
+        loaning=args.loaning,
+    )
+    policy = make_policy(args.policy, round_s)
+    services = load_services(args.inference) if args.inference else []
+    traces = Path(args.traces) if args.traces else None
+    picked = load_workload(resolve_workload(args.trace, traces))[: args.jobs]
+    scale = DAY_S / day_s
+    jobs = [replace(j, arrival_s=(j.arrival_s - picked[0].arrival_s) / scale) for j in picked]
+    cluster = Cluster.uniform(args.servers, args.gpus_per_server)
+    result = run_on_ray(jobs, load_models(traces), cluster, policy, config, services)
+    summary = result.summary()
+    if args.json:
+        print_json(
+            {
+                "policy": result.policy,
+                "summary": {k: (None if math.isnan(v) else v) for k, v in summary.items()},
+                "jobs": [asdict(j) for j in result.jobs],
+            }
+        )
+        return 0
+    out = console()
+    table = Table(title=f"real run on Ray: {len(jobs)} jobs, policy {result.policy}")
+    for column in ("job", "JCT", "steps", "restarts", "reclaimed", "loss first", "loss last"):
+        table.add_column(column, justify="left" if column == "job" else "right")
+    for job in result.jobs:
+        table.add_row(
+            job.name,
+            "-" if job.jct is None else format_duration(job.jct),
+            str(job.steps),
+            str(job.restarts),
+            str(job.reclaim_preemptions),
+            f"{job.first_loss:.3f}",
+            f"{job.last_loss:.3f}",
+        )
+    out.print(table)
+    if services:
+        out.print(
+            f"requests {summary['requests']:.0f}, within SLO "
+            f"{100 * summary['slo_requests']:.1f}%, latency p50 "
+            f"{summary['p50_latency_ms']:.0f} ms p99 {summary['p99_latency_ms']:.0f} ms; "
+            f"servers loaned {summary['servers_loaned']:.0f}, "
+            f"reclaimed {summary['servers_reclaimed']:.0f}"
+        )
     return 0

@@ -8,7 +8,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from faasml.cluster.executor import Executor, JobState, SimulatedExecutor
 from faasml.cluster.goodput import AppModel, CommModel, TopologyCommModel, efficiency
+from faasml.cluster.inference import (
+    InferenceService,
+    RateTrace,
+    ServiceError,
+    load_rate_csv,
+    load_services,
+    tidal_trace,
+)
+from faasml.cluster.loans import LOANING, LoanManager, select_reclaim
 from faasml.cluster.metrics import JobRecord, SimResult, summarize
 from faasml.cluster.policies import POLICIES, ClusterPolicy, make_policy
 from faasml.cluster.records import (
@@ -41,6 +51,7 @@ def load_models(traces: str | Path | None = None) -> dict[str, AppModel]:
 
 
 __all__ = [
+    "LOANING",
     "POLICIES",
     "TABLE2_RESTART_S",
     "AppModel",
@@ -49,15 +60,22 @@ __all__ = [
     "ClusterPolicy",
     "CommModel",
     "Decision",
+    "Executor",
+    "InferenceService",
     "Job",
     "JobRecord",
+    "JobState",
     "JobView",
     "Layout",
+    "LoanManager",
     "Placement",
+    "RateTrace",
     "SchedulePlan",
     "Server",
+    "ServiceError",
     "SimConfig",
     "SimResult",
+    "SimulatedExecutor",
     "Simulator",
     "TopologyCommModel",
     "TraceError",
@@ -66,9 +84,13 @@ __all__ = [
     "load_application",
     "load_applications",
     "load_models",
+    "load_rate_csv",
+    "load_services",
     "load_workload",
     "make_policy",
     "resolve_workload",
+    "select_reclaim",
     "simulate",
     "summarize",
+    "tidal_trace",
 ]

@@ -13,7 +13,7 @@ import functools
 import numpy as np
 import numpy.typing as npt
 
-from faasml.cluster.records import Cluster, Placement, SchedulePlan
+from faasml.cluster.plain import Cluster, Placement, SchedulePlan
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]

@@ -23,7 +23,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from faasml.cluster.records import Job, Layout, packed_layout
+from faasml.cluster.plain import Job, Layout, packed_layout
 from faasml.cluster.traces import ApplicationTrace
 
 FloatArray = npt.NDArray[np.float64]

@@ -34,6 +34,10 @@ class JobRecord:
     speedup: float = 0.0
     """Average progress rate over the job's best one-GPU rate at its start: a goodput that
     compares across applications (raw goodput is dominated by the fastest application)."""
+    progress: float = 0.0
+    """Statistical progress reached (the work done; kept across preemptions)."""
+    reclaim_preemptions: int = 0
+    """Times the job was preempted because FaPES-Manager reclaimed a server it ran on."""
 
     @property
     def jct(self) -> float | None:
@@ -59,6 +63,8 @@ class SimResult:
     round_s: float | None = None
     """The round length. When set, a utilisation point stands for every round until the
     next point (the simulator skips idle rounds before an arrival and records one point)."""
+    loans: dict[str, float] | None = None
+    """With inference services: SLO attainment and FaPES-Manager's loans and reclaims."""
 
     def summary(self) -> dict[str, float]:
         return summarize(self)
@@ -83,7 +89,7 @@ def summarize(result: SimResult) -> dict[str, float]:
     with_deadline = [j for j in result.jobs if j.deadline_s is not None]
     util = [u for _, u in result.utilization]
     weights = _round_weights(result)
-    return {
+    out = {
         "jobs": float(len(result.jobs)),
         "completed": float(len(jcts)),
         "avg_jct_s": float(np.mean(jcts)) if jcts else math.nan,
@@ -102,6 +108,7 @@ def summarize(result: SimResult) -> dict[str, float]:
             else math.nan
         ),
     }
+    return out | dict(result.loans or {})
 
 
 def write_json(path: Path, payload: dict[str, Any]) -> None:

@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from faasml.cluster.board import Board
-from faasml.cluster.records import Placement, SchedulePlan, Segment
+from faasml.cluster.plain import Placement, SchedulePlan, Segment
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

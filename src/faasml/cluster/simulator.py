@@ -14,21 +14,25 @@ from __future__ import annotations
 import functools
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-import numpy as np
-
+from faasml.cluster.executor import Executor, JobState, SimulatedExecutor
 from faasml.cluster.goodput import AppModel
+from faasml.cluster.inference import InferenceService, ServiceTally
+from faasml.cluster.loans import LoanManager, check_loaning, reserve_servers, serve_first
 from faasml.cluster.metrics import JobRecord, SimResult
 from faasml.cluster.policies import ClusterPolicy
 from faasml.cluster.records import (
     TABLE2_RESTART_S,
     Cluster,
+    Decision,
     Job,
     JobView,
     Placement,
     SchedulePlan,
+    Segment,
+    Server,
     check_allocation,
 )
 from faasml.exceptions import ConfigError
@@ -49,8 +53,11 @@ class SimConfig:
     deadline_factor: float | None = None
     """Give jobs without a deadline one: arrival + factor × their run time alone on the GPUs
     they asked for (ElasticFlow's deadline jobs)."""
+    loaning: str = "fapes"
+    """With inference services: ``dedicated``, ``one-way`` or ``fapes`` (FaPES §7.1)."""
 
     def __post_init__(self) -> None:
+        check_loaning(self.loaning)
         if not self.round_s > 0:
             raise ConfigError(f"the value of round is {self.round_s}, but must be > 0 seconds")
         if self.restart_s < 0:
@@ -63,26 +70,6 @@ class SimConfig:
             )
 
 
-class _State:
-    """Mutable progress of one job inside the simulator."""
-
-    def __init__(self, job: Job, model: AppModel) -> None:
-        self.job = job
-        self.model = model
-        self.work = model.work(job)
-        self.progress = 0.0
-        self.placement: Placement = ()
-        self.restart_left = 0.0
-        self.restarts = 0
-        self.start: float | None = None
-        self.completion: float | None = None
-        self.queued = 0.0
-        self.running = 0.0
-        self.gpu_s = 0.0
-        self.waiting_rounds = 0
-        self.plan: SchedulePlan | None = None
-
-
 class Simulator:
     """Runs one policy over one list of jobs on one cluster."""
 
@@ -93,10 +80,13 @@ class Simulator:
         cluster: Cluster,
         policy: ClusterPolicy,
         config: SimConfig | None = None,
+        services: Sequence[InferenceService] = (),
+        executor: Executor | None = None,
     ) -> None:
         self.config = config or SimConfig()
         self.cluster = cluster
         self.policy = policy
+        self.services = tuple(services)
         for job in jobs:
             if job.application not in models:
                 raise ConfigError(
@@ -105,7 +95,9 @@ class Simulator:
                 )
         self.jobs = [self._with_deadline(j, models[j.application]) for j in jobs]
         self.models = models
-        self._rng = np.random.default_rng(self.config.seed)
+        self.executor: Executor = executor or SimulatedExecutor(
+            cluster, adaptive=policy.adaptive, noise=self.config.noise, seed=self.config.seed
+        )
 
     def _with_deadline(self, job: Job, model: AppModel) -> Job:
         factor = self.config.deadline_factor
@@ -127,16 +119,17 @@ class Simulator:
     def run(self) -> SimResult:
         loop = EventLoop()
         cfg = self.config
-        states = {j.name: _State(j, self.models[j.application]) for j in self.jobs}
-        active: dict[str, _State] = {}
+        states = {j.name: JobState(j, self.models[j.application]) for j in self.jobs}
+        active: dict[str, JobState] = {}
         pending_arrivals = [len(self.jobs)]
         arrivals = sorted(j.arrival_s for j in self.jobs)
         utilization: list[tuple[float, float]] = []
         sched_times: list[float] = []
         last = [0.0]
         total = self.cluster.total_gpus
+        pool = _Pool(self.cluster, self.services, cfg) if self.services else None
 
-        def arrive(state: _State) -> None:
+        def arrive(state: JobState) -> None:
             active[state.job.name] = state
             pending_arrivals[0] -= 1
 
@@ -147,19 +140,33 @@ class Simulator:
             now = loop.now
             dt = now - last[0]
             for state in list(active.values()):
-                self._advance(state, last[0], dt)
+                self.executor.advance(state, last[0], dt)
                 if state.completion is not None:
                     del active[state.job.name]
+            current = {n: s.placement for n, s in active.items() if s.placement}
+            cluster: Cluster | None = self.cluster
+            to_global: tuple[int, ...] | None = None
+            inference_gpus = 0
+            if pool is not None:
+                pool.tally(last[0], now)
+                current = pool.rebalance(now, current, active, self.policy.elastic)
+                cluster, to_global = pool.training_cluster()
+                inference_gpus = sum(pool.gpus)
             last[0] = now
             if active:
-                current = {n: s.placement for n, s in active.items() if s.placement}
-                views = [self._view(s) for s in active.values()]
+                views = [self._view(s, current.get(n, ()), to_global) for n, s in active.items()]
+                local = _mapped(current, to_global)
                 tic = time.perf_counter()
-                decision = self.policy.allocate(views, self.cluster, current, now)
+                decision = (
+                    self.policy.allocate(views, cluster, local, now)
+                    if cluster is not None
+                    else Decision({})
+                )
                 sched_times.append(time.perf_counter() - tic)
-                check_allocation(decision.allocation, self.cluster, views)
+                if cluster is not None:
+                    check_allocation(decision.allocation, cluster, views)
                 for name, state in active.items():
-                    new = tuple(decision.allocation.get(name, ()))
+                    new = _back(tuple(decision.allocation.get(name, ())), to_global)
                     if new != state.placement:
                         if new:
                             state.restart_left = cfg.restart_s
@@ -170,17 +177,23 @@ class Simulator:
                         state.placement = new
                     state.waiting_rounds = 0 if new else state.waiting_rounds + 1
                     if name in decision.plans:
-                        state.plan = decision.plans[name]
+                        state.plan = _plan_back(decision.plans[name], to_global)
                     elif not new:
                         state.plan = None
             used = sum(len(s.placement) for s in active.values())
-            utilization.append((now, used / total))
+            utilization.append((now, (used + inference_gpus) / total))
             if not active and not pending_arrivals[0]:
                 return
             step = cfg.round_s
             if not active:
                 # Nothing to run until the next arrival: skip the idle rounds before it.
-                step = self._idle_skip(now, arrivals[len(arrivals) - pending_arrivals[0]])
+                # With inference services, only up to their first load: from then on their
+                # load changes, so every round runs.
+                arrival = arrivals[len(arrivals) - pending_arrivals[0]]
+                if pool is not None:  # the round whose window holds the first load
+                    arrival = min(arrival, pool.first_load - cfg.round_s)
+                if arrival > now:
+                    step = self._idle_skip(now, arrival)
             if cfg.max_time_s is not None and now + step > cfg.max_time_s:
                 step = math.floor((cfg.max_time_s - now) / cfg.round_s) * cfg.round_s
             if step > 0:
@@ -195,7 +208,12 @@ class Simulator:
         loop.run()
         records = tuple(self._record(states[j.name]) for j in self.jobs)
         return SimResult(
-            self.policy.name, records, tuple(utilization), tuple(sched_times), cfg.round_s
+            self.policy.name,
+            records,
+            tuple(utilization),
+            tuple(sched_times),
+            cfg.round_s,
+            loans=pool.summary(states.values()) if pool is not None else None,
         )
 
     def _idle_skip(self, now: float, arrival: float) -> float:
@@ -207,58 +225,24 @@ class Simulator:
             n += 1
         return n * r
 
-    def _view(self, state: _State) -> JobView:
+    def _view(
+        self, state: JobState, placement: Placement, to_global: tuple[int, ...] | None
+    ) -> JobView:
         return JobView(
             job=state.job,
             model=state.model,
             progress=state.progress,
             work=state.work,
-            placement=state.placement,
+            placement=_local(placement, to_global) or (),
             attained_gpu_s=state.gpu_s,
             restarts=state.restarts,
             waiting_rounds=state.waiting_rounds,
             started=state.start is not None,
-            plan=state.plan,
+            plan=_plan_local(state.plan, to_global),
+            observed=tuple(state.observed.values()),
         )
 
-    def _advance(self, state: _State, t0: float, dt: float) -> None:
-        """Move a job ``dt`` seconds forward from ``t0`` at its true goodput."""
-        if dt <= 0:
-            return
-        if not state.placement:
-            state.queued += max(dt - max(state.job.arrival_s - t0, 0.0), 0.0)
-            return
-        state.gpu_s += dt * len(state.placement)
-        delay = min(state.restart_left, dt)
-        state.restart_left -= delay
-        t, end = t0 + delay, t0 + dt
-        layout = self.cluster.layout(state.placement)
-        factor = 1.0
-        if self.config.noise > 0:
-            factor = math.exp(self._rng.normal(0.0, self.config.noise))
-        adaptive = self.policy.adaptive
-        while t < end - 1e-12 and state.completion is None:
-            choice = state.model.choose_cached(layout, state.progress, state.job, adaptive=adaptive)
-            rate = choice.goodput * factor
-            if rate <= 0:
-                break
-            epoch = state.model.epoch_of(state.progress)
-            mark = min(state.model.progress_at(epoch + 1), state.work)
-            if mark <= state.progress:
-                mark = state.work
-            need = (mark - state.progress) / rate
-            if t + need > end:
-                state.progress += rate * (end - t)
-                t = end
-            else:
-                state.progress = mark
-                t += need
-                if state.progress >= state.work - 1e-9:
-                    state.completion = t
-        # A finished job holds its GPUs until the round ends (freed at the next round).
-        state.running += (end if state.completion is None else state.completion) - t0
-
-    def _record(self, state: _State) -> JobRecord:
+    def _record(self, state: JobState) -> JobRecord:
         rate = state.progress / state.running if state.running else 0.0
         goodput = rate * state.model.init_batch
         one = state.model.choose_cached(
@@ -277,6 +261,8 @@ class Simulator:
             gpu_s=state.gpu_s,
             deadline_s=state.job.deadline_s,
             speedup=rate / one if one > 0 else 0.0,
+            progress=state.progress,
+            reclaim_preemptions=state.reclaim_preemptions,
         )
 
 
@@ -286,6 +272,142 @@ def simulate(
     cluster: Cluster,
     policy: ClusterPolicy,
     config: SimConfig | None = None,
+    services: Sequence[InferenceService] = (),
 ) -> SimResult:
-    """Simulate ``policy`` over ``jobs`` on ``cluster``; see :class:`Simulator`."""
-    return Simulator(jobs, models, cluster, policy, config).run()
+    """Simulate ``policy`` over ``jobs`` on ``cluster`` (with inference ``services`` served
+    first and servers loaned per ``config.loaning``); see :class:`Simulator`."""
+    return Simulator(jobs, models, cluster, policy, config, services).run()
+
+
+def _local(placement: Placement, to_global: tuple[int, ...] | None) -> Placement | None:
+    """A placement in the ids of the training VC's cluster; None if a server left it."""
+    if to_global is None:
+        return placement
+    index = {g: i for i, g in enumerate(to_global)}
+    if any(s not in index for s in placement):
+        return None
+    return tuple(sorted(index[s] for s in placement))
+
+
+def _back(placement: Placement, to_global: tuple[int, ...] | None) -> Placement:
+    if to_global is None:
+        return placement
+    return tuple(sorted(to_global[s] for s in placement))
+
+
+def _mapped(
+    allocation: Mapping[str, Placement], to_global: tuple[int, ...] | None
+) -> dict[str, Placement]:
+    out = {}
+    for name, placement in allocation.items():
+        local = _local(placement, to_global)
+        if local:
+            out[name] = local
+    return out
+
+
+def _plan_local(
+    plan: SchedulePlan | None, to_global: tuple[int, ...] | None
+) -> SchedulePlan | None:
+    """A plan in training-VC ids; a plan that uses a server now lent away is dropped (the
+    policy then treats the job as one that outlived its plan)."""
+    if plan is None or to_global is None:
+        return plan
+    segments = []
+    for seg in plan.segments:
+        local = _local(seg.placement, to_global)
+        if local is None:
+            return None
+        segments.append(Segment(seg.start, seg.end, local))
+    return SchedulePlan(tuple(segments), plan.achievement)
+
+
+def _plan_back(plan: SchedulePlan, to_global: tuple[int, ...] | None) -> SchedulePlan:
+    if to_global is None:
+        return plan
+    segments = tuple(Segment(g.start, g.end, _back(g.placement, to_global)) for g in plan.segments)
+    return SchedulePlan(segments, plan.achievement)
+
+
+class _Pool:
+    """Inference services and FaPES-Manager inside the simulator: every round the services
+    are sized first (SLO first) for their peak load over the coming round, the manager moves
+    servers between the virtual clusters, and training sees only the training VC."""
+
+    def __init__(
+        self, cluster: Cluster, services: Sequence[InferenceService], cfg: SimConfig
+    ) -> None:
+        self.cluster = cluster
+        self.services = services
+        self.cfg = cfg
+        reserve = reserve_servers(services, cfg.round_s, cluster.gpus_per_server)
+        self.manager = LoanManager(cluster, reserve, cfg.loaning)
+        self.gpus = [0] * len(services)
+        self.tallies = [ServiceTally() for _ in services]
+        self.loaned = 0
+        self.reclaimed = 0
+        self.preemptions = 0
+        self.lost_gpu_s = 0.0
+        self.inference_gpu_s = 0.0
+        self.first_load = min(float(s.rate.times_s[0]) for s in services)
+        """Before this time no service has any load (rates start at their first point)."""
+
+    def tally(self, t0: float, t1: float) -> None:
+        for service, gpus, tally in zip(self.services, self.gpus, self.tallies, strict=True):
+            tally.add(service, gpus, t0, t1)
+        self.inference_gpu_s += sum(self.gpus) * max(t1 - t0, 0.0)
+
+    def rebalance(
+        self,
+        now: float,
+        current: dict[str, Placement],
+        active: Mapping[str, JobState],
+        elastic: bool,
+    ) -> dict[str, Placement]:
+        """Size inference, move servers, and return the training allocation left after any
+        reclaim (a preempted job keeps its GPUs elsewhere if it is elastic)."""
+        rates = [s.rate.peak_between(now, now + self.cfg.round_s) for s in self.services]
+        self.gpus = serve_first(self.services, rates, self.manager.max_inference_gpus())
+        event = self.manager.rebalance(sum(self.gpus), current)
+        self.loaned += len(event.loaned)
+        self.reclaimed += len(event.reclaimed)
+        gone = set(event.reclaimed)
+        out = dict(current)
+        for name in event.preempted:
+            state = active[name]
+            state.reclaim_preemptions += 1
+            self.preemptions += 1
+            self.lost_gpu_s += self.cfg.restart_s * len(state.placement)
+            kept = tuple(s for s in current[name] if s not in gone)
+            if kept and elastic:
+                out[name] = kept
+            else:
+                del out[name]
+        return out
+
+    def training_cluster(self) -> tuple[Cluster | None, tuple[int, ...]]:
+        """The training VC as a cluster of its own (ids 0..n-1) and its servers' pool ids."""
+        ids = tuple(s.id for s in self.cluster.servers if s.id not in self.manager.inference)
+        if not ids:
+            return None, ids
+        servers = tuple(
+            Server(i, self.cluster.servers[g].gpus, self.cluster.servers[g].switch)
+            for i, g in enumerate(ids)
+        )
+        return Cluster(servers), ids
+
+    def summary(self, states: Iterable[JobState]) -> dict[str, float]:
+        requests = sum(t.requests for t in self.tallies)
+        seconds = sum(t.seconds for t in self.tallies)
+        return {
+            "slo_requests": (
+                sum(t.requests_ok for t in self.tallies) / requests if requests else 1.0
+            ),
+            "slo_time": sum(t.seconds_ok for t in self.tallies) / seconds if seconds else 1.0,
+            "inference_reserve_servers": float(self.manager.reserve),
+            "servers_loaned": float(self.loaned),
+            "servers_reclaimed": float(self.reclaimed),
+            "reclaim_preemptions": float(self.preemptions),
+            "reclaim_lost_gpu_s": self.lost_gpu_s,
+            "inference_gpu_s": self.inference_gpu_s,
+        }

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from faasml.cluster.records import Job
+from faasml.cluster.plain import Job
 from faasml.exceptions import ConfigError
 
 FloatArray = npt.NDArray[np.float64]

@@ -10,7 +10,14 @@ from typing import ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from faasml.cluster.records import Cluster, ClusterAllocation, Decision, JobView, Placement
+from faasml.cluster.records import (
+    TABLE2_RESTART_S,
+    Cluster,
+    ClusterAllocation,
+    Decision,
+    JobView,
+    Placement,
+)
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -31,8 +38,11 @@ class ClusterPolicy(ABC):
     elastic: ClassVar[bool] = True
     """Whether a running job's GPU count may change."""
 
-    def __init__(self, round_s: float = 60.0) -> None:
+    def __init__(self, round_s: float = 60.0, restart_s: float = TABLE2_RESTART_S) -> None:
         self.round_s = round_s
+        self.restart_s = restart_s
+        """What a (re)start costs a job: the simulator's overhead, weighed by the policies
+        that plan with it (FaPES's planner, Pollux's re-allocation factor)."""
 
     @abstractmethod
     def allocate(

@@ -73,8 +73,9 @@ class FapesPolicy(ClusterPolicy):
         restart_s: float = TABLE2_RESTART_S,
         backfill: bool = True,
         srpt: float = 1.0,
+        backfill_restarts: float = 1.0,
     ) -> None:
-        super().__init__(round_s)
+        super().__init__(round_s, restart_s)
         for label, value, least in (
             ("slots", slots, 1),
             ("chunks", chunks, 2),
@@ -100,9 +101,10 @@ class FapesPolicy(ClusterPolicy):
         self.price_ratio_cap = price_ratio_cap
         self.min_gain = min_gain
         self.rank = rank
-        self.restart_s = restart_s
         self.backfill = backfill
         self.srpt = srpt
+        self.backfill_restarts = backfill_restarts
+        """Restarts a back-filled running job is charged (0: back-filling ignores them)."""
 
     def allocate(
         self,
@@ -189,7 +191,18 @@ class FapesPolicy(ClusterPolicy):
             return allocation
         counts = {v.name: len(allocation.get(v.name, ())) for v in jobs}
         value = {v.name: _speedup_value(curves[v.name], weights[v.name]) for v in jobs}
-        grown = greedy_grow(counts, curves, spare, value, cluster.gpus_per_server)
+        grow_curves = dict(curves)
+        if self.backfill_restarts > 0:
+            # Growing a job that would otherwise keep its GPUs costs it a restart now and
+            # another when the back-filled GPUs are taken back: weigh both.
+            keep = max(1.0 - self.backfill_restarts * self.restart_s / self.round_s, 0.0)
+            for v in jobs:
+                n = counts[v.name]
+                if n and allocation.get(v.name) == current.get(v.name):
+                    curve = np.array(curves[v.name])
+                    curve[n + 1 :] *= keep
+                    grow_curves[v.name] = curve
+        grown = greedy_grow(counts, grow_curves, spare, value, cluster.gpus_per_server)
         out = dict(allocation)
         todo: list[str] = []
         for name in sorted(n for n in grown if grown[n] > counts[n]):

@@ -1,0 +1,551 @@
+"""Real elastic jobs and inference services on a local multi-node Ray cluster.
+
+``faasml cluster run`` drives small real PyTorch training jobs and small inference services
+under a cluster policy and FaPES-Manager loans, on Ray nodes that stand for GPU servers.
+GPUs are logical here: each node ``i`` has a custom resource ``server<i>`` with one unit per
+GPU, and a worker takes one unit, so the policy's placement decides the node it runs on.
+
+- **Training job**: data-parallel SGD of a small MLP on a seeded synthetic regression set.
+  Each of its workers (a Ray actor on one "GPU" of its placement) computes the gradient of
+  its share of the batch; the driver averages them and steps the optimiser (the driver is
+  the parameter server). One step = one unit of progress.
+- **Rescaling = checkpoint and restart** (FaPES Table 2's steps): when a job's placement
+  changes, its in-flight step finishes, the model and optimiser are written to a checkpoint
+  file, its workers are stopped (``ray.kill``), the state is read back from the file and new
+  workers start on the new placement. A reclaimed server's workers are stopped this way, so
+  nothing is lost beyond the checkpoint (taken at the step boundary: nothing at all).
+- **Inference service**: workers (actors) each hold a small model; the driver sends
+  requests at the service's trace rate (a trace day compressed into ``day_s`` seconds, rates
+  scaled by ``rate_scale``), round-robin over the service's workers, and measures each
+  request's latency (send to result) against the SLO.
+- **Driver**: every ``round_s`` seconds of wall time, as the simulator does: arrivals,
+  inference sized first and servers loaned or reclaimed (:mod:`faasml.cluster.loans`), the
+  policy on the training VC, then a single-threaded event loop (``ray.wait``) that keeps one
+  step of every running job in flight and sends the requests when due.
+
+Differences from real GPUs: the policies plan with the performance model of the job's
+application from the traces (a real deployment would profile the job), so their choices are
+the ones they would make for that application, not for the MLP; on real GPUs the workers
+would all-reduce with NCCL inside the job (e.g. torch DDP) instead of through the driver,
+and a "GPU" here is a slot on a CPU core shared with everything else.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from faasml._imports import optional_import
+from faasml.cluster.goodput import AppModel
+from faasml.cluster.inference import InferenceService
+from faasml.cluster.loans import LoanManager, reserve_servers, serve_first
+from faasml.cluster.plain import Cluster, Job, Placement, Server
+from faasml.cluster.policies import ClusterPolicy
+from faasml.cluster.records import JobView, check_allocation
+from faasml.exceptions import ConfigError
+
+DAY_S = 86400.0
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Settings of a real run."""
+
+    round_s: float = 2.0
+    steps: int = 60
+    """Optimiser steps of every job (its work)."""
+    batch: int = 64
+    day_s: float = 60.0
+    """Wall seconds a day of the services' rate traces is compressed into."""
+    rate_scale: float = 0.05
+    """Real requests per second sent for each request per second of the traces."""
+    max_time_s: float = 600.0
+    loaning: str = "fapes"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("round_s", "day_s", "max_time_s"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"the value of {name} is {getattr(self, name)}, but must be > 0")
+        for name in ("steps", "batch"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"the value of {name} is {getattr(self, name)}, but must be >= 1")
+        if not 0 <= self.rate_scale <= 10:
+            raise ConfigError(f"the value of rate_scale is {self.rate_scale}, but must be 0-10")
+
+
+@dataclass
+class JobOutcome:
+    """What happened to one real job."""
+
+    name: str
+    arrival_s: float
+    start_s: float | None = None
+    completion_s: float | None = None
+    steps: int = 0
+    restarts: int = 0
+    reclaim_preemptions: int = 0
+    first_loss: float = math.nan
+    last_loss: float = math.nan
+    step_history: list[int] = field(default_factory=list)
+    """Steps done at every restart (checkpoint): never falls."""
+
+    @property
+    def jct(self) -> float | None:
+        return None if self.completion_s is None else self.completion_s - self.arrival_s
+
+
+@dataclass
+class RunResult:
+    policy: str
+    jobs: list[JobOutcome]
+    requests: int
+    requests_ok: int
+    latencies_ms: list[float]
+    servers_loaned: int
+    servers_reclaimed: int
+    wall_s: float
+
+    def summary(self) -> dict[str, float]:
+        jcts = [j.jct for j in self.jobs if j.jct is not None]
+        lat = self.latencies_ms
+        return {
+            "jobs": float(len(self.jobs)),
+            "completed": float(len(jcts)),
+            "avg_jct_s": float(np.mean(jcts)) if jcts else math.nan,
+            "restarts": float(sum(j.restarts for j in self.jobs)),
+            "reclaim_preemptions": float(sum(j.reclaim_preemptions for j in self.jobs)),
+            "requests": float(self.requests),
+            "slo_requests": self.requests_ok / self.requests if self.requests else 1.0,
+            "p50_latency_ms": float(np.percentile(lat, 50)) if lat else math.nan,
+            "p99_latency_ms": float(np.percentile(lat, 99)) if lat else math.nan,
+            "servers_loaned": float(self.servers_loaned),
+            "servers_reclaimed": float(self.servers_reclaimed),
+            "wall_s": self.wall_s,
+        }
+
+
+def _data(seed: int, n: int = 2048) -> tuple[Any, Any]:
+    torch = optional_import("torch", "torch")
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 16, generator=g)
+    w = torch.randn(16, 1, generator=g)
+    y = torch.tanh(x @ w) + 0.05 * torch.randn(n, 1, generator=g)
+    return x, y
+
+
+def _mlp(seed: int) -> Any:
+    torch = optional_import("torch", "torch")
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))
+
+
+class TrainWorker:
+    """One data-parallel replica of a job: the gradient of its share of each batch."""
+
+    def __init__(self, seed: int, rank: int, replicas: int, batch: int) -> None:
+        torch = optional_import("torch", "torch")
+        torch.set_num_threads(1)
+        self.x, self.y = _data(seed)
+        self.model = _mlp(seed)
+        self.rank, self.replicas = rank, replicas
+        self.share = max(batch // replicas, 1)
+
+    def grad(self, params: list[Any], step: int) -> tuple[list[Any], float]:
+        torch = optional_import("torch", "torch")
+        with torch.no_grad():
+            for p, v in zip(self.model.parameters(), params, strict=True):
+                p.copy_(torch.as_tensor(v))
+        n = len(self.x)
+        start = ((step * self.replicas + self.rank) * self.share) % n
+        idx = torch.arange(start, start + self.share) % n
+        self.model.zero_grad()
+        loss = torch.nn.functional.mse_loss(self.model(self.x[idx]), self.y[idx])
+        loss.backward()
+        return [p.grad.numpy().copy() for p in self.model.parameters()], float(loss)
+
+
+class InferenceWorker:
+    """One worker of an inference service: a small model's forward pass per request."""
+
+    def __init__(self, seed: int) -> None:
+        torch = optional_import("torch", "torch")
+        torch.set_num_threads(1)
+        self.model = _mlp(seed).eval()
+
+    def infer(self, x: Any) -> float:
+        torch = optional_import("torch", "torch")
+        with torch.no_grad():
+            return float(self.model(torch.as_tensor(x)).sum())
+
+
+class _RealJob:
+    """A training job's state in the driver (the parameter server) and its workers."""
+
+    def __init__(self, job: Job, seed: int, steps: int, batch: int, ckpt: Path) -> None:
+        torch = optional_import("torch", "torch")
+        self.job = job
+        self.seed = seed
+        self.work = steps
+        self.batch = batch
+        self.model = _mlp(seed)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.05)
+        self.ckpt = ckpt
+        self.placement: Placement = ()
+        self.workers: list[Any] = []
+        self.inflight: Any = None
+        self.outcome = JobOutcome(job.name, job.arrival_s)
+
+    def params(self) -> list[Any]:
+        return [p.detach().numpy().copy() for p in self.model.parameters()]
+
+    def apply(self, results: list[tuple[list[Any], float]]) -> None:
+        torch = optional_import("torch", "torch")
+        for i, p in enumerate(self.model.parameters()):
+            p.grad = torch.as_tensor(np.mean([r[0][i] for r in results], axis=0))
+        self.opt.step()
+        loss = float(np.mean([r[1] for r in results]))
+        if math.isnan(self.outcome.first_loss):
+            self.outcome.first_loss = loss
+        self.outcome.last_loss = loss
+        self.outcome.steps += 1
+
+    def checkpoint(self) -> None:
+        """Write model, optimiser and step to the checkpoint file, then read them back (a
+        restart resumes from the file, as on another server)."""
+        torch = optional_import("torch", "torch")
+        tmp = self.ckpt.with_suffix(".tmp")
+        torch.save(
+            {
+                "model": self.model.state_dict(),
+                "opt": self.opt.state_dict(),
+                "steps": self.outcome.steps,
+            },
+            tmp,
+        )
+        tmp.replace(self.ckpt)
+        state = torch.load(self.ckpt, weights_only=True)
+        self.model = _mlp(self.seed)
+        self.model.load_state_dict(state["model"])
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.05)
+        self.opt.load_state_dict(state["opt"])
+        self.outcome.steps = int(state["steps"])
+        self.outcome.step_history.append(self.outcome.steps)
+
+
+@dataclass
+class _Request:
+    service: int
+    sent: float
+    """When the request arrived (its latency counts from here)."""
+    ref: Any
+
+
+class RayRunner:
+    """Drives one real run (module docstring); use :func:`run_on_ray`."""
+
+    def __init__(
+        self,
+        ray: Any,
+        jobs: Sequence[Job],
+        models: Mapping[str, AppModel],
+        cluster: Cluster,
+        policy: ClusterPolicy,
+        config: RunConfig,
+        services: Sequence[InferenceService],
+        workdir: Path,
+    ) -> None:
+        self.ray = ray
+        self.models = models
+        self.cluster = cluster
+        self.policy = policy
+        self.cfg = config
+        self.services = list(services)
+        self.train_cls = ray.remote(num_cpus=0)(TrainWorker)
+        self.infer_cls = ray.remote(num_cpus=0)(InferenceWorker)
+        self.jobs = [
+            _RealJob(j, config.seed + i, config.steps, config.batch, workdir / f"{i}.pt")
+            for i, j in enumerate(jobs)
+        ]
+        scale = DAY_S / config.day_s
+        self.scale = scale
+        reserve = reserve_servers(self.services, config.round_s * scale, cluster.gpus_per_server)
+        self.manager = LoanManager(cluster, reserve, config.loaning) if self.services else None
+        self.infer_workers: list[list[tuple[int, Any]]] = [[] for _ in self.services]
+        self.requests: list[_Request] = []
+        self.latencies: list[float] = []
+        self.sent = 0
+        self.ok = 0
+        self.loaned = 0
+        self.reclaimed = 0
+        self._rng = np.random.default_rng(config.seed)
+        self._scheduled_until = 0.0
+        self._t0 = 0.0
+
+    # -- placement --------------------------------------------------------------------
+    def _start(self, rj: _RealJob, placement: Placement, now: float) -> None:
+        if rj.workers:
+            self._stop(rj)
+            rj.outcome.restarts += 1
+        rj.placement = placement
+        if not placement:
+            return
+        if rj.outcome.start_s is None:
+            rj.outcome.start_s = now
+        rj.workers = [
+            self.train_cls.options(resources={f"server{sid}": 1}).remote(
+                rj.seed, rank, len(placement), rj.batch
+            )
+            for rank, sid in enumerate(placement)
+        ]
+
+    def _stop(self, rj: _RealJob) -> None:
+        """Finish the step in flight, checkpoint, stop the workers."""
+        if rj.inflight is not None:
+            rj.apply(self.ray.get(rj.inflight))
+            rj.inflight = None
+        rj.checkpoint()
+        for w in rj.workers:
+            self.ray.kill(w)
+        rj.workers = []
+
+    def _size_inference(self, counts: Sequence[int], servers: frozenset[int]) -> None:
+        """Keep each service's workers on the inference servers, ``counts[i]`` of them."""
+        slots = [s for s in sorted(servers) for _ in range(self.cluster.servers[s].gpus)]
+        keep: list[list[tuple[int, Any]]] = []
+        for i, want in enumerate(counts):
+            alive = [(s, w) for s, w in self.infer_workers[i] if s in servers]
+            gone = [(s, w) for s, w in self.infer_workers[i] if s not in servers]
+            gone += alive[want:]
+            if gone:
+                self._drain(self._t0, final=True)  # let their requests finish first
+            for _, w in gone:
+                self.ray.kill(w)
+            keep.append(alive[:want])
+        used = [s for ws in keep for s, _ in ws]
+        free = list(slots)
+        for s in used:
+            free.remove(s)
+        for i, want in enumerate(counts):
+            while len(keep[i]) < want and free:
+                s = free.pop(0)
+                w = self.infer_cls.options(resources={f"server{s}": 1}).remote(100 + i)
+                keep[i].append((s, w))
+        self.infer_workers = keep
+
+    # -- the run ----------------------------------------------------------------------
+    def run(self) -> RunResult:
+        cfg, ray = self.cfg, self.ray
+        t0 = self._t0 = time.monotonic()
+        pending = sorted(self.jobs, key=lambda r: r.job.arrival_s)
+        active: list[_RealJob] = []
+        done: list[_RealJob] = []
+        while (pending or active) and time.monotonic() - t0 < cfg.max_time_s:
+            now = time.monotonic() - t0
+            while pending and pending[0].job.arrival_s <= now:
+                active.append(pending.pop(0))
+            current = {r.job.name: r.placement for r in active if r.placement}
+            training: Cluster | None = self.cluster
+            ids = tuple(range(len(self.cluster.servers)))
+            if self.manager is not None:
+                trace_t = now * self.scale
+                window = cfg.round_s * self.scale
+                rates = [s.rate.peak_between(trace_t, trace_t + window) for s in self.services]
+                counts = serve_first(self.services, rates, self.manager.max_inference_gpus())
+                event = self.manager.rebalance(sum(counts), current)
+                self.loaned += len(event.loaned)
+                self.reclaimed += len(event.reclaimed)
+                gone = set(event.reclaimed)
+                for r in active:
+                    if r.job.name in event.preempted:
+                        r.outcome.reclaim_preemptions += 1
+                        kept = tuple(s for s in r.placement if s not in gone)
+                        current[r.job.name] = kept
+                        if not kept:
+                            del current[r.job.name]
+                self._size_inference(counts, event.inference)
+                ids = tuple(
+                    s.id for s in self.cluster.servers if s.id not in self.manager.inference
+                )
+                servers = tuple(
+                    Server(i, self.cluster.servers[g].gpus, self.cluster.servers[g].switch)
+                    for i, g in enumerate(ids)
+                )
+                training = Cluster(servers) if servers else None
+            local = {g: i for i, g in enumerate(ids)}
+            if active and training is not None:
+                views = [self._view(r, current.get(r.job.name, ()), local) for r in active]
+                alloc_local = {
+                    n: tuple(sorted(local[s] for s in p))
+                    for n, p in current.items()
+                    if all(s in local for s in p)
+                }
+                decision = self.policy.allocate(views, training, alloc_local, now)
+                check_allocation(decision.allocation, training, views)
+                for r in active:
+                    new = tuple(sorted(ids[s] for s in decision.allocation.get(r.job.name, ())))
+                    if new != r.placement:
+                        self._start(r, new, now)
+            else:
+                for r in active:
+                    if r.placement:  # no training server left: every job stops
+                        self._start(r, (), now)
+            self._serve_round(active, t0, now + cfg.round_s)
+            for r in list(active):
+                if r.outcome.steps >= r.work:
+                    r.outcome.completion_s = time.monotonic() - t0
+                    for w in r.workers:
+                        ray.kill(w)
+                    r.workers, r.placement = [], ()
+                    active.remove(r)
+                    done.append(r)
+        for r in active:
+            if r.workers:
+                self._stop(r)
+        for ws in self.infer_workers:
+            for _, w in ws:
+                ray.kill(w)
+        self._drain(t0, final=True)
+        return RunResult(
+            self.policy.name,
+            [r.outcome for r in self.jobs],
+            self.sent,
+            self.ok,
+            self.latencies,
+            self.loaned,
+            self.reclaimed,
+            time.monotonic() - t0,
+        )
+
+    def _view(self, r: _RealJob, placement: Placement, local: Mapping[int, int]) -> JobView:
+        model = self.models[r.job.application]
+        work = model.work(r.job)
+        return JobView(
+            job=r.job,
+            model=model,
+            progress=work * r.outcome.steps / r.work,
+            work=work,
+            placement=tuple(sorted(local[s] for s in placement if s in local)),
+            restarts=r.outcome.restarts,
+            started=r.outcome.start_s is not None,
+        )
+
+    def _serve_round(self, active: list[_RealJob], t0: float, end: float) -> None:
+        """Until ``end``: keep one step of every running job in flight, send the requests
+        when due, record what completes."""
+        ray = self.ray
+        # Requests arrive on their own clock: those due while the driver was busy
+        # (rescaling, starting workers) are sent late and wait, as real users would.
+        schedule = self._request_times(self._scheduled_until, end)
+        self._scheduled_until = max(self._scheduled_until, end)
+        while True:
+            now = time.monotonic() - t0
+            for r in active:
+                if r.workers and r.inflight is None and r.outcome.steps < r.work:
+                    params = ray.put(r.params())
+                    r.inflight = [w.grad.remote(params, r.outcome.steps) for w in r.workers]
+            while schedule and schedule[0][0] <= now:
+                due, i = schedule.pop(0)
+                workers = self.infer_workers[i]
+                self.sent += 1
+                if not workers:
+                    continue  # nothing serves it: an SLO miss
+                _, w = workers[self.sent % len(workers)]
+                x = self._rng.standard_normal((1, 16)).astype(np.float32)
+                self.requests.append(_Request(i, t0 + due, w.infer.remote(x)))
+            if now >= end and not schedule:
+                break
+            refs = [ref for r in active if r.inflight for ref in r.inflight]
+            refs += [q.ref for q in self.requests]
+            wait = min(end, schedule[0][0] if schedule else end) - now
+            if refs:
+                ray.wait(refs, num_returns=1, timeout=max(wait, 0.0))
+            else:
+                time.sleep(max(wait, 0.0))
+            for r in active:
+                if r.inflight is not None:
+                    ready, _ = ray.wait(r.inflight, num_returns=len(r.inflight), timeout=0)
+                    if len(ready) == len(r.inflight):
+                        r.apply(ray.get(r.inflight))
+                        r.inflight = None
+            self._drain(t0)
+
+    def _drain(self, t0: float, final: bool = False) -> None:
+        if not self.requests:
+            return
+        refs = [q.ref for q in self.requests]
+        ready, _ = self.ray.wait(
+            refs, num_returns=len(refs), timeout=(10.0 if final else 0), fetch_local=False
+        )
+        ready_set = set(ready)
+        left = []
+        for q in self.requests:
+            if q.ref in ready_set:
+                latency = 1000 * (time.monotonic() - q.sent)
+                try:
+                    self.ray.get(q.ref)
+                except Exception:  # a worker stopped under it: the request failed
+                    continue
+                self.latencies.append(latency)
+                if latency <= self.services[q.service].slo_ms:
+                    self.ok += 1
+            else:
+                left.append(q)
+        self.requests = left
+
+    def _request_times(self, start: float, end: float) -> list[tuple[float, int]]:
+        """Poisson request times in wall ``[start, end)`` for each service's scaled rate."""
+        out: list[tuple[float, int]] = []
+        for i, s in enumerate(self.services):
+            durations, rates = s.rate.pieces(start * self.scale, end * self.scale)
+            t = start
+            for d, rate in zip(durations, rates, strict=True):
+                wall = d / self.scale
+                n = self._rng.poisson(rate * self.cfg.rate_scale * wall)
+                out += [(float(x), i) for x in np.sort(self._rng.uniform(t, t + wall, n))]
+                t += wall
+        return sorted(out)
+
+
+def run_on_ray(
+    jobs: Sequence[Job],
+    models: Mapping[str, AppModel],
+    cluster: Cluster,
+    policy: ClusterPolicy,
+    config: RunConfig | None = None,
+    services: Sequence[InferenceService] = (),
+) -> RunResult:
+    """Start a local Ray cluster (a head and one node per server), run, shut it down."""
+    ray = optional_import("ray", "ray")
+    cluster_utils = optional_import("ray.cluster_utils", "ray")
+    config = config or RunConfig()
+    nodes = cluster_utils.Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 1, "include_dashboard": False},
+    )
+    try:
+        for server in cluster.servers:
+            nodes.add_node(
+                num_cpus=1,
+                resources={f"server{server.id}": server.gpus},
+            )
+        nodes.wait_for_nodes()
+        ray.init(
+            address=nodes.address,
+            include_dashboard=False,
+            log_to_driver=False,
+            configure_logging=False,
+        )
+        with tempfile.TemporaryDirectory(prefix="faasml-ckpt-") as workdir:
+            runner = RayRunner(ray, jobs, models, cluster, policy, config, services, Path(workdir))
+            return runner.run()
+    finally:
+        ray.shutdown()
+        nodes.shutdown()
