@@ -341,10 +341,12 @@ class BaseRun:
                     ("target-missed" if missed else "finished") if done else "failed"
                 )
         finally:
-            self.state["elapsed_s"] = self._elapsed()
-            self.save()
+            try:  # bills the time-priced services up to now, so before the run's time is taken
+                coordinator.close()
+            finally:
+                self.state["elapsed_s"] = self._elapsed()
+                self.save()
             self._counted = None
-            coordinator.close()
             platform.close()
             self._platform = None
             coordinator.objects.close()
