@@ -522,7 +522,14 @@ class InfiniCache:
                 except (ConnectionError, OSError):
                     break
             if old[2] is not None:
+                # The old instance must end for good. Had its invocation returned on its own
+                # (its connection closed first), the instance would stay warm and idle, and the
+                # platform could send the node's next invocation to it instead of the fresh
+                # one: another instance, read as a lost node. The platform stops the instance
+                # of a running invocation that is cancelled; wait until it has.
                 old[2].cancel()
+                with contextlib.suppress(FunctionError, TimeoutError):
+                    old[2].result(START_TIMEOUT_S)
             with contextlib.suppress(OSError):
                 old[0].shutdown(socket.SHUT_RDWR)
             if old[1] is not None:
