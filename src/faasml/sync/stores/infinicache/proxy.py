@@ -23,6 +23,10 @@ Each node runs on a platform of its own (one ``LocalPlatform`` per node), so tha
 invocations go to the instance that holds its chunks, as a Lambda function's invocations go
 to its own warm containers. Every node invocation (requests, keep-alives, backups) is billed
 with the catalog: GB-seconds and a price per invocation.
+
+This module starts and stops a deployment and serves its clients; the rest is in
+``_nodes`` (the pool of node functions), ``_keeper`` (keep-alives, time limits, backups) and
+``_placement`` (the mapping table, first-d fetches, eviction and repair).
 """
 
 from __future__ import annotations
