@@ -85,10 +85,11 @@ def plan_value(
 @st.composite
 def instances(draw: st.DrawFn) -> tuple[AllocationTable, Catalog, SuccessiveHalving, Constraint]:
     catalog = _catalog(draw(st.sampled_from(["aws-lambda", "local"])))
+    catalog = catalog.restricted_to(list(catalog.storages))  # those offered when named too
     workload = load_workload(
         draw(st.sampled_from(["lr-higgs", "mobilenet-cifar10", "bert-imdb", "resnet50-cifar10"]))
     )
-    options = [(s, scheme) for s, svc in catalog.storages.items() for scheme in svc.schemes]
+    options = list(catalog.sync_options())
     chosen = draw(st.lists(st.sampled_from(options), min_size=1, max_size=2, unique=True))
     ns = draw(st.lists(st.integers(1, 300), min_size=1, max_size=4, unique=True))
     sizes = [int(m) for m in catalog.platform.memory_sizes(64)]

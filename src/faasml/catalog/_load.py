@@ -47,7 +47,7 @@ def parse_catalog(data: Any, *, where: str = "catalog", path: str | None = None)
     storage_items = top.sub("storage")
     storages: dict[str, StorageService] = {}
     for storage_name in list(storage_items.data):
-        storages[storage_name] = _storage(storage_name, storage_items.sub(storage_name))
+        storages[storage_name] = _storage(storage_name, storage_items.sub(storage_name), platform)
     storage_items.finish()
     if not storages:
         raise CatalogError(f"{where}: storage must list at least one service")
@@ -170,8 +170,8 @@ def _scheme_latencies(fields: Fields, schemes: list[str]) -> dict[str, float]:
     return latencies
 
 
-def _storage(name: str, fields: Fields) -> StorageService:
-    pricing = fields.choice("pricing", ("request", "time"))
+def _storage(name: str, fields: Fields, platform: FunctionPlatform) -> StorageService:
+    pricing = fields.choice("pricing", ("request", "time", "function"))
     schemes = fields.items("schemes")
     for index, scheme in enumerate(schemes):
         if scheme not in SCHEMES:
@@ -196,6 +196,13 @@ def _storage(name: str, fields: Fields) -> StorageService:
         nodes.finish()
     if pricing == "time" and node is None:
         raise fields.fail("nodes", None, "must list node types for a time-priced service")
+    cache_nodes, cache_memory = 0, 0.0
+    if pricing == "function":
+        # Cache nodes are functions of this platform (InfiniCache): while the run holds
+        # them they cost their GB-seconds, the model's hourly price.
+        cache_nodes = fields.integer("cache_nodes", minimum=1)
+        cache_memory = fields.number("cache_memory_mb", minimum=0, strict_minimum=True)
+        hourly = cache_nodes * cache_memory / 1024.0 * 3600.0 * platform.price_per_gb_s
     service = StorageService(
         name=name,
         description=fields.text("description", name),
@@ -214,6 +221,9 @@ def _storage(name: str, fields: Fields) -> StorageService:
         max_item_kb=fields.optional_number("max_item_kb", minimum=0, strict_minimum=True),
         sources=parse_sources(fields),
         scheme_latency_s=_scheme_latencies(fields, schemes),
+        cache_nodes=cache_nodes,
+        cache_memory_mb=cache_memory,
+        offered=fields.choice("offered", ("always", "named"), "always"),
     )
     fields.finish()
     return service

@@ -130,7 +130,10 @@ class StorageService:
 
     ``pricing`` is 'request' (a price per PUT and per GET, optionally per unit of item size,
     as DynamoDB's request units) or 'time' (an hourly price for a node that runs while the
-    job runs, as ElastiCache or a VM parameter server).
+    job runs, as ElastiCache or a VM parameter server) or 'function' (a cache in the memory of
+    ``cache_nodes`` functions of ``cache_memory_mb`` each, InfiniCache: the model prices it as
+    those functions billed for the whole run, ``hourly_usd`` derived from the platform's
+    GB-second price; a run is billed from the nodes' real invocations).
     """
 
     name: str
@@ -154,9 +157,21 @@ class StorageService:
     max_item_kb: float | None = None
     """Largest value one key may hold (DynamoDB: 400 KB)."""
     sources: tuple[Source, ...] = field(default=())
+    cache_nodes: int = 0
+    """'function' pricing: the cache-node functions the model bills for the run."""
+    cache_memory_mb: float = 0.0
+    """'function' pricing: the memory of each cache node."""
+    offered: str = "always"
+    """'always': a plan may choose it whenever the catalog is used unrestricted; 'named':
+    only when a job's stores or ``--storages`` name it (plans that do not name it unchanged)."""
     scheme_latency_s: Mapping[str, float] = field(default_factory=dict)
     """Effective latency per transfer of a scheme where it was measured (``faasml profile``
     fits eq. 3 per scheme: schemes poll and overlap differently); others use ``latency_s``."""
+
+    @property
+    def billed_by_time(self) -> bool:
+        """Whether the model prices it per second of the run ('time' and 'function')."""
+        return self.pricing in ("time", "function")
 
     def latency_for(self, scheme: str) -> float:
         """ℓ_s of eq. 3 for ``scheme``: its measured effective latency, else ``latency_s``."""
@@ -208,5 +223,7 @@ class Catalog:
 
     def sync_options(self) -> tuple[tuple[str, str], ...]:
         """Every (storage, scheme) pair a plan may synchronise through."""
-        names = self.sync_storages if self.sync_storages is not None else tuple(self.storages)
+        names = self.sync_storages
+        if names is None:
+            names = tuple(n for n, s in self.storages.items() if s.offered == "always")
         return tuple((name, scheme) for name in names for scheme in self.storages[name].schemes)

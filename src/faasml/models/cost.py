@@ -57,7 +57,8 @@ def epoch_cost(
 
     c^s for request-priced storage: k · (puts · p_put + gets · p_get) for the scheme's requests
     (sync.sync_requests); for time-priced storage: t'/3600 · hourly price of the node, billed
-    per second while the job runs, and nothing for a single function (no node is needed).
+    per second while the job runs, and nothing for a single function (no node is needed);
+    function-priced storage (InfiniCache) likewise, its nodes' GB-seconds as the hourly price.
     Reading the partitions costs n · invocations GETs.
     """
     count = np.asarray(n, dtype=float)
@@ -66,7 +67,7 @@ def epoch_cost(
     function = count * total_s * (memory / 1024.0) * platform.price_per_gb_s
     invocation = (count * time.invocations * platform.price_per_invocation).astype(float)
     requests = sync_requests(scheme, count, workload.model_mb)
-    if storage.pricing == "time":
+    if storage.billed_by_time:
         # One function synchronises with nobody: no node is started for it.
         sync_usd = np.where(count > 1, total_s / 3600.0 * storage.hourly_usd, 0.0)
     else:

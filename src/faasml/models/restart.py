@@ -113,7 +113,7 @@ def switch_costs(
         pull[rows] = (
             workload.model_mb / network_mbps(platform, service, memory[rows]) + service.latency_s
         )
-        hourly[rows] = service.hourly_usd if service.pricing == "time" else 0.0
+        hourly[rows] = service.hourly_usd if service.billed_by_time else 0.0
     total = cold + pull
     fits = count + old.n <= platform.max_concurrent(np.maximum(memory, old.memory_mb))
     can_delay = np.asarray(fits & delayed, dtype=bool)

@@ -25,7 +25,7 @@ class Charge:
     t_s: float
     """Seconds since the run started."""
     kind: str
-    """'function', 'invocation', 'storage', 'server' or 'profiling'."""
+    """'function', 'invocation', 'storage', 'server', 'cache' or 'profiling'."""
     usd: float
     trial: int = -1
     detail: str = ""
@@ -91,6 +91,17 @@ class Meter:
         usd = seconds / 3600.0 * service.hourly_usd
         with self._lock:
             self.charges.append(Charge(t_s, "server", usd, -1, service.name))
+        return usd
+
+    def cache(self, name: str, bill: dict[str, float], t_s: float) -> float:
+        """Charge a function-priced cache (InfiniCache) its nodes' real bill: GB-seconds and
+        invocations, keep-alives included, as one 'cache' item."""
+        from faasml.sync.stores.infinicache.runs import bill_usd
+
+        usd = bill_usd(bill, self.platform)
+        detail = f"{name}: {bill['invocations']:.0f} invocations, {bill['gb_s']:.3f} GB-s"
+        with self._lock:
+            self.charges.append(Charge(t_s, "cache", usd, -1, detail))
         return usd
 
     @property

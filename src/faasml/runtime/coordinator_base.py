@@ -102,6 +102,8 @@ class CoordinatorBase:
         self.estimator = SegmentEstimator(catalog.platform)
         self.stop_reason: str | None = None
         self._server: Any = None
+        self._caches: dict[str, Any] = {}
+        """Storage name -> the InfiniCache deployment started for it (billed at close)."""
         self._in_use_since: dict[str, float] = {}
         """First use of each storage service, for time-priced ones (billed while in use)."""
         self._silent_checked = 0.0
@@ -131,6 +133,8 @@ class CoordinatorBase:
         parameter-server process this coordinator starts on loopback for 'param-server' (the
         VM-PS case), else the default store."""
         configured = self.stores.get(allocation.storage)
+        if configured is not None and configured.startswith("infinicache:"):
+            return self._cache_url(allocation.storage, configured)
         if configured is not None:
             return configured
         if allocation.scheme != "param-server":
@@ -141,7 +145,24 @@ class CoordinatorBase:
             self._server = ParameterServer().start()
         return self._server.url
 
+    def _cache_url(self, name: str, url: str) -> str:
+        """The URL workers join: of the InfiniCache deployment this coordinator started for
+        ``url`` (one without a host asks for one; stopped and billed at close)."""
+        from faasml.sync.stores.infinicache.runs import starts_deployment
+
+        if not starts_deployment(url):
+            return url
+        if name not in self._caches:
+            from faasml.sync.stores.infinicache import InfiniCache, parse_url
+
+            self._caches[name] = InfiniCache(parse_url(url)[2]).start()
+        return str(self._caches[name].url)
+
     def _stop_server(self) -> None:
         if self._server is not None:
             self._server.stop()
             self._server = None
+        for name, cache in list(self._caches.items()):
+            cache.close()  # every node invocation ends and is billed
+            self.meter.cache(name, cache.bill(), self.now())
+            del self._caches[name]

@@ -248,7 +248,8 @@ def profile_job(
 
 def _store_urls(job: JobSpec, folder: Path, cleanup: contextlib.ExitStack) -> dict[str, str]:
     """URL of every store the job may synchronise through, the job's ``store`` first; the
-    ones faasml provides are made here (a directory; a parameter server, stopped after)."""
+    ones faasml provides are made here (a directory; a parameter server or an InfiniCache
+    deployment, stopped after)."""
     urls: dict[str, str] = {}
     for name, url in job.sync_stores().items():
         if url is None and name == "vm-ps":
@@ -257,6 +258,15 @@ def _store_urls(job: JobSpec, folder: Path, cleanup: contextlib.ExitStack) -> di
             server = ParameterServer().start()
             cleanup.callback(server.stop)
             url = server.url
+        elif url is not None and url.startswith("infinicache:"):
+            from faasml.sync.stores.infinicache.runs import starts_deployment
+
+            if starts_deployment(url):  # measured through a deployment started here
+                from faasml.sync.stores.infinicache import InfiniCache, parse_url
+
+                cache = InfiniCache(parse_url(url)[2]).start()
+                cleanup.callback(cache.close)
+                url = cache.url
         elif url is None:
             url = f"embedded://{folder.resolve() / 'sync'}"
         urls[name] = url

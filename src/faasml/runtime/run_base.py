@@ -92,6 +92,10 @@ def stores_catalog(catalog: Catalog, stores: Mapping[str, str | None]) -> Catalo
             f"prices no storage of that name; it offers {', '.join(sorted(catalog.storages))} "
             "(name the job's stores after them, or point catalog: at one that prices yours)"
         )
+    if any(url and url.startswith("infinicache:") for url in stores.values()):
+        from faasml.sync.stores.infinicache.runs import priced_catalog
+
+        catalog = priced_catalog(catalog, dict(stores))  # priced by the URL's nodes x memory
     return catalog.restricted_to(list(stores))
 
 

@@ -17,10 +17,20 @@ class SegmentBilling(CoordinatorBase):
     """Bills what the coordinator's segments use, with the catalog's prices."""
 
     def spent_usd(self) -> float:
-        """Billed so far, plus what time-priced services in use have run up (billed at close)."""
-        return self.meter.total_usd + sum(
-            (self.now() - since) / 3600.0 * service.hourly_usd
-            for service, since in self._time_priced()
+        """Billed so far, plus what time-priced services and caches in use have run up (billed
+        at close)."""
+        caches = 0.0
+        if self._caches:
+            from faasml.sync.stores.infinicache.runs import bill_usd
+
+            caches = sum(bill_usd(c.bill(), self.meter.platform) for c in self._caches.values())
+        return (
+            self.meter.total_usd
+            + caches
+            + sum(
+                (self.now() - since) / 3600.0 * service.hourly_usd
+                for service, since in self._time_priced()
+            )
         )
 
     def _time_priced(self) -> list[tuple[StorageService, float]]:

@@ -161,7 +161,7 @@ class _Simulation:
         per_wave = max(1, slots // stage.allocation.n)
         cold = np.where(np.arange(stage.trials) < per_wave, cold, 0.0)
         durations = cold * start_s + train_s
-        time_priced = self.catalog.storage(stage.allocation.storage).pricing == "time"
+        time_priced = self.catalog.storage(stage.allocation.storage).billed_by_time
         # GB-seconds (and node time) scale with the time the functions really ran.
         scaled = epoch.function_usd + (epoch.storage_usd if time_priced else 0.0)
         fixed = epoch.invocation_usd + (0.0 if time_priced else epoch.storage_usd)

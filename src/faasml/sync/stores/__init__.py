@@ -33,6 +33,7 @@ STORAGE_OF_SCHEME = {
     "memcached": "memcached",
     "s3": "s3",
     "dynamodb": "dynamodb",
+    "infinicache": "infinicache",
 }
 """URL scheme -> the catalog storage service that prices such a store."""
 

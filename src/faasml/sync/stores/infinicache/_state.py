@@ -1,0 +1,77 @@
+"""What the proxy's parts share: a cache node's slot, a mapping-table entry, the stats."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from faasml.runtime.platform import Invocation
+from faasml.runtime.platforms.local import LocalPlatform
+
+NODE_FUNCTION = "faasml.sync.stores.infinicache.node:serve"
+START_TIMEOUT_S = 120.0
+"""Longest wait for a node invocation to connect (a cold start under a small CPU share)."""
+END_MARGIN = 0.1
+"""A node returns when this fraction of its time limit is left."""
+
+
+class _NodeDownError(Exception):
+    """A node could not be reached for a request."""
+
+
+@dataclass
+class _Object:
+    """One entry of the mapping table: where an object's chunks are and how to check them."""
+
+    key: str
+    version: str
+    size: int
+    chunk_size: int
+    digest: str
+    crcs: list[int]
+    placement: list[int]
+
+    def chunk_id(self, index: int) -> str:
+        return f"{self.version}/{index}"
+
+
+@dataclass(eq=False)
+class _Slot:
+    """One cache node: its platform, its connection while an invocation runs, its chunks."""
+
+    index: int
+    platform: LocalPlatform
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    sock: socket.socket | None = None
+    release: threading.Event | None = None
+    invocation: Invocation | None = None
+    ending: Invocation | None = None
+    """The invocation last let go, until it has ended (its instance is idle again)."""
+    invoked_at: float = 0.0
+    last_active: float = 0.0
+    instance: str | None = None
+    pid: int = 0
+    started: float = 0.0
+    token: str | None = None
+    arrival: tuple[socket.socket, dict[str, Any], threading.Event] | None = None
+    chunks: dict[str, tuple[str, str, int, int]] = field(default_factory=dict)
+    """chunk id -> (key, version, index, bytes) of what this node holds."""
+    used: int = 0
+
+
+@dataclass
+class InfiniCacheStats:
+    """What the deployment did: objects lost and repaired, node losses, keep-alives."""
+
+    node_losses: int = 0
+    chunks_lost: int = 0
+    chunks_repaired: int = 0
+    objects_lost: int = 0
+    objects_evicted: int = 0
+    warmups: int = 0
+    backups: int = 0
+    repair_errors: int = 0
+    invocations: int = 0
+    gb_s: float = 0.0
