@@ -109,6 +109,8 @@ class UNet(nn.Module):
             previous = chans[i - 1] if i > 0 else chans[i]
         self.norm = nn.GroupNorm(min(8, chans[0]), chans[0])
         self.head = nn.Conv2d(chans[0], 1, 3, padding=1)
+        nn.init.zeros_(self.head.weight)  # ε_θ starts at 0, as in DDPM implementations
+        nn.init.zeros_(self.head.bias)
 
     def _time(self, t: torch.Tensor) -> torch.Tensor:
         half = self.width // 2
@@ -235,6 +237,10 @@ class SRCNN(nn.Module):
             nn.ReLU(),
             nn.Conv2d(max(1, width // 2), 1, 5, padding=2),
         )
+        last = self.net[-1]
+        assert isinstance(last, nn.Conv2d)
+        nn.init.zeros_(last.weight)  # starts as bicubic upsampling
+        nn.init.zeros_(last.bias)
 
     def predict(self, base: torch.Tensor, terrain: torch.Tensor) -> torch.Tensor:
         parts = [(base - SPEED_MEAN) / SPEED_SCALE]

@@ -11,6 +11,10 @@ any other model. ``evaluate`` reports:
 - ``accuracy``: the SSIM again, so that ``tuning.metric: accuracy`` ranks trials by structural
   similarity (higher is better). It is not a classification accuracy.
 
+Inside a faasml worker the PSNR and SSIM figures are also reported (``faasml.report``) as
+``val_psnr``, ``val_ssim``, ``val_bicubic_psnr``, ``val_bicubic_ssim``, so they land in each
+epoch's history in the run record.
+
 ``super_resolve`` is the inference path with optional assimilation (``assimilate``).
 """
 
@@ -25,6 +29,7 @@ from numpy.typing import NDArray
 
 from faasml._validate import shown
 from faasml.exceptions import WorkloadError
+from faasml.runtime import context
 from faasml.workloads._base import FloatVector
 from faasml.workloads.torch_model import TorchModel
 from faasml.workloads.windsr import assimilate as da
@@ -136,7 +141,7 @@ class WindModel(TorchModel):
                 sr = self.module.predict(base, chosen[:, 2:3])
         sr_np, base_np = sr[:, 0].numpy(), base[:, 0].numpy()
         quality = metrics.ssim(hr, sr_np)
-        return {
+        scores = {
             "loss": loss,
             "accuracy": quality,
             "psnr": metrics.psnr(hr, sr_np),
@@ -144,6 +149,9 @@ class WindModel(TorchModel):
             "bicubic_psnr": metrics.psnr(hr, base_np),
             "bicubic_ssim": metrics.ssim(hr, base_np),
         }
+        if context.active():  # inside a faasml worker: into the epoch's history ("reported")
+            context.report(**{f"val_{key}": value for key, value in scores.items() if key != "loss"})
+        return scores
 
 
 def super_resolve(
