@@ -29,7 +29,9 @@ from faasml.workloads.windsr.model import super_resolve
 MAX_RADIUS = 6
 
 
-def train(net: Any, data: torch.Tensor, steps: int, batch: int, lr: float, seed: int) -> dict[str, float]:
+def train(
+    net: Any, data: torch.Tensor, steps: int, batch: int, lr: float, seed: int
+) -> dict[str, float]:
     """Adam on the network's own loss; returns the first/last-100 mean loss and timings."""
     torch.manual_seed(seed)
     optimizer = torch.optim.Adam(net.parameters(), lr=lr)
@@ -102,12 +104,13 @@ def main() -> None:
     )
     nets: dict[str, Any] = {
         "SR-CNN": SRCNN(args.scale, width=32),
-        "WindSR w/o terrain": WindSRNet(
-            args.scale, args.width, args.levels, terrain=False
-        ),
+        "WindSR w/o terrain": WindSRNet(args.scale, args.width, args.levels, terrain=False),
         "WindSR w/ terrain": WindSRNet(args.scale, args.width, args.levels, terrain=True),
     }
-    print(f"\n{'model':<20} {'params':>8} {'loss first→last':>18} {'epoch wall s':>13} {'epoch cpu s':>12}")
+    print(
+        f"\n{'model':<20} {'params':>8} {'loss first→last':>18} "
+        f"{'epoch wall s':>13} {'epoch cpu s':>12}"
+    )
     for name, net in nets.items():
         t = train(net, data, args.steps, args.batch, args.lr, args.seed)
         print(
@@ -123,7 +126,11 @@ def main() -> None:
     def run(label: str, net: Any, assimilate: str | int | None = None) -> None:
         start = time.perf_counter()
         sr = super_resolve(
-            net, test, assimilate=assimilate, steps=args.sample_steps, average=args.average,
+            net,
+            test,
+            assimilate=assimilate,
+            steps=args.sample_steps,
+            average=args.average,
             seed=args.seed,
         )
         timing[label] = (time.perf_counter() - start) / len(test)
@@ -154,17 +161,31 @@ def main() -> None:
     wind, plain = rows["WindSR w/ terrain"], rows["WindSR w/o terrain"]
     da = rows["WindSR + DA (dynamic)"]
     checks = [
-        ("WindSR w/ terrain beats bicubic by >= 2 dB",
-         wind["psnr"] - rows["bicubic"]["psnr"], wind["psnr"] - rows["bicubic"]["psnr"] >= 2.0, "dB"),
-        ("WindSR w/ terrain beats SR-CNN (PSNR)",
-         wind["psnr"] - rows["SR-CNN"]["psnr"], wind["psnr"] > rows["SR-CNN"]["psnr"], "dB"),
+        (
+            "WindSR w/ terrain beats bicubic by >= 2 dB",
+            wind["psnr"] - rows["bicubic"]["psnr"],
+            wind["psnr"] - rows["bicubic"]["psnr"] >= 2.0,
+            "dB",
+        ),
+        (
+            "WindSR w/ terrain beats SR-CNN (PSNR)",
+            wind["psnr"] - rows["SR-CNN"]["psnr"],
+            wind["psnr"] > rows["SR-CNN"]["psnr"],
+            "dB",
+        ),
         ("terrain helps (PSNR)", wind["psnr"] - plain["psnr"], wind["psnr"] > plain["psnr"], "dB"),
-        ("assimilation cuts site RMSE by >= 50 %",
-         100 * (1 - da["site_rmse"] / wind["site_rmse"]),
-         da["site_rmse"] <= 0.5 * wind["site_rmse"], "%"),
-        ("... without hurting far RMSE (within 2 %)",
-         100 * (da["far_rmse"] / wind["far_rmse"] - 1),
-         da["far_rmse"] <= 1.02 * wind["far_rmse"], "%"),
+        (
+            "assimilation cuts site RMSE by >= 50 %",
+            100 * (1 - da["site_rmse"] / wind["site_rmse"]),
+            da["site_rmse"] <= 0.5 * wind["site_rmse"],
+            "%",
+        ),
+        (
+            "... without hurting far RMSE (within 2 %)",
+            100 * (da["far_rmse"] / wind["far_rmse"] - 1),
+            da["far_rmse"] <= 1.02 * wind["far_rmse"],
+            "%",
+        ),
     ]
     print("\ntargets")
     for text, value, met, unit in checks:

@@ -103,7 +103,13 @@ def _netcdf3(path: Path, units: str = "m s-1", lr_side: int = 4) -> None:
 
     patches = generate_patches(3, size=16, scale=4, stations=2, seed=9)
     with netcdf_file(path, "w") as handle:
-        for dim, size in (("sample", 3), ("y", 16), ("x", 16), ("y_lr", lr_side), ("x_lr", lr_side)):
+        for dim, size in (
+            ("sample", 3),
+            ("y", 16),
+            ("x", 16),
+            ("y_lr", lr_side),
+            ("x_lr", lr_side),
+        ):
             handle.createDimension(dim, size)
         for name, dims, data, unit in (
             ("wind_speed", ("sample", "y", "x"), patches.hr, units),
@@ -135,15 +141,22 @@ def test_wrong_units_shapes_and_variables_name_the_file_variable_and_rule(tmp_pa
 
     path = tmp_path / "knots.nc"
     _netcdf3(path, units="knots")
-    with pytest.raises(WorkloadError, match=r"knots\.nc: variable 'wind_speed' has units 'knots', but must be m s-1"):
+    with pytest.raises(
+        WorkloadError,
+        match=r"knots\.nc: variable 'wind_speed' has units 'knots', but must be m s-1",
+    ):
         read_patches(path)
     odd = tmp_path / "odd.nc"
     _netcdf3(odd, lr_side=5)
-    with pytest.raises(WorkloadError, match=r"odd\.nc: variable 'wind_speed_lr' has shape \(3, 5, 5\)"):
+    with pytest.raises(
+        WorkloadError, match=r"odd\.nc: variable 'wind_speed_lr' has shape \(3, 5, 5\)"
+    ):
         read_patches(odd)
     missing = tmp_path / "missing.h5"
     with h5py.File(missing, "w") as handle:
-        handle.create_dataset("wind_speed", data=np.zeros((2, 8, 8), np.float32)).attrs["units"] = "m s-1"
+        handle.create_dataset("wind_speed", data=np.zeros((2, 8, 8), np.float32)).attrs["units"] = (
+            "m s-1"
+        )
     with pytest.raises(WorkloadError, match=r"missing\.h5: variable 'wind_speed_lr' is missing"):
         read_patches(missing)
     text = tmp_path / "text.h5"
@@ -161,5 +174,7 @@ def test_station_cells_outside_the_patch_are_refused(tmp_path: Path) -> None:
     write_patches(path, generate_patches(2, size=16, seed=1))
     with h5py.File(path, "a") as handle:
         handle["station_row"][0, 0] = 99
-    with pytest.raises(WorkloadError, match=r"variable 'station_row' must hold cell indices in \[0, 16\)"):
+    with pytest.raises(
+        WorkloadError, match=r"variable 'station_row' must hold cell indices in \[0, 16\)"
+    ):
         read_patches(path)

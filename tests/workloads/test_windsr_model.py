@@ -16,7 +16,7 @@ from faasml.workloads.windsr import assimilate, generate_patches, metrics
 pytest.importorskip("torch")
 pytest.importorskip("skimage")
 
-from faasml.workloads.windsr.model import super_resolve  # noqa: E402
+from faasml.workloads.windsr.model import super_resolve
 
 TINY = {"width": 8, "levels": 2, "timesteps": 50, "sample_steps": 3, "eval_images": 8}
 
@@ -35,7 +35,9 @@ def _train(model: Any, features: np.ndarray, labels: np.ndarray, steps: int) -> 
     ("name", "options"),
     [("windsr", TINY), ("windsr-srcnn", {"width": 8, "eval_images": 8})],
 )
-def test_a_tiny_model_trains_and_its_held_out_loss_falls(name: str, options: dict[str, Any]) -> None:
+def test_a_tiny_model_trains_and_its_held_out_loss_falls(
+    name: str, options: dict[str, Any]
+) -> None:
     data = generate_dataset("wind-sr", 40, seed=0, size=16, scale=4)
     model = create_model(name, data.input_shape, data.num_classes, scale=4, **options)
     before = model.evaluate(model.init_params(0), data.features, data.labels)
@@ -52,13 +54,17 @@ def test_a_tiny_model_trains_and_its_held_out_loss_falls(name: str, options: dic
 def test_the_model_refuses_data_of_another_scale_or_shape() -> None:
     data = generate_dataset("wind-sr", 4, seed=0, size=16, scale=2)
     model = create_model("windsr", data.input_shape, 2, scale=4, **TINY)
-    with pytest.raises(WorkloadError, match="not constant over 4×4 blocks: set model.scale"):
+    with pytest.raises(WorkloadError, match=r"not constant over 4×4 blocks: set model\.scale"):
         model.loss_and_grad(model.init_params(0), data.features, data.labels)
-    with pytest.raises(WorkloadError, match=r"model 'windsr' needs WindSR samples of shape \(6, size, size\)"):
+    with pytest.raises(
+        WorkloadError, match=r"model 'windsr' needs WindSR samples of shape \(6, size, size\)"
+    ):
         create_model("windsr", (3, 32, 32), 10)
-    with pytest.raises(WorkloadError, match="model.schedule is 'square'"):
+    with pytest.raises(WorkloadError, match=r"model\.schedule is 'square'"):
         create_model("windsr", data.input_shape, 2, schedule="square")
-    with pytest.raises(WorkloadError, match=r"model.scale is 32, but must be an integer in \[2, 16\]"):
+    with pytest.raises(
+        WorkloadError, match=r"model.scale is 32, but must be an integer in \[2, 16\]"
+    ):
         create_model("windsr", data.input_shape, 2, scale=32)
 
 
@@ -113,7 +119,9 @@ def test_assimilating_into_bicubic_removes_the_error_at_the_sites() -> None:
     mae_da, rmse_da = metrics.site_error(blended, patches.rows, patches.cols, patches.readings)
     assert mae_plain > 0.3 and rmse_da < 1e-5 and mae_da < 1e-5
     far = metrics.away_from_sites(patches.hr, patches.rows, patches.cols, 6)
-    assert metrics.rmse(patches.hr, blended, far) == pytest.approx(metrics.rmse(patches.hr, plain, far))
+    assert metrics.rmse(patches.hr, blended, far) == pytest.approx(
+        metrics.rmse(patches.hr, plain, far)
+    )
 
 
 def _reference_ssim(x: np.ndarray, y: np.ndarray, data_range: float) -> float:

@@ -73,8 +73,14 @@ def soft_mask_and_innovation(
     ys, xs = np.ogrid[:height, :width]
     weight = np.zeros((height, width), dtype=np.float64)
     innovation = np.zeros((height, width), dtype=np.float64)
-    for row, col, reading in zip(rows.tolist(), cols.tolist(), np.asarray(readings).tolist(), strict=True):
-        r = radius if radius is not None else dynamic_radius(terrain, simulation, row, col, **thresholds)
+    for row, col, reading in zip(
+        rows.tolist(), cols.tolist(), np.asarray(readings).tolist(), strict=True
+    ):
+        r = (
+            radius
+            if radius is not None
+            else dynamic_radius(terrain, simulation, row, col, **thresholds)
+        )
         d2 = (ys - row) ** 2 + (xs - col) ** 2
         sigma = max(r / 2.0, 0.5)
         m = np.where(d2 <= r * r, np.exp(-d2 / (2 * sigma * sigma)), 0.0)

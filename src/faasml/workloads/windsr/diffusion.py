@@ -22,7 +22,7 @@ import math
 from typing import Any
 
 import torch
-import torch.nn.functional as F
+import torch.nn.functional as F  # noqa: N812
 from torch import nn
 
 from faasml.exceptions import WorkloadError
@@ -71,7 +71,9 @@ class _Block(nn.Module):
         self.norm2 = nn.GroupNorm(min(8, channels_out), channels_out)
         self.conv2 = nn.Conv2d(channels_out, channels_out, 3, padding=1)
         self.skip = (
-            nn.Conv2d(channels_in, channels_out, 1) if channels_in != channels_out else nn.Identity()
+            nn.Conv2d(channels_in, channels_out, 1)
+            if channels_in != channels_out
+            else nn.Identity()
         )
 
     def forward(self, x: torch.Tensor, embedding: torch.Tensor) -> torch.Tensor:
@@ -110,6 +112,7 @@ class UNet(nn.Module):
         self.norm = nn.GroupNorm(min(8, chans[0]), chans[0])
         self.head = nn.Conv2d(chans[0], 1, 3, padding=1)
         nn.init.zeros_(self.head.weight)  # ε_θ starts at 0, as in DDPM implementations
+        assert self.head.bias is not None
         nn.init.zeros_(self.head.bias)
 
     def _time(self, t: torch.Tensor) -> torch.Tensor:
@@ -159,7 +162,9 @@ class WindSRNet(nn.Module):
         super().__init__()
         self.scale, self.use_terrain, self.timesteps = scale, terrain, timesteps
         self.unet = UNet(3 if terrain else 2, width, levels)
-        self.register_buffer("alphas", noise_schedule(schedule, timesteps).float(), persistent=False)
+        self.register_buffer(
+            "alphas", noise_schedule(schedule, timesteps).float(), persistent=False
+        )
 
     def condition(self, lr_field: torch.Tensor, terrain: torch.Tensor) -> torch.Tensor:
         """c: the normalised bicubic upsampling of ``lr_field`` (n, 1, size, size, already on
@@ -185,7 +190,7 @@ class WindSRNet(nn.Module):
         n = x0.shape[0]
         t = torch.randint(0, self.timesteps, (n,), generator=generator)
         noise = torch.randn(x0.shape, generator=generator)
-        abar = self.alphas[t][:, None, None, None]
+        abar = self.get_buffer("alphas")[t][:, None, None, None]
         xt = abar.sqrt() * x0 + (1 - abar).sqrt() * noise
         predicted = self.unet(torch.cat([xt, self.condition(base, terrain)], dim=1), t)
         return F.mse_loss(predicted, noise)
@@ -211,8 +216,12 @@ class WindSRNet(nn.Module):
         for _ in range(average):
             x = torch.randn(base.shape, generator=generator)
             for i, t in enumerate(times):
-                a_t = self.alphas[t]
-                a_prev = self.alphas[times[i + 1]] if i + 1 < len(times) else torch.tensor(1.0)
+                a_t = self.get_buffer("alphas")[t]
+                a_prev = (
+                    self.get_buffer("alphas")[times[i + 1]]
+                    if i + 1 < len(times)
+                    else torch.tensor(1.0)
+                )
                 tt = torch.full((x.shape[0],), t, dtype=torch.long)
                 eps = self.unet(torch.cat([x, cond], dim=1), tt)
                 x0 = ((x - (1 - a_t).sqrt() * eps) / a_t.sqrt()).clamp(-8.0, 8.0)
@@ -240,6 +249,7 @@ class SRCNN(nn.Module):
         last = self.net[-1]
         assert isinstance(last, nn.Conv2d)
         nn.init.zeros_(last.weight)  # starts as bicubic upsampling
+        assert last.bias is not None
         nn.init.zeros_(last.bias)
 
     def predict(self, base: torch.Tensor, terrain: torch.Tensor) -> torch.Tensor:

@@ -167,13 +167,13 @@ def patches_from_dataset(data: Dataset, scale: int) -> WindPatches:
 def coarsen(field: NDArray[Any], scale: int) -> Array:
     """Block means of ``scale`` × ``scale`` cells over the last two axes."""
     *lead, h, w = field.shape
-    blocks = np.asarray(field, dtype=np.float64).reshape(*lead, h // scale, scale, w // scale, scale)
+    blocks = np.asarray(field, dtype=np.float64).reshape(
+        *lead, h // scale, scale, w // scale, scale
+    )
     return blocks.mean(axis=(-3, -1)).astype(np.float32)
 
 
-def gaussian_field(
-    rng: np.random.Generator, n: int, side: int, beta: float
-) -> NDArray[np.float64]:
+def gaussian_field(rng: np.random.Generator, n: int, side: int, beta: float) -> NDArray[np.float64]:
     """``n`` zero-mean, unit-variance Gaussian random fields (side × side, periodic) with
     isotropic power spectral density ∝ |k|^-beta (the k = 0 mode removed)."""
     ky = np.fft.fftfreq(side)[:, None]
@@ -276,7 +276,10 @@ def generate_patches(
     )
     rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, 17])
     big = 2 * side
-    chunks = [_chunk(rng, min(256, n - start), side, big, factor, k, amounts) for start in range(0, n, 256)]
+    chunks = [
+        _chunk(rng, min(256, n - start), side, big, factor, k, amounts)
+        for start in range(0, n, 256)
+    ]
     return WindPatches(*(np.concatenate(parts) for parts in zip(*chunks, strict=True)))
 
 

@@ -75,7 +75,10 @@ def site_error(
 
 
 def away_from_sites(
-    reference: NDArray[Any], rows: NDArray[np.integer[Any]], cols: NDArray[np.integer[Any]], radius: int
+    reference: NDArray[Any],
+    rows: NDArray[np.integer[Any]],
+    cols: NDArray[np.integer[Any]],
+    radius: int,
 ) -> NDArray[np.bool_]:
     """Mask (n, y, x) of the cells farther than ``radius`` from every station."""
     n, height, width = np.asarray(reference).shape
@@ -87,7 +90,9 @@ def away_from_sites(
     return far
 
 
-def rmse(reference: NDArray[Any], estimate: NDArray[Any], where: NDArray[np.bool_] | None = None) -> float:
+def rmse(
+    reference: NDArray[Any], estimate: NDArray[Any], where: NDArray[np.bool_] | None = None
+) -> float:
     """Root-mean-square error (m/s), over ``where`` when given."""
     ref, est = _pair(reference, estimate)
     diff = (est - ref) ** 2

@@ -43,14 +43,17 @@ EVAL_SEED = 0
 def _int(name: str, value: Any, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise WorkloadError(
-            f"the value of model.{name} is {shown(value)}, but must be an integer in [{low}, {high}]"
+            f"the value of model.{name} is {shown(value)}, "
+            f"but must be an integer in [{low}, {high}]"
         )
     return value
 
 
 def _flag(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
-        raise WorkloadError(f"the value of model.{name} is {shown(value)}, but must be true or false")
+        raise WorkloadError(
+            f"the value of model.{name} is {shown(value)}, but must be true or false"
+        )
     return value
 
 
@@ -85,10 +88,17 @@ class WindModel(TorchModel):
         eval_images: int = 64,
     ) -> None:
         super().__init__(
-            factory, lambda loss, _labels: loss, input_shape=input_shape,
-            num_classes=num_classes, name=name,
+            factory,
+            lambda loss, _labels: loss,
+            input_shape=input_shape,
+            num_classes=num_classes,
+            name=name,
         )
         self.scale, self.sample_steps, self.eval_images = scale, sample_steps, eval_images
+
+    def check_sample(self, features: NDArray[Any]) -> None:
+        """Raise a WorkloadError when ``features`` do not fit the model (shape, scale)."""
+        self._inputs(features, np.zeros(len(features), dtype=np.int64))
 
     def _inputs(self, features: NDArray[Any], labels: NDArray[np.int64]) -> tuple[Any, Any]:
         x, y = super()._inputs(features, labels)
@@ -115,8 +125,13 @@ class WindModel(TorchModel):
         """Super-resolved fields (n, size, size) in m/s (see ``super_resolve``)."""
         self._load(params)
         return super_resolve(
-            self.module, patches, assimilate=assimilate,
-            steps=steps or self.sample_steps, average=average, seed=seed, **thresholds,
+            self.module,
+            patches,
+            assimilate=assimilate,
+            steps=steps or self.sample_steps,
+            average=average,
+            seed=seed,
+            **thresholds,
         )
 
     def evaluate(
@@ -150,7 +165,9 @@ class WindModel(TorchModel):
             "bicubic_ssim": metrics.ssim(hr, base_np),
         }
         if context.active():  # inside a faasml worker: into the epoch's history ("reported")
-            context.report(**{f"val_{key}": value for key, value in scores.items() if key != "loss"})
+            context.report(
+                **{f"val_{key}": value for key, value in scores.items() if key != "loss"}
+            )
         return scores
 
 
@@ -183,8 +200,13 @@ def super_resolve(
         if assimilate is not None:
             radius = None if assimilate == "dynamic" else int(assimilate)
             blended = da.composite(
-                base[:, 0].numpy(), patches.terrain[part], patches.rows[part],
-                patches.cols[part], patches.readings[part], radius, **thresholds,
+                base[:, 0].numpy(),
+                patches.terrain[part],
+                patches.rows[part],
+                patches.cols[part],
+                patches.readings[part],
+                radius,
+                **thresholds,
             )
             base = torch.from_numpy(blended[:, None])
         terrain = torch.from_numpy(np.ascontiguousarray(patches.terrain[part][:, None]))
@@ -216,23 +238,22 @@ def windsr(
     """``model: windsr``: the conditional DDPM (``diffusion.WindSRNet``)."""
     scale = _int("scale", scale, 2, 16)
     _check_shape("windsr", input_shape, scale)
-    options = {
-        "scale": scale,
-        "width": _int("width", width, 4, 256),
-        "levels": _int("levels", levels, 1, 4),
-        "terrain": _flag("terrain", terrain),
-        "timesteps": _int("timesteps", timesteps, 10, 10_000),
-        "schedule": schedule,
-    }
     if schedule not in SCHEDULES:
         raise WorkloadError(
             f"the value of model.schedule is {shown(schedule)}, but must be one of: "
             f"{', '.join(SCHEDULES)}"
         )
+    width = _int("width", width, 4, 256)
+    levels = _int("levels", levels, 1, 4)
+    use_terrain = _flag("terrain", terrain)
+    steps = _int("timesteps", timesteps, 10, 10_000)
     return WindModel(
-        lambda: WindSRNet(**options),
-        input_shape=input_shape, num_classes=num_classes, name="windsr", scale=scale,
-        sample_steps=_int("sample_steps", sample_steps, 1, options["timesteps"]),
+        lambda: WindSRNet(scale, width, levels, use_terrain, steps, schedule),
+        input_shape=input_shape,
+        num_classes=num_classes,
+        name="windsr",
+        scale=scale,
+        sample_steps=_int("sample_steps", sample_steps, 1, steps),
         eval_images=_int("eval_images", eval_images, 1, 100_000),
     )
 
@@ -252,6 +273,9 @@ def srcnn(
     use_terrain = _flag("terrain", terrain)
     return WindModel(
         lambda: SRCNN(scale, use_terrain, width),
-        input_shape=input_shape, num_classes=num_classes, name="windsr-srcnn", scale=scale,
+        input_shape=input_shape,
+        num_classes=num_classes,
+        name="windsr-srcnn",
+        scale=scale,
         eval_images=_int("eval_images", eval_images, 1, 100_000),
     )
