@@ -85,6 +85,7 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=16, help="UNet base channels")
     parser.add_argument("--levels", type=int, default=3)
     parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--prediction", default="eps", choices=("eps", "x0", "v"))
     parser.add_argument("--sample-steps", type=int, default=10, help="DDIM steps")
     parser.add_argument("--average", type=int, default=1, help="DDIM samples averaged per image")
     parser.add_argument("--threads", type=int, default=1)

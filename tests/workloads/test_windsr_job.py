@@ -83,3 +83,6 @@ def test_train_windsr_runs_end_to_end(tmp_path: Path) -> None:
         assert math.isfinite(reported["val_psnr"]) and math.isfinite(reported["val_bicubic_psnr"])
         assert reported["val_ssim"] == pytest.approx(epoch["val_accuracy"])
     assert history[-1]["val_loss"] < history[0]["loss"]  # below the first epoch's mean loss
+    maps = run_dir / "plots" / "windsr-maps.png"
+    assert maps.stat().st_size > 1000
+    assert "plots/windsr-maps.png" in (run_dir / "report.md").read_text()

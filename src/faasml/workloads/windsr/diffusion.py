@@ -34,6 +34,11 @@ TERRAIN_SCALE = 300.0
 RESIDUAL_SCALE = 1.0
 """The diffused residual is HR − bicubic(LR) in units of 1 m/s."""
 SCHEDULES = ("linear", "cosine")
+PREDICTIONS = ("eps", "x0", "v")
+"""What the UNet predicts: the noise ε (Eq. 6.3, DDPM), the clean residual x₀, or
+v = √ᾱ ε − √(1−ᾱ) x₀ (Salimans & Ho 2022); the loss is the MSE of that target."""
+CLIP = 5.0
+"""x̂₀ is clipped to ±5 residual units (m/s) while sampling."""
 
 
 def upsample(lr: torch.Tensor, scale: int) -> torch.Tensor:
@@ -158,9 +163,16 @@ class WindSRNet(nn.Module):
         terrain: bool = True,
         timesteps: int = 1000,
         schedule: str = "linear",
+        prediction: str = "eps",
     ) -> None:
         super().__init__()
+        if prediction not in PREDICTIONS:
+            raise WorkloadError(
+                f"the value of model.prediction is {prediction!r}, but must be one of: "
+                f"{', '.join(PREDICTIONS)}"
+            )
         self.scale, self.use_terrain, self.timesteps = scale, terrain, timesteps
+        self.prediction = prediction
         self.unet = UNet(3 if terrain else 2, width, levels)
         self.register_buffer(
             "alphas", noise_schedule(schedule, timesteps).float(), persistent=False
@@ -193,7 +205,26 @@ class WindSRNet(nn.Module):
         abar = self.get_buffer("alphas")[t][:, None, None, None]
         xt = abar.sqrt() * x0 + (1 - abar).sqrt() * noise
         predicted = self.unet(torch.cat([xt, self.condition(base, terrain)], dim=1), t)
-        return F.mse_loss(predicted, noise)
+        if self.prediction == "x0":
+            target = x0
+        elif self.prediction == "v":
+            target = abar.sqrt() * noise - (1 - abar).sqrt() * x0
+        else:
+            target = noise
+        return F.mse_loss(predicted, target)
+
+    def _x0_and_eps(
+        self, x: torch.Tensor, output: torch.Tensor, a_t: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(x̂₀, ε̂) from the network's output under the chosen parameterisation."""
+        if self.prediction == "x0":
+            x0 = output
+        elif self.prediction == "v":
+            x0 = a_t.sqrt() * x - (1 - a_t).sqrt() * output
+        else:
+            x0 = (x - (1 - a_t).sqrt() * output) / a_t.sqrt()
+        x0 = x0.clamp(-CLIP, CLIP)
+        return x0, (x - a_t.sqrt() * x0) / (1 - a_t).sqrt()
 
     @torch.no_grad()
     def sample(
@@ -223,9 +254,8 @@ class WindSRNet(nn.Module):
                     else torch.tensor(1.0)
                 )
                 tt = torch.full((x.shape[0],), t, dtype=torch.long)
-                eps = self.unet(torch.cat([x, cond], dim=1), tt)
-                x0 = ((x - (1 - a_t).sqrt() * eps) / a_t.sqrt()).clamp(-8.0, 8.0)
-                eps = (x - a_t.sqrt() * x0) / (1 - a_t).sqrt()
+                output = self.unet(torch.cat([x, cond], dim=1), tt)
+                x0, eps = self._x0_and_eps(x, output, a_t)
                 x = a_prev.sqrt() * x0 + (1 - a_prev).sqrt() * eps
             total += x
         return base + RESIDUAL_SCALE * total / average

@@ -34,7 +34,7 @@ from faasml.workloads._base import FloatVector
 from faasml.workloads.torch_model import TorchModel
 from faasml.workloads.windsr import assimilate as da
 from faasml.workloads.windsr import metrics
-from faasml.workloads.windsr.diffusion import SCHEDULES, SRCNN, WindSRNet, upsample
+from faasml.workloads.windsr.diffusion import PREDICTIONS, SCHEDULES, SRCNN, WindSRNet, upsample
 from faasml.workloads.windsr.fields import CHANNELS, WindPatches
 
 EVAL_SEED = 0
@@ -232,6 +232,7 @@ def windsr(
     terrain: bool = True,
     timesteps: int = 1000,
     schedule: str = "linear",
+    prediction: str = "eps",
     sample_steps: int = 10,
     eval_images: int = 64,
 ) -> WindModel:
@@ -243,12 +244,17 @@ def windsr(
             f"the value of model.schedule is {shown(schedule)}, but must be one of: "
             f"{', '.join(SCHEDULES)}"
         )
+    if prediction not in PREDICTIONS:
+        raise WorkloadError(
+            f"the value of model.prediction is {shown(prediction)}, but must be one of: "
+            f"{', '.join(PREDICTIONS)}"
+        )
     width = _int("width", width, 4, 256)
     levels = _int("levels", levels, 1, 4)
     use_terrain = _flag("terrain", terrain)
     steps = _int("timesteps", timesteps, 10, 10_000)
     return WindModel(
-        lambda: WindSRNet(scale, width, levels, use_terrain, steps, schedule),
+        lambda: WindSRNet(scale, width, levels, use_terrain, steps, schedule, prediction),
         input_shape=input_shape,
         num_classes=num_classes,
         name="windsr",
