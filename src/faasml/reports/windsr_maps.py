@@ -23,7 +23,9 @@ def write_windsr_maps(state: dict[str, Any], run_path: Path, patches: int = 3) -
     """``plots/windsr-maps.png`` for a WindSR run with a checkpoint; [] for any other run."""
     job = state.get("job") or {}
     model_spec = job.get("model")
-    name = model_spec.get("name") if isinstance(model_spec, dict) else model_spec
+    if not isinstance(model_spec, dict):
+        model_spec = {"name": model_spec}
+    name = model_spec.get("name")
     key = (state.get("best") or {}).get("checkpoint")
     if name not in MODELS or not key:
         return []
