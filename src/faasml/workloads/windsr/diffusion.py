@@ -163,7 +163,7 @@ class WindSRNet(nn.Module):
         terrain: bool = True,
         timesteps: int = 1000,
         schedule: str = "linear",
-        prediction: str = "eps",
+        prediction: str = "x0",
     ) -> None:
         super().__init__()
         if prediction not in PREDICTIONS:

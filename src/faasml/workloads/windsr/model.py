@@ -232,7 +232,7 @@ def windsr(
     terrain: bool = True,
     timesteps: int = 1000,
     schedule: str = "linear",
-    prediction: str = "eps",
+    prediction: str = "x0",
     sample_steps: int = 10,
     eval_images: int = 64,
 ) -> WindModel:
