@@ -33,7 +33,11 @@ def _train(model: Any, features: np.ndarray, labels: np.ndarray, steps: int) -> 
 
 @pytest.mark.parametrize(
     ("name", "options"),
-    [("windsr", TINY), ("windsr-srcnn", {"width": 8, "eval_images": 8})],
+    [
+        ("windsr", TINY),
+        ("windsr", {**TINY, "prediction": "eps", "schedule": "cosine"}),
+        ("windsr-srcnn", {"width": 8, "eval_images": 8}),
+    ],
 )
 def test_a_tiny_model_trains_and_its_held_out_loss_falls(
     name: str, options: dict[str, Any]
@@ -62,6 +66,8 @@ def test_the_model_refuses_data_of_another_scale_or_shape() -> None:
         create_model("windsr", (3, 32, 32), 10)
     with pytest.raises(WorkloadError, match=r"model\.schedule is 'square'"):
         create_model("windsr", data.input_shape, 2, schedule="square")
+    with pytest.raises(WorkloadError, match=r"model\.prediction is 'noise'.*eps, x0, v"):
+        create_model("windsr", data.input_shape, 2, prediction="noise")
     with pytest.raises(
         WorkloadError, match=r"model.scale is 32, but must be an integer in \[2, 16\]"
     ):
@@ -75,6 +81,7 @@ def test_sampling_is_seeded_and_none_is_bicubic() -> None:
 
     torch.manual_seed(0)
     net = WindSRNet(4, width=8, levels=2, timesteps=50)
+    torch.nn.init.normal_(net.unet.head.weight, std=0.1)  # untrained x̂₀ would be 0 everywhere
     patches = generate_patches(3, size=16, scale=4, seed=2)
     one = super_resolve(net, patches, steps=3, seed=1)
     assert np.array_equal(one, super_resolve(net, patches, steps=3, seed=1))
