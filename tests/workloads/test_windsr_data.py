@@ -40,8 +40,9 @@ def test_the_turbulence_has_a_kolmogorov_spectrum() -> None:
 
 def _detail_correlation(speedup: float) -> float:
     p = generate_patches(300, size=32, speedup=speedup, seed=2)
-    terrain = p.terrain - smooth(p.terrain.astype(np.float64), 2.0)
-    speed = p.hr - smooth(p.hr.astype(np.float64), 2.0)
+    inner = (slice(None), slice(6, -6), slice(6, -6))  # clear of the periodic smoothing's wrap
+    terrain = (p.terrain - smooth(p.terrain.astype(np.float64), 2.0))[inner]
+    speed = (p.hr - smooth(p.hr.astype(np.float64), 2.0))[inner]
     return float(np.corrcoef(terrain.ravel(), speed.ravel())[0, 1])
 
 

@@ -295,12 +295,14 @@ def _chunk(
     crop = (slice(None), slice(0, side), slice(0, side))
     relief = np.exp(rng.uniform(np.log(20.0), np.log(600.0), size=(n, 1, 1)))
     base = rng.uniform(0.0, 1500.0, size=(n, 1, 1))
-    shape = gaussian_field(rng, n, big, _TERRAIN_BETA)[crop]
-    shape = (shape - shape.mean(axis=(1, 2), keepdims=True)) / (
-        shape.std(axis=(1, 2), keepdims=True) + 1e-12
-    )
-    terrain = np.maximum(base + relief * shape, 0.0)
-    detail = terrain - smooth(terrain, 2.0)
+    whole = gaussian_field(rng, n, big, _TERRAIN_BETA)
+    shape = whole[crop]
+    mean = shape.mean(axis=(1, 2), keepdims=True)
+    spread = shape.std(axis=(1, 2), keepdims=True) + 1e-12
+    whole = np.maximum(base + relief * (whole - mean) / spread, 0.0)
+    terrain = whole[crop]
+    # Smoothed on the whole (periodic) grid, then cropped: no wrap-around at the patch edges.
+    detail = (whole - smooth(whole, 2.0))[crop]
     mean_speed = rng.uniform(4.0, 12.0, size=(n, 1, 1))
     turbulent = amounts["turbulence"] * gaussian_field(rng, n, big, _TURBULENCE_BETA)[crop]
     gain = np.clip(1.0 + amounts["speedup"] * detail / SPEEDUP_LENGTH_M, 0.3, 2.5)
