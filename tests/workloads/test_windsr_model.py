@@ -55,6 +55,13 @@ def test_a_tiny_model_trains_and_its_held_out_loss_falls(
     assert after["bicubic_psnr"] == before["bicubic_psnr"]
 
 
+def test_eight_times_super_resolution_builds_and_trains_a_step() -> None:
+    data = generate_dataset("wind-sr", 4, seed=0, size=64, scale=8)
+    model = create_model("windsr", data.input_shape, 2, scale=8, width=4, levels=3, timesteps=20)
+    loss, grad = model.loss_and_grad(model.init_params(0), data.features, data.labels)
+    assert np.isfinite(loss) and grad.shape == (model.num_params,) and np.abs(grad).sum() > 0
+
+
 def test_the_model_refuses_data_of_another_scale_or_shape() -> None:
     data = generate_dataset("wind-sr", 4, seed=0, size=16, scale=2)
     model = create_model("windsr", data.input_shape, 2, scale=4, **TINY)
