@@ -99,6 +99,22 @@ def test_sampling_is_seeded_and_none_is_bicubic() -> None:
     np.testing.assert_allclose(bicubic, expected.numpy(), rtol=1e-6)
 
 
+def test_inpainting_while_sampling_holds_the_readings_at_the_stations() -> None:
+    import torch
+
+    from faasml.workloads.windsr.diffusion import WindSRNet
+
+    torch.manual_seed(0)
+    net = WindSRNet(4, width=8, levels=2, timesteps=50)
+    torch.nn.init.normal_(net.unet.head.weight, std=0.1)
+    patches = generate_patches(4, size=16, scale=4, stations=3, seed=6)
+    sites = (patches.rows, patches.cols, patches.readings)
+    inpainted = super_resolve(net, patches, steps=4, assimilate="dynamic")
+    conditioned = super_resolve(net, patches, steps=4, assimilate="dynamic", inpaint=False)
+    assert metrics.site_error(inpainted, *sites)[1] < 1e-4
+    assert metrics.site_error(conditioned, *sites)[1] > 1e-2
+
+
 def test_the_impact_radius_grows_over_flat_steady_ground_only() -> None:
     flat, steady = np.zeros((20, 20)), np.full((20, 20), 7.0)
     assert assimilate.dynamic_radius(flat, steady, 10, 10) == 6

@@ -234,9 +234,15 @@ class WindSRNet(nn.Module):
         steps: int = 10,
         generator: torch.Generator | None = None,
         average: int = 1,
+        known: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """HR fields (n, 1, size, size) in m/s: base + DDIM sample of the residual, the mean of
-        ``average`` samples (η = 0, ``steps`` steps)."""
+        ``average`` samples (η = 0, ``steps`` steps).
+
+        ``known`` (n, 1, size, size, 1 where the output must equal ``base``, 0 elsewhere)
+        in-paints those cells during sampling (RePaint-style, Lugmayr et al. 2022): after each
+        step their residual is replaced by 0 noised to the step's level, so the sample agrees
+        with ``base`` there and the UNet fits its surroundings to it."""
         if not 1 <= steps <= self.timesteps:
             raise WorkloadError(
                 f"the value of steps is {steps}, but must be in [1, {self.timesteps}]"
@@ -257,6 +263,8 @@ class WindSRNet(nn.Module):
                 output = self.unet(torch.cat([x, cond], dim=1), tt)
                 x0, eps = self._x0_and_eps(x, output, a_t)
                 x = a_prev.sqrt() * x0 + (1 - a_prev).sqrt() * eps
+                if known is not None:  # the known residual is 0: only its noise remains
+                    x = known * (1 - a_prev).sqrt() * eps + (1 - known) * x
             total += x
         return base + RESIDUAL_SCALE * total / average
 

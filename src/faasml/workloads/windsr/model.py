@@ -120,6 +120,7 @@ class WindModel(TorchModel):
         steps: int | None = None,
         average: int = 1,
         seed: int = EVAL_SEED,
+        inpaint: bool = True,
         **thresholds: Any,
     ) -> NDArray[np.float32]:
         """Super-resolved fields (n, size, size) in m/s (see ``super_resolve``)."""
@@ -131,6 +132,7 @@ class WindModel(TorchModel):
             steps=steps or self.sample_steps,
             average=average,
             seed=seed,
+            inpaint=inpaint,
             **thresholds,
         )
 
@@ -180,6 +182,7 @@ def super_resolve(
     average: int = 1,
     seed: int = EVAL_SEED,
     batch: int = 256,
+    inpaint: bool = True,
     **thresholds: Any,
 ) -> NDArray[np.float32]:
     """HR fields (n, size, size) in m/s from the patches' LR and terrain.
@@ -188,7 +191,8 @@ def super_resolve(
     ``SRCNN``, or None for bicubic upsampling. ``assimilate``: None (no observations),
     ``"dynamic"`` (Algorithm 1's radius per station, ``thresholds`` passed on) or a fixed radius
     in cells; the stations are in-painted into the upsampled field before it conditions the
-    model (Eq. 6.4).
+    model (Eq. 6.4). With ``inpaint`` (and a WindSRNet) the station cells are also in-painted
+    while sampling (``WindSRNet.sample``'s ``known``), so the output holds the readings there.
     """
     scale = patches.scale
     generator = torch.Generator().manual_seed(int(seed))
@@ -210,12 +214,15 @@ def super_resolve(
             )
             base = torch.from_numpy(blended[:, None])
         terrain = torch.from_numpy(np.ascontiguousarray(patches.terrain[part][:, None]))
+        known = None
+        if assimilate is not None and inpaint and patches.rows.size:
+            known = torch.from_numpy(patches.mask()[part][:, None])
         with torch.no_grad():
             if module is None:
                 result = base
             elif isinstance(module, WindSRNet):
                 module.eval()
-                result = module.sample(base, terrain, steps, generator, average)
+                result = module.sample(base, terrain, steps, generator, average, known)
             else:
                 module.eval()
                 result = module.predict(base, terrain)
