@@ -89,7 +89,7 @@ def main() -> None:
     parser.add_argument("--levels", type=int, default=3)
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--prediction", default="x0", choices=("eps", "x0", "v"))
-    parser.add_argument("--sample-steps", type=int, default=10, help="DDIM steps")
+    parser.add_argument("--sample-steps", type=int, default=3, help="DDIM steps")
     parser.add_argument("--average", type=int, default=1, help="DDIM samples averaged per image")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
@@ -108,6 +108,7 @@ def main() -> None:
     )
     nets: dict[str, Any] = {
         "SR-CNN": SRCNN(args.scale, width=32),
+        "SR-CNN w/ terrain": SRCNN(args.scale, terrain=True, width=32),
         "WindSR w/o terrain": WindSRNet(args.scale, args.width, args.levels, terrain=False),
         "WindSR w/ terrain": WindSRNet(args.scale, args.width, args.levels, terrain=True),
     }
@@ -147,12 +148,13 @@ def main() -> None:
     run("bicubic + DA (dynamic)", None, "dynamic")
     run("SR-CNN", nets["SR-CNN"])
     run("SR-CNN + DA (dynamic)", nets["SR-CNN"], "dynamic")
+    run("SR-CNN w/ terrain", nets["SR-CNN w/ terrain"])
     run("WindSR w/o terrain", nets["WindSR w/o terrain"])
     run("WindSR w/ terrain", nets["WindSR w/ terrain"])
-    if args.sample_steps != 3:
+    if args.sample_steps != 10:
         wanted = args.sample_steps
-        args.sample_steps = 3
-        run("WindSR w/ terrain, 3 st.", nets["WindSR w/ terrain"])
+        args.sample_steps = 10
+        run("WindSR w/ terrain, 10 st.", nets["WindSR w/ terrain"])
         args.sample_steps = wanted
     for radius in (2, 4, 6):
         run(f"WindSR + DA (r = {radius})", nets["WindSR w/ terrain"], radius)
@@ -189,6 +191,12 @@ def main() -> None:
             wind["psnr"] > rows["SR-CNN"]["psnr"],
             "dB",
         ),
+        (
+            "WindSR w/ terrain beats SR-CNN w/ terrain (PSNR)",
+            wind["psnr"] - rows["SR-CNN w/ terrain"]["psnr"],
+            wind["psnr"] > rows["SR-CNN w/ terrain"]["psnr"],
+            "dB",
+        ),
         ("terrain helps (PSNR)", wind["psnr"] - plain["psnr"], wind["psnr"] > plain["psnr"], "dB"),
         (
             "assimilation cuts site RMSE by >= 50 %",
@@ -217,7 +225,7 @@ def main() -> None:
     ]
     print("\ntargets")
     for text, value, met, unit in checks:
-        print(f"  {text:<44} {value:+7.2f} {unit:<2} {'met' if met else 'MISSED'}")
+        print(f"  {text:<48} {value:+7.2f} {unit:<2} {'met' if met else 'MISSED'}")
 
 
 if __name__ == "__main__":

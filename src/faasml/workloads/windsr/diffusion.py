@@ -231,7 +231,7 @@ class WindSRNet(nn.Module):
         self,
         base: torch.Tensor,
         terrain: torch.Tensor,
-        steps: int = 10,
+        steps: int = 3,
         generator: torch.Generator | None = None,
         average: int = 1,
         known: torch.Tensor | None = None,

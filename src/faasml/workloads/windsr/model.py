@@ -84,7 +84,7 @@ class WindModel(TorchModel):
         num_classes: int,
         name: str,
         scale: int,
-        sample_steps: int = 10,
+        sample_steps: int = 3,
         eval_images: int = 64,
     ) -> None:
         super().__init__(
@@ -178,7 +178,7 @@ def super_resolve(
     patches: WindPatches,
     *,
     assimilate: str | int | None = None,
-    steps: int = 10,
+    steps: int = 3,
     average: int = 1,
     seed: int = EVAL_SEED,
     batch: int = 256,
@@ -240,7 +240,7 @@ def windsr(
     timesteps: int = 1000,
     schedule: str = "linear",
     prediction: str = "x0",
-    sample_steps: int = 10,
+    sample_steps: int = 3,
     eval_images: int = 64,
 ) -> WindModel:
     """``model: windsr``: the conditional DDPM (``diffusion.WindSRNet``)."""
