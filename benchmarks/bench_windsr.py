@@ -1,7 +1,7 @@
 """WindSR on a held-out synthetic test set: diffusion SR with and without terrain, with and
 without assimilation, against bicubic and an SR-CNN (dissertation Chapter 6, Tables 6.2–6.3).
 
-    PYTHONPATH=src python benchmarks/bench_windsr.py            # about 30-40 min on 2 busy cores
+    PYTHONPATH=src python benchmarks/bench_windsr.py            # 5-40 min on 2 busy cores
     PYTHONPATH=src python benchmarks/bench_windsr.py --steps 200 --train 256 --test 16  # quick
 
 Trains each network with Adam for ``--steps`` minibatches on ``--train`` generated patches
