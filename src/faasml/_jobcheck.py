@@ -49,6 +49,9 @@ def check_trial(job: JobSpec) -> None:
     # Built-in networks are refused before they are built; a linear model allocates nothing
     # until its parameters are made, and a user's factory is theirs: all are bounded here.
     check_size(f"model '{job.model.name}'", model.num_params, MAX_PARAMS, "parameters", ConfigError)
+    check_sample = getattr(model, "check_sample", None)  # a model that can say the data is not its
+    if callable(check_sample):
+        check_sample(sample.features)
 
 
 def check_data(job: JobSpec, train: Dataset) -> None:

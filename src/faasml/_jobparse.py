@@ -34,6 +34,7 @@ _MODULE_ATTR = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 MAX_TRIALS = 100_000
 """The most trials a tuning run may sample (the largest of the CE-scaling paper has 16,384)."""
 _SUFFIX_FORMATS = {".csv": "higgs-csv", ".gz": "higgs-csv", ".bin": "cifar10-bin"}
+_SUFFIX_FORMATS.update({".h5": "windsr", ".hdf5": "windsr", ".nc": "windsr"})
 
 
 def parse_job(

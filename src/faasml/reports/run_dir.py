@@ -126,6 +126,9 @@ class RunDir:
         from faasml.reports.run_plots import write_plots
 
         plots = write_plots(state, self.path / "plots")
+        from faasml.reports.windsr_maps import write_windsr_maps
+
+        plots += write_windsr_maps(state, self.path)  # [] unless the model is WindSR's
         written.extend(plots)
         report = self.path / "report.md"
         write_atomic(report, render_report(state, [p.relative_to(self.path) for p in plots]))

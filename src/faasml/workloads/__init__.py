@@ -26,6 +26,8 @@ MODELS.register("mlp", "faasml.workloads.nets:mlp")
 MODELS.register("mobilenet-small", "faasml.workloads.nets:mobilenet_small")
 MODELS.register("resnet-small", "faasml.workloads.nets:resnet_small")
 MODELS.register("transformer-small", "faasml.workloads.nets:transformer_small")
+MODELS.register("windsr", "faasml.workloads.windsr.model:windsr")
+MODELS.register("windsr-srcnn", "faasml.workloads.windsr.model:srcnn")
 
 
 def create_model(

@@ -27,6 +27,7 @@ from numpy.typing import NDArray
 
 from faasml.exceptions import WorkloadError
 from faasml.workloads._dataset import Dataset, dataset_from_bytes, dataset_to_bytes
+from faasml.workloads.windsr.files import read_windsr
 
 CIFAR_SHAPE = (3, 32, 32)
 CIFAR_RECORD = 1 + 3 * 32 * 32
@@ -204,5 +205,6 @@ READERS: dict[str, Callable[..., Dataset]] = {
     "higgs-csv": read_higgs_csv,
     "cifar10-bin": read_cifar10_bin,
     "npz": read_npz,
+    "windsr": read_windsr,
 }
 """Format name (as job files write it) -> reader(path, **options)."""

@@ -22,6 +22,7 @@ import numpy as np
 from faasml._validate import MAX_DATA_VALUES, check_size, count_text, shown
 from faasml.exceptions import WorkloadError
 from faasml.workloads._dataset import Dataset
+from faasml.workloads.windsr.fields import wind_sr
 
 
 def _count(name: str, value: Any, minimum: int = 1) -> int:
@@ -142,5 +143,6 @@ GENERATORS: dict[str, Callable[..., Dataset]] = {
     "images": images,
     "sequences": sequences,
     "sklearn-digits": sklearn_digits,
+    "wind-sr": wind_sr,
 }
 """Generator name (as job files write it) -> generator(samples, seed=..., **options)."""

@@ -1,0 +1,85 @@
+"""The WindSR plot of a run report: LR / SR / HR / error maps of held-out patches.
+
+For a run whose model is ``windsr`` or ``windsr-srcnn``, the best checkpoint and the held-out
+set are read back from the run's embedded object store, the first patches are super-resolved
+(DDIM with the model's ``sample_steps`` for WindSR) and drawn in rows: the low-resolution
+input, the super-resolved field, the high-resolution truth (m/s, one colour scale per row)
+and SR − HR (m/s), with each patch's PSNR in the title. Needs matplotlib; none otherwise.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+MODELS = ("windsr", "windsr-srcnn")
+TEST_KEY = "run/data/test"
+"""Where the run's coordinator keeps the held-out set (namespace ``run``)."""
+
+
+def write_windsr_maps(state: dict[str, Any], run_path: Path, patches: int = 3) -> list[Path]:
+    """``plots/windsr-maps.png`` for a WindSR run with a checkpoint; [] for any other run."""
+    job = state.get("job") or {}
+    model_spec = job.get("model")
+    if not isinstance(model_spec, dict):
+        model_spec = {"name": model_spec}
+    name = model_spec.get("name")
+    key = (state.get("best") or {}).get("checkpoint")
+    if name not in MODELS or not key:
+        return []
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    from faasml.runtime.checkpoint import load_checkpoint
+    from faasml.sync.stores import open_store
+    from faasml.workloads import create_model
+    from faasml.workloads._dataset import dataset_from_bytes
+    from faasml.workloads.windsr import metrics
+    from faasml.workloads.windsr.fields import patches_from_dataset
+    from faasml.workloads.windsr.model import WindModel
+
+    store = open_store(f"embedded://{(run_path / 'objects').resolve()}")
+    data = store.get(TEST_KEY)
+    if data is None:
+        return []
+    test = dataset_from_bytes(data)
+    options = {k: v for k, v in model_spec.items() if k != "name"}
+    model = create_model(name, test.input_shape, test.num_classes, **options)
+    assert isinstance(model, WindModel)
+    chosen = patches_from_dataset(test.subset(slice(0, patches)), model.scale)
+    sr = model.predict(load_checkpoint(store, key).params, chosen)
+    folder = run_path / "plots"
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = len(chosen)
+    fig, axes = plt.subplots(rows, 4, figsize=(10, 2.6 * rows), squeeze=False)
+    for i in range(rows):
+        hr = chosen.hr[i]
+        low, high = float(hr.min()), float(hr.max())
+        error = sr[i] - hr
+        bound = float(np.abs(error).max()) or 1.0
+        score = metrics.psnr(hr[None], sr[i][None])
+        panels = [
+            (chosen.lr[i], f"LR ({chosen.lr.shape[-1]}×{chosen.lr.shape[-1]})", "viridis"),
+            (sr[i], f"SR, {score:.1f} dB", "viridis"),
+            (hr, f"HR ({hr.shape[-1]}×{hr.shape[-1]})", "viridis"),
+            (error, "SR − HR", "RdBu_r"),
+        ]
+        for ax, (image, title, cmap) in zip(axes[i], panels, strict=True):
+            limits = (-bound, bound) if cmap == "RdBu_r" else (low, high)
+            shown = ax.imshow(image, cmap=cmap, vmin=limits[0], vmax=limits[1])
+            ax.set_title(title, fontsize="small")
+            ax.set_xticks([])
+            ax.set_yticks([])
+            fig.colorbar(shown, ax=ax, fraction=0.046, pad=0.04, label="m/s")
+    fig.suptitle(f"{name}: held-out patches (best checkpoint)")
+    fig.tight_layout()
+    path = folder / "windsr-maps.png"
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return [path]
