@@ -1,0 +1,40 @@
+"""Search algorithms behind one narrow contract (propose / observe / done) and a registry.
+
+``SEARCHERS`` names the implementations (``gp-ei``, ``random``, ``grid``); ``create_searcher``
+builds one by name; ``faasml.search.deployment`` uses them to choose a deployment (functions ×
+memory × storage) from measured probes (SMLT §3.2). See docs/search.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from faasml.registry import Registry
+from faasml.search._base import SearchBudget, Searcher
+
+SEARCHERS: Registry[type[Searcher]] = Registry("searcher")
+SEARCHERS.register("gp-ei", "faasml.search._gp:GPEISearcher")
+SEARCHERS.register("random", "faasml.search._simple:RandomSearcher")
+SEARCHERS.register("grid", "faasml.search._simple:GridSearcher")
+
+
+def create_searcher(
+    name: str,
+    features: Any,
+    budget: SearchBudget,
+    *,
+    seed: int = 0,
+    prior: Any = None,
+    link: Any = None,
+) -> Searcher:
+    """The searcher ``name`` over ``features`` (one row per candidate, scaled to [0, 1]).
+    ``prior`` (a mean per candidate) warm-starts the searchers that use one (``gp-ei``); the
+    others ignore it. ``link`` (for those same searchers) makes observations a latent quantity
+    and the objective ``link`` of it (see ``GPEISearcher``); the others observe the objective."""
+    cls = SEARCHERS.get(name)
+    if getattr(cls, "uses_prior", False):
+        return cls(features, budget, seed, prior=prior, link=link)  # type: ignore[call-arg]
+    return cls(features, budget, seed)
+
+
+__all__ = ["SEARCHERS", "SearchBudget", "Searcher", "create_searcher"]
