@@ -26,15 +26,19 @@ def create_searcher(
     seed: int = 0,
     prior: Any = None,
     link: Any = None,
+    costs: Any = None,
 ) -> Searcher:
     """The searcher ``name`` over ``features`` (one row per candidate, scaled to [0, 1]).
     ``prior`` (a mean per candidate) warm-starts the searchers that use one (``gp-ei``); the
     others ignore it. ``link`` (for those same searchers) makes observations a latent quantity
-    and the objective ``link`` of it (see ``GPEISearcher``); the others observe the objective."""
+    and the objective ``link`` of it (see ``GPEISearcher``); the others observe the objective.
+    ``costs`` (predicted price of each probe) keeps every searcher within ``budget.max_usd``."""
     cls = SEARCHERS.get(name)
     if getattr(cls, "uses_prior", False):
-        return cls(features, budget, seed, prior=prior, link=link)  # type: ignore[call-arg]
-    return cls(features, budget, seed)
+        return cls(  # type: ignore[call-arg]
+            features, budget, seed, prior=prior, link=link, costs=costs
+        )
+    return cls(features, budget, seed, costs=costs)
 
 
 __all__ = ["SEARCHERS", "SearchBudget", "Searcher", "create_searcher"]

@@ -56,13 +56,29 @@ class Searcher(ABC):
     caller's choice), and returns None once ``done``; ``stop_reason`` says why it is done.
     """
 
-    def __init__(self, features: Array, budget: SearchBudget, seed: int = 0) -> None:
+    def __init__(
+        self,
+        features: Array,
+        budget: SearchBudget,
+        seed: int = 0,
+        *,
+        costs: Array | None = None,
+    ) -> None:
+        """``costs``: the predicted price of measuring each candidate; with a dollar budget, a
+        candidate whose probe would not fit what is left of it is never proposed."""
         x = np.asarray(features, dtype=float)
         if x.ndim != 2 or x.shape[0] == 0:
             raise ConfigError(
                 f"a searcher needs at least one candidate; got features of shape {x.shape}"
             )
         self.features = x
+        if costs is not None:
+            costs = np.asarray(costs, dtype=float)
+            if costs.shape != (x.shape[0],):
+                raise ConfigError(
+                    f"costs needs one value per candidate ({x.shape[0]}); got shape {costs.shape}"
+                )
+        self.costs = costs
         self.budget = budget
         self.seed = seed
         self.rng = np.random.default_rng(seed)
@@ -100,6 +116,11 @@ class Searcher(ABC):
             )
         elif len(self.tried()) >= len(self):
             self.stop_reason = "every candidate measured"
+        elif self.untried().size == 0:
+            self.stop_reason = (
+                f"no probe left fits the search budget (${self.spent_usd:.6f} of "
+                f"${self.budget.max_usd:.6f} spent)"
+            )
         else:
             self.stop_reason = self._own_stop()
         return self.stop_reason is not None
@@ -120,8 +141,11 @@ class Searcher(ABC):
         return {index for index, _ in self.observed}
 
     def untried(self) -> NDArray[np.int64]:
+        """Candidates not measured yet whose probe fits what is left of the dollar budget."""
         mask = np.ones(len(self), dtype=bool)
         mask[list(self.tried())] = False
+        if self.costs is not None and self.budget.max_usd is not None:
+            mask &= self.costs <= self.budget.max_usd - self.spent_usd
         return np.flatnonzero(mask)
 
     def best(self) -> int:

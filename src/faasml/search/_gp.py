@@ -29,7 +29,7 @@ Link = Callable[[NDArray[np.int64], Array], tuple[Array, Array]]
 """(candidates, latent values) -> (objective values, d objective / d latent)."""
 
 NOISE = 0.05
-"""Starting guess of the measurement noise (deviation, objective units; fitted from there)."""
+"""Measurement noise (deviation, observation units) a GP assumes unless told."""
 
 
 class GPEISearcher(Searcher):
@@ -46,11 +46,18 @@ class GPEISearcher(Searcher):
         prior: Array | None = None,
         initial: int = 3,
         link: Link | None = None,
+        costs: Array | None = None,
+        noise: float = NOISE,
     ) -> None:
         """With a ``link``, observations are a latent quantity (the deployment search: log
         time per epoch) and the objective minimised is ``link`` of it at each candidate; its
-        deviation is the link's slope times the latent's."""
-        super().__init__(features, budget, seed)
+        deviation is the link's slope times the latent's. ``noise`` is the measurement's
+        deviation in the observations' units (0.05: 5 % on a log scale), fixed: a handful of
+        probes cannot tell noise from signal, and a probe's rounds give its spread."""
+        super().__init__(features, budget, seed, costs=costs)
+        if not (np.isfinite(noise) and noise > 0):
+            raise ConfigError(f"the value of noise is {noise}, but must be positive")
+        self.noise = noise
         self.link = link
         if prior is not None:
             prior = np.asarray(prior, dtype=float)
@@ -87,7 +94,7 @@ class GPEISearcher(Searcher):
         self._offset = float(np.mean(residual))
         kernel = ConstantKernel(0.25, (1e-4, 1e2)) * Matern(
             length_scale=np.full(dims, 0.3), length_scale_bounds=(0.03, 10.0), nu=2.5
-        ) + WhiteKernel(NOISE**2, (1e-5, 0.25))
+        ) + WhiteKernel(self.noise**2, "fixed")
         gp = GaussianProcessRegressor(
             kernel=kernel, normalize_y=False, n_restarts_optimizer=1, random_state=self.seed
         )
@@ -169,9 +176,11 @@ class GPEISearcher(Searcher):
         return int(sample[np.argmax(gaps)])
 
     def best(self) -> int:
-        """The measured candidate with the lowest posterior mean (noise averaged out)."""
+        """The measured candidate with the lowest upper bound (posterior mean + one deviation):
+        a lucky measurement of a worse candidate does not win over a well-measured one."""
         if self._gp is None:
             return super().best()
         rows = sorted(self.tried())
-        mean, _ = self.objective()
-        return int(min(rows, key=lambda i: (mean[i], i)))
+        mean, std = self.objective()
+        bound = mean + std
+        return int(min(rows, key=lambda i: (bound[i], i)))

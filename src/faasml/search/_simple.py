@@ -21,8 +21,10 @@ class GridSearcher(Searcher):
     per feature that varies, each grid point mapped to its nearest untried candidate, visited
     in a seeded order (so a budget cut early still covers the space coarsely)."""
 
-    def __init__(self, features: Array, budget: SearchBudget, seed: int = 0) -> None:
-        super().__init__(features, budget, seed)
+    def __init__(
+        self, features: Array, budget: SearchBudget, seed: int = 0, *, costs: Array | None = None
+    ) -> None:
+        super().__init__(features, budget, seed, costs=costs)
         x = self.features
         varying = [d for d in range(x.shape[1]) if np.ptp(x[:, d]) > 0]
         levels = max(2, math.ceil(budget.max_probes ** (1 / max(len(varying), 1))))
@@ -39,8 +41,8 @@ class GridSearcher(Searcher):
         self._queue = chosen
 
     def _propose(self) -> int:
-        tried = self.tried()
+        allowed = set(self.untried().tolist())
         for index in self._queue:
-            if index not in tried:
+            if index in allowed:
                 return index
         return int(self.rng.choice(self.untried()))

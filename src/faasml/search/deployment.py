@@ -26,10 +26,12 @@ from faasml.search._base import Array
 from faasml.types import Allocation, Constraint, Objective
 from faasml.workload import Workload
 
+SEARCH_SHARE = 0.05
+"""Default dollar budget of a search: this share of the job's predicted bill."""
 PENALTY = 10.0
 """Slope of the score past the constraint, per unit of log overshoot: steep enough that a
 candidate over the limit never beats one within it by more than a sliver."""
-COUNT_LEVELS = 32
+COUNT_LEVELS = 64
 """Function counts searched: about this many, spaced geometrically from 1 to the most."""
 MEMORY_STEP_MB = 128
 """Memory grid of the search (SMLT §3.2 searches 128 MB steps)."""
@@ -100,6 +102,8 @@ class DeploymentSpace:
 
     table: AllocationTable
     features: Array
+    workload_rounds: NDArray[np.int64]
+    """Rounds per epoch of each candidate (k of the model)."""
     exclusions: Exclusions = field(default_factory=Exclusions)
 
     def __len__(self) -> int:
@@ -144,15 +148,31 @@ class DeploymentSpace:
         if len(table) == 0:
             reasons = "; ".join(f"{k} ({v})" for k, v in out.counts.most_common())
             raise ConfigError(f"no deployment of {catalog.name} can run {workload.name}: {reasons}")
-        return DeploymentSpace(table, features_of(table, catalog), out)
+        rounds = workload.iterations_per_epoch(table.n)
+        return DeploymentSpace(table, features_of(table, catalog), rounds, out)
 
     def prior(self, goal: DeploymentGoal) -> Array:
         """The model's score of every candidate."""
         return goal.score(self.table.time_s, self.table.cost_usd)
 
+    def predicted_bill(self, goal: DeploymentGoal) -> float:
+        """The model's cost of ``goal.epochs`` epochs on its own best candidate."""
+        best = int(np.argmin(self.prior(goal)))
+        return float(goal.epochs * self.table.cost_usd[best] + self.table.startup_usd[best])
+
     def log_time(self) -> Array:
         """log of the model's time per epoch: the GP's prior mean when warm-started."""
         result: Array = np.log(np.maximum(self.table.time_s, 1e-12))
+        return result
+
+    def probe_cost(self, rounds: int = 5, cap_s: float = 10.0) -> Array:
+        """The model's price of probing each candidate: its cold start plus ``rounds`` rounds
+        (at most ``cap_s`` seconds of them, at least one)."""
+        table = self.table
+        k = self.workload_rounds.astype(float)
+        per_round = table.time_s / np.maximum(k, 1.0)
+        ran = np.minimum(np.minimum(rounds, k), np.maximum(1.0, np.floor(cap_s / per_round)))
+        result: Array = table.startup_usd + ran / np.maximum(k, 1.0) * table.cost_usd
         return result
 
     def cost_per_s(self) -> Array:
@@ -250,9 +270,11 @@ class DeploymentSearch:
         seed: int = 0,
         warm: bool = True,
         prior: Array | None = None,
+        probe_costs: Array | None = None,
     ) -> None:
         """``warm`` uses the model's prediction as the prior mean (a profile exists); an
-        explicit ``prior`` (a re-trigger's) replaces it."""
+        explicit ``prior`` (a re-trigger's) replaces it. ``probe_costs`` (the predicted price
+        of each probe) keep the search within ``budget.max_usd``."""
         self.space, self.goal = space, goal
         self.name = searcher
         self.budget = budget or SearchBudget()
@@ -270,6 +292,7 @@ class DeploymentSearch:
             seed=seed,
             prior=prior,
             link=goal.link(space.cost_per_s()) if self.latent else None,
+            costs=probe_costs,
         )
         self.probes: list[Probe] = []
 
@@ -332,6 +355,7 @@ class DeploymentSearch:
         budget: SearchBudget | None = None,
         seed: int = 0,
         warm: bool = True,
+        probe_costs: Array | None = None,
     ) -> DeploymentSearch:
         """The search after a change: the new model's prediction (when ``warm``) plus what
         the last posterior learnt of the model's error, as the new prior mean; few probes."""
@@ -350,4 +374,5 @@ class DeploymentSearch:
             seed=seed,
             warm=warm,
             prior=prior,
+            probe_costs=probe_costs,
         )
