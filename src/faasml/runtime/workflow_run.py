@@ -326,6 +326,8 @@ class WorkflowRun(BaseRun):
                 "batch_size": phase.batch_size,
                 "samples": phase.samples,
                 "model": phase.model,
+                "model_mb": float(self._phase_model(phase).size_mb),
+                "params": int(self._phase_model(phase).num_params),
                 "epochs": phase.epochs,
                 "trial": phase.trial,
                 "t_start_s": coordinator.now(),
