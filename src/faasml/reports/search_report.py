@@ -115,7 +115,7 @@ def write_search_plot(state: dict[str, Any], folder: Path) -> list[Path]:
         for ax in axes:
             ax.axvline(p["t_start_s"], color="grey", linestyle=":", linewidth=0.8)
     axes[-1].set_xlabel("seconds (dotted: a phase starts; its search runs first)")
-    axes[0].set_title(f"Workflow ({kind}): change, workers and throughput")
+    axes[0].set_title(f"Workflow ({kind})")
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "workflow.png"
     fig.tight_layout()
