@@ -26,8 +26,9 @@ from faasml._jobworkflow import WorkflowSpec
 from faasml.exceptions import ConfigError
 from faasml.runtime.coordinator import Coordinator, TrialState
 from faasml.runtime.job_profile import planning_inputs
-from faasml.runtime.run_base import BaseRun, job_workload
+from faasml.runtime.run_base import job_workload
 from faasml.runtime.search_probe import probe_allocation
+from faasml.runtime.train_run import TrainRun
 from faasml.runtime.worker import ModelRecipe
 from faasml.search import SearchBudget
 from faasml.search.deployment import (
@@ -105,7 +106,7 @@ def workflow_phases(
     return phases
 
 
-class WorkflowRun(BaseRun):
+class WorkflowRun(TrainRun):
     """A job with a ``workflow:``: phases deployed by a search, re-triggered on change."""
 
     kind = "train"

@@ -25,20 +25,37 @@ def create_searcher(
     *,
     seed: int = 0,
     prior: Any = None,
-    link: Any = None,
+    objective: Any = None,
     costs: Any = None,
 ) -> Searcher:
     """The searcher ``name`` over ``features`` (one row per candidate, scaled to [0, 1]).
     ``prior`` (a mean per candidate) warm-starts the searchers that use one (``gp-ei``); the
-    others ignore it. ``link`` (for those same searchers) makes observations a latent quantity
-    and the objective ``link`` of it (see ``GPEISearcher``); the others observe the objective.
+    others ignore it. ``objective`` (a ``LatentObjective``, for those same searchers) makes
+    observations a latent quantity with an objective and a constraint on it; the others
+    observe the objective.
     ``costs`` (predicted price of each probe) keeps every searcher within ``budget.max_usd``."""
     cls = SEARCHERS.get(name)
     if getattr(cls, "uses_prior", False):
         return cls(  # type: ignore[call-arg]
-            features, budget, seed, prior=prior, link=link, costs=costs
+            features, budget, seed, prior=prior, objective=objective, costs=costs
         )
     return cls(features, budget, seed, costs=costs)
 
 
-__all__ = ["SEARCHERS", "SearchBudget", "Searcher", "create_searcher"]
+def __getattr__(name: str) -> Any:
+    """``GPEISearcher`` and ``LatentObjective`` on first use (they import scipy)."""
+    if name in ("GPEISearcher", "LatentObjective"):
+        from faasml.search import _gp
+
+        return getattr(_gp, name)
+    raise AttributeError(f"module 'faasml.search' has no attribute {name!r}")
+
+
+__all__ = [
+    "SEARCHERS",
+    "GPEISearcher",
+    "LatentObjective",
+    "SearchBudget",
+    "Searcher",
+    "create_searcher",
+]

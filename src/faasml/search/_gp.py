@@ -1,39 +1,48 @@
-"""Gaussian-process regression with expected improvement (SMLT §3.2).
+"""Gaussian-process regression with expected improvement (SMLT §3.2), constraint-aware.
 
 The GP (scikit-learn's ``GaussianProcessRegressor``: a Matérn-5/2 kernel with one length
-scale per feature, a learned noise term, hyperparameters fitted by maximum likelihood) models
-the measured value minus a prior mean. With a prior (the analytical model's prediction where
-a profile exists) the first probe is the prior's optimum and the GP learns only the model's
-error; without one, a few spread-out probes come first. Each next probe maximises
+scale per feature, a fixed measurement-noise term, the rest fitted by maximum likelihood)
+models the measured value minus a prior mean. With a prior (the analytical model's prediction
+where a profile exists) the first probe is the prior's optimum and the GP learns only the
+model's error; without one, a few spread-out probes come first. Each next probe maximises
 
-    EI(c) = (y* − μ(c)) Φ(z) + σ(c) φ(z),   z = (y* − μ(c)) / σ(c)
+    EI(c) = [(y* − μ(c)) Φ(z) + σ(c) φ(z)] · P(c keeps the constraint),  z = (y* − μ(c)) / σ(c)
 
-(SMLT §3.2, written for minimisation: y* the lowest value measured, μ and σ the posterior
-mean and deviation, Φ and φ the standard normal CDF and density). The search stops when the
-largest EI left falls below ``SearchBudget.ei_threshold`` or the budget is spent.
+(SMLT §3.2's EI written for minimisation, times the probability of feasibility as in
+constrained Bayesian optimisation, Gardner et al. 2014: y* the best posterior mean among the
+measured candidates that keep the constraint, μ and σ the posterior mean and deviation, Φ and
+φ the standard normal CDF and density). Before any measured candidate keeps the constraint,
+the probability of keeping it alone is maximised. The search stops when the largest EI left
+falls below ``SearchBudget.ei_threshold`` or the budget is spent.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
-from numpy.typing import NDArray
 from scipy.stats import norm
 
 from faasml.exceptions import ConfigError
 from faasml.search._base import Array, SearchBudget, Searcher
 
-Link = Callable[[NDArray[np.int64], Array], tuple[Array, Array]]
-"""(candidates, latent values) -> (objective values, d objective / d latent)."""
-
 NOISE = 0.05
 """Measurement noise (deviation, observation units) a GP assumes unless told."""
 
 
+@dataclass(frozen=True)
+class LatentObjective:
+    """Observations are a latent value g (the deployment search: log time per epoch); the
+    objective of candidate c is g + ``offset[c]`` and c keeps the constraint iff
+    g <= ``limit[c]`` (+inf: no constraint)."""
+
+    offset: Array
+    limit: Array
+
+
 class GPEISearcher(Searcher):
-    """GP + EI over the candidates, warm-started from ``prior`` (a mean per candidate)."""
+    """GP + (constrained) EI over the candidates, warm-started from ``prior``."""
 
     uses_prior = True
 
@@ -45,20 +54,15 @@ class GPEISearcher(Searcher):
         *,
         prior: Array | None = None,
         initial: int = 3,
-        link: Link | None = None,
+        objective: LatentObjective | None = None,
         costs: Array | None = None,
         noise: float = NOISE,
     ) -> None:
-        """With a ``link``, observations are a latent quantity (the deployment search: log
-        time per epoch) and the objective minimised is ``link`` of it at each candidate; its
-        deviation is the link's slope times the latent's. ``noise`` is the measurement's
-        deviation in the observations' units (0.05: 5 % on a log scale), fixed: a handful of
-        probes cannot tell noise from signal, and a probe's rounds give its spread."""
+        """``prior``: a mean of the observed value per candidate. ``objective``: what the
+        observations mean (default: the value itself, unconstrained). ``noise``: the
+        measurement's deviation in the observations' units (0.05: 5 % on a log scale), fixed:
+        a handful of probes cannot tell noise from signal."""
         super().__init__(features, budget, seed, costs=costs)
-        if not (np.isfinite(noise) and noise > 0):
-            raise ConfigError(f"the value of noise is {noise}, but must be positive")
-        self.noise = noise
-        self.link = link
         if prior is not None:
             prior = np.asarray(prior, dtype=float)
             if prior.shape != (len(self),) or not np.all(np.isfinite(prior)):
@@ -66,7 +70,11 @@ class GPEISearcher(Searcher):
                     f"a prior needs one finite value per candidate ({len(self)}); "
                     f"got shape {prior.shape}"
                 )
+        if not (np.isfinite(noise) and noise > 0):
+            raise ConfigError(f"the value of noise is {noise}, but must be positive")
         self.prior = prior
+        self.noise = noise
+        self.goal = objective or LatentObjective(np.zeros(len(self)), np.full(len(self), np.inf))
         self.initial = 1 if prior is not None else max(1, initial)
         """Probes before EI takes over: the prior's optimum, or a spread-out design."""
         self._gp: object | None = None
@@ -89,8 +97,7 @@ class GPEISearcher(Searcher):
         dims = self.features.shape[1]
         residual = values - self._prior_at(rows)
         # The model's error is mostly a constant factor (a log offset): taken out as the mean,
-        # the GP learns what varies over the space, in the objective's own units (so the noise
-        # term reads as a relative measurement noise: 0.05 ≈ 5 %).
+        # the GP learns what varies over the space, in the observations' own units.
         self._offset = float(np.mean(residual))
         kernel = ConstantKernel(0.25, (1e-4, 1e2)) * Matern(
             length_scale=np.full(dims, 0.3), length_scale_bounds=(0.03, 10.0), nu=2.5
@@ -109,31 +116,34 @@ class GPEISearcher(Searcher):
         if self._gp is None:
             return np.zeros(len(x)), np.ones(len(x))
         mean, std = self._gp.predict(x, return_std=True)  # type: ignore[attr-defined]
-        return np.asarray(mean, dtype=float) + self._offset, np.maximum(
-            np.asarray(std, dtype=float), 1e-9
-        )
+        deviation = np.maximum(np.asarray(std, dtype=float), 1e-9)
+        return np.asarray(mean, dtype=float) + self._offset, deviation
 
     def posterior(self) -> tuple[Array, Array]:
-        """Posterior mean and deviation of the value of every candidate."""
+        """Posterior mean and deviation of the observed value of every candidate."""
         mean, std = self.residual(self.features)
         return mean + self._prior_at(np.arange(len(self))), std
 
-    def objective(self) -> tuple[Array, Array]:
-        """Posterior mean and deviation of the objective of every candidate."""
+    def feasible(self) -> Array:
+        """P(candidate keeps the constraint) under the posterior."""
         mean, std = self.posterior()
-        if self.link is None:
-            return mean, std
-        value, slope = self.link(np.arange(len(self)), mean)
-        return value, np.maximum(np.abs(slope) * std, 1e-9)
+        result: Array = norm.cdf((self.goal.limit - mean) / std)
+        return result
 
     def expected_improvement(self) -> Array:
-        """EI of every candidate (SMLT §3.2, for minimisation); y* is the lowest posterior
-        mean among the measured candidates (measurements are noisy)."""
-        mean, std = self.objective()
-        best = float(mean[sorted(self.tried())].min())
-        gain = best - mean
+        """Constrained EI of every candidate (see the module docstring)."""
+        mean, std = self.posterior()
+        objective = mean + self.goal.offset
+        keeps = norm.cdf((self.goal.limit - mean) / std)
+        tried = np.array(sorted(self.tried()))
+        ok = tried[mean[tried] <= self.goal.limit[tried]]
+        if ok.size == 0:
+            result: Array = keeps
+            return result
+        best = float(objective[ok].min())
+        gain = best - objective
         z = gain / std
-        result: Array = gain * norm.cdf(z) + std * norm.pdf(z)
+        result = (gain * norm.cdf(z) + std * norm.pdf(z)) * keeps
         return result
 
     # ------------------------------------------------------------------ contract
@@ -142,6 +152,10 @@ class GPEISearcher(Searcher):
         count = len(self.observed)
         if count < max(self.initial, self.budget.min_probes):
             return None
+        mean, _ = self.posterior()
+        tried = np.array(sorted(self.tried()))
+        if not np.any(mean[tried] <= self.goal.limit[tried]):
+            return None  # nothing found that keeps the constraint: go on looking
         ei = self.expected_improvement()[self.untried()]
         top = float(ei.max()) if ei.size else 0.0
         if top < self.budget.ei_threshold:
@@ -155,13 +169,19 @@ class GPEISearcher(Searcher):
         untried = self.untried()
         if len(self.observed) < self.initial:
             if self.prior is not None:
-                start = self.prior
-                if self.link is not None:
-                    start, _ = self.link(np.arange(len(self)), self.prior)
-                return int(untried[np.argmin(start[untried])])
+                return int(untried[self._ranked(self.prior[untried], untried)])
             return self._spread(untried)
         ei = self.expected_improvement()[untried]
         return int(untried[np.argmax(ei)])
+
+    def _ranked(self, value: Array, rows: np.ndarray) -> int:
+        """Position in ``rows`` of the best by ``value``: the lowest objective among those
+        that keep the constraint, else the least violation."""
+        over = value - self.goal.limit[rows]
+        if np.any(over <= 0):
+            objective = np.where(over <= 0, value + self.goal.offset[rows], np.inf)
+            return int(np.argmin(objective))
+        return int(np.argmin(over))
 
     def _spread(self, untried: np.ndarray) -> int:
         """A spread-out design: the first probe at random, then the candidate (of a random
@@ -176,11 +196,15 @@ class GPEISearcher(Searcher):
         return int(sample[np.argmax(gaps)])
 
     def best(self) -> int:
-        """The measured candidate with the lowest upper bound (posterior mean + one deviation):
-        a lucky measurement of a worse candidate does not win over a well-measured one."""
+        """Among the measured candidates whose posterior mean keeps the constraint, the lowest
+        upper bound of the objective (posterior mean + one deviation: a lucky measurement does
+        not win over a well-measured one); else the least violation."""
         if self._gp is None:
             return super().best()
-        rows = sorted(self.tried())
-        mean, std = self.objective()
-        bound = mean + std
-        return int(min(rows, key=lambda i: (bound[i], i)))
+        rows = np.array(sorted(self.tried()))
+        mean, std = self.posterior()
+        keeps = mean[rows] <= self.goal.limit[rows]
+        if keeps.any():
+            upper = np.where(keeps, mean[rows] + std[rows] + self.goal.offset[rows], np.inf)
+            return int(rows[np.argmin(upper)])
+        return int(rows[np.argmin(mean[rows] - self.goal.limit[rows])])

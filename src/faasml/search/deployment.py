@@ -23,6 +23,7 @@ from faasml.exceptions import ConfigError
 from faasml.models.space import AllocationTable, Exclusions, evaluate
 from faasml.search import SEARCHERS, SearchBudget, Searcher, create_searcher
 from faasml.search._base import Array
+from faasml.search._gp import LatentObjective
 from faasml.types import Allocation, Constraint, Objective
 from faasml.workload import Workload
 
@@ -69,21 +70,23 @@ class DeploymentGoal:
             value = value + PENALTY * np.maximum(over, 0.0)
         return value
 
-    def link(self, cost_per_s: Array) -> Callable[[NDArray[np.int64], Array], tuple[Array, Array]]:
-        """The score as a function of log time per epoch, with each candidate's dollars per
-        second of epoch (prices: what a function of that size costs to run), and its slope."""
-
-        def link(rows: NDArray[np.int64], log_time: Array) -> tuple[Array, Array]:
-            time = np.exp(log_time)
-            cost = time * cost_per_s[rows]
-            score = self.score(time, cost)
-            slope = np.ones_like(score)
-            if self.limit is not None:
-                other = cost if self.objective is Objective.MIN_TIME else time
-                slope = np.where(self.epochs * other > self.limit, 1.0 + PENALTY, 1.0)
-            return score, slope
-
-        return link
+    def latent(self, cost_per_s: Array) -> LatentObjective:
+        """The goal on log time per epoch g, with each candidate's dollars per second of
+        epoch: least time → objective g, kept iff g <= log(budget / (epochs · $/s)); least
+        cost → objective g + log($/s), kept iff g <= log(deadline / epochs)."""
+        rate = np.maximum(np.asarray(cost_per_s, dtype=float), 1e-300)
+        inf = np.full(rate.shape, np.inf)
+        if self.objective is Objective.MIN_TIME:
+            offset = np.zeros(rate.shape)
+            limit = inf if self.limit is None else np.log(self.limit / (self.epochs * rate))
+        else:
+            offset = np.log(rate)
+            limit = (
+                inf
+                if self.limit is None
+                else np.full(rate.shape, math.log(self.limit / self.epochs))
+            )
+        return LatentObjective(offset, limit)
 
     def keeps(self, time_s: float, cost_usd: float) -> bool:
         """True when ``epochs`` epochs at this time and cost keep the constraint."""
@@ -291,7 +294,7 @@ class DeploymentSearch:
             self.budget,
             seed=seed,
             prior=prior,
-            link=goal.link(space.cost_per_s()) if self.latent else None,
+            objective=goal.latent(space.cost_per_s()) if self.latent else None,
             costs=probe_costs,
         )
         self.probes: list[Probe] = []
