@@ -89,8 +89,11 @@ class GPEISearcher(Searcher):
         return result
 
     def _after_observe(self) -> None:
-        from sklearn.gaussian_process import GaussianProcessRegressor
-        from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
+        from faasml._imports import optional_import
+
+        gaussian = optional_import("sklearn.gaussian_process", "search")
+        kernels = optional_import("sklearn.gaussian_process.kernels", "search")
+        regressor = gaussian.GaussianProcessRegressor
 
         rows = np.array([i for i, _ in self.observed])
         values = np.array([v for _, v in self.observed])
@@ -99,10 +102,10 @@ class GPEISearcher(Searcher):
         # The model's error is mostly a constant factor (a log offset): taken out as the mean,
         # the GP learns what varies over the space, in the observations' own units.
         self._offset = float(np.mean(residual))
-        kernel = ConstantKernel(0.25, (1e-4, 1e2)) * Matern(
+        kernel = kernels.ConstantKernel(0.25, (1e-4, 1e2)) * kernels.Matern(
             length_scale=np.full(dims, 0.3), length_scale_bounds=(0.03, 10.0), nu=2.5
-        ) + WhiteKernel(self.noise**2, "fixed")
-        gp = GaussianProcessRegressor(
+        ) + kernels.WhiteKernel(self.noise**2, "fixed")
+        gp = regressor(
             kernel=kernel, normalize_y=False, n_restarts_optimizer=1, random_state=self.seed
         )
         with warnings.catch_warnings():
