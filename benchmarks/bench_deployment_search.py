@@ -1,5 +1,5 @@
-"""Deployment search (SMLT §3.2) in the simulator: GP + EI against random, grid and the
-model-based planner, and re-triggering after a change of the job.
+"""Deployment search (SMLT §3.2) in the simulator: GP + EI against TPE (Optuna's), random,
+grid and the model-based planner, and re-triggering after a change of the job.
 
 Each instance is a shipped workload profile on the AWS Lambda catalog (S3 for
 synchronisation, both schemes), a constraint (a budget of 1.5 × the cheapest run → least time;
@@ -47,7 +47,13 @@ from faasml.sim.deployment import TrueLandscape, perturbed_workload
 from faasml.types import Constraint, Objective
 from faasml.workload import Workload, builtin_workloads, load_workload
 
-SEARCHERS = (("gp-ei", True), ("gp-ei", False), ("random", False), ("grid", False))
+SEARCHERS = (
+    ("gp-ei", True),
+    ("gp-ei", False),
+    ("tpe", False),
+    ("random", False),
+    ("grid", False),
+)
 
 
 def _bigger_model(w: Workload) -> Workload:

@@ -103,7 +103,7 @@ def test_bad_arguments_are_one_line_errors() -> None:
         SearchBudget(max_probes=0)
     with pytest.raises(ConfigError, match="max_usd"):
         SearchBudget(max_usd=-1.0)
-    with pytest.raises(UnknownNameError, match="choose one of: gp-ei, grid, random"):
+    with pytest.raises(UnknownNameError, match="choose one of: gp-ei, grid, random, tpe"):
         create_searcher("bayes", grid_features(2), SearchBudget())
     searcher = create_searcher("random", grid_features(2), SearchBudget())
     with pytest.raises(ConfigError, match="not among the 4 candidates"):

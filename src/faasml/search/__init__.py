@@ -1,8 +1,9 @@
 """Search algorithms behind one narrow contract (propose / observe / done) and a registry.
 
-``SEARCHERS`` names the implementations (``gp-ei``, ``random``, ``grid``); ``create_searcher``
-builds one by name; ``faasml.search.deployment`` uses them to choose a deployment (functions ×
-memory × storage) from measured probes (SMLT §3.2). See docs/search.md.
+``SEARCHERS`` names the implementations (``gp-ei``, ``random``, ``grid``, and ``tpe``:
+Optuna's, wrapped); ``create_searcher`` builds one by name; ``faasml.search.deployment`` uses
+them to choose a deployment (functions × memory × storage) from measured probes (SMLT §3.2).
+See docs/search.md.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ SEARCHERS: Registry[type[Searcher]] = Registry("searcher")
 SEARCHERS.register("gp-ei", "faasml.search._gp:GPEISearcher")
 SEARCHERS.register("random", "faasml.search._simple:RandomSearcher")
 SEARCHERS.register("grid", "faasml.search._simple:GridSearcher")
+SEARCHERS.register("tpe", "faasml.search._tpe:TPESearcher")
 
 
 def create_searcher(
