@@ -18,11 +18,13 @@ import functools
 import math
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from faasml._jobworkflow import WorkflowSpec
+from faasml.config import JobSpec
 from faasml.exceptions import ConfigError
 from faasml.runtime.coordinator import Coordinator, TrialState
 from faasml.runtime.job_profile import planning_inputs
@@ -429,6 +431,29 @@ class WorkflowRun(TrainRun):
                 "val_accuracy": best.last.get("val_accuracy"),
                 "checkpoint": best.checkpoint,
             }
+
+
+def train_workflow(
+    job: str | Path | JobSpec,
+    *,
+    budget_usd: float | None = None,
+    deadline_s: float | None = None,
+    run_dir: str | Path | None = None,
+) -> dict[str, Any]:
+    """Run a job with a ``workflow:`` (a file or a ``JobSpec``) within a budget or deadline;
+    returns the run's record (``record["workflow"]["phases"]`` holds the searches)."""
+    from faasml.config import load_job
+    from faasml.types import Constraint
+
+    spec = job if isinstance(job, JobSpec) else load_job(job)
+    folder = (
+        Path(run_dir)
+        if run_dir is not None
+        else Path("runs") / (f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}")
+    )
+    flow = WorkflowRun(spec, Constraint(budget_usd, deadline_s), folder)
+    flow.plan()
+    return flow.execute()
 
 
 def _describe(phase: Phase) -> str:
