@@ -5,7 +5,7 @@ whole run (static: searched once, LambdaML-like), the same probe budget for the 
 Prints per job and mode: wall time, the training bill, the search bill, mean throughput per
 phase and the deployment of each phase. Measured on this machine, as it is loaded.
 
-Run: .venv/bin/python benchmarks/bench_workflows.py [JOB.yaml ...] [--budget 1.0]
+Run: .venv/bin/python benchmarks/bench_workflows.py [JOB.yaml ...] [--deadline 600 | --budget B]
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from faasml.units import format_money
 EXAMPLES = ("train-dynamic-batching.yaml", "train-online.yaml", "train-nas.yaml")
 
 
-def run(path: Path, retrigger: bool, budget: float, folder: Path) -> dict[str, object]:
+def run(path: Path, retrigger: bool, constraint: Constraint, folder: Path) -> dict[str, object]:
     job = load_job(path)
     assert job.workflow is not None
     search = dataclasses.replace(job.workflow.search, retrigger=retrigger)
     job = dataclasses.replace(job, workflow=dataclasses.replace(job.workflow, search=search))
-    flow = WorkflowRun(job, Constraint(budget_usd=budget), folder)
+    flow = WorkflowRun(job, constraint, folder)
     flow.plan()
     began = time.monotonic()
     state = flow.execute()
@@ -56,8 +56,17 @@ def run(path: Path, retrigger: bool, budget: float, folder: Path) -> dict[str, o
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("jobs", nargs="*")
-    parser.add_argument("--budget", type=float, default=1.0)
+    parser.add_argument("--budget", type=float, help="least time within this many dollars")
+    parser.add_argument(
+        "--deadline", type=float, default=600.0, help="least cost within these seconds (default)"
+    )
     args = parser.parse_args()
+    constraint = (
+        Constraint(budget_usd=args.budget)
+        if args.budget is not None
+        else Constraint(deadline_s=args.deadline)
+    )
+    print(f"constraint: {constraint}")
     root = Path(__file__).resolve().parent.parent / "examples"
     jobs = [Path(j) for j in args.jobs] or [root / name for name in EXAMPLES]
     print(f"{'job':<26} {'mode':<8} {'wall':>7} {'training':>10} {'search':>10}  phases")
@@ -65,7 +74,7 @@ def main() -> None:
         for path in jobs:
             for retrigger in (True, False):
                 mode = "smlt" if retrigger else "static"
-                out = run(path, retrigger, args.budget, Path(tmp) / f"{path.stem}-{mode}")
+                out = run(path, retrigger, constraint, Path(tmp) / f"{path.stem}-{mode}")
                 print(
                     f"{path.stem:<26} {mode:<8} {out['wall']:>6.1f}s "
                     f"{format_money(float(out['training'])):>10} "

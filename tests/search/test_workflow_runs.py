@@ -112,3 +112,28 @@ def test_nas_trains_each_model_from_scratch_with_its_own_search(tmp_path: Path) 
     assert phases[1]["params"] > phases[0]["params"]
     assert [len(t["history"]) for t in record["trials"]] == [1, 1]
     assert record["best"]["trial"] in (0, 1)
+
+
+def test_a_nas_model_no_function_can_hold_stops_the_plan_naming_the_phase(
+    tmp_path: Path,
+) -> None:
+    import dataclasses
+
+    from faasml.catalog import load_catalog
+    from faasml.exceptions import ConfigError
+
+    local = load_catalog("local")
+    small = dataclasses.replace(
+        local, platform=dataclasses.replace(local.platform, memory_max_mb=384)
+    )
+    job = JobSpec.from_mapping(
+        {
+            **BASE,
+            "model": {"name": "mlp"},
+            "training": {"max_epochs": 1},
+            "workflow": {"nas": {"models": [{"hidden": [8]}, {"hidden": [4096, 4096, 4096]}]}},
+        }
+    )
+    flow = WorkflowRun(job, Constraint(budget_usd=1.0), tmp_path, catalog=small, measure=False)
+    with pytest.raises(ConfigError, match=r"workflow phase 2 .*4096.* cannot run: .*too small"):
+        flow.plan()

@@ -198,16 +198,9 @@ class WorkflowRun(TrainRun):
     def phase_space(self, phase: Phase) -> DeploymentSpace:
         workload = self.phase_workload(phase)
         options = self.spec.search
-        space = DeploymentSpace.build(
+        return DeploymentSpace.build(
             workload, self.plan_catalog, max_functions=options.max_functions
         )
-        if phase.model is not self.phases[0].model:
-            self._check_fits(phase, space)
-        return space
-
-    def _check_fits(self, phase: Phase, space: DeploymentSpace) -> None:
-        if len(space) == 0:
-            raise ConfigError(f"NAS model {phase.index + 1} ({phase.model}) fits no function")
 
     def _measure(
         self,

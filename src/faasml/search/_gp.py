@@ -199,15 +199,18 @@ class GPEISearcher(Searcher):
         return int(sample[np.argmax(gaps)])
 
     def best(self) -> int:
-        """Among the measured candidates whose posterior mean keeps the constraint, the lowest
-        upper bound of the objective (posterior mean + one deviation: a lucky measurement does
-        not win over a well-measured one); else the least violation."""
+        """The posterior's choice: among the candidates whose posterior mean keeps the
+        constraint, the lowest upper bound of the objective (posterior mean + one deviation,
+        so a lucky measurement does not win over a well-measured candidate, and a candidate
+        far from every probe wins only by a clear margin); else the least violation among the
+        measured ones. Unmeasured candidates count: a probe too dear for the search budget
+        may still be the best deployment."""
         if self._gp is None:
             return super().best()
-        rows = np.array(sorted(self.tried()))
         mean, std = self.posterior()
-        keeps = mean[rows] <= self.goal.limit[rows]
+        keeps = mean <= self.goal.limit
         if keeps.any():
-            upper = np.where(keeps, mean[rows] + std[rows] + self.goal.offset[rows], np.inf)
-            return int(rows[np.argmin(upper)])
+            upper = np.where(keeps, mean + std + self.goal.offset, np.inf)
+            return int(np.argmin(upper))
+        rows = np.array(sorted(self.tried()))
         return int(rows[np.argmin(mean[rows] - self.goal.limit[rows])])
