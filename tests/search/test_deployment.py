@@ -15,10 +15,15 @@ from faasml.search import SearchBudget
 from faasml.search.deployment import DeploymentGoal, DeploymentSearch, DeploymentSpace
 from faasml.sim.deployment import TrueLandscape, perturbed_workload
 from faasml.types import Allocation, Constraint, Objective
-from faasml.workload import load_workload
+from faasml.workload import Workload, load_workload
 
 CATALOG = load_catalog("aws-lambda").restricted_to(["s3"])
 WORKLOAD = load_workload("lr-higgs")
+
+
+def space_of(workload: Workload) -> DeploymentSpace:
+    """A smaller space than the default (256 MB steps, at most 128 functions): fast tests."""
+    return DeploymentSpace.build(workload, CATALOG, memory_step_mb=256, max_functions=128)
 
 
 def goal_for(space: DeploymentSpace, epochs: int) -> DeploymentGoal:
@@ -42,8 +47,8 @@ def test_the_goal_scores_the_objective_and_penalises_the_constraint() -> None:
 
 
 def test_the_space_holds_feasible_candidates_with_scaled_features() -> None:
-    space = DeploymentSpace.build(WORKLOAD, CATALOG)
-    assert len(space) > 1000
+    space = space_of(WORKLOAD)
+    assert len(space) > 500
     assert space.features.min() >= 0.0 and space.features.max() <= 1.0
     needed = WORKLOAD.memory_needed_mb(space.table.n)
     assert np.all(needed <= space.table.memory_mb)
@@ -61,7 +66,7 @@ def test_a_job_no_function_can_hold_is_a_one_line_error() -> None:
 
 
 def test_with_an_exact_model_the_first_probe_is_the_optimum_and_the_search_stops_early() -> None:
-    space = DeploymentSpace.build(WORKLOAD, CATALOG)
+    space = space_of(WORKLOAD)
     goal = goal_for(space, WORKLOAD.epochs)
     truth = TrueLandscape(WORKLOAD, CATALOG, noise=0.01, seed=0)
     search = DeploymentSearch(space, goal, budget=SearchBudget(max_probes=10))
@@ -76,7 +81,7 @@ def test_with_an_exact_model_the_first_probe_is_the_optimum_and_the_search_stops
 def test_a_wrong_model_is_corrected_within_ten_probes_and_a_retrigger_within_three(
     seed: int,
 ) -> None:
-    space = DeploymentSpace.build(WORKLOAD, CATALOG)
+    space = space_of(WORKLOAD)
     goal = goal_for(space, WORKLOAD.epochs)
     truth = TrueLandscape(perturbed_workload(WORKLOAD, np.random.default_rng(seed)), CATALOG)
     search = DeploymentSearch(space, goal, budget=SearchBudget(max_probes=10), seed=seed)
@@ -86,7 +91,7 @@ def test_a_wrong_model_is_corrected_within_ten_probes_and_a_retrigger_within_thr
     assert goal.epochs * cost[result.choice_index] <= goal.limit * 1.05
 
     bigger = dataclasses.replace(WORKLOAD, batch_size=WORKLOAD.batch_size * 4)
-    new_space = DeploymentSpace.build(bigger, CATALOG)
+    new_space = space_of(bigger)
     new_goal = goal_for(new_space, bigger.epochs)
     new_truth = TrueLandscape(perturbed_workload(bigger, np.random.default_rng(seed)), CATALOG)
     again = search.retrigger(new_space, new_goal, budget=SearchBudget(max_probes=3), seed=seed)
@@ -97,17 +102,17 @@ def test_a_wrong_model_is_corrected_within_ten_probes_and_a_retrigger_within_thr
 
 
 def test_the_dollar_budget_caps_what_the_probes_cost() -> None:
-    space = DeploymentSpace.build(WORKLOAD, CATALOG)
+    space = space_of(WORKLOAD)
     goal = goal_for(space, WORKLOAD.epochs)
     costs = space.probe_cost()
-    cap = float(np.sort(costs)[len(costs) // 2]) * 3  # about three median probes
+    cap = float(np.sort(costs)[len(costs) // 2]) * 1.5  # about one or two median probes
     truth = TrueLandscape(perturbed_workload(WORKLOAD, np.random.default_rng(3)), CATALOG)
     for searcher in ("gp-ei", "random"):
         search = DeploymentSearch(
             space,
             goal,
             searcher=searcher,
-            budget=SearchBudget(max_probes=60, max_usd=cap, ei_threshold=0.0),
+            budget=SearchBudget(max_probes=25, max_usd=cap, ei_threshold=0.0),
             probe_costs=costs,
             warm=False,
         )
@@ -116,5 +121,5 @@ def test_the_dollar_budget_caps_what_the_probes_cost() -> None:
         for probe in result.probes:  # each probe fitted what was left when it was proposed
             assert costs[space.index_of(probe.allocation)] <= cap - spent + 1e-12
             spent += probe.measurement.probe_usd
-        assert 1 <= len(result.probes) < 60
+        assert 1 <= len(result.probes) < 25
         assert "budget" in result.stop_reason
