@@ -103,10 +103,11 @@ def _batch(coordinator: Coordinator, trial: TrialState) -> int:
 
 
 def _relabel(charges: list[Charge], start: int, allocation: Allocation) -> None:
-    """The probe's charges, from ``start``, as 'search' (what the search cost)."""
-    with_lock = charges  # the meter's list; nothing else bills while a probe runs
-    for index in range(start, len(with_lock)):
-        charge = with_lock[index]
-        with_lock[index] = dataclasses.replace(
+    """The probe's charges, from ``start``, as 'search' (what the search cost). The meter's
+    list is changed in place: nothing else bills while a probe runs (the coordinator runs
+    one thing at a time between phases)."""
+    for index in range(start, len(charges)):
+        charge = charges[index]
+        charges[index] = dataclasses.replace(
             charge, kind="search", detail=f"probe {allocation}: {charge.kind} {charge.detail}"
         )
