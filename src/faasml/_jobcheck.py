@@ -33,6 +33,10 @@ def check_trial(job: JobSpec) -> None:
     if spec.synthetic is None:
         return  # a file's size and shape are known once it is read: see ``check_data``
     check_batch_size(job.batch_size, training_samples(spec), spec)
+    if job.workflow is not None:
+        from faasml._jobworkflow import check_workflow
+
+        check_workflow(job.workflow, training_samples(spec))
     # Built on two generated samples, so bad option values fail at load time; the generator
     # and the model factories bound their sizes before allocating anything.
     sample = generate_dataset(spec.synthetic, 2, seed=spec.seed, **dict(spec.options))
@@ -57,6 +61,10 @@ def check_trial(job: JobSpec) -> None:
 def check_data(job: JobSpec, train: Dataset) -> None:
     """The rules that need the data read (a file's sample count): batch size <= samples."""
     check_batch_size(job.batch_size, len(train), job.dataset)
+    if job.workflow is not None:
+        from faasml._jobworkflow import check_workflow
+
+        check_workflow(job.workflow, len(train))
 
 
 def training_samples(spec: DatasetSpec) -> int:

@@ -6,6 +6,7 @@ layers (data sizes, the model, the catalog, the platform), so one call validates
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -89,6 +90,11 @@ def parse_job(
         description=description,
         source=source,
     )
+    if f.has("workflow"):
+        from faasml._jobworkflow import parse_workflow
+
+        flow = parse_workflow(f.raw("workflow"), model.name, job.training.max_epochs)
+        job = dataclasses.replace(job, workflow=flow)
     f.finish()
     _check_store(job)
     if trial:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from faasml._jobworkflow import WorkflowSpec
 from faasml._layers import redact_url, set_path
 from faasml._validate import shown
 from faasml.exceptions import ConfigError
@@ -122,6 +123,8 @@ class JobSpec:
     profile: str | None = None
     description: str = ""
     source: str | None = None
+    workflow: WorkflowSpec | None = None
+    """``workflow:``: demands that change while training (faasml._jobworkflow)."""
     """The file the job was read from (None when built from a mapping)."""
 
     @classmethod
@@ -163,6 +166,8 @@ class JobSpec:
             data["profile"] = self.profile
         if self.search_space is not None:
             data["search_space"] = self.search_space.to_dict()
+        if self.workflow is not None:
+            data["workflow"] = self.workflow.to_dict()
         if self.tuning is not None:
             data["tuning"] = {
                 "trials": self.tuning.trials,

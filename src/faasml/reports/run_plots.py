@@ -63,6 +63,9 @@ def write_plots(state: dict[str, Any], folder: Path) -> list[Path]:
     ax.set_ylabel("functions × MB of the epoch ending")
     ax.set_title("Allocation over time")
     out.append(_save(fig, folder / "allocation.png"))
+    from faasml.reports.search_report import write_search_plot
+
+    out.extend(write_search_plot(state, folder))
     return out
 
 

@@ -127,6 +127,9 @@ def render_report(state: dict[str, Any], plots: list[Path]) -> str:
             f"| {t['trial_id']} | {t['status']} | {t['epochs_done']} | "
             f"{last.get('val_loss', '-')} | `{t['config']}` |"
         )
+    from faasml.reports.search_report import workflow_lines
+
+    lines += workflow_lines(state)
     events = state.get("events", [])
     if events:
         lines += ["", "## Events", ""]

@@ -53,6 +53,11 @@ def resume_run(
     state = folder.read_record()
     if state.get("status") in ("finished", "target-missed"):
         raise ConfigError(f"the run in {run_dir} has finished; nothing to resume")
+    if state.get("workflow"):
+        raise ConfigError(
+            f"the run in {run_dir} is a workflow run; resuming one is not supported yet: "
+            "start it again"
+        )
     source = state.get("job_source")
     job = (
         load_job(source) if source and Path(source).exists() else JobSpec.from_mapping(state["job"])

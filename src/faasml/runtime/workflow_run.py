@@ -1,0 +1,458 @@
+"""``WorkflowRun``: training whose demands change, each phase deployed by a search (SMLT §3.1–3.2,
+§5.5–5.6).
+
+A job's ``workflow:`` splits training into phases: the steps of a batch-size schedule (dynamic
+batching), the models of a NAS sequence (one trial each, from scratch), or data chunks
+(online learning: each phase trains on every sample landed so far, and no function is held
+while the next chunk is awaited). Before the first phase a deployment search
+(``faasml.search.deployment``) probes real allocations — short billed runs, the bill's
+``search`` line — and picks one; at each later phase whose job changed it is re-triggered,
+warm-started from the last posterior with fewer probes. On the local platform every segment is
+a new invocation, so functions × memory change at the phase boundary without a restart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from faasml._jobworkflow import WorkflowSpec
+from faasml.config import JobSpec
+from faasml.exceptions import ConfigError
+from faasml.runtime.coordinator import Coordinator, TrialState
+from faasml.runtime.job_profile import planning_inputs
+from faasml.runtime.run_base import job_workload
+from faasml.runtime.search_probe import probe_allocation
+from faasml.runtime.train_run import TrainRun
+from faasml.runtime.worker import ModelRecipe
+from faasml.search import SearchBudget
+from faasml.search.deployment import (
+    DeploymentGoal,
+    DeploymentSearch,
+    DeploymentSpace,
+    Measurement,
+)
+from faasml.types import Allocation, Objective
+from faasml.workload import Workload
+from faasml.workloads.data import Dataset
+
+
+@dataclass(frozen=True)
+class Phase:
+    """A stretch of training with one batch size, model and data."""
+
+    index: int
+    trial: int
+    first_epoch: int
+    """The trial's epochs done when the phase starts."""
+    epochs: int
+    batch_size: int
+    model: dict[str, Any]
+    samples: int
+    """Training samples the phase trains on (online: every chunk landed so far)."""
+    arrival_s: float = 0.0
+    change: str = ""
+    """What changed from the phase before ('' for the first, and where nothing did)."""
+
+
+def workflow_phases(
+    spec: WorkflowSpec, job_batch: int, model: dict[str, Any], samples: int, max_epochs: int
+) -> list[Phase]:
+    """The phases of a workflow, in order."""
+    phases: list[Phase] = []
+    if spec.kind == "dynamic-batching":
+        steps = list(spec.batch_size_schedule)
+        if steps[0][0] > 0:
+            steps.insert(0, (0, job_batch))
+        for i, (epoch, size) in enumerate(steps):
+            end = steps[i + 1][0] if i + 1 < len(steps) else max_epochs
+            before = phases[-1].batch_size if phases else size
+            change = f"batch size {before} -> {size}" if size != before else ""
+            phases.append(Phase(i, 0, epoch, end - epoch, size, model, samples, change=change))
+    elif spec.kind == "nas":
+        for i, entry in enumerate(spec.models):
+            options = {k: v for k, v in entry.items() if k != "name"}
+            change = f"model {i + 1} of {len(spec.models)}: {entry['name']} {options}" if i else ""
+            phases.append(
+                Phase(
+                    i, i, 0, spec.epochs_per_model, job_batch, dict(entry), samples, change=change
+                )
+            )
+    else:
+        landed, epoch = 0.0, 0
+        for i, share in enumerate(spec.chunks):
+            landed += share
+            count = min(samples, max(1, round(landed * samples)))
+            change = f"chunk {i + 1} of {len(spec.chunks)} landed ({count:,} samples)" if i else ""
+            phases.append(
+                Phase(
+                    i,
+                    0,
+                    epoch,
+                    spec.epochs_per_chunk,
+                    job_batch,
+                    model,
+                    count,
+                    arrival_s=i * spec.every_s,
+                    change=change,
+                )
+            )
+            epoch += spec.epochs_per_chunk
+    return phases
+
+
+class WorkflowRun(TrainRun):
+    """A job with a ``workflow:``: phases deployed by a search, re-triggered on change."""
+
+    kind = "train"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.job.workflow is None:
+            raise ConfigError(f"job '{self.job.name}' has no workflow section")
+        self.spec: WorkflowSpec = self.job.workflow
+        base = {"name": self.job.model.name, **dict(self.job.model.options)}
+        self.phases = workflow_phases(
+            self.spec, self.job.batch_size, base, len(self.train), self.job.training.max_epochs
+        )
+        self.current = self.phases[0]
+        self._base_params = self.model.num_params
+        self._models: dict[int, Any] = {}
+        self._probes = 0
+
+    # ------------------------------------------------------------------ pieces
+
+    def recipe(self, trial: TrialState) -> ModelRecipe:
+        """The current phase's model and batch size (probes included)."""
+        phase = self.current
+        options = {k: v for k, v in phase.model.items() if k != "name"}
+        return ModelRecipe(
+            model=str(phase.model["name"]),
+            model_options=options,
+            input_shape=tuple(self.train.input_shape),
+            num_classes=self.train.num_classes,
+            optimizer=self.job.optimizer.name,
+            hyperparameters=dict(self.job.optimizer.hyperparameters),
+            batch_size=phase.batch_size,
+            seed=self.job.seed,
+        )
+
+    def _phase_model(self, phase: Phase) -> Any:
+        if phase.index not in self._models:
+            from faasml.workloads import create_model
+
+            options = {k: v for k, v in phase.model.items() if k != "name"}
+            self._models[phase.index] = create_model(
+                str(phase.model["name"]),
+                self.train.input_shape,
+                self.train.num_classes,
+                **options,
+            )
+        return self._models[phase.index]
+
+    def phase_data(self, phase: Phase) -> Dataset:
+        return (
+            self.train
+            if phase.samples >= len(self.train)
+            else self.train.subset(slice(0, phase.samples))
+        )
+
+    def phase_workload(self, phase: Phase) -> Workload:
+        """The phase as the model sees it: its data, model and batch size on the measured
+        profile (a NAS model's computation scaled by its parameters against the profiled one)."""
+        model = self._phase_model(phase)
+        workload = job_workload(self.job, self.phase_data(phase), model, phase.batch_size)
+        if self.profile is None:
+            return workload
+        measured, _ = planning_inputs(self.profile, workload, self.catalog)
+        ratio = model.num_params / max(self._base_params, 1)
+        if ratio != 1.0:
+            points = tuple((m, s * ratio) for m, s in measured.compute.points)
+            growth = measured.model_copies * (model.size_mb - measured.model_mb)
+            measured = dataclasses.replace(
+                measured,
+                compute=dataclasses.replace(measured.compute, points=points),
+                model_mb=max(model.size_mb, 1e-6),
+                runtime_mb=max(measured.runtime_mb + max(growth, 0.0), 0.0),
+            )
+        return measured
+
+    def phase_goal(self, phase: Phase, spent_usd: float, spent_s: float) -> DeploymentGoal:
+        """The constraint left, shared among the phases left by their epochs."""
+        c = self.planning_constraint()
+        left = sum(p.epochs for p in self.phases[phase.index :])
+        share = phase.epochs / max(left, 1)
+        if c.goal is Objective.MIN_TIME:
+            limit = None if c.budget_usd is None else max(c.budget_usd - spent_usd, 1e-9) * share
+        else:
+            limit = None if c.deadline_s is None else max(c.deadline_s - spent_s, 1e-9) * share
+        return DeploymentGoal(c.goal, phase.epochs, limit)
+
+    def phase_space(self, phase: Phase) -> DeploymentSpace:
+        workload = self.phase_workload(phase)
+        options = self.spec.search
+        return DeploymentSpace.build(
+            workload, self.plan_catalog, max_functions=options.max_functions
+        )
+
+    def _measure(
+        self,
+        coordinator: Coordinator,
+        phase: Phase,
+        trial: TrialState,
+        space: DeploymentSpace,
+        record: dict[str, Any],
+        candidate: Allocation,
+    ) -> Measurement:
+        """One real probe of ``candidate`` (billed as 'search'), as time and cost per epoch:
+        the measured seconds per round × the phase's rounds per epoch, plus the data load;
+        the cost at the candidate's price per second."""
+        self._probes += 1
+        options = self.spec.search
+        result = probe_allocation(coordinator, trial, candidate, options.probe_rounds, self._probes)
+        index = space.index_of(candidate)
+        assert index is not None  # proposed from this space
+        rounds = int(space.workload_rounds[index])
+        epoch_s = rounds * result.round_s + result.load_s
+        ok = result.failed is None and epoch_s > 0
+        out = Measurement(
+            epoch_s,
+            epoch_s * float(space.cost_per_s()[index]),
+            result.wall_s,
+            result.usd,
+            failed=None if ok else (result.failed or "nothing measured"),
+        )
+        record["probes"].append(
+            {
+                "allocation": dataclasses.asdict(candidate),
+                "epoch_s": epoch_s if ok else None,
+                "epoch_usd": out.cost_usd if ok else None,
+                "samples_per_s": phase.samples / epoch_s if ok else None,
+                "predicted_epoch_s": float(space.table.time_s[index]),
+                "probe_s": result.wall_s,
+                "probe_usd": result.usd,
+                "failed": out.failed,
+            }
+        )
+        return out
+
+    # ------------------------------------------------------------------ plan
+
+    def plan(self) -> dict[str, Any]:
+        """The phases with the model's own choice for each (what the search starts from)."""
+        self.measured()
+        stages = []
+        total_s = total_usd = 0.0
+        for phase in self.phases:
+            try:
+                space = self.phase_space(phase)
+            except ConfigError as err:
+                raise ConfigError(
+                    f"workflow phase {phase.index + 1} ({_describe(phase)}) cannot run: {err}"
+                ) from None
+            goal = self.phase_goal(phase, 0.0, 0.0)
+            best = int(np.argmin(space.prior(goal)))
+            time_s = float(space.table.startup_s[best] + phase.epochs * space.table.time_s[best])
+            cost = float(space.table.startup_usd[best] + phase.epochs * space.table.cost_usd[best])
+            total_s, total_usd = total_s + time_s, total_usd + cost
+            stages.append(
+                {
+                    "index": phase.index + 1,
+                    "trials": 1,
+                    "epochs": phase.epochs,
+                    "allocation": dataclasses.asdict(space.allocation(best)),
+                    "epoch_time_s": float(space.table.time_s[best]),
+                    "epoch_cost_usd": float(space.table.cost_usd[best]),
+                    "time_s": time_s,
+                    "cost_usd": cost,
+                    "batch_size": phase.batch_size,
+                    "samples": phase.samples,
+                    "model": phase.model,
+                }
+            )
+        search = self.spec.search
+        self.state["plan"] = {
+            "planner": f"search ({search.searcher}, {'warm' if self.profile else 'cold'})",
+            "stages": stages,
+            "time_s": total_s,
+            "cost_usd": total_usd,
+        }
+        self.state["workflow"] = {"kind": self.spec.kind, "phases": []}
+        self.state["allocation"] = stages[0]["allocation"]
+        self.state["allocations"] = []
+        self.trials = [TrialState(t, {}) for t in sorted({p.trial for p in self.phases})]
+        self.save()
+        return self.state["plan"]
+
+    # ------------------------------------------------------------------ run
+
+    def _drive(self, coordinator: Coordinator) -> None:
+        if "plan" not in self.state:
+            self.plan()
+        if self.state["workflow"]["phases"]:
+            raise ConfigError("resuming a workflow run is not supported yet; start it again")
+        options = self.spec.search
+        search: DeploymentSearch | None = None
+        allocation: Allocation | None = None
+        origin = time.monotonic()
+        self._probes = 0
+        for phase in self.phases:
+            self.current = phase
+            trial = self.trials[[t.trial_id for t in self.trials].index(phase.trial)]
+            wait = phase.arrival_s - (time.monotonic() - origin)
+            if wait > 0:  # online: the chunk has not landed; no function is held meanwhile
+                self.event(f"phase {phase.index + 1}: waiting {wait:.1f} s for its data")
+                time.sleep(wait)
+            if phase.samples != coordinator.samples:
+                coordinator.namespace = f"run/p{phase.index}"
+                coordinator._prepared.clear()
+                coordinator.set_data(self.phase_data(phase), self.test)
+            space = self.phase_space(phase)
+            goal = self.phase_goal(phase, self.meter.total_usd, coordinator.now())
+            record: dict[str, Any] = {
+                "index": phase.index + 1,
+                "change": phase.change,
+                "batch_size": phase.batch_size,
+                "samples": phase.samples,
+                "model": phase.model,
+                "model_mb": float(self._phase_model(phase).size_mb),
+                "params": int(self._phase_model(phase).num_params),
+                "epochs": phase.epochs,
+                "trial": phase.trial,
+                "t_start_s": coordinator.now(),
+                "probes": [],
+            }
+            first = search is None
+            retrigger = not first and bool(phase.change) and options.retrigger
+            if first or retrigger:
+                budget = SearchBudget(
+                    max_probes=options.max_probes if first else options.retrigger_probes,
+                    max_usd=options.max_usd,
+                    ei_threshold=options.ei_threshold,
+                )
+                warm = self.profile is not None
+                costs = space.probe_cost(rounds=options.probe_rounds)
+                if search is None:
+                    search = DeploymentSearch(
+                        space,
+                        goal,
+                        searcher=options.searcher,
+                        budget=budget,
+                        seed=self.job.seed,
+                        warm=warm,
+                        probe_costs=costs,
+                    )
+                else:
+                    search = search.retrigger(
+                        space,
+                        goal,
+                        budget=budget,
+                        seed=self.job.seed,
+                        warm=warm,
+                        probe_costs=costs,
+                    )
+                    self.event(f"phase {phase.index + 1}: {phase.change}; search re-triggered")
+                measure = functools.partial(self._measure, coordinator, phase, trial, space, record)
+                while search.step(measure) is not None:
+                    if coordinator.stop_reason:
+                        break
+                measured_any = any(p.measurement.failed is None for p in search.probes)
+                if measured_any:
+                    result = search.result()
+                    allocation = result.choice
+                    record["stop_reason"] = result.stop_reason
+                else:
+                    allocation = space.allocation(int(np.argmin(space.prior(goal))))
+                    record["stop_reason"] = "no probe measured: the model's choice"
+                record["searched"] = True
+                record["retrigger"] = retrigger
+            else:
+                record["searched"] = False
+                record["retrigger"] = False
+                record["stop_reason"] = (
+                    "no change" if not phase.change else "re-trigger off: the first choice kept"
+                )
+            assert allocation is not None
+            record["choice"] = dataclasses.asdict(allocation)
+            record["search_usd"] = sum(p["probe_usd"] for p in record["probes"])
+            record["search_s"] = sum(p["probe_s"] for p in record["probes"])
+            self.state["allocation"] = dataclasses.asdict(allocation)
+            self.state["allocations"].append(
+                {"epoch": trial.epochs_done + 1, **self.state["allocation"]}
+            )
+            self.event(f"phase {phase.index + 1}: runs on {allocation}")
+            if coordinator.stop_reason:
+                record["t_end_s"] = coordinator.now()
+                self.state["workflow"]["phases"].append(record)
+                return
+            before = self.meter.total_usd
+            coordinator.run([trial], allocation, trial.epochs_done + phase.epochs)
+            if trial.status == "done":
+                trial.status = "running" if phase is not self.phases[-1] else "done"
+            record["t_end_s"] = coordinator.now()
+            record["train_usd"] = self.meter.total_usd - before
+            record["epochs_run"] = [
+                h for h in trial.history if h["epoch"] > trial.epochs_done - phase.epochs
+            ]
+            self.state["workflow"]["phases"].append(record)
+            self.save()
+            if coordinator.stop_reason or trial.status == "failed":
+                return
+        for t in self.trials:
+            if t.status in ("running", "pending") and t.epochs_done > 0:
+                t.status = "done"
+        best = min(
+            (t for t in self.trials if t.history),
+            key=lambda t: _loss(t.last),
+            default=None,
+        )
+        if best is not None:
+            self.state["best"] = {
+                "trial": best.trial_id,
+                "config": {
+                    "model": self.phases[[p.trial for p in self.phases].index(best.trial_id)].model
+                },
+                "metric": "loss",
+                "val_loss": best.last.get("val_loss"),
+                "val_accuracy": best.last.get("val_accuracy"),
+                "checkpoint": best.checkpoint,
+            }
+
+
+def train_workflow(
+    job: str | Path | JobSpec,
+    *,
+    budget_usd: float | None = None,
+    deadline_s: float | None = None,
+    run_dir: str | Path | None = None,
+) -> dict[str, Any]:
+    """Run a job with a ``workflow:`` (a file or a ``JobSpec``) within a budget or deadline;
+    returns the run's record (``record["workflow"]["phases"]`` holds the searches)."""
+    from faasml.config import load_job
+    from faasml.types import Constraint
+
+    spec = job if isinstance(job, JobSpec) else load_job(job)
+    folder = (
+        Path(run_dir)
+        if run_dir is not None
+        else Path("runs") / (f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}")
+    )
+    flow = WorkflowRun(spec, Constraint(budget_usd, deadline_s), folder)
+    flow.plan()
+    return flow.execute()
+
+
+def _describe(phase: Phase) -> str:
+    return f"batch size {phase.batch_size}, {phase.samples:,} samples, model {phase.model}"
+
+
+def _loss(record: dict[str, Any]) -> float:
+    value = record.get("val_loss")
+    return float(value if value is not None else record.get("loss", math.inf))

@@ -1,0 +1,158 @@
+"""The searcher contract: propose a candidate, observe its measured value, say when done.
+
+A searcher works over a finite set of candidates given as a feature matrix (one row per
+candidate, each feature scaled to [0, 1]); it minimises a scalar the caller measures. It never
+measures anything itself: the caller (the simulator, or the runtime's billed probes) does, so
+every searcher is pure and deterministic for a seed. Not thread-safe: one caller drives it.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from faasml.exceptions import ConfigError
+
+Array = NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class SearchBudget:
+    """When a search stops: ``max_probes`` measurements, ``max_usd`` spent on them, or (for
+    searchers with an acquisition function) the best expected improvement below
+    ``ei_threshold`` after at least ``min_probes``."""
+
+    max_probes: int = 10
+    max_usd: float | None = None
+    ei_threshold: float = 0.01
+    """In the objective's units (the deployment objective is a log: 0.01 ≈ 1 %)."""
+    min_probes: int = 1
+
+    def __post_init__(self) -> None:
+        if self.max_probes < 1:
+            raise ConfigError(
+                f"the value of max_probes is {self.max_probes}, but must be max_probes >= 1"
+            )
+        if self.min_probes < 1 or self.min_probes > self.max_probes:
+            raise ConfigError(
+                f"the value of min_probes is {self.min_probes}, but must be between 1 and "
+                f"max_probes ({self.max_probes})"
+            )
+        if self.max_usd is not None and not (math.isfinite(self.max_usd) and self.max_usd > 0):
+            raise ConfigError(f"the value of max_usd is {self.max_usd}, but must be positive")
+        if not (math.isfinite(self.ei_threshold) and self.ei_threshold >= 0):
+            raise ConfigError(f"the value of ei_threshold is {self.ei_threshold}, but must be >= 0")
+
+
+class Searcher(ABC):
+    """Minimise a measured value over candidates: ``propose`` → measure → ``observe``, until
+    ``done``. ``best`` is the recommendation at any point after the first observation.
+
+    Invariants: ``propose`` never returns a candidate already observed (re-measuring is the
+    caller's choice), and returns None once ``done``; ``stop_reason`` says why it is done.
+    """
+
+    def __init__(
+        self,
+        features: Array,
+        budget: SearchBudget,
+        seed: int = 0,
+        *,
+        costs: Array | None = None,
+    ) -> None:
+        """``costs``: the predicted price of measuring each candidate; with a dollar budget, a
+        candidate whose probe would not fit what is left of it is never proposed."""
+        x = np.asarray(features, dtype=float)
+        if x.ndim != 2 or x.shape[0] == 0:
+            raise ConfigError(
+                f"a searcher needs at least one candidate; got features of shape {x.shape}"
+            )
+        self.features = x
+        if costs is not None:
+            costs = np.asarray(costs, dtype=float)
+            if costs.shape != (x.shape[0],):
+                raise ConfigError(
+                    f"costs needs one value per candidate ({x.shape[0]}); got shape {costs.shape}"
+                )
+        self.costs = costs
+        self.budget = budget
+        self.seed = seed
+        self.rng = np.random.default_rng(seed)
+        self.observed: list[tuple[int, float]] = []
+        self.spent_usd = 0.0
+        self.stop_reason: str | None = None
+
+    def __len__(self) -> int:
+        return int(self.features.shape[0])
+
+    def observe(self, index: int, value: float, cost_usd: float = 0.0) -> None:
+        """Record the measured ``value`` of candidate ``index`` and what measuring it cost."""
+        if not 0 <= index < len(self):
+            raise ConfigError(f"candidate {index} is not among the {len(self)} candidates")
+        if not math.isfinite(value):
+            raise ConfigError(f"the measured value of candidate {index} is {value}, not finite")
+        self.observed.append((int(index), float(value)))
+        self.spent_usd += float(cost_usd)
+        self._after_observe()
+
+    def _after_observe(self) -> None:  # noqa: B027 (a hook, empty by default)
+        """Hook for searchers that refit a model after each observation."""
+
+    def done(self) -> bool:
+        """True once the budget (count or dollars) is spent, every candidate is measured, or
+        the searcher's own stopping rule holds; ``stop_reason`` then says which."""
+        if self.stop_reason is not None:
+            return True
+        count = len(self.observed)
+        if count >= self.budget.max_probes:
+            self.stop_reason = f"probe budget spent ({count} probes)"
+        elif self.budget.max_usd is not None and self.spent_usd >= self.budget.max_usd:
+            self.stop_reason = (
+                f"search budget spent (${self.spent_usd:.6f} of ${self.budget.max_usd:.6f})"
+            )
+        elif len(self.tried()) >= len(self):
+            self.stop_reason = "every candidate measured"
+        elif self.untried().size == 0:
+            self.stop_reason = (
+                f"no probe left fits the search budget (${self.spent_usd:.6f} of "
+                f"${self.budget.max_usd:.6f} spent)"
+            )
+        else:
+            self.stop_reason = self._own_stop()
+        return self.stop_reason is not None
+
+    def _own_stop(self) -> str | None:
+        return None
+
+    def propose(self) -> int | None:
+        """The next candidate to measure, or None when done."""
+        if self.done():
+            return None
+        return self._propose()
+
+    @abstractmethod
+    def _propose(self) -> int: ...
+
+    def tried(self) -> set[int]:
+        return {index for index, _ in self.observed}
+
+    def untried(self) -> NDArray[np.int64]:
+        """Candidates not measured yet whose probe fits what is left of the dollar budget."""
+        mask = np.ones(len(self), dtype=bool)
+        mask[list(self.tried())] = False
+        if self.costs is not None and self.budget.max_usd is not None:
+            mask &= self.costs <= self.budget.max_usd - self.spent_usd
+        return np.flatnonzero(mask)
+
+    def best(self) -> int:
+        """The recommended candidate: the lowest mean measured value (a repeat averages)."""
+        if not self.observed:
+            raise ConfigError("no candidate has been measured yet")
+        sums: dict[int, list[float]] = {}
+        for index, value in self.observed:
+            sums.setdefault(index, []).append(value)
+        return min(sums, key=lambda i: (sum(sums[i]) / len(sums[i]), i))

@@ -1,0 +1,130 @@
+"""A simulated deployment landscape for searches: the analytical model of a *true* job (the
+profile perturbed the way a real job differs from its profile) plus measurement noise.
+
+``TrueLandscape.measure`` is a probe: a few rounds on an allocation, billed (cold start plus
+those rounds), returning the time and cost per epoch it measured (truth × lognormal noise).
+``TrueLandscape.exact`` gives the noiseless truth of every candidate of a space, from which the
+exhaustive optimum is taken.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from faasml.catalog import Catalog
+from faasml.models.cost import epoch_cost, startup_cost
+from faasml.models.perf import epoch_time
+from faasml.search.deployment import DeploymentSpace, Measurement
+from faasml.types import Allocation
+from faasml.workload import ComputeProfile, Workload
+
+Array = NDArray[np.float64]
+
+
+def perturbed_workload(
+    workload: Workload, rng: np.random.Generator, *, spread: float = 1.0
+) -> Workload:
+    """A job that differs from its profile as real jobs do: computation ×U(0.6, 1.6) with a
+    memory tilt (m/1024)^U(−0.2, 0.2) (a different parallel fraction), the model ×U(0.7, 1.4)
+    (more or less to synchronise); ``spread`` scales the log of each perturbation."""
+    scale = float(np.exp(spread * rng.uniform(np.log(0.6), np.log(1.6))))
+    tilt = float(spread * rng.uniform(-0.2, 0.2))
+    model = float(np.exp(spread * rng.uniform(np.log(0.7), np.log(1.4))))
+    compute = workload.compute
+    if compute.kind == "amdahl":
+        memories = np.array([128.0, 512.0, 1769.0, 3538.0, 5308.0, 7077.0, 10240.0])
+        vcpus = np.minimum(memories / 1769.0, 6.0)
+        base = compute.seconds_per_mb(vcpus, memories)
+    else:
+        memories = np.array([p[0] for p in compute.points])
+        base = np.array([p[1] for p in compute.points])
+    values = base * scale * (memories / 1024.0) ** tilt
+    points = tuple((float(m), float(v)) for m, v in zip(memories, values, strict=True))
+    return dataclasses.replace(
+        workload, compute=ComputeProfile("table", points=points), model_mb=workload.model_mb * model
+    )
+
+
+@dataclass
+class TrueLandscape:
+    """The truth a search probes: ``workload`` (the real job) on ``catalog``, measured with
+    lognormal noise of ``noise`` (relative), each probe ``probe_rounds`` rounds long."""
+
+    workload: Workload
+    catalog: Catalog
+    noise: float = 0.05
+    probe_rounds: int = 5
+    probe_cap_s: float = 10.0
+    """A probe stops after this many seconds of rounds (at least one round is measured)."""
+    seed: int = 0
+    rng: np.random.Generator = field(init=False)
+    probes: int = 0
+
+    def __post_init__(self) -> None:
+        self.rng = np.random.default_rng(self.seed)
+
+    def truth(
+        self, n: NDArray[np.int64], memory_mb: NDArray[np.int64], option: tuple[str, str]
+    ) -> tuple[Array, Array, Array, Array]:
+        """(time per epoch, cost per epoch, start time, start cost); inf where the job does
+        not fit the function's memory."""
+        catalog = self.catalog
+        platform = catalog.platform
+        storage, scheme = option
+        data = catalog.storage(platform.data_store)
+        service = catalog.storage(storage)
+        time = epoch_time(self.workload, platform, data, service, scheme, n, memory_mb)
+        cost = epoch_cost(self.workload, platform, data, service, scheme, n, memory_mb, time)
+        total_s = np.asarray(time.load_s + time.compute_s + time.sync_s + time.invoke_s, float)
+        total_usd = np.asarray(cost.function_usd + cost.invocation_usd + cost.storage_usd, float)
+        fits = self.workload.memory_needed_mb(n) <= memory_mb
+        start_s = platform.cold_start_time(memory_mb) * np.ones_like(total_s)
+        start_usd = startup_cost(platform, n, memory_mb) * np.ones_like(total_s)
+        inf = np.full_like(total_s, np.inf)
+        return (
+            np.where(fits, total_s, inf),
+            np.where(fits, total_usd, inf),
+            start_s,
+            start_usd,
+        )
+
+    def exact(self, space: DeploymentSpace) -> tuple[Array, Array]:
+        """Noiseless time and cost per epoch of every candidate of ``space`` (inf: no fit)."""
+        table = space.table
+        time = np.full(len(table), np.inf)
+        cost = np.full(len(table), np.inf)
+        for k, option in enumerate(table.options):
+            rows = np.flatnonzero(table.option == k)
+            if rows.size:
+                t, c, _, _ = self.truth(table.n[rows], table.memory_mb[rows], option)
+                time[rows], cost[rows] = t, c
+        return time, cost
+
+    def measure(self, allocation: Allocation) -> Measurement:
+        """One billed probe of ``allocation``: cold start plus ``probe_rounds`` rounds."""
+        self.probes += 1
+        n = np.array([allocation.n])
+        memory = np.array([allocation.memory_mb])
+        time, cost, start_s, start_usd = self.truth(
+            n, memory, (allocation.storage, allocation.scheme)
+        )
+        if not np.isfinite(time[0]):
+            # The function runs out of memory at once: billed for its start only.
+            return Measurement(
+                np.inf, np.inf, float(start_s[0]), float(start_usd[0]), failed="out of memory"
+            )
+        rounds = float(self.workload.iterations_per_epoch(allocation.n))
+        factor = float(np.exp(self.rng.normal(0.0, self.noise)))
+        per_round = float(time[0]) * factor / max(rounds, 1.0)
+        ran = min(self.probe_rounds, rounds, max(1.0, self.probe_cap_s // max(per_round, 1e-12)))
+        share = ran / max(rounds, 1.0)
+        return Measurement(
+            time_s=float(time[0]) * factor,
+            cost_usd=float(cost[0]) * factor,
+            probe_s=float(start_s[0] + share * time[0] * factor),
+            probe_usd=float(start_usd[0] + share * cost[0] * factor),
+        )

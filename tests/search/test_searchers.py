@@ -1,0 +1,128 @@
+"""Searchers through their public contract: synthetic landscapes with a known optimum."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from faasml.exceptions import ConfigError, UnknownNameError
+from faasml.search import SEARCHERS, GPEISearcher, LatentObjective, SearchBudget, create_searcher
+
+
+def grid_features(size: int = 25) -> np.ndarray:
+    axis = np.linspace(0.0, 1.0, size)
+    xs, ys = np.meshgrid(axis, axis, indexing="ij")
+    return np.stack([xs.ravel(), ys.ravel()], axis=1)
+
+
+def bowl(x: np.ndarray, centre: tuple[float, float]) -> np.ndarray:
+    """A smooth landscape with one minimum at ``centre`` (value 0 there)."""
+    return (x[:, 0] - centre[0]) ** 2 + 2.0 * (x[:, 1] - centre[1]) ** 2
+
+
+def drive(searcher, values: np.ndarray, noise: float = 0.0, seed: int = 0) -> int:
+    rng = np.random.default_rng(seed)
+    while (index := searcher.propose()) is not None:
+        searcher.observe(index, float(values[index] + rng.normal(0.0, noise)), cost_usd=1.0)
+    return searcher.best()
+
+
+@pytest.mark.parametrize("centre", [(0.2, 0.7), (0.8, 0.3)])
+def test_gp_ei_finds_the_minimum_of_a_bowl_cold(centre: tuple[float, float]) -> None:
+    x = grid_features()
+    values = bowl(x, centre)
+    searcher = GPEISearcher(x, SearchBudget(max_probes=15, ei_threshold=1e-4), noise=1e-3)
+    best = drive(searcher, values)
+    assert values[best] <= 0.01  # within a grid step or so of the optimum
+    assert len(searcher.observed) <= 15
+
+
+def test_gp_ei_beats_random_search_on_average_at_equal_probes() -> None:
+    x = grid_features(15)
+    gp_gaps, random_gaps = [], []
+    for seed in range(3):
+        centre = tuple(np.random.default_rng(seed).uniform(0.1, 0.9, size=2))
+        values = bowl(x, centre)  # type: ignore[arg-type]
+        budget = SearchBudget(max_probes=10, ei_threshold=0.0)
+        gp = GPEISearcher(x, budget, seed=seed, noise=1e-3)
+        rnd = create_searcher("random", x, budget, seed=seed)
+        gp_gaps.append(values[drive(gp, values)])
+        random_gaps.append(values[drive(rnd, values)])
+    assert np.mean(gp_gaps) < np.mean(random_gaps)
+
+
+def test_a_good_prior_puts_the_first_probe_at_its_optimum_and_stops_early() -> None:
+    x = grid_features()
+    values = bowl(x, (0.3, 0.6))
+    prior = values + 0.5  # right shape, wrong level: the GP learns the offset
+    searcher = GPEISearcher(
+        x, SearchBudget(max_probes=10, ei_threshold=0.01), prior=prior, noise=1e-3
+    )
+    first = searcher.propose()
+    assert first == int(np.argmin(prior))
+    best = drive(searcher, values)
+    assert best == first
+    assert searcher.stop_reason is not None and "expected improvement" in searcher.stop_reason
+    assert len(searcher.observed) < 10
+
+
+def test_the_dollar_budget_stops_a_search() -> None:
+    x = grid_features(5)
+    searcher = create_searcher("random", x, SearchBudget(max_probes=20, max_usd=2.5))
+    drive(searcher, bowl(x, (0.5, 0.5)))  # each probe costs 1 dollar
+    assert len(searcher.observed) == 3
+    assert searcher.stop_reason is not None and "search budget" in searcher.stop_reason
+
+
+def test_no_candidate_is_proposed_twice_and_every_one_can_be_measured() -> None:
+    x = grid_features(2)
+    for name in SEARCHERS.names():
+        searcher = create_searcher(name, x, SearchBudget(max_probes=50, ei_threshold=0.0))
+        seen = []
+        while (index := searcher.propose()) is not None:
+            seen.append(index)
+            searcher.observe(index, float(index % 4))
+        assert sorted(seen) == list(range(4)), name
+        assert searcher.stop_reason == "every candidate measured"
+
+
+def test_grid_covers_the_space_coarsely() -> None:
+    x = grid_features(21)
+    searcher = create_searcher("grid", x, SearchBudget(max_probes=9))
+    probes = []
+    while (index := searcher.propose()) is not None:
+        probes.append(x[index])
+        searcher.observe(index, 0.0)
+    points = {tuple(np.round(p, 2)) for p in probes}
+    assert len(points) == 9
+    assert {0.0, 0.5, 1.0} == {float(v) for p in points for v in p}
+
+
+def test_bad_arguments_are_one_line_errors() -> None:
+    with pytest.raises(ConfigError, match="max_probes is 0"):
+        SearchBudget(max_probes=0)
+    with pytest.raises(ConfigError, match="max_usd"):
+        SearchBudget(max_usd=-1.0)
+    with pytest.raises(UnknownNameError, match="choose one of: gp-ei, grid, random, tpe"):
+        create_searcher("bayes", grid_features(2), SearchBudget())
+    searcher = create_searcher("random", grid_features(2), SearchBudget())
+    with pytest.raises(ConfigError, match="not among the 4 candidates"):
+        searcher.observe(7, 1.0)
+    with pytest.raises(ConfigError, match="not finite"):
+        searcher.observe(0, float("nan"))
+    with pytest.raises(ConfigError, match="one finite value per candidate"):
+        create_searcher("gp-ei", grid_features(2), SearchBudget(), prior=np.zeros(3))
+
+
+def test_a_constraint_keeps_the_choice_feasible_and_steers_the_search() -> None:
+    """Minimise x0 subject to x0 + x1 >= 1 written as a limit on the observed value
+    g = 1 - (x0 + x1) <= 0, with objective g + offset where offset = x0 - g."""
+    x = grid_features(21)
+    g = 1.0 - (x[:, 0] + x[:, 1])
+    goal = LatentObjective(offset=x[:, 0] - g, limit=np.zeros(len(x)))
+    searcher = GPEISearcher(
+        x, SearchBudget(max_probes=15, ei_threshold=1e-4), objective=goal, noise=1e-3
+    )
+    best = drive(searcher, g)
+    assert g[best] <= 1e-9  # keeps the constraint
+    assert x[best, 0] <= 0.15  # and is near the feasible optimum x0 = 0 (x1 = 1)
