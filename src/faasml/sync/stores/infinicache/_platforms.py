@@ -6,8 +6,10 @@ holds its chunks, as a Lambda function's invocations reach its own warm containe
 - ``local``: a ``LocalPlatform``; the node's instance is a process on this machine.
 - ``ray``: a ``RayPlatform``; the node's instance is a Ray actor (running the local
   platform's instance process inside it), reused warm by the node's next invocation. It
-  joins the Ray session of this process, or starts a local one (owned by the first node's
-  platform, so platforms are closed last to first).
+  joins the Ray session of this process, or starts a new local one (``address="local"``:
+  never a cluster some other process started on this machine, which Ray would otherwise
+  join); the first node's platform owns it, so platforms are closed last to first. The
+  proxy listens on loopback, so the nodes must run on this machine.
 """
 
 from __future__ import annotations
@@ -22,12 +24,17 @@ NODE_PLATFORMS = ("local", "ray")
 def node_platforms(options: Options, catalog: Catalog) -> list[Platform]:
     """A platform per node of ``options.platform``, its idle instances reclaimed after
     ``options.reclaim`` seconds; close them in reverse order (see the module docstring)."""
+    extra = {"address": "local"} if options.platform == "ray" else {}
     opened: list[Platform] = []
     try:
         for _ in range(options.nodes):
             opened.append(
                 open_platform(
-                    options.platform, catalog, cpu=options.cpu, idle_timeout_s=options.reclaim
+                    options.platform,
+                    catalog,
+                    cpu=options.cpu,
+                    idle_timeout_s=options.reclaim,
+                    **extra,
                 )
             )
     except BaseException:
