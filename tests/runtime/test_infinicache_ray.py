@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from faasml.catalog import load_catalog
+from faasml.exceptions import ConfigError
 from faasml.runtime.platforms.ray import RayPlatform
 from faasml.sync.stores import open_store
 from faasml.sync.stores.infinicache import InfiniCache, parse_url
@@ -35,6 +36,12 @@ class TestInfiniCacheOnRay(StoreConformance):
     @pytest.fixture
     def store_url(self, ray_cache: InfiniCache) -> str:
         return ray_cache.url
+
+
+def test_more_nodes_than_the_ray_session_holds_is_refused(ray_cache: InfiniCache) -> None:
+    too_big = parse_url(URL.replace("memory=128", "memory=2048"))[2]  # 3 x 1.16 CPUs > 2
+    with pytest.raises(ConfigError, match=r"nodes x CPUs is 3\.47 .*the Ray session has 2 CPUs"):
+        InfiniCache(too_big).start()
 
 
 def _parent(pid: int) -> int:

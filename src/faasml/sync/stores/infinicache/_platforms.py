@@ -14,7 +14,9 @@ holds its chunks, as a Lambda function's invocations reach its own warm containe
 
 from __future__ import annotations
 
+from faasml._imports import optional_import
 from faasml.catalog import Catalog
+from faasml.exceptions import ConfigError
 from faasml.runtime.platform import Platform, open_platform
 from faasml.sync.stores.infinicache._options import Options
 
@@ -37,10 +39,31 @@ def node_platforms(options: Options, catalog: Catalog) -> list[Platform]:
                     **extra,
                 )
             )
+        if options.platform == "ray":
+            _check_ray_fits(options, catalog)
     except BaseException:
         close_platforms(opened)
         raise
     return opened
+
+
+def _check_ray_fits(options: Options, catalog: Catalog) -> None:
+    """ConfigError when the Ray session cannot hold every node at once (each reserves
+    memory / mb_per_vcpu CPUs and its memory): a node left unplaced would never start."""
+    total = optional_import("ray", "ray").cluster_resources()
+    cpus = options.nodes * float(catalog.platform.vcpus(options.memory))
+    if cpus > float(total.get("CPU", 0.0)) + 1e-9:
+        raise ConfigError(
+            f"infinicache nodes x CPUs is {cpus:.2f} ({options.nodes} nodes of "
+            f"{options.memory} MB), but the Ray session has {float(total.get('CPU', 0.0)):g} "
+            "CPUs: use fewer nodes or less memory"
+        )
+    mb = options.nodes * options.memory
+    if mb * 2**20 > float(total.get("memory", float("inf"))):
+        raise ConfigError(
+            f"infinicache nodes x memory is {mb} MB, but the Ray session has "
+            f"{float(total['memory']) / 2**20:.0f} MB of memory for tasks"
+        )
 
 
 def close_platforms(platforms: list[Platform]) -> None:
