@@ -16,7 +16,8 @@ Sections (each prints a plain table):
     .venv/bin/python benchmarks/bench_infinicache.py                    # the documented run
     .venv/bin/python benchmarks/bench_infinicache.py --sections latency --big
 
-Cache nodes run on the local platform with ``cpu=none`` unless --cpu says otherwise: on a
+Cache nodes run on the local platform (``--platform ray``: on a local Ray session) with
+``cpu=none`` unless --cpu says otherwise: on a
 2-core machine the CPU share of a small function (duty-cycle throttle) would dominate every
 figure; ``--cpu auto`` shows that cost.
 """
@@ -66,7 +67,12 @@ def timed(call: Callable[[], Any]) -> float:
 def stores(options: Options, with_redis: bool) -> Iterator[dict[str, Store]]:
     with contextlib.ExitStack() as stack:
         out: dict[str, Store] = {}
+        start = time.perf_counter()
         cache = stack.enter_context(InfiniCache(options))
+        print(
+            f"({options.nodes} nodes on {options.platform} started in "
+            f"{time.perf_counter() - start:.1f} s)\n"
+        )
         out[f"infinicache({options.data}+{options.parity})"] = stack.enter_context(
             open_store(cache.url)
         )
@@ -84,11 +90,18 @@ def stores(options: Options, with_redis: bool) -> Iterator[dict[str, Store]]:
 def latency(args: argparse.Namespace) -> None:
     sizes = [KB, MB, 10 * MB] + ([100 * MB] if args.big else [])
     options = Options(
-        data=4, parity=2, nodes=8, memory=args.memory, cpu=args.cpu, linger=30, warmup=600
+        data=4,
+        parity=2,
+        nodes=8,
+        memory=args.memory,
+        cpu=args.cpu,
+        platform=args.platform,
+        linger=30,
+        warmup=600,
     )
     print(
         f"== latency: one client, InfiniCache RS({options.data}+{options.parity}) over "
-        f"{options.nodes} nodes of {options.memory} MB (cpu={args.cpu}) =="
+        f"{options.nodes} nodes of {options.memory} MB on {options.platform} (cpu={args.cpu}) =="
     )
     rows = []
     with stores(options, with_redis=True) as named:
@@ -140,7 +153,13 @@ def codes(args: argparse.Namespace) -> None:
         (4, 2, 24),
     ]:
         options = Options(
-            data=data, parity=parity, nodes=nodes, memory=256, cpu=args.cpu, linger=30
+            data=data,
+            parity=parity,
+            nodes=nodes,
+            memory=256,
+            cpu=args.cpu,
+            platform=args.platform,
+            linger=30,
         )
         with InfiniCache(options) as cache, open_store(cache.url) as store:
             gets = []
@@ -163,7 +182,9 @@ def codes(args: argparse.Namespace) -> None:
 
 
 def faults(args: argparse.Namespace) -> None:
-    options = Options(data=4, parity=2, nodes=8, memory=256, cpu=args.cpu, linger=30)
+    options = Options(
+        data=4, parity=2, nodes=8, memory=256, cpu=args.cpu, platform=args.platform, linger=30
+    )
     objects, size = 48, 256 * KB
     print(
         f"== faults: {args.fault_s:g} s of reads and writes ({objects} objects of "
@@ -291,7 +312,9 @@ def cost(args: argparse.Namespace) -> None:
     def usd(gb_s: float, calls: float) -> float:
         return gb_s * aws.price_per_gb_s + calls * aws.price_per_invocation
 
-    options = Options(data=10, parity=2, nodes=12, memory=1024, cpu=args.cpu, linger=0.1)
+    options = Options(
+        data=10, parity=2, nodes=12, memory=1024, cpu=args.cpu, platform=args.platform, linger=0.1
+    )
     data_mb = options.nodes * options.node_capacity_bytes / MB * options.data / options.chunks
     print(
         f"== cost: RS(10+2) over 12 nodes of 1024 MB (the paper's 1536 MB x 12 does not fit "
@@ -383,7 +406,9 @@ def sync(args: argparse.Namespace) -> None:
     workers, floats = args.sync_workers, args.sync_floats
     print(f"== sync: scatter-reduce, {workers} workers, {floats * 4 / MB:.1f} MB model ==")
     rows = []
-    options = Options(data=4, parity=2, nodes=8, memory=512, cpu=args.cpu, linger=30)
+    options = Options(
+        data=4, parity=2, nodes=8, memory=512, cpu=args.cpu, platform=args.platform, linger=30
+    )
     with contextlib.ExitStack() as stack:
         urls = {"infinicache(4+2)": stack.enter_context(InfiniCache(options)).url}
         if RedisServer.available():
@@ -426,6 +451,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--memory", type=int, default=512, help="node memory (MB)")
     parser.add_argument("--cpu", default="none", help="node CPU-share mode of the platform")
+    parser.add_argument(
+        "--platform", default="local", choices=["local", "ray"], help="nodes' platform"
+    )
     parser.add_argument("--fault-s", type=float, default=60.0)
     parser.add_argument("--kill-every", type=float, default=5.0)
     parser.add_argument("--cost-s", type=float, default=20.0)

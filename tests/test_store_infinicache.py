@@ -125,7 +125,7 @@ def test_consistent_hashing_places_on_distinct_nodes_and_moves_little(
         ("infinicache://?colour=red", "option 'colour' is unknown"),
         ("infinicache://?data=two", "option data is 'two', but must be a whole number"),
         ("infinicache://?linger=0", "linger is 0.0, but must be above 0"),
-        ("infinicache://?platform=ray", "only 'local' runs cache nodes"),
+        ("infinicache://?platform=k8s", "cache nodes run on 'local' or 'ray'"),
         ("infinicache://127.0.0.1:1?data=3", "give only infinicache://host:port"),
         ("infinicache://127.0.0.1", "must look like infinicache://host:port"),
     ],

@@ -112,6 +112,9 @@ class _Actor:
     """Future of the actor's creation (done once Ray has placed and started it)."""
     unplaced: bool = False
     """Killed because Ray could not place it within ``start_timeout_s``."""
+    retired: bool = False
+    """Its invocation was cancelled, which stopped its instance (as on the local platform):
+    never reused warm, killed at the next invoke."""
 
 
 class RayInvocation(_common.SettledInvocation):
@@ -253,14 +256,15 @@ class RayPlatform(_common.PooledPlatform):
 
     def _take_warm(self, memory_mb: int) -> _Actor | None:
         for actor in self._actors:
-            if actor.busy is None and actor.memory_mb == memory_mb:
+            if actor.busy is None and not actor.retired and actor.memory_mb == memory_mb:
                 return actor
         return None
 
     def _reap_idle(self) -> None:
         now = time.monotonic()
         for actor in list(self._actors):
-            if actor.busy is None and now - actor.idle_since > self.idle_timeout_s:
+            idle_long = now - actor.idle_since > self.idle_timeout_s
+            if actor.busy is None and (actor.retired or idle_long):
                 self._discard(actor)
 
     def _forget(self, actor: _Actor) -> None:
@@ -355,6 +359,7 @@ class RayPlatform(_common.PooledPlatform):
         with self._state:  # never self._lock here: it is held across Ray calls
             actor.busy = None
             actor.idle_since = time.monotonic()
+            actor.retired = error is not None and error.kind == "cancelled"
             if cold:
                 self._cold_starts += 1
         invocation._finish(outcome.get("value"), error, billed)

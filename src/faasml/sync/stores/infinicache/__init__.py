@@ -2,9 +2,10 @@
 Chapter 4; Wang et al., FAST'20).
 
 ``infinicache://?data=4&parity=2&nodes=8&memory=256`` starts a deployment (a proxy in this
-process and ``nodes`` cache-node functions on the local platform) owned by the store that
-opened it; ``infinicache://127.0.0.1:PORT`` joins a running one. ``InfiniCache`` starts one
-explicitly (``with InfiniCache(Options(...)) as cache: open_store(cache.url)``).
+process and ``nodes`` cache-node functions on the local platform, or on the Ray platform
+with ``platform=ray``) owned by the store that opened it; ``infinicache://127.0.0.1:PORT``
+joins a running one. ``InfiniCache`` starts one explicitly
+(``with InfiniCache(Options(...)) as cache: open_store(cache.url)``).
 
 The names are imported on first use, so that a cache node (which imports ``.node`` only)
 does not carry the proxy's imports in its memory.

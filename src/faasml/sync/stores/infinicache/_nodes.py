@@ -1,7 +1,7 @@
 """The proxy's pool of cache-node functions (§4.1.2): invoking a node and waiting until it
 connects, one request to it, letting it go, and noticing a node lost with its chunks.
 
-Each node runs on a platform of its own (one ``LocalPlatform`` per node), so that a node's
+Each node runs on a platform of its own (``_platforms``: local or Ray), so that a node's
 invocations go to the instance that holds its chunks, as a Lambda function's invocations go
 to its own warm containers. Every node invocation is billed with the catalog when it ends.
 """

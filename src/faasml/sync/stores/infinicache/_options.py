@@ -29,7 +29,7 @@ class Options:
     platform: str = "local"
     catalog: str = "local"
     cpu: str = "auto"
-    """The local platform's CPU-share mode (auto, cgroup, duty-cycle, none)."""
+    """The node platform's CPU-share mode (auto, cgroup, duty-cycle, none)."""
     warmup: float = 60.0
     """Seconds between keep-alive invocations of an idle node (the paper: every minute)."""
     linger: float = 1.0
@@ -76,9 +76,10 @@ class Options:
                 f"infinicache memory is {self.memory} MB, but a node needs more than its "
                 f"runtime's {RUNTIME_MB} MB to hold chunks"
             )
-        if self.platform != "local":
+        if self.platform not in ("local", "ray"):
             raise ConfigError(
-                f"infinicache platform is {self.platform!r}, but only 'local' runs cache nodes"
+                f"infinicache platform is {self.platform!r}, but cache nodes run on 'local' "
+                "or 'ray'"
             )
         for name in ("warmup", "linger", "lifetime", "reclaim"):
             if not getattr(self, name) > 0:

@@ -7,8 +7,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from faasml.runtime.platform import Invocation
-from faasml.runtime.platforms.local import LocalPlatform
+from faasml.runtime.platform import Invocation, Platform
 
 NODE_FUNCTION = "faasml.sync.stores.infinicache.node:serve"
 START_TIMEOUT_S = 120.0
@@ -42,7 +41,7 @@ class _Slot:
     """One cache node: its platform, its connection while an invocation runs, its chunks."""
 
     index: int
-    platform: LocalPlatform
+    platform: Platform
     lock: threading.RLock = field(default_factory=threading.RLock)
     sock: socket.socket | None = None
     release: threading.Event | None = None

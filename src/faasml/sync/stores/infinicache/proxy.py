@@ -19,10 +19,11 @@ and ``options.nodes`` cache nodes, each a function invoked on the platform
   than p chunks lost at once cannot be repaired: it is forgotten, and a GET is a clear miss
   (None), never wrong bytes.
 
-Each node runs on a platform of its own (one ``LocalPlatform`` per node), so that a node's
-invocations go to the instance that holds its chunks, as a Lambda function's invocations go
-to its own warm containers. Every node invocation (requests, keep-alives, backups) is billed
-with the catalog: GB-seconds and a price per invocation.
+Each node runs on a platform of its own (``_platforms``: the ``local`` or ``ray`` platform,
+as ``options.platform`` says), so that a node's invocations go to the instance that holds
+its chunks, as a Lambda function's invocations go to its own warm containers. Every node
+invocation (requests, keep-alives, backups) is billed with the catalog: GB-seconds and a
+price per invocation.
 
 This module starts and stops a deployment and serves its clients; the rest is in
 ``_nodes`` (the pool of node functions), ``_keeper`` (keep-alives, time limits, backups) and
@@ -38,11 +39,11 @@ import uuid
 from typing import Any, Self
 
 from faasml.exceptions import ConfigError, FaasmlError, StoreUnavailableError
-from faasml.runtime.platforms.local import LocalPlatform
 from faasml.sync.param_server import _recv_frame, _send_frame
 from faasml.sync.stores.infinicache import node as node_fn
 from faasml.sync.stores.infinicache._codec import crc
 from faasml.sync.stores.infinicache._placement import _Placement
+from faasml.sync.stores.infinicache._platforms import close_platforms, node_platforms
 from faasml.sync.stores.infinicache._state import InfiniCacheStats, _NodeDownError, _Object, _Slot
 
 C_INFO, C_PUT, C_GET, C_DEL = 10, 11, 12, 13
@@ -90,11 +91,8 @@ class InfiniCache(_Placement):
 
     def start(self) -> Self:
         """Listen, start the pool's threads, and invoke every node once (warm-up)."""
-        for index in range(self.options.nodes):
-            platform = LocalPlatform(
-                self.catalog, cpu=self.options.cpu, idle_timeout_s=self.options.reclaim
-            )
-            self._slots.append(_Slot(index, platform))
+        platforms = node_platforms(self.options, self.catalog)
+        self._slots.extend(_Slot(index, platform) for index, platform in enumerate(platforms))
         self._server = _Server((self.host, 0), self)
         self.port = int(self._server.server_address[1])
         for target, name in (
@@ -129,8 +127,7 @@ class InfiniCache(_Placement):
             self._repair_cond.notify_all()
         for slot in self._slots:
             self._release(slot)
-        for slot in self._slots:
-            slot.platform.close()
+        close_platforms([slot.platform for slot in self._slots])
         self._invokes.put(None)
         self._join_watchers()
         if self._server is not None:
