@@ -77,7 +77,7 @@ class SimJob:
 class SimExecutor:
     """The simulated executor: jobs progress at their true measured throughput."""
 
-    def __init__(self, default_checkpoint_s: float = 600.0) -> None:
+    def __init__(self, default_checkpoint_s: float = 60.0) -> None:
         self.jobs: dict[str, SimJob] = {}
         self.default_checkpoint_s = default_checkpoint_s
         self._owner: dict[str, str] = {}

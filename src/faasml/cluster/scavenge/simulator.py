@@ -35,7 +35,7 @@ class ScavengeConfig:
 
     max_running: int = 10
     end_s: float | None = None
-    checkpoint_s: float = 600.0
+    checkpoint_s: float = 60.0
     measure_s: float = 60.0
     min_record_s: float = 60.0
 
