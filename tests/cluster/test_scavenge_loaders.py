@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from faasml.cluster.scavenge import TraceFileError, load_idle_trace, load_jobs
+
 from .scavenge_data import JOBS_HEADER, job_row, write_events, write_jobs
 
 

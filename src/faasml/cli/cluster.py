@@ -63,6 +63,9 @@ def register(commands: Any) -> None:
     sim.add_argument("--json", action="store_true", help="print the results as JSON")
     sim.add_argument("--plot", default=None, metavar="DIR", help="write plots into DIR")
     sim.set_defaults(func=run_simulate)
+    from faasml.cli.cluster_scavenge import register as register_scavenge
+
+    register_scavenge(kinds)
 
 
 def _seconds(text: str | None, flag: str) -> float | None:
