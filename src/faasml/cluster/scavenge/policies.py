@@ -137,7 +137,8 @@ class MalleTrainPolicy(ScavengePolicy):
         fixed = {v.spec.job: v.current for v in views if v.profiling}
         fresh = [v for v in views if not v.profiling and not self._monitor(v.spec.job).known()]
         known = [v for v in views if not v.profiling and self._monitor(v.spec.job).known()]
-        free = pool - sum(fixed.values()) - sum(v.current for v in known)
+        held = sum(v.current for v in known) + sum(v.current for v in fresh)
+        free = pool - sum(fixed.values()) - held
         profile: dict[str, tuple[int, ...]] = {}
         donors = sorted(
             (v for v in known if v.current > v.spec.min_nodes),
