@@ -39,11 +39,17 @@ def policies(args: argparse.Namespace) -> None:
     trace = load_idle_trace(args.events)
     jobs = load_jobs(args.jobs, checkpoint_s=args.checkpoint)
     end = args.days * 86400.0
-    config = ScavengeConfig(max_running=args.max_running, end_s=end, checkpoint_s=args.checkpoint)
+    config = ScavengeConfig(
+        max_running=args.max_running,
+        end_s=end,
+        checkpoint_s=args.checkpoint,
+        measure_s=args.measure,
+    )
     print(
         f"{len(jobs)} jobs, {len(trace.nodes)} nodes, first {args.days:g} days "
         f"({sum(1 for c in trace.changes if c.time_s < end)} trace instants), "
-        f"P = {args.max_running}, window {args.window:g} s, checkpoint {args.checkpoint:g} s"
+        f"P = {args.max_running}, window {args.window:g} s, checkpoint {args.checkpoint:g} s, "
+        f"JPA {args.measure:g} s per count"
     )
     results = {}
     for name in args.policies.split(","):
