@@ -11,6 +11,7 @@ from faasml.cluster.scavenge import (
     fit_curve,
     inverse_order,
     schedule_cost,
+    settled,
     step_up_order,
 )
 
@@ -58,3 +59,11 @@ def test_fit_flattens_noisy_dips_and_needs_a_point() -> None:
         fit_curve({})
     one = fit_curve({4: 400.0})
     assert float(one(np.array(8))) == pytest.approx(800.0)  # one point: linear guess
+
+
+def test_profiling_settles_when_the_fit_predicts_the_next_count() -> None:
+    amdahl = {n: 100 * n / (1 + 0.1 * (n - 1)) for n in (64, 32, 16)}
+    assert settled(amdahl)
+    assert not settled({64: amdahl[64], 32: amdahl[32]})  # two points: go on
+    odd = {64: 3000.0, 32: 2900.0, 16: 800.0}  # a knee the first two did not show
+    assert not settled(odd)

@@ -36,6 +36,7 @@ from faasml.cluster.scavenge.jpa import (
     ProfilingCost,
     inverse_order,
     schedule_cost,
+    settled,
     step_up_order,
 )
 from faasml.cluster.scavenge.loaders import load_idle_trace, load_jobs
@@ -82,6 +83,7 @@ __all__ = [
     "make_scavenge_policy",
     "map_to_nodes",
     "schedule_cost",
+    "settled",
     "simulate_scavenge",
     "step_up_order",
 ]

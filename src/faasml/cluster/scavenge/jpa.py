@@ -77,6 +77,18 @@ def schedule_cost(
     return ProfilingCost(ups, downs, paused, duration, node_s)
 
 
+def settled(points: dict[int, float], tolerance: float = 0.05) -> bool:
+    """Whether profiling may stop early: with three or more measurements, the curve fitted
+    to all but the latest predicts the latest within ``tolerance`` (the curve is known; the
+    smaller counts left would cost time at few nodes and tell little)."""
+    if len(points) < 3:
+        return False
+    latest = min(points)  # inverse order: the latest measurement is the smallest count
+    rest = {n: s for n, s in points.items() if n != latest}
+    predicted = float(fit_curve(rest)(latest))
+    return abs(predicted - points[latest]) <= tolerance * points[latest]
+
+
 @dataclass
 class JobMonitor:
     """Throughput records of one job (nodes → samples/s), from profiling and from running;

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from faasml.cluster.scavenge._records import ScavengeJob
 from faasml.cluster.scavenge.allocator import AllocJob, CountAllocation, allocate_counts
 from faasml.cluster.scavenge.curves import Curve, PiecewiseCurve, linear_guess
-from faasml.cluster.scavenge.jpa import JobMonitor, inverse_order
+from faasml.cluster.scavenge.jpa import JobMonitor, inverse_order, settled
 from faasml.registry import Registry
 
 
@@ -62,6 +62,10 @@ class ScavengePolicy:
 
     def observe(self, job: str, nodes: int, samples_per_s: float) -> None:
         """A Job Monitor record: ``job`` ran at ``samples_per_s`` on ``nodes``."""
+
+    def profile_more(self, job: str) -> bool:
+        """Whether ``job``'s profiling should go on to its next (smaller) count."""
+        return True
 
     def _milp(self, pool: int, views: Sequence[JobView], fixed: dict[str, int]) -> Decision:
         free = pool - sum(fixed.values())
@@ -119,10 +123,12 @@ class MalleTrainPolicy(ScavengePolicy):
     A job with no measurement yet is profiled on its first allocation: it takes the free
     nodes and, if they are short of its max, nodes of *one* donor job (the least recently
     interrupted one, never below the donor's min), up to its max; then measures at counts
-    in inverse order. A job that cannot get its min nodes waits."""
+    in inverse order, stopping early once the curve fitted to the earlier counts predicts
+    the latest within 5 % (``early_stop``). A job that cannot get its min nodes waits."""
 
     name: str = "malletrain"
     monitors: dict[str, JobMonitor] = field(default_factory=dict)
+    early_stop: bool = True
 
     def _monitor(self, job: str) -> JobMonitor:
         return self.monitors.setdefault(job, JobMonitor())
@@ -132,6 +138,9 @@ class MalleTrainPolicy(ScavengePolicy):
 
     def observe(self, job: str, nodes: int, samples_per_s: float) -> None:
         self._monitor(job).record(nodes, samples_per_s)
+
+    def profile_more(self, job: str) -> bool:
+        return not (self.early_stop and settled(self._monitor(job).points))
 
     def allocate(self, now: float, pool: int, views: Sequence[JobView]) -> Decision:
         fixed = {v.spec.job: v.current for v in views if v.profiling}

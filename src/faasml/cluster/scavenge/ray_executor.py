@@ -389,7 +389,7 @@ def run_on_ray(
             if name in window and job.busy_s - window[name][0] >= measure_s:
                 begun, samples, count = window[name]
                 policy.observe(name, count, (job.samples - samples) / (job.busy_s - begun))
-                if step + 1 < len(order):
+                if step + 1 < len(order) and policy.profile_more(name):
                     profiling[name] = (order, step + 1, t)
                     executor.apply(t, {name: tuple(sorted(job.nodes)[: order[step + 1]])})
                     window[name] = (job.busy_s, job.samples, order[step + 1])

@@ -146,7 +146,7 @@ class ScavengeSimulator:
         self.policy.observe(name, len(job.nodes), job.rate)
         prof.step += 1
         prof.event = None
-        if prof.step >= len(prof.order):
+        if prof.step >= len(prof.order) or not self.policy.profile_more(name):
             self.profiling.pop(name)
             self._end_profile(name, prof, now)
             self._mark(EventKind.JOB_COMPLETION)  # nodes to hand out again: re-allocate
