@@ -67,3 +67,12 @@ def test_profiling_settles_when_the_fit_predicts_the_next_count() -> None:
     assert not settled({64: amdahl[64], 32: amdahl[32]})  # two points: go on
     odd = {64: 3000.0, 32: 2900.0, 16: 800.0}  # a knee the first two did not show
     assert not settled(odd)
+
+
+def test_a_curve_profiled_at_large_counts_extrapolates_down_by_amdahl() -> None:
+    def truth(n: np.ndarray) -> np.ndarray:
+        return 80.0 * n / (1 + 0.03 * (n - 1))
+
+    curve = fit_curve({n: float(truth(np.array(n))) for n in (64, 32, 16)})
+    grid = np.arange(1, 17)
+    np.testing.assert_allclose(curve(grid), truth(grid), rtol=1e-6)

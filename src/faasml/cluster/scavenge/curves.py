@@ -5,8 +5,9 @@
 - :func:`linear_guess`: what a FreeTrain user who knows only the one-node rate must guess:
   linear scaling, S(n) = n · S(1), up to the job's max nodes.
 - :func:`fit_curve`: the Job Profiling Advisor's fit of measured points: a monotone cubic
-  (PCHIP) through them and (0, 0), and beyond the largest measured count Amdahl's law
-  S(n) = S(1) · n / (1 + σ (n − 1)) fitted by least squares to the points.
+  (PCHIP) through them, and outside the measured counts Amdahl's law
+  S(n) = S(1) · n / (1 + σ (n − 1)) fitted by least squares to the points (anchored at the
+  nearest measured point).
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ def amdahl_sigma(points: Mapping[int, float]) -> tuple[float, float]:
 
 @dataclass(frozen=True)
 class FittedCurve(Curve):
-    """PCHIP through measured points (and the origin); Amdahl beyond the largest one."""
+    """PCHIP through measured points; Amdahl outside them."""
 
     points: tuple[tuple[int, float], ...]
     s1: float
@@ -90,16 +91,24 @@ class FittedCurve(Curve):
 
     def __call__(self, counts: npt.ArrayLike) -> FloatArray:
         x = np.asarray(counts, dtype=np.float64)
-        ns = np.asarray([0.0] + [float(n) for n, _ in self.points])
-        ss = np.asarray([0.0] + [s for _, s in self.points])
-        top = ns[-1]
-        if len(ns) >= 3:
-            inside = PchipInterpolator(ns, ss)(np.clip(x, 0.0, top))
+        ns = np.asarray([float(n) for n, _ in self.points])
+        ss = np.asarray([s for _, s in self.points])
+        low, top = ns[0], ns[-1]
+        if len(ns) >= 2:
+            inside = PchipInterpolator(ns, ss)(np.clip(x, low, top))
         else:
-            inside = np.interp(np.clip(x, 0.0, top), ns, ss)
-        # Beyond the largest measured count: Amdahl's growth, anchored at the last point.
-        beyond = ss[-1] * self._amdahl(np.maximum(x, top)) / max(self._amdahl(np.array(top)), 1e-12)
-        return np.where(x <= 0, 0.0, np.where(x <= top, inside, beyond))
+            inside = np.full_like(x, ss[0])
+        # Outside the measured counts: Amdahl's shape, anchored at the nearest measured point.
+        amdahl_low = max(float(self._amdahl(np.array(low))), 1e-12)
+        amdahl_top = max(float(self._amdahl(np.array(top))), 1e-12)
+        below = ss[0] * self._amdahl(np.maximum(x, 1e-9)) / amdahl_low
+        beyond = ss[-1] * self._amdahl(np.maximum(x, top)) / amdahl_top
+        out = np.where(x < low, below, np.where(x <= top, inside, beyond))
+        return np.where(x <= 0, 0.0, out)
+
+    def amdahl(self, counts: npt.ArrayLike) -> FloatArray:
+        """The fitted Amdahl law alone (no interpolation)."""
+        return self._amdahl(np.asarray(counts, dtype=np.float64))
 
 
 def fit_curve(points: Mapping[int, float]) -> FittedCurve:

@@ -85,7 +85,7 @@ def settled(points: dict[int, float], tolerance: float = 0.05) -> bool:
         return False
     latest = min(points)  # inverse order: the latest measurement is the smallest count
     rest = {n: s for n, s in points.items() if n != latest}
-    predicted = float(fit_curve(rest)(latest))
+    predicted = float(fit_curve(rest).amdahl(latest))
     return abs(predicted - points[latest]) <= tolerance * points[latest]
 
 
