@@ -7,6 +7,7 @@ jobs converted from BFTrainer / FreeTrain's public log replayer. Give their path
 
     .venv/bin/python benchmarks/bench_scavenge.py EVENTS.csv.gz JOBS.csv [--days 7]
         [--policies freetrain,malletrain,freetrain-guess,greedy,equal] [--max-running 10]
+        [--processes 3]   (allocator times are then measured under each other's load)
 """
 
 from __future__ import annotations
@@ -15,11 +16,15 @@ import argparse
 import math
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
 from faasml.cluster.scavenge import (
+    IdleTrace,
     ScavengeConfig,
+    ScavengeJob,
+    ScavengeResult,
     inverse_order,
     load_idle_trace,
     load_jobs,
@@ -33,6 +38,26 @@ from faasml.exceptions import FaasmlError
 
 def _fmt_s(value: float) -> str:
     return "-" if math.isnan(value) else f"{value / 3600:.1f}h"
+
+
+def _one_loaded(
+    trace: IdleTrace,
+    jobs: list[ScavengeJob],
+    name: str,
+    args: argparse.Namespace,
+    config: ScavengeConfig,
+) -> tuple[ScavengeResult, float]:
+    started = time.perf_counter()
+    policy = make_scavenge_policy(name, window_s=args.window, time_limit_s=args.time_limit)
+    return simulate_scavenge(trace, jobs, policy, config), time.perf_counter() - started
+
+
+def _one(
+    events: str, jobs_file: str, name: str, args: argparse.Namespace, config: ScavengeConfig
+) -> tuple[ScavengeResult, float]:
+    trace = load_idle_trace(events)
+    jobs = load_jobs(jobs_file, checkpoint_s=args.checkpoint)
+    return _one_loaded(trace, jobs, name, args, config)
 
 
 def policies(args: argparse.Namespace) -> None:
@@ -51,12 +76,21 @@ def policies(args: argparse.Namespace) -> None:
         f"P = {args.max_running}, window {args.window:g} s, checkpoint {args.checkpoint:g} s, "
         f"JPA {args.measure:g} s per count"
     )
-    results = {}
-    for name in args.policies.split(","):
-        started = time.perf_counter()
-        policy = make_scavenge_policy(name, window_s=args.window, time_limit_s=args.time_limit)
-        results[name] = simulate_scavenge(trace, jobs, policy, config)
-        print(f"  ran {name} in {time.perf_counter() - started:.0f} s", flush=True)
+    names = args.policies.split(",")
+    results: dict[str, ScavengeResult] = {}
+    if args.processes > 1:
+        with ProcessPoolExecutor(args.processes) as pool:
+            futures = {
+                name: pool.submit(_one, args.events, args.jobs, name, args, config)
+                for name in names
+            }
+            for name in names:
+                results[name], seconds = futures[name].result()
+                print(f"  ran {name} in {seconds:.0f} s", flush=True)
+    else:
+        for name in names:
+            results[name], seconds = _one_loaded(trace, jobs, name, args, config)
+            print(f"  ran {name} in {seconds:.0f} s", flush=True)
     oracle = results.get("freetrain")
     guess = results.get("freetrain-guess")
     header = (
@@ -129,6 +163,9 @@ def main() -> int:
     parser.add_argument("--measure", type=float, default=60.0)
     parser.add_argument("--time-limit", type=float, default=1.0)
     parser.add_argument("--skip-policies", action="store_true", help="JPA cost only")
+    parser.add_argument(
+        "--processes", type=int, default=1, help="run policies in parallel processes"
+    )
     args = parser.parse_args()
     try:
         profiling_cost(args)
