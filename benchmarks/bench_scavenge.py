@@ -22,6 +22,7 @@ import numpy as np
 
 from faasml.cluster.scavenge import (
     IdleTrace,
+    PiecewiseCurve,
     ScavengeConfig,
     ScavengeJob,
     ScavengeResult,
@@ -30,6 +31,7 @@ from faasml.cluster.scavenge import (
     load_jobs,
     make_scavenge_policy,
     schedule_cost,
+    settled,
     simulate_scavenge,
     step_up_order,
 )
@@ -129,10 +131,24 @@ def policies(args: argparse.Namespace) -> None:
 
 def profiling_cost(args: argparse.Namespace) -> None:
     jobs = load_jobs(args.jobs)
-    totals: dict[str, np.ndarray] = {"inverse": np.zeros(5), "step-up": np.zeros(5)}
+    totals: dict[str, np.ndarray] = {
+        "inverse": np.zeros(5),
+        "inverse, early stop": np.zeros(5),
+        "step-up": np.zeros(5),
+    }
     for job in jobs:
+        full = inverse_order(job.max_nodes, job.min_nodes)
+        truth = PiecewiseCurve(tuple(map(float, job.nodes)), job.samples_per_s)
+        points: dict[int, float] = {}
+        early: list[int] = []
+        for count in full:  # what MalleTrain's JPA measures before it settles
+            early.append(count)
+            points[count] = float(truth(count))
+            if settled(points):
+                break
         for name, order in (
-            ("inverse", inverse_order(job.max_nodes, job.min_nodes)),
+            ("inverse", full),
+            ("inverse, early stop", tuple(early)),
             ("step-up", step_up_order(job.max_nodes, job.min_nodes)),
         ):
             c = schedule_cost(order, args.measure, job.scale_up_s, job.scale_down_s)
@@ -141,10 +157,10 @@ def profiling_cost(args: argparse.Namespace) -> None:
         f"JPA profiling of {len(jobs)} jobs at min..max nodes (powers of two), "
         f"{args.measure:g} s per count:"
     )
-    print(f"{'order':8} {'ups':>6} {'downs':>6} {'paused node-h':>13} {'hours':>7} {'node-h':>8}")
+    print(f"{'order':20} {'ups':>6} {'downs':>6} {'paused node-h':>13} {'hours':>7} {'node-h':>8}")
     for name, t in totals.items():
         print(
-            f"{name:8} {t[0]:6.0f} {t[1]:6.0f} {t[2] / 3600:13.1f} {t[3] / 3600:7.1f} "
+            f"{name:20} {t[0]:6.0f} {t[1]:6.0f} {t[2] / 3600:13.1f} {t[3] / 3600:7.1f} "
             f"{t[4] / 3600:8.1f}"
         )
     inv, up = totals["inverse"], totals["step-up"]
