@@ -21,11 +21,13 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 
 from faasml.cluster.scavenge import (
+    AllocJob,
     IdleTrace,
     PiecewiseCurve,
     ScavengeConfig,
     ScavengeJob,
     ScavengeResult,
+    allocate_counts,
     inverse_order,
     load_idle_trace,
     load_jobs,
@@ -167,6 +169,52 @@ def profiling_cost(args: argparse.Namespace) -> None:
     print(f"inverse / step-up: paused node-s {inv[2] / up[2]:.2f}, duration {inv[3] / up[3]:.2f}")
 
 
+def stress(args: argparse.Namespace) -> None:
+    """The allocator alone at P = 100 running jobs, on pool sizes drawn from the trace."""
+    trace = load_idle_trace(args.events)
+    jobs = load_jobs(args.jobs)
+    sizes, pool = [], 0
+    for change in trace.changes:
+        pool += len(change.added) - len(change.removed)
+        sizes.append(pool)
+    rng = np.random.default_rng(0)
+    times: list[float] = []
+    cpus: list[float] = []
+    statuses: dict[str, int] = {}
+    for _ in range(args.stress):
+        size = int(rng.choice(sizes))
+        picked = rng.choice(len(jobs), size=100, replace=False)
+        left = size
+        views = []
+        for index in picked:
+            spec = jobs[int(index)]
+            held = int(min(left, rng.integers(0, spec.max_nodes + 1)))
+            left -= held
+            views.append(
+                AllocJob(
+                    spec.job,
+                    held,
+                    spec.min_nodes,
+                    spec.max_nodes,
+                    spec.scale_up_s,
+                    spec.scale_down_s,
+                    PiecewiseCurve(tuple(map(float, spec.nodes)), spec.samples_per_s),
+                )
+            )
+        cpu = time.process_time()
+        result = allocate_counts(views, size, window_s=args.window, time_limit_s=args.time_limit)
+        cpus.append(time.process_time() - cpu)
+        times.append(result.solve_s)
+        statuses[result.status] = statuses.get(result.status, 0) + 1
+    t, c = np.asarray(times), np.asarray(cpus)
+    print(
+        f"allocator alone, 100 running jobs, {args.stress} pools drawn from the trace: "
+        f"wall mean {t.mean():.3f} s, p95 {np.percentile(t, 95):.3f} s, max {t.max():.3f} s; "
+        f"CPU p95 {np.percentile(c, 95):.3f} s, max {c.max():.3f} s; "
+        f"{dict(sorted(statuses.items()))}"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("events")
@@ -180,11 +228,16 @@ def main() -> int:
     parser.add_argument("--time-limit", type=float, default=1.0)
     parser.add_argument("--skip-policies", action="store_true", help="JPA cost only")
     parser.add_argument(
+        "--stress", type=int, default=0, help="also time the allocator alone, P = 100, N draws"
+    )
+    parser.add_argument(
         "--processes", type=int, default=1, help="run policies in parallel processes"
     )
     args = parser.parse_args()
     try:
         profiling_cost(args)
+        if args.stress:
+            stress(args)
         if not args.skip_policies:
             policies(args)
     except FaasmlError as err:
