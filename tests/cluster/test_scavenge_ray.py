@@ -40,14 +40,14 @@ def test_elastic_jobs_survive_preemption_on_a_ray_cluster(tmp_path: Path) -> Non
         trace = IdleTrace(
             (
                 PoolChange(0.0, frozenset({"n0", "n1"}), frozenset()),
-                PoolChange(15.0, frozenset(), frozenset({"n1"})),  # no notice
-                PoolChange(18.0, frozenset({"n2"}), frozenset()),
+                PoolChange(7.5, frozenset(), frozenset({"n1"})),  # no notice
+                PoolChange(9.0, frozenset({"n2"}), frozenset()),
             ),
             frozenset({"n0", "n1", "n2"}),
         )
-        # At most 2 × 32 samples a step: A and B need at least 188 + 125 steps, more than
-        # the 150 steps before the preemption.
-        jobs = [_job("A", 0.0, 12_000.0), _job("B", 1.0, 8_000.0)]
+        # At most 2 × 32 samples a step: A and B need at least 94 + 63 steps, more than
+        # the 75 steps before the preemption.
+        jobs = [_job("A", 0.0, 6_000.0), _job("B", 1.0, 4_000.0)]
         executor = RayExecutor(tmp_path / "ckpt", checkpoint_every=5)
 
         def progress() -> float:
@@ -61,7 +61,7 @@ def test_elastic_jobs_survive_preemption_on_a_ray_cluster(tmp_path: Path) -> Non
             RayClusterNodes(cluster),
             executor,
             tasks={"A": ElasticTask(seed=1), "B": ElasticTask(seed=2)},
-            measure_s=1.0,
+            measure_s=0.2,  # seconds of the job's own step time per profiled count
             timeout_s=400.0,
             clock=progress,
         )
