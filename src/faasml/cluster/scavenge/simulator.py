@@ -154,7 +154,7 @@ class ScavengeSimulator:
         self._close_segment(name, now)
         target = prof.order[prof.step]
         nodes = tuple(sorted(job.nodes)[:target])
-        self.state_apply({name: nodes})
+        self._apply({name: nodes})
         prof.downs += 1
         self._schedule_phase(name)
         self._mark(EventKind.JOB_COMPLETION)
@@ -199,7 +199,7 @@ class ScavengeSimulator:
         if count > 0 and now - max(start, job.active_from) >= self.config.min_record_s:
             self.policy.observe(name, count, float(job.truth(count)))
 
-    def state_apply(self, assignment: dict[str, tuple[str, ...]]) -> list[str]:
+    def _apply(self, assignment: dict[str, tuple[str, ...]]) -> list[str]:
         now = self.loop.now
         for name, nodes in assignment.items():
             job = self.executor.jobs[name]
@@ -245,7 +245,7 @@ class ScavengeSimulator:
             self.solve_s.append(time.perf_counter() - started)
             for name, order in decision.profile.items():
                 self.profiling[name] = _Profiling(order, started_s=now, ups=1)
-            self.state_apply(assignment)
+            self._apply(assignment)
             for name in decision.profile:
                 self._schedule_phase(name)
         used_now = sum(len(self.executor.jobs[n].nodes) for n in self.state.running)
