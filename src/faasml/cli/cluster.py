@@ -102,6 +102,9 @@ def register(commands: Any) -> None:
     real.add_argument("--traces", default=None, help="traces directory")
     real.add_argument("--json", action="store_true", help="print the results as JSON")
     real.set_defaults(func=run_real)
+    from faasml.cli.cluster_scavenge import register as register_scavenge
+
+    register_scavenge(kinds)
 
 
 def _seconds(text: str | None, flag: str) -> float | None:

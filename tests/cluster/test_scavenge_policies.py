@@ -1,0 +1,60 @@
+"""Every scavenging policy's decision fits the pool and each job's bounds, on random views
+(a fresh job holding nodes after an aborted profile included); MalleTrain profiles fresh
+jobs with free nodes and one donor's spare nodes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from faasml.cluster.scavenge import SCAVENGE_POLICIES, JobView, ScavengeJob, make_scavenge_policy
+
+
+def _spec(name: str, low: int = 1, high: int = 16, sigma: float = 0.1) -> ScavengeJob:
+    counts = (0, 1, 2, 4, 8, 16)
+    rates = tuple(0.0 if n == 0 else 100 * n / (1 + sigma * (n - 1)) for n in counts)
+    return ScavengeJob(name, "m", 0.0, low, high, 20.0, 5.0, 1e9, counts, rates)
+
+
+@pytest.mark.parametrize("name", SCAVENGE_POLICIES.names())
+@pytest.mark.parametrize("seed", range(8))
+def test_decisions_fit_the_pool_and_bounds(name: str, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    policy = make_scavenge_policy(name)
+    views = []
+    left = pool = int(rng.integers(0, 40))
+    for j in range(int(rng.integers(1, 8))):
+        low = int(rng.integers(1, 3))
+        spec = _spec(f"J{j}", low, int(rng.integers(low, 17)), float(rng.uniform(0, 0.5)))
+        held = int(min(left, rng.integers(0, spec.max_nodes + 1)))
+        held = held if held >= low else 0
+        left -= held
+        if rng.random() < 0.6:  # a job the monitor already knows
+            policy.observe(spec.job, 2, 190.0)
+        views.append(JobView(spec, held, profiling=False, last_interrupt_s=float(rng.random())))
+    decision = policy.allocate(0.0, pool, views)
+    assert sum(decision.counts.values()) <= pool
+    for view in views:
+        n = decision.counts[view.spec.job]
+        assert n == 0 or view.spec.min_nodes <= n <= view.spec.max_nodes
+    for job, order in decision.profile.items():
+        assert order[0] == decision.counts[job]
+        assert list(order) == sorted(order, reverse=True)
+
+
+def test_malletrain_profiles_a_fresh_job_with_free_and_donated_nodes() -> None:
+    policy = make_scavenge_policy("malletrain")
+    old, new = _spec("OLD"), _spec("NEW")
+    policy.observe("OLD", 6, 500.0)
+    # 8 nodes: OLD holds 6 (min 1), 2 are free; NEW takes the 2 and 5 of OLD's (LRU donor).
+    decision = policy.allocate(0.0, 8, [JobView(old, 6), JobView(new, 0)])
+    assert decision.counts == {"OLD": 1, "NEW": 7}
+    assert decision.profile == {"NEW": (7, 4, 2, 1)}
+
+
+def test_a_job_being_profiled_keeps_its_nodes() -> None:
+    policy = make_scavenge_policy("freetrain")
+    decision = policy.allocate(
+        0.0, 10, [JobView(_spec("A"), 3, profiling=True), JobView(_spec("B"), 0)]
+    )
+    assert decision.counts["A"] == 3 and decision.counts["B"] == 7
