@@ -73,6 +73,10 @@ class Calibration:
         fixed = int(record.get("invocations", 1)) * catalog.platform.warm_start_s + cold_s
         busy = float(record["epoch_s"]) - float(record["sync_s"]) - float(record["load_s"])
         busy = max(busy - fixed, float(record["compute_s"]))
+        # Taken back to a function alone: the epoch shared the machine with the functions
+        # running beside it (their mean vCPU demand while it ran).
+        alone = float(catalog.platform.vcpus(memory)) * n
+        busy /= catalog.platform.contention(max(alone, float(record.get("vcpu_demand", 0.0))))
         self.samples.setdefault(memory, []).append(busy / max(partition_mb, 1e-12))
 
     def to_dict(self) -> dict[str, list[float]]:
@@ -128,16 +132,33 @@ def stage_estimate(
 ) -> tuple[float, float]:
     """T_i and C_i of one stage on ``allocation`` (CE-scaling eqs. 7–8 with waves); ``warm``
     functions of its memory size are left warm by the stage before, and when they cover the
-    stage's first wave it pays no cold start (a platform reuses a warm function)."""
+    stage's first wave it pays no cold start (a platform reuses a warm function). On a bounded
+    platform each wave runs ``contention`` times slower where its functions together demand
+    more vCPUs than the machine delivers (a public FaaS has no such bound: factor 1)."""
     table = evaluate_allocation(workload, catalog, allocation)
     if len(table) == 0:
         return float("inf"), float("inf")
     k = int(trials_per_wave(table, catalog)[0])
-    waves = -(-trials // k)
+    platform = catalog.platform
+    first = platform.contention(wave_demand(catalog, allocation, min(trials, k)))
     cold = 0.0 if min(trials, k) * allocation.n <= warm else 1.0
-    time = cold * float(table.startup_s[0]) + waves * epochs * float(table.time_s[0])
-    startup = cold * min(trials, k) * float(table.startup_usd[0])
-    return time, trials * epochs * float(table.cost_usd[0]) + startup
+    time = cold * float(table.startup_s[0]) * first
+    cost = cold * min(trials, k) * float(table.startup_usd[0]) * first
+    epoch_s, function_usd = float(table.time_s[0]), float(table.function_usd[0])
+    rest = float(table.cost_usd[0]) - function_usd
+    left = trials
+    while left > 0:
+        wave = min(left, k)
+        slower = platform.contention(wave_demand(catalog, allocation, wave))
+        time += epochs * epoch_s * slower
+        cost += wave * epochs * (function_usd * slower + rest)
+        left -= wave
+    return time, cost
+
+
+def wave_demand(catalog: Catalog, allocation: Allocation, trials: int) -> float:
+    """vCPUs that ``trials`` trials of ``allocation`` running at once demand."""
+    return trials * allocation.n * float(catalog.platform.vcpus(allocation.memory_mb))
 
 
 def warm_after(catalog: Catalog, workload: Workload, allocation: Allocation, trials: int) -> int:

@@ -55,6 +55,9 @@ class Segment:
     reserve_usd: float = 0.0
     """Most this segment can still bill (its functions are stopped at ``timeout_s``)."""
     timeout_s: float = 0.0
+    demand_vcpu_s: float = 0.0
+    """vCPUs demanded by every function running beside this segment's (its own included),
+    integrated over the time it ran: a machine-bounded platform shares its cores among them."""
 
 
 class BudgetExhaustedError(FaasmlError):

@@ -15,7 +15,13 @@ from collections.abc import Callable
 from typing import Any
 
 from faasml.exceptions import InfeasibleConstraintError
-from faasml.runtime.calibration import REPLAN_DELTA, Calibration, moved, stage_estimates
+from faasml.runtime.calibration import (
+    REPLAN_DELTA,
+    Calibration,
+    moved,
+    stage_estimates,
+    warm_after,
+)
 from faasml.runtime.coordinator import Coordinator, TrialState
 from faasml.runtime.run_base import BaseRun
 from faasml.types import Allocation, Constraint
@@ -153,6 +159,11 @@ class TuneRun(BaseRun):
         self.workload = calibration.apply(self.workload, self.plan_catalog)
         cold = coordinator.estimator.cold_start_at_one_vcpu()
         if cold is not None:  # the cold starts this run measured, as the catalog states them
+            # (they started side by side with the stage's first wave: taken back to one alone)
+            allocation = Allocation(**stages[index]["allocation"])
+            functions = warm_after(self.plan_catalog, self.workload, allocation, len(trials))
+            demand = functions * float(self.plan_catalog.platform.vcpus(allocation.memory_mb))
+            cold /= self.plan_catalog.platform.contention(demand)
             platform = dataclasses.replace(self.plan_catalog.platform, cold_start_s=cold)
             self.plan_catalog = dataclasses.replace(self.plan_catalog, platform=platform)
         rest = stages[index + 1 :]
