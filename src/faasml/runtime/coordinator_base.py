@@ -110,8 +110,6 @@ class CoordinatorBase:
         self._silent_checked = 0.0
         self.segments = 0
         self.restarts = 0
-        self.memory_of: dict[int, int] = {}
-        """Trial -> the memory it was moved to after running out (kept for later stages)."""
         self.memory_moves: list[tuple[int, int, int]] = []
         """(trial, from MB, to MB) of every move after running out of memory."""
         self.busy_s = 0.0

@@ -3,10 +3,10 @@ measures a job (every model configuration built and trained a few rounds, the fi
 compute, evaluation and checkpoint timed, the process's peak resident memory).
 
 A probe may run in a *group* of k functions started together (payload ``group``: the store
-prefix, k, this function's index), as a stage runs k trials side by side: function 0 waits
-until the others are up, measures alone, then all k time the same training rounds at once
-(``side_by_side_s_per_sample``), so the profile holds what sharing the machine costs,
-measured back to back with the solo figure."""
+prefix, k, this function's index), as a stage runs k trials side by side: once all k are up
+they time the same training rounds at once (``side_by_side_s_per_sample``); the others
+return and function 0 measures alone, so the profile holds what sharing the machine costs,
+measured back to back with the solo figure (the others bill no waiting for it)."""
 
 from __future__ import annotations
 
@@ -73,19 +73,18 @@ def probe_job(payload: dict[str, Any]) -> dict[str, Any]:
         if group is None:
             _probe_recipes(recipes, data, test, store, payload, rng, out)
         else:
-            prefix, index = str(group["prefix"]), int(group["index"])
+            prefix, index, size = str(group["prefix"]), int(group["index"]), int(group["size"])
             sampled = recipes[1:] if len(recipes) > 1 else recipes
-            if index == 0:  # alone while the others wait, then with them
-                _wait(store, [f"{prefix}/ready/{i}" for i in range(1, int(group["size"]))])
-                _probe_recipes(recipes, data, test, store, payload, rng, out)
-                store.put(f"{prefix}/go", b"1")
-            else:  # set up (kernels warm), then wait for function 0's solo measurement
-                _timed_rounds(sampled, data, rng, 0.0, 0)
-                store.put(f"{prefix}/ready/{index}", b"1")
-                _wait(store, [f"{prefix}/go"])
+            _timed_rounds(sampled, data, rng, 0.0, 0)  # set up: models built, kernels warm
+            store.put(f"{prefix}/ready/{index}", b"1")
+            _wait(store, [f"{prefix}/ready/{i}" for i in range(size)])
             out["side_by_side_s_per_sample"] = _timed_rounds(
                 sampled, data, rng, float(payload["measure_s"]), int(payload["max_rounds"])
             )
+            store.put(f"{prefix}/done/{index}", b"1")
+            if index == 0:  # alone, once the others have returned
+                _wait(store, [f"{prefix}/done/{i}" for i in range(1, size)])
+                _probe_recipes(recipes, data, test, store, payload, rng, out)
     finally:
         context.close_context()
     out["peak_rss_mb"] = _peak_rss_mb(reset)

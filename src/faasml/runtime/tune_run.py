@@ -186,11 +186,9 @@ class TuneRun(BaseRun):
         self._replan(index + 1)
 
     def _grow_footprint(self, coordinator: Coordinator) -> None:
-        """A function that ran out of memory raises the footprint the planner respects."""
-        moves = getattr(coordinator, "memory_moves", [])
-        if not moves:
-            return
-        needed = max(to for _, _, to in moves)
+        """A function that ran out of memory raises the footprint the planner respects (the
+        trials keep the memory they were moved to in the record, so a resumed run too)."""
+        needed = max((t.memory_mb for t in self.trials), default=0)
         if needed > self.workload.memory_needed_mb(1):
             extra = needed - float(self.workload.memory_needed_mb(1))
             self.workload = dataclasses.replace(
