@@ -233,6 +233,8 @@ def measure_job(
                         break
                     time.sleep(0.01)
                 limit = platform_spec.max_duration_s + 60
+                for failed in [i for i in invocations if i.billed is not None and not i.billed.ok]:
+                    failed.result(timeout=limit)  # raises its FunctionError; the rest stop
                 return [i.result(timeout=limit) for i in invocations]
             finally:
                 for invocation in invocations:

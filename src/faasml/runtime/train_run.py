@@ -12,6 +12,7 @@ import dataclasses
 from typing import Any
 
 from faasml.models.space import evaluate_allocation
+from faasml.runtime.calibration import stage_estimate
 from faasml.runtime.coordinator import Coordinator, TrialState
 from faasml.runtime.run_base import BaseRun
 from faasml.types import Allocation
@@ -64,8 +65,10 @@ class TrainRun(BaseRun):
             stage["allocation"] = dataclasses.asdict(start)
             stage["epoch_time_s"] = float(table.time_s[0])
             stage["epoch_cost_usd"] = float(table.cost_usd[0])
-            stage["time_s"] = float(table.startup_s[0]) + epochs * float(table.time_s[0])
-            stage["cost_usd"] = float(table.startup_usd[0]) + epochs * float(table.cost_usd[0])
+            # A cold start, then the epochs (slower where the machine is shared: contention).
+            stage["time_s"], stage["cost_usd"] = stage_estimate(
+                self.workload, self.plan_catalog, start, 1, epochs
+            )
             self.state["plan"].update(
                 planner="adaptive", time_s=stage["time_s"], cost_usd=stage["cost_usd"]
             )
