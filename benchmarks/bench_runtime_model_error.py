@@ -203,9 +203,9 @@ EXAMPLES: list[tuple[str, str, float, float]] = [
     ("examples/train-logreg.yaml", "train", 0.001, 20.0),
 ]
 LONG_JOBS: list[tuple[str, str, float, float]] = [
-    ("benchmarks/jobs/tune-mlp.yaml", "tune", 0.01, 300.0),
-    ("benchmarks/jobs/tune-bn-cnn.yaml", "tune", 0.01, 300.0),
-    ("benchmarks/jobs/tune-transformer.yaml", "tune", 0.01, 300.0),
+    ("benchmarks/jobs/tune-mlp.yaml", "tune", 0.03, 300.0),
+    ("benchmarks/jobs/tune-bn-cnn.yaml", "tune", 0.03, 300.0),
+    ("benchmarks/jobs/tune-transformer.yaml", "tune", 0.03, 300.0),
 ]
 JOB_SET = EXAMPLES + LONG_JOBS
 

@@ -75,23 +75,57 @@ def test_only_the_crowded_waves_are_slower(workload: Workload) -> None:
     assert three[1] == pytest.approx(two[1] + one[1])
 
 
-def test_a_crowded_epoch_is_taken_back_to_a_function_alone(workload: Workload) -> None:
-    catalog = _bounded(1.0)
+def _record(epoch: int, epoch_s: float, **extra: float) -> dict[str, float]:
     record = {
-        "epoch": 1,
+        "epoch": epoch,
         "n": 1,
         "memory_mb": 1769,
-        "epoch_s": 2.0,
+        "epoch_s": epoch_s,
         "sync_s": 0.0,
         "load_s": 0.0,
         "compute_s": 0.1,
         "invocations": 1,
     }
+    record.update(extra)
+    return record
+
+
+def _applied(calibration: Calibration, workload: Workload, catalog: Catalog) -> float:
+    return dict(calibration.apply(workload, catalog).compute.points)[1769.0]
+
+
+def test_a_crowded_epoch_is_taken_back_to_a_function_alone(workload: Workload) -> None:
+    catalog = _bounded(1.0)
     alone, crowded = Calibration(), Calibration()
-    alone.observe([[record, {**record, "epoch": 2}]], range(2, 3), workload, catalog)
-    second = {**record, "epoch": 2, "vcpu_demand": 2.0}
-    crowded.observe([[record, second]], range(2, 3), workload, catalog)
-    assert crowded.samples[1769][0] == pytest.approx(alone.samples[1769][0] / 2.0)
+    first = _record(1, 2.0)
+    alone.observe([[first, _record(2, 2.0)]], range(2, 3), workload, catalog)
+    crowded.observe([[first, _record(2, 2.0, vcpu_demand=2.0)]], range(2, 3), workload, catalog)
+    assert crowded.samples == alone.samples  # what was measured, kept as measured
+    assert crowded.demands[1769] == [2.0]
+    # Two vCPUs demanded of a machine that delivers one: the epoch ran twice as slow.
+    assert _applied(crowded, workload, catalog) == pytest.approx(
+        _applied(alone, workload, catalog) / 2.0
+    )
+
+
+def test_the_run_fits_what_the_machine_delivered(workload: Workload) -> None:
+    # The probe said 1.9 vCPUs; the run's epochs say otherwise: alone (about one vCPU asked)
+    # an epoch took 2 s, beside another (two asked) 3 s: the machine delivered 2 / 1.5.
+    catalog = _bounded(1.9)
+    calibration = Calibration()
+    history = [_record(1, 9.0), _record(2, 2.0, vcpu_demand=1.0), _record(3, 3.0, vcpu_demand=2.0)]
+    calibration.observe([history], range(1, 4), workload, catalog)
+    assert calibration.delivered(catalog) == pytest.approx(2.0 / 1.5, rel=0.05)
+    _, fitted = calibration.recalibrated(workload, catalog)
+    assert fitted.platform.delivered_vcpus == calibration.delivered(catalog)
+    again = Calibration.from_dict(calibration.to_dict())
+    assert again.samples == calibration.samples and again.demands == calibration.demands
+    # Epochs that all ran alike say nothing of it: the catalog's figure stands.
+    same = Calibration()
+    same.observe([[_record(1, 2.0), _record(2, 2.0)]], range(1, 3), workload, catalog)
+    assert same.delivered(catalog) == 1.9
+    # An older record's bare numbers read as epochs of unknown demand.
+    assert Calibration.from_dict({"1769": [0.5]}).demands == {1769: [0.0]}
 
 
 def _profile(delivered: float) -> JobProfile:

@@ -247,11 +247,13 @@ class BaseRun:
         if self.state.get("calibration"):  # corrections a resumed run had made
             try:
                 calibration = Calibration.from_dict(self.state["calibration"])
-                self.workload = calibration.apply(self.workload, self.plan_catalog)
-            except (TypeError, ValueError, AttributeError, KeyError):
+                self.workload, self.plan_catalog = calibration.recalibrated(
+                    self.workload, self.plan_catalog
+                )
+            except (TypeError, ValueError, AttributeError, KeyError, IndexError):
                 raise ConfigError(
                     f"{self.dir.record_path}: its 'calibration' is malformed (memory MB -> "
-                    "measured seconds per MB); remove it to resume without"
+                    "[measured seconds per MB, vCPU demand]); remove it to resume without"
                 ) from None
 
     def planning_constraint(self) -> Constraint:

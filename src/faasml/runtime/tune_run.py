@@ -156,7 +156,9 @@ class TuneRun(BaseRun):
         calibration.observe(histories, range(first, last + 1), self.workload, self.plan_catalog)
         self.state["calibration"] = calibration.to_dict()
         self._grow_footprint(coordinator)
-        self.workload = calibration.apply(self.workload, self.plan_catalog)
+        self.workload, self.plan_catalog = calibration.recalibrated(
+            self.workload, self.plan_catalog
+        )
         cold = coordinator.estimator.cold_start_at_one_vcpu()
         if cold is not None:  # the cold starts this run measured, as the catalog states them
             # (they started side by side with the stage's first wave: taken back to one alone)
