@@ -10,6 +10,7 @@ import pytest
 
 from faasml.catalog import Catalog, load_catalog
 from faasml.runtime.calibration import Calibration, stage_estimate, wave_demand
+from faasml.runtime.contention import cold_start_alone, delivered_vcpus
 from faasml.runtime.job_profile import planning_inputs
 from faasml.runtime.profile_record import JobProfile
 from faasml.types import Allocation
@@ -161,3 +162,25 @@ def test_planning_inputs_carry_what_the_machine_delivered(workload: Workload) ->
     # 0.5 of it, so the function alone is twice as fast as it measured.
     assert ours[256.0] == pytest.approx(theirs[256.0])
     assert ours[1728.0] == pytest.approx(theirs[1728.0] * 0.5 / (1728 / 1769))
+
+
+def test_what_a_probe_group_says_the_machine_delivered() -> None:
+    catalog = _bounded(None)
+    alone = {"compute_s_per_sample": 1e-3, "side_by_side_s_per_sample": 2e-3}
+    other = {"side_by_side_s_per_sample": 2e-3}
+    # Two functions of 0.9 vCPU computing at once ran twice as slow as one alone: 0.9 vCPUs.
+    assert delivered_vcpus([alone, other], 0.9, catalog) == pytest.approx((0.9, 2.0))
+    # No slower side by side: they got what they asked, 1.8 vCPUs (at most the machine's 2).
+    quick = {**alone, "side_by_side_s_per_sample": 1e-3}
+    assert delivered_vcpus([quick, {"side_by_side_s_per_sample": 1e-3}], 0.9, catalog) == (
+        pytest.approx((1.8, 1.0))
+    )
+    assert delivered_vcpus([{"compute_s_per_sample": 1e-3}], 0.9, catalog) == (0.0, 0.0)
+
+
+def test_cold_starts_side_by_side_are_taken_back_to_one_alone() -> None:
+    catalog = _bounded(None)
+    # Two starts at once demanding 2 vCPUs of a machine delivering 1: each took twice as long.
+    assert cold_start_alone([(2.0, 2.0), (2.2, 2.0)], 1.0, catalog) == pytest.approx(1.05)
+    assert cold_start_alone([(0.7, 0.3)], 1.0, catalog) == pytest.approx(0.7)  # alone
+    assert cold_start_alone([], 1.0, catalog) == catalog.platform.cold_start_s

@@ -30,6 +30,7 @@ from faasml.catalog import Catalog
 from faasml.config import JobSpec
 from faasml.exceptions import FaasmlError
 from faasml.runtime.billing import Meter
+from faasml.runtime.contention import cold_start_alone, delivered_vcpus
 from faasml.runtime.job_probe import PEAK_ROUNDS
 from faasml.runtime.platform import Billed, FunctionError, Platform
 from faasml.runtime.profile_record import MEMORY_MARGIN, JobProfile
@@ -280,7 +281,7 @@ def measure_job(
                 f"({err.kind}: {err}){fits}"
             ) from None
         first = results[0]
-        delivered, ratio = _delivered_vcpus(results, float(platform_spec.vcpus(roomy)), catalog)
+        delivered, ratio = delivered_vcpus(results, float(platform_spec.vcpus(roomy)), catalog)
         footprint = float(first["peak_rss_mb"])
         fit = _round_up(footprint * (1.0 + MEMORY_MARGIN), catalog)
         if fit > platform_spec.memory_max_mb:
@@ -320,7 +321,7 @@ def measure_job(
         compute_points=tuple((m, float(p["compute_s_per_sample"])) for m, p in ordered),
         eval_points=tuple((m, float(p["eval_s_per_sample"])) for m, p in ordered),
         checkpoint_s=statistics.median(float(p["checkpoint_s"]) for _, p in ordered),
-        cold_start_s=_cold_start(colds, delivered, catalog),
+        cold_start_s=cold_start_alone(colds, delivered, catalog),
         dispatch_s=statistics.median(warm),
         train_samples=len(train),
         test_samples=len(test),
@@ -333,33 +334,6 @@ def measure_job(
     )
     _store_profile(profile)
     return profile
-
-
-def _delivered_vcpus(
-    results: list[dict[str, Any]], vcpus: float, catalog: Catalog
-) -> tuple[float, float]:
-    """(vCPUs delivered, slowdown) from a probe group: k functions of ``vcpus`` each computing
-    at once ran ``ratio`` times slower per sample than one alone just before, so the machine
-    delivered k × vcpus / ratio (at most its capacity); (0, 0) without a group."""
-    side = [
-        float(r["side_by_side_s_per_sample"]) for r in results if "side_by_side_s_per_sample" in r
-    ]
-    solo = float(results[0]["compute_s_per_sample"])
-    if len(results) < 2 or len(side) < len(results) or solo <= 0:
-        return 0.0, 0.0
-    ratio = statistics.mean(side) / solo
-    capacity = catalog.platform.capacity_vcpus or math.inf
-    demand = vcpus * len(results)
-    return min(capacity, demand / max(ratio, 1.0)), ratio
-
-
-def _cold_start(colds: list[tuple[float, float]], delivered: float, catalog: Catalog) -> float:
-    """The median measured start at one vCPU, each taken back to a start alone: starts that
-    ran k at once shared the machine (``FunctionPlatform.contention``)."""
-    if not colds:
-        return catalog.platform.cold_start_s
-    platform = dataclasses.replace(catalog.platform, delivered_vcpus=delivered or None)
-    return statistics.median(s / platform.contention(demand) for s, demand in colds)
 
 
 def planning_inputs(
