@@ -199,8 +199,8 @@ JOBS_DIR = ROOT / "benchmarks" / "jobs"
 EXAMPLES: list[tuple[str, str, float, float]] = [
     ("examples/tune-logreg.yaml", "tune", 0.0006, 15.0),
     ("examples/tune-cnn.yaml", "tune", 0.002, 40.0),
-    ("examples/tune-digits.yaml", "tune", 0.004, 60.0),
-    ("examples/train-logreg.yaml", "train", 0.001, 20.0),
+    ("examples/tune-digits.yaml", "tune", 0.01, 120.0),
+    ("examples/train-logreg.yaml", "train", 0.001, 60.0),
 ]
 LONG_JOBS: list[tuple[str, str, float, float]] = [
     ("benchmarks/jobs/tune-mlp.yaml", "tune", 0.03, 300.0),

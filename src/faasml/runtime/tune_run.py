@@ -121,12 +121,6 @@ class TuneRun(BaseRun):
             self.state["stage"] = index + 1
             self.save()
 
-    def _probe_warm(self) -> dict[int, int]:
-        """Functions the job's probe left warm on this run's platform (none from a cache)."""
-        if self.profile is None or self.state.get("profile_cached", True):
-            return {}
-        return {memory: 1 for memory, _ in self.profile.compute_points}
-
     def _record_best(self, metric: str) -> None:
         """The best trial so far (also when a budget stop ends the run early)."""
         ranked = sorted((t for t in self.trials if t.history), key=metric_key(metric))
