@@ -197,8 +197,8 @@ JOBS_DIR = ROOT / "benchmarks" / "jobs"
 # as a user's jobs do. The deadline run of a job reuses the profile its budget run measured
 # (the cache, as a user's second run does: no profiling billed).
 EXAMPLES: list[tuple[str, str, float, float]] = [
-    ("examples/tune-logreg.yaml", "tune", 0.0006, 15.0),
-    ("examples/tune-cnn.yaml", "tune", 0.002, 40.0),
+    ("examples/tune-logreg.yaml", "tune", 0.002, 60.0),
+    ("examples/tune-cnn.yaml", "tune", 0.005, 120.0),
     ("examples/tune-digits.yaml", "tune", 0.01, 120.0),
     ("examples/train-logreg.yaml", "train", 0.001, 60.0),
 ]
@@ -363,12 +363,14 @@ def job_set(names: list[str] | None, show_stages: bool) -> None:
         f"{'load':>4}  allocations"
     )
     rows: list[tuple[str, str, bool, dict[str, Any]]] = []
+    shown: bool | None = None  # the group whose header was printed last
     for index, (path, kind, budget, deadline) in enumerate(JOB_SET):
         name = Path(path).stem
         if names and name not in names:
             continue
         long_job = (path, kind, budget, deadline) in LONG_JOBS
-        if not rows or long_job != rows[-1][2]:
+        if long_job != shown:
+            shown = long_job
             print(
                 "\n"
                 + (
