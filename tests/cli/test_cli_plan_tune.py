@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -27,6 +29,11 @@ def test_minimise_what_the_single_bound_does_not_limit(
         assert "infeasible" not in compared[name], name
     assert main([*argv, "--plot", str(tmp_path)]) == 0
     assert (tmp_path / "tradeoff.png").read_bytes().startswith(b"\x89PNG")
+    umask = os.umask(0o022)
+    os.umask(umask)
+    # Readable by others as any file the user keeps (0644 under the usual umask), no temporary.
+    assert stat.S_IMODE((tmp_path / "tradeoff.png").stat().st_mode) == 0o666 & ~umask
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
 def test_plot_folder_that_cannot_be_made_is_a_one_line_error(

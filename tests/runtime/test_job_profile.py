@@ -355,3 +355,21 @@ def test_cache_dir_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
     assert cache_dir() == tmp_path / "x" / "faasml" / "profiles"
     assert os.environ.get("FAASML_CACHE") is None
+
+
+def test_the_probe_measures_functions_side_by_side_on_a_bounded_machine(
+    logreg: Measured,
+) -> None:
+    profile, platform = logreg.profile, logreg.meter.catalog.platform
+    roomy = roomy_memory_mb(logreg.meter.catalog)
+    assert platform.capacity_vcpus is not None  # the local machine bounds its functions
+    if int(platform.max_concurrent(roomy)) < 2:  # a one-core machine: nothing side by side
+        assert profile.side_by_side_ratio == 0 and profile.delivered_vcpus == 0
+        return
+    assert profile.side_by_side_ratio > 0
+    assert 0 < profile.delivered_vcpus <= platform.capacity_vcpus
+    # The profile's record keeps both, and the plan reads what was delivered.
+    assert JobProfile.from_dict(profile.to_dict()).delivered_vcpus == profile.delivered_vcpus
+    workload = load_workload("lr-higgs")
+    _, plan_catalog = planning_inputs(profile, workload, logreg.meter.catalog)
+    assert plan_catalog.platform.delivered_vcpus == profile.delivered_vcpus

@@ -12,6 +12,7 @@ import yaml
 from faasml.config import load_job
 from faasml.runtime.coordinator import Coordinator, CoordinatorOptions
 from faasml.runtime.session import TrainRun, TuneRun
+from faasml.runtime.trial import TrialState
 from faasml.types import Constraint
 
 pytest.importorskip("torch")
@@ -88,6 +89,10 @@ def test_a_trial_out_of_memory_moves_up_and_finishes(
         failure = trial["failures"][0]
         assert "out-of-memory" in failure and f"moved to {MOVED_MB} MB" in failure
         assert trial["history"][0]["memory_mb"] == MOVED_MB  # epoch 1 ran on the moved size
+        # The record keeps the move: a resumed run restores it and does not start the trial
+        # again where it cannot fit.
+        assert trial["memory_mb"] == MOVED_MB
+        assert TrialState.from_dict(trial).memory_mb == MOVED_MB
     assert sum(t["status"] == "done" for t in record["trials"]) == 1
     assert record["best"]["epochs"] == 2
 

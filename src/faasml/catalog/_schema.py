@@ -73,6 +73,9 @@ class FunctionPlatform:
     cold_start_scales_with_cpu: bool = False
     """True where a function starts under its CPU share (a cgroup quota from the first
     instruction, as on the local platform): a start then takes cold_start_s / min(vCPUs, 1)."""
+    delivered_vcpus: float | None = None
+    """vCPUs the machine behind a bounded platform was measured to deliver to functions
+    running side by side (a job profile measures it; None: ``capacity_vcpus``)."""
 
     @property
     def price_per_gb_s(self) -> float:
@@ -103,6 +106,15 @@ class FunctionPlatform:
         if not self.cold_start_scales_with_cpu:
             return np.full(memory.shape, self.cold_start_s)
         return self.cold_start_s / np.minimum(self.vcpus(memory), 1.0)
+
+    def contention(self, demand_vcpus: float) -> float:
+        """How much slower a function runs while functions demanding ``demand_vcpus`` in all
+        run at once: the demand over what the machine delivers, at least 1 (1 where the
+        platform is unbounded, as public FaaS)."""
+        supply = self.delivered_vcpus or self.capacity_vcpus
+        if supply is None or supply <= 0:
+            return 1.0
+        return max(1.0, float(demand_vcpus) / supply)
 
     def max_concurrent(self, memory_mb: ArrayLike) -> NDArray[np.int64]:
         """Most functions of this memory that can run at once: the concurrency limit, and

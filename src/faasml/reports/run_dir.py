@@ -138,7 +138,7 @@ class RunDir:
 
 KINDS = ("tune", "train")
 _OBJECTIVES = tuple(objective.value for objective in Objective)
-_TRIAL_INTS = ("epochs_done", "epoch", "batch", "round_id", "restarts")
+_TRIAL_INTS = ("epochs_done", "epoch", "batch", "round_id", "restarts", "memory_mb")
 
 
 def check_record(data: object) -> None:

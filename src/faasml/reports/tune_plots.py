@@ -9,7 +9,7 @@ a temporary file renamed into place.
 from __future__ import annotations
 
 import os
-import tempfile
+import secrets
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,15 +28,14 @@ def _pyplot() -> Any:
 def _save(figure: Any, path: Path) -> Path:
     """Write ``figure`` to ``path`` atomically; ConfigError (naming the path and the reason)
     when the folder cannot be made or written."""
+    temporary = str(path.with_name(f".{path.name}.{secrets.token_hex(6)}.png"))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(
-            dir=path.parent, prefix=f".{path.name}.", suffix=".png"
-        )
+        # Created with the permissions the umask gives (0644 under 022), as write_atomic's.
+        os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
     except OSError as err:
         reason = "a file is in the way" if isinstance(err, FileExistsError) else err.strerror
         raise ConfigError(f"cannot write the plot {str(path)!r}: {reason}") from None
-    os.close(handle)
     try:
         figure.savefig(temporary, dpi=120, bbox_inches="tight")
         os.replace(temporary, path)

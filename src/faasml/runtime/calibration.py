@@ -13,6 +13,7 @@ moves by more than δ.
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +35,9 @@ class Calibration:
 
     samples: dict[int, list[float]] = field(default_factory=dict)
     """Memory MB -> measured seconds per MB of partition, one per epoch observed."""
+    demands: dict[int, list[float]] = field(default_factory=dict)
+    """Memory MB -> the vCPUs demanded by the functions running beside each sample's epoch
+    (its own included; 0: not known, taken as alone)."""
 
     def observe(
         self,
@@ -73,14 +77,75 @@ class Calibration:
         fixed = int(record.get("invocations", 1)) * catalog.platform.warm_start_s + cold_s
         busy = float(record["epoch_s"]) - float(record["sync_s"]) - float(record["load_s"])
         busy = max(busy - fixed, float(record["compute_s"]))
+        # The epoch shared the machine with the functions running beside it (their mean vCPU
+        # demand while it ran): kept with the sample, ``apply`` takes it back to one alone.
+        alone = float(catalog.platform.vcpus(memory)) * n
         self.samples.setdefault(memory, []).append(busy / max(partition_mb, 1e-12))
+        demand = max(alone, float(record.get("vcpu_demand", 0.0)))
+        self.demands.setdefault(memory, []).append(demand)
 
-    def to_dict(self) -> dict[str, list[float]]:
-        return {str(m): v for m, v in sorted(self.samples.items())}
+    def to_dict(self) -> dict[str, list[list[float]]]:
+        """Memory MB -> [u, vCPU demand] per sample (the record's form)."""
+        return {
+            str(m): [[u, d] for u, d in zip(v, self._demands(m), strict=True)]
+            for m, v in sorted(self.samples.items())
+        }
 
     @staticmethod
     def from_dict(data: Mapping[str, Any]) -> Calibration:
-        return Calibration({int(m): [float(x) for x in v] for m, v in data.items()})
+        """From ``to_dict``'s form (a bare number per sample, as older records hold it: demand
+        not known)."""
+        samples: dict[int, list[float]] = {}
+        demands: dict[int, list[float]] = {}
+        for m, values in data.items():
+            pairs = [(x, 0.0) if isinstance(x, int | float) else (x[0], x[1]) for x in values]
+            samples[int(m)] = [float(u) for u, _ in pairs]
+            demands[int(m)] = [float(d) for _, d in pairs]
+        return Calibration(samples, demands)
+
+    def _demands(self, memory: int) -> list[float]:
+        known = self.demands.get(memory, [])
+        return known + [0.0] * (len(self.samples[memory]) - len(known))
+
+    def delivered(self, catalog: Catalog) -> float | None:
+        """The vCPUs the machine delivered to the run's functions, fitted to its epochs: at a
+        memory size, u measured at demand D is u₀ · max(1, D / C), so the C whose u₀ agree
+        best (least spread of log u₀ within each size) is what the machine delivered. Only
+        where one size ran at demands 25 % apart (else the catalog's figure stands); on an
+        unbounded platform None."""
+        platform = catalog.platform
+        if platform.capacity_vcpus is None:
+            return platform.delivered_vcpus
+        groups = [
+            [(u, d) for u, d in zip(v, self._demands(m), strict=True) if d > 0 and u > 0]
+            for m, v in self.samples.items()
+        ]
+        groups = [g for g in groups if g and max(d for _, d in g) > 1.25 * min(d for _, d in g)]
+        if not groups:
+            return platform.delivered_vcpus
+
+        def spread(supply: float) -> float:
+            total = 0.0
+            for group in groups:
+                logs = [math.log(u / max(1.0, d / supply)) for u, d in group]
+                mean = sum(logs) / len(logs)
+                total += sum((x - mean) ** 2 for x in logs)
+            return total
+
+        grid = [platform.capacity_vcpus * 0.02 * 1.04**i for i in range(101)]
+        grid = [c for c in grid if c <= platform.capacity_vcpus] + [platform.capacity_vcpus]
+        scores = [spread(c) for c in grid]
+        least = min(scores)
+        # Where the epochs show no crowding, every C above their demand fits: the largest.
+        return max(
+            c for c, score in zip(grid, scores, strict=True) if score <= least * 1.01 + 1e-12
+        )
+
+    def recalibrated(self, workload: Workload, catalog: Catalog) -> tuple[Workload, Catalog]:
+        """``apply``'s workload and the catalog with the vCPUs the machine delivered."""
+        platform = dataclasses.replace(catalog.platform, delivered_vcpus=self.delivered(catalog))
+        catalog = dataclasses.replace(catalog, platform=platform)
+        return self.apply(workload, catalog), catalog
 
     def apply(self, workload: Workload, catalog: Catalog) -> Workload:
         """The workload with u(m) measured by the run at every memory it used (the median of
@@ -90,7 +155,14 @@ class Calibration:
         if not self.samples:
             return workload
         points = dict(_points(workload.compute))
-        measured = {float(m): statistics.median(v) for m, v in self.samples.items()}
+        # Each epoch taken back to a function alone (what the machine delivered, fitted).
+        platform = dataclasses.replace(catalog.platform, delivered_vcpus=self.delivered(catalog))
+        measured = {
+            float(m): statistics.median(
+                u / platform.contention(d) for u, d in zip(v, self._demands(m), strict=True)
+            )
+            for m, v in self.samples.items()
+        }
         memories = list(measured)
         before = workload.compute.seconds_per_mb(catalog.platform.vcpus(memories), memories)
         ratio = statistics.median(
@@ -128,16 +200,33 @@ def stage_estimate(
 ) -> tuple[float, float]:
     """T_i and C_i of one stage on ``allocation`` (CE-scaling eqs. 7–8 with waves); ``warm``
     functions of its memory size are left warm by the stage before, and when they cover the
-    stage's first wave it pays no cold start (a platform reuses a warm function)."""
+    stage's first wave it pays no cold start (a platform reuses a warm function). On a bounded
+    platform each wave runs ``contention`` times slower where its functions together demand
+    more vCPUs than the machine delivers (a public FaaS has no such bound: factor 1)."""
     table = evaluate_allocation(workload, catalog, allocation)
     if len(table) == 0:
         return float("inf"), float("inf")
     k = int(trials_per_wave(table, catalog)[0])
-    waves = -(-trials // k)
+    platform = catalog.platform
+    first = platform.contention(wave_demand(catalog, allocation, min(trials, k)))
     cold = 0.0 if min(trials, k) * allocation.n <= warm else 1.0
-    time = cold * float(table.startup_s[0]) + waves * epochs * float(table.time_s[0])
-    startup = cold * min(trials, k) * float(table.startup_usd[0])
-    return time, trials * epochs * float(table.cost_usd[0]) + startup
+    time = cold * float(table.startup_s[0]) * first
+    cost = cold * min(trials, k) * float(table.startup_usd[0]) * first
+    epoch_s, function_usd = float(table.time_s[0]), float(table.function_usd[0])
+    rest = float(table.cost_usd[0]) - function_usd
+    left = trials
+    while left > 0:
+        wave = min(left, k)
+        slower = platform.contention(wave_demand(catalog, allocation, wave))
+        time += epochs * epoch_s * slower
+        cost += wave * epochs * (function_usd * slower + rest)
+        left -= wave
+    return time, cost
+
+
+def wave_demand(catalog: Catalog, allocation: Allocation, trials: int) -> float:
+    """vCPUs that ``trials`` trials of ``allocation`` running at once demand."""
+    return trials * allocation.n * float(catalog.platform.vcpus(allocation.memory_mb))
 
 
 def warm_after(catalog: Catalog, workload: Workload, allocation: Allocation, trials: int) -> int:

@@ -77,6 +77,7 @@ class Coordinator(SegmentLaunching, ResultCommits):
                 break
             beat = time.monotonic()
             time.sleep(self.options.poll_s)
+            self._count_demand(running, time.monotonic() - beat)
             for segment in list(running):
                 if self._poll(segment):
                     running.remove(segment)
@@ -87,6 +88,13 @@ class Coordinator(SegmentLaunching, ResultCommits):
         for trial in waiting:
             if trial.status == "running":
                 trial.status = "stopped" if self.stop_reason else trial.status
+
+    def _count_demand(self, running: list[Segment], seconds: float) -> None:
+        """Add ``seconds`` of the running functions' summed vCPU demand to each segment."""
+        vcpus = self.catalog.platform.vcpus
+        demand = sum(float(vcpus(s.allocation.memory_mb)) * s.allocation.n for s in running)
+        for segment in running:
+            segment.demand_vcpu_s += demand * seconds
 
     def _poll(self, segment: Segment) -> bool:
         """Handle a segment whose invocations ended; True when it is finished with."""

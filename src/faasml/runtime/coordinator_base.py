@@ -55,6 +55,9 @@ class Segment:
     reserve_usd: float = 0.0
     """Most this segment can still bill (its functions are stopped at ``timeout_s``)."""
     timeout_s: float = 0.0
+    demand_vcpu_s: float = 0.0
+    """vCPUs demanded by every function running beside this segment's (its own included),
+    integrated over the time it ran: a machine-bounded platform shares its cores among them."""
 
 
 class BudgetExhaustedError(FaasmlError):
@@ -109,8 +112,6 @@ class CoordinatorBase:
         self._silent_checked = 0.0
         self.segments = 0
         self.restarts = 0
-        self.memory_of: dict[int, int] = {}
-        """Trial -> the memory it was moved to after running out (kept for later stages)."""
         self.memory_moves: list[tuple[int, int, int]] = []
         """(trial, from MB, to MB) of every move after running out of memory."""
         self.busy_s = 0.0

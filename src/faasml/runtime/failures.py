@@ -39,7 +39,7 @@ class FailureHandling(SegmentBilling):
             trial.failures[-1] += f" ({LOST_STORE})"
         elif kind == "out-of-memory" and self._grow(segment):
             # Restarting at the same size would fail again: the trial moves up (not counted).
-            trial.failures[-1] += f" (moved to {self.memory_of[trial.trial_id]} MB)"
+            trial.failures[-1] += f" (moved to {trial.memory_mb} MB)"
         elif segment.budget_capped and "timeout" in reason:
             # It spent its reservation: predict at least twice as long next time; the budget
             # guard then decides whether a retry still fits. Not counted against max_restarts.
@@ -65,13 +65,13 @@ class FailureHandling(SegmentBilling):
         bigger = min(platform.memory_max_mb, math.ceil(now * 1.5 / step) * step)
         if bigger <= now:
             return False
-        self.memory_of[segment.trial.trial_id] = bigger
+        segment.trial.memory_mb = bigger
         self.memory_moves.append((segment.trial.trial_id, now, bigger))
         return True
 
     def sized(self, trial: TrialState, allocation: Allocation) -> Allocation:
         """``allocation`` with the memory the trial was moved to after running out of it."""
-        memory = self.memory_of.get(trial.trial_id, 0)
+        memory = trial.memory_mb
         if memory <= allocation.memory_mb:
             return allocation
         return dataclasses.replace(allocation, memory_mb=memory)

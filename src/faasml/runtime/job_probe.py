@@ -1,6 +1,12 @@
 """The job profile's probe: what runs inside a function while ``job_profile.measure_job``
 measures a job (every model configuration built and trained a few rounds, the first one's
-compute, evaluation and checkpoint timed, the process's peak resident memory)."""
+compute, evaluation and checkpoint timed, the process's peak resident memory).
+
+A probe may run in a *group* of k functions started together (payload ``group``: the store
+prefix, k, this function's index), as a stage runs k trials side by side: once all k are up
+they time the same training rounds at once (``side_by_side_s_per_sample``); the others
+return and function 0 measures alone, so the profile holds what sharing the machine costs,
+measured back to back with the solo figure (the others bill no waiting for it)."""
 
 from __future__ import annotations
 
@@ -11,6 +17,8 @@ from typing import Any
 
 PEAK_ROUNDS = 3
 """Training rounds of each model configuration while its footprint is measured."""
+GROUP_WAIT_S = 120.0
+"""Longest a function of a probe group waits for the others (a cold start on a busy machine)."""
 WARM_ROUNDS = 2
 """Untimed rounds before the compute measurement (a framework sets up its kernels on the
 first calls, which a real epoch pays once)."""
@@ -45,7 +53,8 @@ def _peak_rss_mb(reset: bool) -> float:
 def probe_job(payload: dict[str, Any]) -> dict[str, Any]:
     """Inside a function: build and train every configuration, time their rounds (together
     at least ``measure_s`` of computation) and evaluation and the first one's checkpoint;
-    report the peak resident memory of this invocation."""
+    report the peak resident memory of this invocation. In a group (see the module
+    docstring) also the training time per sample with the whole group computing at once."""
     import numpy as np
 
     from faasml.runtime import context
@@ -56,15 +65,81 @@ def probe_job(payload: dict[str, Any]) -> dict[str, Any]:
     data, _ = cached_dataset(store, payload["train_key"])
     test, _ = cached_dataset(store, payload["test_key"])
     recipes: list[ModelRecipe] = payload["recipes"]
+    group: dict[str, Any] | None = payload.get("group")
     rng = np.random.default_rng(0)
     out: dict[str, Any] = {}
     context.open_context()  # model code may call faasml.report while it trains, as in a worker
     try:
-        _probe_recipes(recipes, data, test, store, payload, rng, out)
+        if group is None:
+            _probe_recipes(recipes, data, test, store, payload, rng, out)
+        else:
+            prefix, index, size = str(group["prefix"]), int(group["index"]), int(group["size"])
+            sampled = recipes[1:] if len(recipes) > 1 else recipes
+            _timed_rounds(sampled, data, rng, 0.0, 0)  # set up: models built, kernels warm
+            store.put(f"{prefix}/ready/{index}", b"1")
+            _wait(store, [f"{prefix}/ready/{i}" for i in range(size)])
+            out["side_by_side_s_per_sample"] = _timed_rounds(
+                sampled, data, rng, float(payload["measure_s"]), int(payload["max_rounds"])
+            )
+            store.put(f"{prefix}/done/{index}", b"1")
+            if index == 0:  # alone, once the others have returned
+                _wait(store, [f"{prefix}/done/{i}" for i in range(1, size)])
+                _probe_recipes(recipes, data, test, store, payload, rng, out)
     finally:
         context.close_context()
     out["peak_rss_mb"] = _peak_rss_mb(reset)
     return out
+
+
+def _wait(store: Any, keys: list[str]) -> None:
+    """Until every key exists in ``store`` (the group's other functions got there)."""
+    deadline = time.monotonic() + GROUP_WAIT_S
+    pending = list(keys)
+    while pending:
+        pending = [k for k in pending if store.get(k) is None]
+        if pending and time.monotonic() > deadline:
+            raise RuntimeError(f"probe group: {pending[0]} did not appear in {GROUP_WAIT_S:g} s")
+        if pending:
+            time.sleep(0.02)
+
+
+def _timed_rounds(
+    recipes: list[Any], data: Any, rng: Any, measure_s: float, max_rounds: int
+) -> float:
+    """Seconds of training per sample over ``recipes`` (each for its share of ``measure_s``
+    after WARM_ROUNDS untimed rounds); with ``measure_s`` 0 only the untimed rounds."""
+    import numpy as np
+
+    from faasml.runtime.worker import cached_model
+    from faasml.workloads import create_optimizer
+
+    per_sample = []
+    share = measure_s / len(recipes)
+    for recipe in recipes:
+        model = cached_model(recipe)
+        optimizer = create_optimizer(recipe.optimizer, model.num_params, **recipe.hyperparameters)
+        params = model.init_params(recipe.seed)
+        size = min(recipe.batch_size, len(data))
+        spent, samples, rounds = 0.0, 0, 0
+        for _ in range(WARM_ROUNDS):
+            chosen = rng.integers(0, len(data), size=size)
+            _, grad = model.loss_and_grad(params, data.features[chosen], data.labels[chosen])
+            params = optimizer.step(params, np.asarray(grad, dtype=np.float32))
+        if measure_s <= 0:
+            continue
+        began = time.perf_counter()
+        while time.perf_counter() - began < share or rounds < PEAK_ROUNDS:
+            chosen = rng.integers(0, len(data), size=size)
+            start = time.perf_counter()
+            _, grad = model.loss_and_grad(params, data.features[chosen], data.labels[chosen])
+            params = optimizer.step(params, np.asarray(grad, dtype=np.float32))
+            spent += time.perf_counter() - start
+            samples += size
+            rounds += 1
+            if max_rounds and rounds >= max_rounds:
+                break
+        per_sample.append(spent / max(samples, 1))
+    return sum(per_sample) / len(per_sample) if per_sample else 0.0
 
 
 def _probe_recipes(

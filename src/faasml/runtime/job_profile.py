@@ -12,6 +12,7 @@ the planners read. Profiles are cached by a key of everything that changes them.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import itertools
@@ -29,6 +30,7 @@ from faasml.catalog import Catalog
 from faasml.config import JobSpec
 from faasml.exceptions import FaasmlError
 from faasml.runtime.billing import Meter
+from faasml.runtime.contention import cold_start_alone, delivered_vcpus
 from faasml.runtime.job_probe import PEAK_ROUNDS
 from faasml.runtime.platform import Billed, FunctionError, Platform
 from faasml.runtime.profile_record import MEMORY_MARGIN, JobProfile
@@ -50,10 +52,12 @@ __all__ = [
 from faasml.workload import ComputeProfile, Workload
 
 PROBE_FN = "faasml.runtime.job_probe:probe_job"
-PROBE_VERSION = 6
+PROBE_VERSION = 7
 """Bumped when the probe measures differently: older cached profiles are then re-measured."""
 MEASURE_S = 0.6
 """Seconds of computation each compute measurement covers at least (six CPU-quota periods)."""
+MAX_GROUP = 4
+"""Functions the probe runs side by side at most (enough to fill a small machine)."""
 MAX_CONFIGS = 8
 """Model configurations measured at most (the largest are kept)."""
 
@@ -198,7 +202,7 @@ def measure_job(
             )
         )
     spent = 0.0
-    colds: list[float] = []
+    colds: list[tuple[float, float]] = []  # (start at one vCPU, vCPUs starting at once)
     platform_spec = catalog.platform
     with tempfile.TemporaryDirectory(prefix="faasml-probe-") as folder:
         objects = open_store(f"embedded://{Path(folder).resolve() / 'objects'}")
@@ -219,37 +223,65 @@ def measure_job(
             now = clock() if clock is not None else 0.0
             return (meter or Meter(catalog)).profiling(billed, now)
 
-        def call(memory_mb: int, body: dict[str, Any]) -> dict[str, Any]:
+        def call(memory_mb: int, bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            """Run the probe in ``len(bodies)`` functions of ``memory_mb`` started together;
+            one failing stops the others (a group's functions wait for each other)."""
             nonlocal spent
-            invocation = platform.invoke(PROBE_FN, body, memory_mb)
+            invocations = [platform.invoke(PROBE_FN, body, memory_mb) for body in bodies]
             try:
-                value: dict[str, Any] = invocation.result(timeout=platform_spec.max_duration_s + 60)
+                while not all(i.done() for i in invocations):
+                    if any(i.billed is not None and not i.billed.ok for i in invocations):
+                        break
+                    time.sleep(0.01)
+                limit = platform_spec.max_duration_s + 60
+                for failed in [i for i in invocations if i.billed is not None and not i.billed.ok]:
+                    failed.result(timeout=limit)  # raises its FunctionError; the rest stop
+                return [i.result(timeout=limit) for i in invocations]
             finally:
-                billed = invocation.billed
-                if billed is not None:
+                for invocation in invocations:
+                    if not invocation.done():
+                        invocation.cancel()
+                    with contextlib.suppress(Exception):  # its bill is what is wanted here
+                        invocation.result(timeout=60)
+                    billed = invocation.billed
+                    if billed is None:
+                        continue
                     spent += bill(billed)
                     if billed.cold and billed.init_s > 0:
                         share = 1.0
                         if platform_spec.cold_start_scales_with_cpu:
                             share = min(1.0, float(platform_spec.vcpus(memory_mb)))
-                        colds.append(billed.init_s * share)
-            return value
+                        demand = float(platform_spec.vcpus(memory_mb)) * len(bodies)
+                        colds.append((billed.init_s * share, demand))
 
         roomy = roomy_memory_mb(catalog)
+        # Side by side at one vCPU's worth, as a stage runs its trials, where the platform's
+        # machine is bounded (the local platform): k functions that fill its vCPUs.
+        group = 1
+        if platform_spec.capacity_vcpus is not None:
+            group = int(min(MAX_GROUP, max(1, int(platform_spec.max_concurrent(roomy)))))
+        bodies = [
+            payload
+            if group == 1
+            else {**payload, "group": {"prefix": "probe/group", "size": group, "index": i}}
+            for i in range(group)
+        ]
         try:
             try:
-                first = call(roomy, payload)
+                results = call(roomy, bodies)
             except FunctionError as err:
                 if err.kind != "out-of-memory" or roomy >= roomy_memory_mb(catalog, largest=True):
                     raise
                 roomy = roomy_memory_mb(catalog, largest=True)
-                first = call(roomy, payload)
+                results = call(roomy, [payload])
         except FunctionError as err:
             fits = "; it fits no function of " + catalog.name if err.kind == "out-of-memory" else ""
             raise ProfilingError(
                 f"job {job.name} could not be measured in a {roomy} MB function "
                 f"({err.kind}: {err}){fits}"
             ) from None
+        first = results[0]
+        delivered, ratio = delivered_vcpus(results, float(platform_spec.vcpus(roomy)), catalog)
         footprint = float(first["peak_rss_mb"])
         fit = _round_up(footprint * (1.0 + MEMORY_MARGIN), catalog)
         if fit > platform_spec.memory_max_mb:
@@ -264,7 +296,7 @@ def measure_job(
             if size in points:
                 continue
             try:
-                points[size] = call(size, payload)
+                points[size] = call(size, [payload])[0]
             except FunctionError as err:
                 if err.kind != "out-of-memory":
                     raise ProfilingError(f"the probe of job {job.name} failed: {err}") from None
@@ -289,11 +321,13 @@ def measure_job(
         compute_points=tuple((m, float(p["compute_s_per_sample"])) for m, p in ordered),
         eval_points=tuple((m, float(p["eval_s_per_sample"])) for m, p in ordered),
         checkpoint_s=statistics.median(float(p["checkpoint_s"]) for _, p in ordered),
-        cold_start_s=statistics.median(colds) if colds else platform_spec.cold_start_s,
+        cold_start_s=cold_start_alone(colds, delivered, catalog),
         dispatch_s=statistics.median(warm),
         train_samples=len(train),
         test_samples=len(test),
         configs=len(recipes),
+        delivered_vcpus=delivered,
+        side_by_side_ratio=ratio,
         profiling_usd=spent,
         profiling_s=time.monotonic() - began,
         measured_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -312,13 +346,33 @@ def planning_inputs(
     runtime_mb = footprint × (1 + margin) − the training data − the model copies, so that
     ``memory_needed_mb(1)`` is the measured footprint with its margin (the data term shrinks
     as D/n with more functions). The catalog's cold start is the measured one; its
-    per-invocation latency the warm round trip plus a checkpoint's save and load.
+    per-invocation latency the warm round trip plus a checkpoint's save and load; on a bounded
+    platform, the vCPUs its machine delivered to the probe's functions side by side.
     """
     mb_per_sample = max(profile.bytes_per_sample / 1e6, 1e-12)
     ratio = profile.test_samples / max(profile.train_samples, 1)
     evals = dict(profile.eval_points)
+    delivered = catalog.platform.delivered_vcpus
+    if profile.delivered_vcpus > 0:
+        delivered = profile.delivered_vcpus
+    platform = dataclasses.replace(
+        catalog.platform,
+        cold_start_s=profile.cold_start_s,
+        warm_start_s=profile.dispatch_s + profile.checkpoint_s,
+        delivered_vcpus=delivered,
+    )
+    # Each point was measured by one function alone: taken back to a machine it did not
+    # share with the job's other functions (the estimates add what k at once share).
     points = tuple(
-        (float(m), max((s + evals.get(m, 0.0) * ratio) / mb_per_sample, 1e-12))
+        (
+            float(m),
+            max(
+                (s + evals.get(m, 0.0) * ratio)
+                / mb_per_sample
+                / platform.contention(float(platform.vcpus(m))),
+                1e-12,
+            ),
+        )
         for m, s in profile.compute_points
     )
     dataset_mb = workload.dataset_mb
@@ -329,11 +383,6 @@ def planning_inputs(
         compute=ComputeProfile("table", points=points),
         model_mb=max(profile.model_mb, 1e-6),
         runtime_mb=runtime,
-    )
-    platform = dataclasses.replace(
-        catalog.platform,
-        cold_start_s=profile.cold_start_s,
-        warm_start_s=profile.dispatch_s + profile.checkpoint_s,
     )
     return measured, dataclasses.replace(catalog, platform=platform)
 

@@ -26,6 +26,8 @@ _NUMBERS = (
     "configs",
     "profiling_usd",
     "profiling_s",
+    "delivered_vcpus",
+    "side_by_side_ratio",
 )
 """The profile's numeric fields (a record or cache file is checked before use)."""
 
@@ -56,6 +58,12 @@ class JobProfile:
     configs: int
     profiling_usd: float
     profiling_s: float
+    delivered_vcpus: float = 0.0
+    """vCPUs the machine delivered to the probe's functions computing side by side (0: not
+    measured, the platform's capacity stands)."""
+    side_by_side_ratio: float = 0.0
+    """Training time per sample of k functions computing at once over one alone (0: not
+    measured)."""
     measured_at: str = ""
     cached: bool = False
     notes: tuple[str, ...] = field(default=())
@@ -71,6 +79,8 @@ class JobProfile:
         if not isinstance(data, Mapping):
             raise ValueError("a profile is a mapping of its fields")
         values = dict(data)
+        for name in ("delivered_vcpus", "side_by_side_ratio"):  # absent from older records
+            values.setdefault(name, 0.0)
         for name in _NUMBERS:
             value = values.get(name)
             if isinstance(value, bool) or not isinstance(value, int | float):
@@ -111,4 +121,10 @@ class JobProfile:
             f"{self.bytes_per_sample:.0f} B/sample; footprint {self.footprint_mb:.0f} MB "
             f"(plans use >= {self.memory_floor_mb():.0f} MB); compute per sample {points}; "
             f"cold start {self.cold_start_s:.2f} s at 1 vCPU"
+            + (
+                f"; side by side {self.side_by_side_ratio:.2f}x slower "
+                f"({self.delivered_vcpus:.2f} vCPUs delivered)"
+                if self.side_by_side_ratio > 0
+                else ""
+            )
         )

@@ -31,6 +31,9 @@ class ResultCommits(FailureHandling):
             r.samples for r in reports
         )
         trial.partial["seconds"] = trial.partial.get("seconds", 0.0) + elapsed
+        trial.partial["demand_vcpu_s"] = (
+            trial.partial.get("demand_vcpu_s", 0.0) + segment.demand_vcpu_s
+        )
         trial.partial["compute_s"] = trial.partial.get("compute_s", 0.0) + max(
             r.compute_s for r in reports
         )
@@ -54,6 +57,7 @@ class ResultCommits(FailureHandling):
                     "batch_size": lead.batch_size,
                     "reported": {k: v for r in reports for k, v in r.reported.items()},
                     "invocations": int(trial.partial["invocations"]),
+                    "vcpu_demand": trial.partial["demand_vcpu_s"] / seconds if seconds else 0.0,
                     "n": segment.allocation.n,
                     "memory_mb": segment.allocation.memory_mb,
                     "scheme": segment.allocation.scheme,

@@ -24,6 +24,7 @@ from faasml.runtime.billing import Meter
 from faasml.runtime.calibration import Calibration
 from faasml.runtime.coordinator import Coordinator, CoordinatorOptions, TrialFault, TrialState
 from faasml.runtime.job_profile import (
+    MAX_GROUP,
     JobProfile,
     measure_job,
     planning_inputs,
@@ -256,12 +257,25 @@ class BaseRun:
         if self.state.get("calibration"):  # corrections a resumed run had made
             try:
                 calibration = Calibration.from_dict(self.state["calibration"])
-                self.workload = calibration.apply(self.workload, self.plan_catalog)
-            except (TypeError, ValueError, AttributeError, KeyError):
+                self.workload, self.plan_catalog = calibration.recalibrated(
+                    self.workload, self.plan_catalog
+                )
+            except (TypeError, ValueError, AttributeError, KeyError, IndexError):
                 raise ConfigError(
                     f"{self.dir.record_path}: its 'calibration' is malformed (memory MB -> "
-                    "measured seconds per MB); remove it to resume without"
+                    "[measured seconds per MB, vCPU demand]); remove it to resume without"
                 ) from None
+
+    def _probe_warm(self) -> dict[int, int]:
+        """Functions the job's probe left warm on this run's platform (none from a cache)."""
+        if self.profile is None or self.state.get("profile_cached", True):
+            return {}
+        warm = {memory: 1 for memory, _ in self.profile.compute_points}
+        if self.profile.side_by_side_ratio > 0:  # a group measured at the largest size
+            largest = max(warm)
+            fill = int(self.plan_catalog.platform.max_concurrent(largest))
+            warm[largest] = max(1, min(MAX_GROUP, fill))
+        return warm
 
     def planning_constraint(self) -> Constraint:
         """The constraint less what measuring the job took (money, and time when measured now)."""

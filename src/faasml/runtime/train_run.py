@@ -12,6 +12,7 @@ import dataclasses
 from typing import Any
 
 from faasml.models.space import evaluate_allocation
+from faasml.runtime.calibration import stage_estimate
 from faasml.runtime.coordinator import Coordinator, TrialState
 from faasml.runtime.run_base import BaseRun
 from faasml.types import Allocation
@@ -59,16 +60,20 @@ class TrainRun(BaseRun):
             )
             start = scheduler.start()
             table = evaluate_allocation(self.workload, self.plan_catalog, start)
-            epochs = training.max_epochs
             stage = self.state["plan"]["stages"][0]
             stage["allocation"] = dataclasses.asdict(start)
             stage["epoch_time_s"] = float(table.time_s[0])
             stage["epoch_cost_usd"] = float(table.cost_usd[0])
-            stage["time_s"] = float(table.startup_s[0]) + epochs * float(table.time_s[0])
-            stage["cost_usd"] = float(table.startup_usd[0]) + epochs * float(table.cost_usd[0])
-            self.state["plan"].update(
-                planner="adaptive", time_s=stage["time_s"], cost_usd=stage["cost_usd"]
-            )
+            self.state["plan"]["planner"] = "adaptive"
+        # The run's prediction: a cold start unless the probe left a function of this size
+        # warm, then the epochs (slower where the machine is shared: contention).
+        stage = self.state["plan"]["stages"][0]
+        chosen = Allocation(**stage["allocation"])
+        warm = self._probe_warm().get(chosen.memory_mb, 0)
+        stage["time_s"], stage["cost_usd"] = stage_estimate(
+            self.workload, self.plan_catalog, chosen, 1, training.max_epochs, warm
+        )
+        self.state["plan"].update(time_s=stage["time_s"], cost_usd=stage["cost_usd"])
         self.state["allocation"] = self.state["plan"]["stages"][0]["allocation"]
         self.state["allocations"] = [{"epoch": 1, **self.state["allocation"]}]
         self.trials = [TrialState(0, {})]

@@ -26,6 +26,9 @@ class TrialState:
     failures: list[str] = field(default_factory=list)
     partial: dict[str, float] = field(default_factory=dict)
     """Loss sum and samples of the epoch in progress (segments of a renewed epoch)."""
+    memory_mb: int = 0
+    """Memory the trial was moved to after running out of it (0: the plan's), kept in the
+    record so that a resumed run does not start it again where it cannot fit."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

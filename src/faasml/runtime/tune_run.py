@@ -15,7 +15,13 @@ from collections.abc import Callable
 from typing import Any
 
 from faasml.exceptions import InfeasibleConstraintError
-from faasml.runtime.calibration import REPLAN_DELTA, Calibration, moved, stage_estimates
+from faasml.runtime.calibration import (
+    REPLAN_DELTA,
+    Calibration,
+    moved,
+    stage_estimates,
+    warm_after,
+)
 from faasml.runtime.coordinator import Coordinator, TrialState
 from faasml.runtime.run_base import BaseRun
 from faasml.types import Allocation, Constraint
@@ -115,12 +121,6 @@ class TuneRun(BaseRun):
             self.state["stage"] = index + 1
             self.save()
 
-    def _probe_warm(self) -> dict[int, int]:
-        """Functions the job's probe left warm on this run's platform (none from a cache)."""
-        if self.profile is None or self.state.get("profile_cached", True):
-            return {}
-        return {memory: 1 for memory, _ in self.profile.compute_points}
-
     def _record_best(self, metric: str) -> None:
         """The best trial so far (also when a budget stop ends the run early)."""
         ranked = sorted((t for t in self.trials if t.history), key=metric_key(metric))
@@ -150,9 +150,16 @@ class TuneRun(BaseRun):
         calibration.observe(histories, range(first, last + 1), self.workload, self.plan_catalog)
         self.state["calibration"] = calibration.to_dict()
         self._grow_footprint(coordinator)
-        self.workload = calibration.apply(self.workload, self.plan_catalog)
+        self.workload, self.plan_catalog = calibration.recalibrated(
+            self.workload, self.plan_catalog
+        )
         cold = coordinator.estimator.cold_start_at_one_vcpu()
         if cold is not None:  # the cold starts this run measured, as the catalog states them
+            # (they started side by side with the stage's first wave: taken back to one alone)
+            allocation = Allocation(**stages[index]["allocation"])
+            functions = warm_after(self.plan_catalog, self.workload, allocation, len(trials))
+            demand = functions * float(self.plan_catalog.platform.vcpus(allocation.memory_mb))
+            cold /= self.plan_catalog.platform.contention(demand)
             platform = dataclasses.replace(self.plan_catalog.platform, cold_start_s=cold)
             self.plan_catalog = dataclasses.replace(self.plan_catalog, platform=platform)
         rest = stages[index + 1 :]
@@ -175,11 +182,9 @@ class TuneRun(BaseRun):
         self._replan(index + 1)
 
     def _grow_footprint(self, coordinator: Coordinator) -> None:
-        """A function that ran out of memory raises the footprint the planner respects."""
-        moves = getattr(coordinator, "memory_moves", [])
-        if not moves:
-            return
-        needed = max(to for _, _, to in moves)
+        """A function that ran out of memory raises the footprint the planner respects (the
+        trials keep the memory they were moved to in the record, so a resumed run too)."""
+        needed = max((t.memory_mb for t in self.trials), default=0)
         if needed > self.workload.memory_needed_mb(1):
             extra = needed - float(self.workload.memory_needed_mb(1))
             self.workload = dataclasses.replace(
