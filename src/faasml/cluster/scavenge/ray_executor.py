@@ -210,15 +210,24 @@ class RayExecutor:
         return [job.workers[n] for n in job.nodes if n in job.workers]
 
     def apply(self, now: float, assignment: Mapping[str, tuple[str, ...]]) -> list[str]:
-        """Rescale: checkpoint (unless a worker died), then restart on the new nodes."""
-        changed = []
-        for name, nodes in assignment.items():
+        """Rescale: checkpoint (unless a worker died) and give up the nodes each job loses,
+        then restart on the new nodes. Every node is released before any job starts on one:
+        a node holds one worker, so a worker started on a node whose old worker still runs
+        would wait for ever (the order of the jobs decided it)."""
+        changed = [
+            name
+            for name, nodes in assignment.items()
+            if set(nodes) != set(self.jobs[name].nodes) or self.jobs[name].stale
+        ]
+        for name in changed:
             job = self.jobs[name]
-            if set(nodes) == set(job.nodes) and not job.stale:
-                continue
             if job.workers and not job.stale:
                 head = self._ordered(job)[0]
                 job.saved_step, job.saved_samples = self.ray.get(head.save.remote())
+            self._stop(job, [n for n in job.workers if n not in assignment[name]])
+        for name in changed:
+            job = self.jobs[name]
+            nodes = assignment[name]
             job.rescales += 1
             job.nodes = tuple(nodes)
             job.history.append((now, len(nodes)))
@@ -227,7 +236,6 @@ class RayExecutor:
             else:
                 self._stop(job)
                 job.stale = False
-            changed.append(name)
         return changed
 
     def preempt(self, now: float, nodes: Iterable[str]) -> list[str]:
