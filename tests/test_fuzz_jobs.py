@@ -136,7 +136,7 @@ def _one_line_or_valid(call: Any) -> Any:
         message = str(err)
         assert message and "\n" not in message, repr(message)
         result = None
-    assert time.monotonic() - started < 10, "took too long"
+    assert time.monotonic() - started < 60, "took too long (a hang detector, not a timing test)"
     return result
 
 

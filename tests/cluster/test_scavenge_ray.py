@@ -40,14 +40,16 @@ def test_elastic_jobs_survive_preemption_on_a_ray_cluster(tmp_path: Path) -> Non
         trace = IdleTrace(
             (
                 PoolChange(0.0, frozenset({"n0", "n1"}), frozenset()),
-                PoolChange(7.5, frozenset(), frozenset({"n1"})),  # no notice
-                PoolChange(9.0, frozenset({"n2"}), frozenset()),
+                PoolChange(2.5, frozenset(), frozenset({"n1"})),  # no notice
+                PoolChange(3.0, frozenset({"n2"}), frozenset()),
             ),
             frozenset({"n0", "n1", "n2"}),
         )
-        # At most 2 × 32 samples a step: A and B need at least 94 + 63 steps, more than
-        # the 75 steps before the preemption.
-        jobs = [_job("A", 0.0, 6_000.0), _job("B", 1.0, 4_000.0)]
+        # Profiling takes the first 15 steps (A at 2 nodes, then A and B at 1), so by the
+        # preemption (25 steps) A has at most 5 × 64 + 5 × 32 + 10 × 64 = 1,120 samples and
+        # B at most 5 × 32 + 10 × 64 = 800: neither has finished. Few steps in all: under a
+        # CPU hog a step of this test's Ray round trips takes about a second.
+        jobs = [_job("A", 0.0, 1_200.0), _job("B", 0.5, 900.0)]
         executor = RayExecutor(tmp_path / "ckpt", checkpoint_every=5)
 
         def progress() -> float:
@@ -61,7 +63,8 @@ def test_elastic_jobs_survive_preemption_on_a_ray_cluster(tmp_path: Path) -> Non
             RayClusterNodes(cluster),
             executor,
             tasks={"A": ElasticTask(seed=1), "B": ElasticTask(seed=2)},
-            measure_s=0.2,  # seconds of the job's own step time per profiled count
+            measure_s=0.0,  # a measurement is 5 steps, on a fast machine or a slow one
+            measure_steps=5,
             timeout_s=400.0,
             clock=progress,
         )

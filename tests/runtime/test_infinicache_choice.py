@@ -16,20 +16,13 @@ from faasml.runtime.run_base import stores_catalog
 from faasml.runtime.session import TuneRun
 from faasml.types import Constraint
 
+from .tiny_jobs import tiny_tune_job
+
 pytest.importorskip("zfec")
 
 URL = "infinicache://?data=2&parity=1&nodes=3&memory=160&cpu=none"
 
-JOB: dict[str, Any] = {
-    "name": "infinicache-choice",
-    "model": "logistic-regression",
-    "dataset": {"synthetic": "higgs-like", "samples": 1200, "test_fraction": 0.2},
-    "optimizer": {"name": "sgd", "lr": 0.1},
-    "search_space": {"optimizer.lr": {"loguniform": [0.01, 0.5]}},
-    "tuning": {"trials": 2, "reduction_factor": 2, "epochs_per_stage": 1, "stages": 1},
-    "batch_size": 100,
-    "seed": 2,
-}
+JOB = tiny_tune_job("infinicache-choice")
 
 
 def test_offered_only_when_named_and_priced_by_the_url() -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -19,19 +18,12 @@ from faasml.runtime.session import TuneRun
 from faasml.testing.servers import LocalServer
 from faasml.types import Constraint
 
+from .tiny_jobs import tiny_tune_job
+
 redis = pytest.importorskip("redis")
 pytest.importorskip("pymemcache")
 
-JOB: dict[str, Any] = {
-    "name": "store-choice",
-    "model": "logistic-regression",
-    "dataset": {"synthetic": "higgs-like", "samples": 1200, "test_fraction": 0.2},
-    "optimizer": {"name": "sgd", "lr": 0.1},
-    "search_space": {"optimizer.lr": {"loguniform": [0.01, 0.5]}},
-    "tuning": {"trials": 2, "reduction_factor": 2, "epochs_per_stage": 1, "stages": 1},
-    "batch_size": 100,
-    "seed": 2,
-}
+JOB = tiny_tune_job("store-choice")
 
 
 def _commands(url: str) -> int:

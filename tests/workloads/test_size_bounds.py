@@ -92,7 +92,8 @@ def test_huge_models_are_refused_before_they_are_built(tmp_path: Path, model: An
     started = time.monotonic()
     with pytest.raises(ConfigError, match=r"may have at most 100,000,000 \(0.4 GB as float32\)"):
         load_job(_job(tmp_path, model), environ={})
-    assert time.monotonic() - started < 5
+    # A hang detector, not a timing test: building the model took minutes and gigabytes.
+    assert time.monotonic() - started < 60
 
 
 def test_huge_transformers_and_linear_models_are_refused(tmp_path: Path) -> None:

@@ -315,6 +315,32 @@ class NodeSource(Protocol):
     def remove(self, node: str) -> None: ...
 
 
+@dataclass(frozen=True)
+class _Window:
+    """A job's measurement at ``nodes`` since its count last changed: its busy seconds,
+    samples and trained steps when it began."""
+
+    busy_s: float
+    samples: float
+    steps: int
+    nodes: int
+
+    @classmethod
+    def start(cls, job: RealJob, nodes: int) -> _Window:
+        return cls(job.busy_s, job.samples, len(job.losses), nodes)
+
+    def done(self, job: RealJob, measure_s: float, measure_steps: int) -> bool:
+        return (
+            job.busy_s - self.busy_s >= measure_s
+            and len(job.losses) - self.steps >= measure_steps
+            and job.busy_s > self.busy_s
+        )
+
+    def rate(self, job: RealJob) -> float:
+        """Samples per second of the job's own step time over the window."""
+        return (job.samples - self.samples) / (job.busy_s - self.busy_s)
+
+
 @dataclass
 class RealRunResult:
     """What a real run did, per job: samples, steps, rescales, preemptions, losses."""
@@ -335,6 +361,7 @@ def run_on_ray(
     time_scale: float = 1.0,
     max_running: int = 10,
     measure_s: float = 1.0,
+    measure_steps: int = 3,
     timeout_s: float = 300.0,
     clock: Callable[[], float] = time.monotonic,
 ) -> RealRunResult:
@@ -345,10 +372,17 @@ def run_on_ray(
 
     The trace's time is ``clock()`` (wall seconds by default) × ``time_scale``; a test may pass
     a clock that advances with training progress, so that events land at the same point of
-    the jobs' progress on any machine. ``measure_s``: seconds of a job's own step time the
-    JPA measures at each count, and the least the Job Monitor turns into a record."""
+    the jobs' progress on any machine. A measurement (the JPA's at each count, and the least
+    the Job Monitor turns into a record) spans at least ``measure_s`` seconds of the job's own
+    step time *and* at least ``measure_steps`` steps: with ``measure_s`` 0 it is a fixed number
+    of steps, the same on a fast machine and a slow one."""
     if time_scale <= 0:
         raise ConfigError(f"time_scale is {time_scale}, but must be > 0")
+    if measure_s < 0 or measure_steps < 1:
+        raise ConfigError(
+            f"measure_s is {measure_s} and measure_steps {measure_steps}, "
+            "but they must be >= 0 and >= 1"
+        )
     origin = clock()
     wall = time.monotonic()
     changes = list(trace.changes)
@@ -357,7 +391,7 @@ def run_on_ray(
     queue: list[ScavengeJob] = []
     running: list[str] = []
     profiling: dict[str, tuple[tuple[int, ...], int, float]] = {}  # order, step, phase start
-    window: dict[str, tuple[float, float, int]] = {}  # job → (busy_s, samples, nodes) at start
+    window: dict[str, _Window] = {}  # job → its measurement since the last change of count
     allocations = 0
     task_of = dict(tasks or {})
     force = False
@@ -394,13 +428,12 @@ def run_on_ray(
                 dirty = True
         for name, (order, step, _) in list(profiling.items()):
             job = executor.jobs[name]
-            if name in window and job.busy_s - window[name][0] >= measure_s:
-                begun, samples, count = window[name]
-                policy.observe(name, count, (job.samples - samples) / (job.busy_s - begun))
+            if name in window and window[name].done(job, measure_s, measure_steps):
+                policy.observe(name, window[name].nodes, window[name].rate(job))
                 if step + 1 < len(order) and policy.profile_more(name):
                     profiling[name] = (order, step + 1, t)
                     executor.apply(t, {name: tuple(sorted(job.nodes)[: order[step + 1]])})
-                    window[name] = (job.busy_s, job.samples, order[step + 1])
+                    window[name] = _Window.start(job, order[step + 1])
                 else:
                     profiling.pop(name)
                 dirty = True
@@ -423,17 +456,16 @@ def run_on_ray(
             for name in running:  # Job Monitor: the rate at the current count
                 job = executor.jobs[name]
                 if name not in profiling and name in window:
-                    begun, samples, count = window[name]
-                    if job.busy_s - begun >= measure_s and count > 0:
-                        policy.observe(name, count, (job.samples - samples) / (job.busy_s - begun))
+                    measured = window[name]
+                    if measured.done(job, measure_s, measure_steps) and measured.nodes > 0:
+                        policy.observe(name, measured.nodes, measured.rate(job))
             decision = policy.allocate(t, len(pool), views)
             allocations += 1
             current = {n: executor.jobs[n].nodes for n in running}
             used = {node for nodes in current.values() for node in nodes}
             assignment = map_to_nodes(current, decision.counts, pool - used)
             for name in executor.apply(t, assignment):
-                job = executor.jobs[name]
-                window[name] = (job.busy_s, job.samples, len(assignment[name]))
+                window[name] = _Window.start(executor.jobs[name], len(assignment[name]))
             for name, order in decision.profile.items():
                 profiling[name] = (order, 0, now())
         before = {n: executor.jobs[n].samples for n in running}

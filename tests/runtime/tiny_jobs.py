@@ -1,0 +1,19 @@
+"""Small job files shared by the runtime tests that choose and run a store."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def tiny_tune_job(name: str) -> dict[str, Any]:
+    """Two logistic-regression trials on 1,200 synthetic samples, one stage: seconds to run."""
+    return {
+        "name": name,
+        "model": "logistic-regression",
+        "dataset": {"synthetic": "higgs-like", "samples": 1200, "test_fraction": 0.2},
+        "optimizer": {"name": "sgd", "lr": 0.1},
+        "search_space": {"optimizer.lr": {"loguniform": [0.01, 0.5]}},
+        "tuning": {"trials": 2, "reduction_factor": 2, "epochs_per_stage": 1, "stages": 1},
+        "batch_size": 100,
+        "seed": 2,
+    }
