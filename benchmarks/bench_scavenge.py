@@ -178,9 +178,7 @@ def stress(args: argparse.Namespace) -> None:
         pool += len(change.added) - len(change.removed)
         sizes.append(pool)
     rng = np.random.default_rng(0)
-    times: list[float] = []
-    cpus: list[float] = []
-    statuses: dict[str, int] = {}
+    instances: list[tuple[list[AllocJob], int]] = []
     for _ in range(args.stress):
         size = int(rng.choice(sizes))
         picked = rng.choice(len(jobs), size=100, replace=False)
@@ -201,17 +199,38 @@ def stress(args: argparse.Namespace) -> None:
                     PiecewiseCurve(tuple(map(float, spec.nodes)), spec.samples_per_s),
                 )
             )
-        cpu = time.process_time()
-        result = allocate_counts(views, size, window_s=args.window, time_limit_s=args.time_limit)
-        cpus.append(time.process_time() - cpu)
-        times.append(result.solve_s)
-        statuses[result.status] = statuses.get(result.status, 0) + 1
-    t, c = np.asarray(times), np.asarray(cpus)
+        instances.append((views, size))
+    print(f"allocator alone, 100 running jobs, {args.stress} pools drawn from the trace:")
+    worth: dict[bool, list[float]] = {}
+    # Both formulations on the same instances, interleaved (the same load for both).
+    runs: dict[bool, list[tuple[float, float, str, int]]] = {False: [], True: []}
+    for views, size in instances:
+        for reduce in (False, True):
+            cpu = time.process_time()
+            result = allocate_counts(
+                views, size, window_s=args.window, time_limit_s=args.time_limit, reduce=reduce
+            )
+            runs[reduce].append(
+                (result.solve_s, time.process_time() - cpu, result.status, result.variables)
+            )
+            worth.setdefault(reduce, []).append(result.objective)
+    for reduce in (False, True):
+        t = np.asarray([r[0] for r in runs[reduce]])
+        c = np.asarray([r[1] for r in runs[reduce]])
+        statuses: dict[str, int] = {}
+        for r in runs[reduce]:
+            statuses[r[2]] = statuses.get(r[2], 0) + 1
+        label = "reduced MILP" if reduce else "full MILP"
+        print(
+            f"  {label:12} wall mean {t.mean():.3f} s, p95 {np.percentile(t, 95):.3f} s, "
+            f"max {t.max():.3f} s; CPU p95 {np.percentile(c, 95):.3f} s, max {c.max():.3f} s; "
+            f"{dict(sorted(statuses.items()))}; HiGHS binaries mean "
+            f"{np.mean([r[3] for r in runs[reduce]]):.0f}"
+        )
+    ratio = np.asarray(worth[True]) / np.maximum(np.asarray(worth[False]), 1e-12)
     print(
-        f"allocator alone, 100 running jobs, {args.stress} pools drawn from the trace: "
-        f"wall mean {t.mean():.3f} s, p95 {np.percentile(t, 95):.3f} s, max {t.max():.3f} s; "
-        f"CPU p95 {np.percentile(c, 95):.3f} s, max {c.max():.3f} s; "
-        f"{dict(sorted(statuses.items()))}"
+        f"  objective reduced / full: min {ratio.min():.4f}, mean {ratio.mean():.4f}, "
+        f"max {ratio.max():.4f}"
     )
 
 

@@ -91,8 +91,9 @@ def test_equal_splits_and_greedy_fills_in_order(tmp_path: Path) -> None:
 
 def test_freetrain_prefers_the_job_that_scales(tmp_path: Path) -> None:
     events = [(0, f"n{i}", 1) for i in range(8)] + [(3600, "z", 1)]
+    # 8 nodes on LINEAR (800/s) beat 7 + 1 (790/s): no tie for the solver to break.
     rows = [
-        job_row("FLAT", 0, s1=100, sigma=0.9, max_nodes=8, total=1e12),
+        job_row("FLAT", 0, s1=90, sigma=0.9, max_nodes=8, total=1e12),
         job_row("LINEAR", 0, s1=100, sigma=0.0, max_nodes=8, total=1e12),
     ]
     trace, jobs = _load(tmp_path, events, rows)
