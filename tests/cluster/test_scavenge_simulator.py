@@ -108,19 +108,21 @@ def test_freetrain_prefers_the_job_that_scales(tmp_path: Path) -> None:
     assert oracle.samples >= guess.samples
 
 
-@pytest.mark.parametrize("early_stop", [True, False])
+@pytest.mark.parametrize(("early_stop", "least"), [(True, 2), (True, 3), (False, 2)])
 def test_malletrain_profiles_in_inverse_order_then_uses_the_milp(
-    tmp_path: Path, early_stop: bool
+    tmp_path: Path, early_stop: bool, least: int
 ) -> None:
     events = [(0, f"n{i}", 1) for i in range(8)] + [(7200, "z", 1)]
     rows = [job_row("A", 0, s1=100, sigma=0.05, max_nodes=8, total=1e12)]
     trace, jobs = _load(tmp_path, events, rows)
     policy = make_scavenge_policy("malletrain")
     policy.early_stop = early_stop  # type: ignore[attr-defined]
+    policy.profile_points = least  # type: ignore[attr-defined]
     result = simulate_scavenge(trace, jobs, policy, ScavengeConfig(measure_s=60))
     counts = [n for _, n in result.job_history["A"]]
-    # An Amdahl curve is known after three counts: early stopping skips 1 node.
-    measured = [8, 4, 2] if early_stop else list(inverse_order(8, 1))
+    # Two counts give a valid Amdahl law: early stopping skips 2 and 1 nodes; asked for
+    # three, it checks the law at 2 nodes and skips 1.
+    measured = ([8, 4] if least == 2 else [8, 4, 2]) if early_stop else list(inverse_order(8, 1))
     assert counts[: len(measured)] == measured
     assert counts[len(measured)] == 8  # the fitted curve says 8 nodes are worth it
     assert result.profiled_jobs == 1 and result.profiling_rescales == len(measured)

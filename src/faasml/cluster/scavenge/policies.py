@@ -123,12 +123,15 @@ class MalleTrainPolicy(ScavengePolicy):
     A job with no measurement yet is profiled on its first allocation: it takes the free
     nodes and, if they are short of its max, nodes of *one* donor job (the least recently
     interrupted one, never below the donor's min), up to its max; then measures at counts
-    in inverse order, stopping early once the curve fitted to the earlier counts predicts
-    the latest within 5 % (``early_stop``). A job that cannot get its min nodes waits."""
+    in inverse order, stopping early (``early_stop``) once two counts give a valid Amdahl law
+    or, from three on, the curve fitted to the earlier counts predicts the latest within 5 %
+    (``profile_points``: the fewest counts measured, 2; 3 always checks the law on a third
+    count). A job that cannot get its min nodes waits."""
 
     name: str = "malletrain"
     monitors: dict[str, JobMonitor] = field(default_factory=dict)
     early_stop: bool = True
+    profile_points: int = 2
 
     def _monitor(self, job: str) -> JobMonitor:
         return self.monitors.setdefault(job, JobMonitor())
@@ -140,7 +143,9 @@ class MalleTrainPolicy(ScavengePolicy):
         self._monitor(job).record(nodes, samples_per_s)
 
     def profile_more(self, job: str) -> bool:
-        return not (self.early_stop and settled(self._monitor(job).points))
+        return not (
+            self.early_stop and settled(self._monitor(job).points, least=self.profile_points)
+        )
 
     def allocate(self, now: float, pool: int, views: Sequence[JobView]) -> Decision:
         fixed = {v.spec.job: v.current for v in views if v.profiling}
