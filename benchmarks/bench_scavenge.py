@@ -8,6 +8,8 @@ jobs converted from BFTrainer / FreeTrain's public log replayer. Give their path
     .venv/bin/python benchmarks/bench_scavenge.py EVENTS.csv.gz JOBS.csv [--days 7]
         [--policies freetrain,malletrain,freetrain-guess,greedy,equal] [--max-running 10]
         [--processes 3]   (allocator times are then measured under each other's load)
+        [--donors 1] [--profile-points 2]   (MalleTrain's JPA: donor jobs per profile, and
+        the fewest counts it measures; 3 checks the Amdahl law on a third count)
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from faasml.cluster.scavenge import (
     simulate_scavenge,
     step_up_order,
 )
+from faasml.cluster.scavenge.policies import MalleTrainPolicy
 from faasml.exceptions import FaasmlError
 
 
@@ -53,6 +56,9 @@ def _one_loaded(
 ) -> tuple[ScavengeResult, float]:
     started = time.perf_counter()
     policy = make_scavenge_policy(name, window_s=args.window, time_limit_s=args.time_limit)
+    if isinstance(policy, MalleTrainPolicy):
+        policy.donors = args.donors
+        policy.profile_points = args.profile_points
     return simulate_scavenge(trace, jobs, policy, config), time.perf_counter() - started
 
 
@@ -146,7 +152,7 @@ def profiling_cost(args: argparse.Namespace) -> None:
         for count in full:  # what MalleTrain's JPA measures before it settles
             early.append(count)
             points[count] = float(truth(count))
-            if settled(points):
+            if settled(points, least=args.profile_points):
                 break
         for name, order in (
             ("inverse", full),
@@ -245,6 +251,10 @@ def main() -> int:
     parser.add_argument("--checkpoint", type=float, default=60.0)
     parser.add_argument("--measure", type=float, default=60.0)
     parser.add_argument("--time-limit", type=float, default=1.0)
+    parser.add_argument("--donors", type=int, default=1, help="malletrain: donors per profile")
+    parser.add_argument(
+        "--profile-points", type=int, default=2, help="malletrain: fewest counts profiled"
+    )
     parser.add_argument("--skip-policies", action="store_true", help="JPA cost only")
     parser.add_argument(
         "--stress", type=int, default=0, help="also time the allocator alone, P = 100, N draws"

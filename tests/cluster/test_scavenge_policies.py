@@ -58,3 +58,20 @@ def test_a_job_being_profiled_keeps_its_nodes() -> None:
         0.0, 10, [JobView(_spec("A"), 3, profiling=True), JobView(_spec("B"), 0)]
     )
     assert decision.counts["A"] == 3 and decision.counts["B"] == 7
+
+
+@pytest.mark.parametrize(("donors", "want"), [(1, {"A": 1, "B": 5}), (2, {"A": 1, "B": 1})])
+def test_malletrain_takes_from_more_donors_only_when_allowed(
+    donors: int, want: dict[str, int]
+) -> None:
+    policy = make_scavenge_policy("malletrain")
+    policy.donors = donors  # type: ignore[attr-defined]
+    a, b, new = _spec("A"), _spec("B"), _spec("NEW")
+    policy.observe("A", 5, 400.0)
+    policy.observe("B", 5, 400.0)
+    # A was interrupted first (least recently): it is the first donor, B the second.
+    views = [JobView(a, 5, last_interrupt_s=1.0), JobView(b, 5, last_interrupt_s=2.0)]
+    decision = policy.allocate(0.0, 10, [*views, JobView(new, 0)])
+    assert {k: decision.counts[k] for k in ("A", "B")} == want
+    assert decision.counts["NEW"] == 10 - sum(want.values())
+    assert decision.profile["NEW"][0] == decision.counts["NEW"]

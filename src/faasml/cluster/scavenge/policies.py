@@ -121,8 +121,9 @@ class MalleTrainPolicy(ScavengePolicy):
     """The MILP on JPA-profiled, monitor-refined curves (MalleTrain §3.1.3).
 
     A job with no measurement yet is profiled on its first allocation: it takes the free
-    nodes and, if they are short of its max, nodes of *one* donor job (the least recently
-    interrupted one, never below the donor's min), up to its max; then measures at counts
+    nodes and, if they are short of its max, nodes of up to ``donors`` donor jobs (1: the
+    chapter's one job at a time; the least recently interrupted first, never below a
+    donor's min), up to its max; then measures at counts
     in inverse order, stopping early (``early_stop``) once two counts give a valid Amdahl law
     or, from three on, the curve fitted to the earlier counts predicts the latest within 5 %
     (``profile_points``: the fewest counts measured, 2; 3 always checks the law on a third
@@ -132,6 +133,7 @@ class MalleTrainPolicy(ScavengePolicy):
     monitors: dict[str, JobMonitor] = field(default_factory=dict)
     early_stop: bool = True
     profile_points: int = 2
+    donors: int = 1
 
     def _monitor(self, job: str) -> JobMonitor:
         return self.monitors.setdefault(job, JobMonitor())
@@ -161,19 +163,25 @@ class MalleTrainPolicy(ScavengePolicy):
         for view in fresh:
             spec = view.spec
             own = view.current + max(free, 0)
-            donor = donors[0] if donors and own < spec.max_nodes else None
-            spare = donor.current - donor.spec.min_nodes if donor is not None else 0
-            top = min(spec.max_nodes, own + spare)
+            # Donors in LRU order, as many as ``donors`` allows, while short of the max.
+            lent: list[tuple[JobView, int]] = []
+            short = spec.max_nodes - own
+            for donor in donors[: self.donors]:
+                if short <= 0:
+                    break
+                give = min(donor.current - donor.spec.min_nodes, short)
+                lent.append((donor, give))
+                short -= give
+            top = min(spec.max_nodes, own + sum(give for _, give in lent))
             if top < spec.min_nodes:
                 fixed[spec.job] = 0
                 free += view.current
                 continue
-            take = max(0, top - own)
-            if donor is not None and take > 0:
-                fixed[donor.spec.job] = donor.current - take
+            for donor, give in lent:
+                fixed[donor.spec.job] = donor.current - give
                 known = [v for v in known if v is not donor]
-                donors.pop(0)
-            free = own + take - top
+                donors.remove(donor)
+            free = own + sum(give for _, give in lent) - top
             profile[spec.job] = inverse_order(top, spec.min_nodes)
             fixed[spec.job] = top
         decision = self._milp(pool, [*known, *(v for v in views if v.spec.job in fixed)], fixed)
