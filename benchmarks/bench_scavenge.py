@@ -8,8 +8,9 @@ jobs converted from BFTrainer / FreeTrain's public log replayer. Give their path
     .venv/bin/python benchmarks/bench_scavenge.py EVENTS.csv.gz JOBS.csv [--days 7]
         [--policies freetrain,malletrain,freetrain-guess,greedy,equal] [--max-running 10]
         [--processes 3]   (allocator times are then measured under each other's load)
-        [--donors 1] [--profile-points 2]   (MalleTrain's JPA: donor jobs per profile, and
-        the fewest counts it measures; 3 checks the Amdahl law on a third count)
+        [--donors 1] [--profile-points 2] [--no-spare-stop]   (MalleTrain's JPA: donor jobs
+        per profile, the fewest counts it measures (3 checks the Amdahl law on a third
+        count), and whether it profiles down while the allocation leaves nodes idle)
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ def _one_loaded(
     if isinstance(policy, MalleTrainPolicy):
         policy.donors = args.donors
         policy.profile_points = args.profile_points
+        policy.stop_when_spare = not args.no_spare_stop
     return simulate_scavenge(trace, jobs, policy, config), time.perf_counter() - started
 
 
@@ -254,6 +256,9 @@ def main() -> int:
     parser.add_argument("--donors", type=int, default=1, help="malletrain: donors per profile")
     parser.add_argument(
         "--profile-points", type=int, default=2, help="malletrain: fewest counts profiled"
+    )
+    parser.add_argument(
+        "--no-spare-stop", action="store_true", help="malletrain: profile down with idle nodes"
     )
     parser.add_argument("--skip-policies", action="store_true", help="JPA cost only")
     parser.add_argument(

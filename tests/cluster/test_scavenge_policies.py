@@ -75,3 +75,18 @@ def test_malletrain_takes_from_more_donors_only_when_allowed(
     assert {k: decision.counts[k] for k in ("A", "B")} == want
     assert decision.counts["NEW"] == 10 - sum(want.values())
     assert decision.profile["NEW"][0] == decision.counts["NEW"]
+
+
+@pytest.mark.parametrize(("pool", "more"), [(16, True), (40, False)])
+def test_malletrain_stops_profiling_down_when_nodes_are_spare(pool: int, more: bool) -> None:
+    policy = make_scavenge_policy("malletrain")
+    a, new = _spec("A", high=16), _spec("NEW", high=16)
+    policy.observe("A", 16, 1000.0)
+    decision = policy.allocate(0.0, pool, [JobView(a, 0), JobView(new, 0)])
+    assert decision.profile["NEW"][0] == decision.counts["NEW"] > 0
+    policy.observe("NEW", decision.counts["NEW"], 900.0)  # the first profiled count
+    # 16 nodes: none left idle, the step down's nodes have a taker: go on profiling.
+    # 40 nodes: both jobs at their max and 8 idle: a step down would waste its nodes.
+    assert policy.profile_more("NEW") is more
+    policy.stop_when_spare = False  # type: ignore[attr-defined]
+    assert policy.profile_more("NEW") is True

@@ -108,9 +108,20 @@ def test_freetrain_prefers_the_job_that_scales(tmp_path: Path) -> None:
     assert oracle.samples >= guess.samples
 
 
-@pytest.mark.parametrize(("early_stop", "least"), [(True, 2), (True, 3), (False, 2)])
+@pytest.mark.parametrize(
+    ("early_stop", "least", "spare", "measured"),
+    [
+        # Two counts give a valid Amdahl law: early stopping skips 2 and 1 nodes.
+        (True, 2, True, [8, 4]),
+        # Asked for three, it checks the law at 2 nodes and skips 1 ...
+        (True, 3, False, [8, 4, 2]),
+        # ... unless the 4 nodes the step to 4 released found no taker (no other job).
+        (True, 3, True, [8, 4]),
+        (False, 2, True, list(inverse_order(8, 1))),
+    ],
+)
 def test_malletrain_profiles_in_inverse_order_then_uses_the_milp(
-    tmp_path: Path, early_stop: bool, least: int
+    tmp_path: Path, early_stop: bool, least: int, spare: bool, measured: list[int]
 ) -> None:
     events = [(0, f"n{i}", 1) for i in range(8)] + [(7200, "z", 1)]
     rows = [job_row("A", 0, s1=100, sigma=0.05, max_nodes=8, total=1e12)]
@@ -118,11 +129,9 @@ def test_malletrain_profiles_in_inverse_order_then_uses_the_milp(
     policy = make_scavenge_policy("malletrain")
     policy.early_stop = early_stop  # type: ignore[attr-defined]
     policy.profile_points = least  # type: ignore[attr-defined]
+    policy.stop_when_spare = spare  # type: ignore[attr-defined]
     result = simulate_scavenge(trace, jobs, policy, ScavengeConfig(measure_s=60))
     counts = [n for _, n in result.job_history["A"]]
-    # Two counts give a valid Amdahl law: early stopping skips 2 and 1 nodes; asked for
-    # three, it checks the law at 2 nodes and skips 1.
-    measured = ([8, 4] if least == 2 else [8, 4, 2]) if early_stop else list(inverse_order(8, 1))
     assert counts[: len(measured)] == measured
     assert counts[len(measured)] == 8  # the fitted curve says 8 nodes are worth it
     assert result.profiled_jobs == 1 and result.profiling_rescales == len(measured)

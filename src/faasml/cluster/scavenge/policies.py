@@ -127,13 +127,20 @@ class MalleTrainPolicy(ScavengePolicy):
     in inverse order, stopping early (``early_stop``) once two counts give a valid Amdahl law
     or, from three on, the curve fitted to the earlier counts predicts the latest within 5 %
     (``profile_points``: the fewest counts measured, 2; 3 always checks the law on a third
-    count). A job that cannot get its min nodes waits."""
+    count). With ``stop_when_spare`` profiling also stops, after its first count, whenever
+    the latest allocation left idle nodes: the nodes a step down releases would find no
+    taker (every other job is at its max or not worth a rescale), so the step costs the
+    job its throughput and a scale-up back for information the allocator does not need
+    now; the Job Monitor records the smaller counts when the allocator shrinks the job.
+    A job that cannot get its min nodes waits."""
 
     name: str = "malletrain"
     monitors: dict[str, JobMonitor] = field(default_factory=dict)
     early_stop: bool = True
     profile_points: int = 2
     donors: int = 1
+    stop_when_spare: bool = True
+    _spare: int = field(default=0, init=False, repr=False)
 
     def _monitor(self, job: str) -> JobMonitor:
         return self.monitors.setdefault(job, JobMonitor())
@@ -145,9 +152,11 @@ class MalleTrainPolicy(ScavengePolicy):
         self._monitor(job).record(nodes, samples_per_s)
 
     def profile_more(self, job: str) -> bool:
-        return not (
-            self.early_stop and settled(self._monitor(job).points, least=self.profile_points)
-        )
+        if not self.early_stop:
+            return True
+        if self.stop_when_spare and self._spare > 0 and self._monitor(job).known():
+            return False
+        return not settled(self._monitor(job).points, least=self.profile_points)
 
     def allocate(self, now: float, pool: int, views: Sequence[JobView]) -> Decision:
         fixed = {v.spec.job: v.current for v in views if v.profiling}
@@ -185,6 +194,7 @@ class MalleTrainPolicy(ScavengePolicy):
             profile[spec.job] = inverse_order(top, spec.min_nodes)
             fixed[spec.job] = top
         decision = self._milp(pool, [*known, *(v for v in views if v.spec.job in fixed)], fixed)
+        self._spare = pool - sum(decision.counts.values())
         return Decision(decision.counts, profile, decision.solve)
 
 
