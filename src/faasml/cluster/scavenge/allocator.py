@@ -18,9 +18,14 @@ job and allowed count n (a multiple-choice knapsack):
     pause included. With ``metric="efficiency"`` S_j is divided by S_j(1) (speedup: a sum of
     node-equivalents, BFTrainer's scaling-efficiency objective).
 
-Solved with ``scipy.optimize.milp`` (HiGHS) under 75 % of the time limit; when HiGHS has no
-optimal answer in time, its best solution or a feasible greedy allocation (best marginal
-value per node), whichever is worth more.
+Before HiGHS sees it, the problem is cut down by Lagrangian reduction (relax the capacity
+row with a multiplier λ: L(λ) = λ·|pool| + Σ_j max_n (v[j, n] − λ·n) bounds the optimum;
+an option whose bound when forced is no better than a feasible incumbent is dropped, a job
+left with one option is fixed): at the trace's scale most events are decided by the bound
+alone and the rest leave HiGHS a few dozen binaries instead of thousands. What is left is
+solved with ``scipy.optimize.milp`` (HiGHS) under 75 % of the time limit; when HiGHS has no
+optimal answer in time, its best solution or the incumbent (the relaxation's picks filled
+greedily, best marginal value per node), whichever is worth more.
 """
 
 from __future__ import annotations

@@ -107,6 +107,9 @@ class JobMonitor:
     the latest record at a count wins. ``curve()`` is the JPA's fit of them."""
 
     points: dict[int, float] = field(default_factory=dict)
+    _fitted: tuple[tuple[tuple[int, float], ...], FittedCurve] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def record(self, nodes: int, samples_per_s: float) -> None:
         if nodes > 0 and samples_per_s > 0:
@@ -116,4 +119,9 @@ class JobMonitor:
         return bool(self.points)
 
     def curve(self) -> FittedCurve:
-        return fit_curve(self.points)
+        """The fit of the records, refitted only when they changed (the allocator asks for
+        every running job's curve at every event)."""
+        key = tuple(sorted(self.points.items()))
+        if self._fitted is None or self._fitted[0] != key:
+            self._fitted = (key, fit_curve(self.points))
+        return self._fitted[1]
