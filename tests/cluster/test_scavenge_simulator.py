@@ -9,7 +9,9 @@ import pytest
 
 from faasml.cluster.scavenge import (
     ScavengeConfig,
+    ScavengeJob,
     ScavengeResult,
+    SimExecutor,
     inverse_order,
     load_idle_trace,
     load_jobs,
@@ -145,3 +147,17 @@ def test_bad_settings_are_config_errors() -> None:
         ScavengeConfig(checkpoint_s=-1)
     with pytest.raises(ConfigError, match="unknown scavenge policy 'nope'"):
         make_scavenge_policy("nope")
+
+
+def test_a_node_moved_between_jobs_in_one_step_is_preempted_from_its_new_job() -> None:
+    def spec(name: str) -> ScavengeJob:
+        return ScavengeJob(name, "m", 0.0, 1, 4, 10.0, 5.0, 1e9, (1, 4), (100.0, 400.0))
+
+    executor = SimExecutor()
+    executor.add(spec("X"))
+    executor.add(spec("Y"))
+    executor.apply(0.0, {"X": ("a", "b"), "Y": ("c",)})
+    # b moves from X to Y; Y is named first, so X's release must not drop Y's claim.
+    executor.apply(100.0, {"Y": ("b", "c"), "X": ("a",)})
+    assert executor.preempt(200.0, ["b"]) == ["Y"]
+    assert executor.jobs["Y"].nodes == ("c",) and executor.jobs["X"].nodes == ("a",)
