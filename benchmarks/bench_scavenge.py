@@ -8,6 +8,9 @@ jobs converted from BFTrainer / FreeTrain's public log replayer. Give their path
     .venv/bin/python benchmarks/bench_scavenge.py EVENTS.csv.gz JOBS.csv [--days 7]
         [--policies freetrain,malletrain,freetrain-guess,greedy,equal] [--max-running 10]
         [--processes 3]   (allocator times are then measured under each other's load)
+        [--donors 1] [--profile-points 2] [--no-spare-stop]   (MalleTrain's JPA: donor jobs
+        per profile, the fewest counts it measures (3 checks the Amdahl law on a third
+        count), and whether it profiles down while the allocation leaves nodes idle)
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from faasml.cluster.scavenge import (
     simulate_scavenge,
     step_up_order,
 )
+from faasml.cluster.scavenge.policies import MalleTrainPolicy
 from faasml.exceptions import FaasmlError
 
 
@@ -53,6 +57,10 @@ def _one_loaded(
 ) -> tuple[ScavengeResult, float]:
     started = time.perf_counter()
     policy = make_scavenge_policy(name, window_s=args.window, time_limit_s=args.time_limit)
+    if isinstance(policy, MalleTrainPolicy):
+        policy.donors = args.donors
+        policy.profile_points = args.profile_points
+        policy.stop_when_spare = not args.no_spare_stop
     return simulate_scavenge(trace, jobs, policy, config), time.perf_counter() - started
 
 
@@ -146,7 +154,7 @@ def profiling_cost(args: argparse.Namespace) -> None:
         for count in full:  # what MalleTrain's JPA measures before it settles
             early.append(count)
             points[count] = float(truth(count))
-            if settled(points):
+            if settled(points, least=args.profile_points):
                 break
         for name, order in (
             ("inverse", full),
@@ -178,9 +186,7 @@ def stress(args: argparse.Namespace) -> None:
         pool += len(change.added) - len(change.removed)
         sizes.append(pool)
     rng = np.random.default_rng(0)
-    times: list[float] = []
-    cpus: list[float] = []
-    statuses: dict[str, int] = {}
+    instances: list[tuple[list[AllocJob], int]] = []
     for _ in range(args.stress):
         size = int(rng.choice(sizes))
         picked = rng.choice(len(jobs), size=100, replace=False)
@@ -201,17 +207,38 @@ def stress(args: argparse.Namespace) -> None:
                     PiecewiseCurve(tuple(map(float, spec.nodes)), spec.samples_per_s),
                 )
             )
-        cpu = time.process_time()
-        result = allocate_counts(views, size, window_s=args.window, time_limit_s=args.time_limit)
-        cpus.append(time.process_time() - cpu)
-        times.append(result.solve_s)
-        statuses[result.status] = statuses.get(result.status, 0) + 1
-    t, c = np.asarray(times), np.asarray(cpus)
+        instances.append((views, size))
+    print(f"allocator alone, 100 running jobs, {args.stress} pools drawn from the trace:")
+    worth: dict[bool, list[float]] = {}
+    # Both formulations on the same instances, interleaved (the same load for both).
+    runs: dict[bool, list[tuple[float, float, str, int]]] = {False: [], True: []}
+    for views, size in instances:
+        for reduce in (False, True):
+            cpu = time.process_time()
+            result = allocate_counts(
+                views, size, window_s=args.window, time_limit_s=args.time_limit, reduce=reduce
+            )
+            runs[reduce].append(
+                (result.solve_s, time.process_time() - cpu, result.status, result.variables)
+            )
+            worth.setdefault(reduce, []).append(result.objective)
+    for reduce in (False, True):
+        t = np.asarray([r[0] for r in runs[reduce]])
+        c = np.asarray([r[1] for r in runs[reduce]])
+        statuses: dict[str, int] = {}
+        for r in runs[reduce]:
+            statuses[r[2]] = statuses.get(r[2], 0) + 1
+        label = "reduced MILP" if reduce else "full MILP"
+        print(
+            f"  {label:12} wall mean {t.mean():.3f} s, p95 {np.percentile(t, 95):.3f} s, "
+            f"max {t.max():.3f} s; CPU p95 {np.percentile(c, 95):.3f} s, max {c.max():.3f} s; "
+            f"{dict(sorted(statuses.items()))}; HiGHS binaries mean "
+            f"{np.mean([r[3] for r in runs[reduce]]):.0f}"
+        )
+    ratio = np.asarray(worth[True]) / np.maximum(np.asarray(worth[False]), 1e-12)
     print(
-        f"allocator alone, 100 running jobs, {args.stress} pools drawn from the trace: "
-        f"wall mean {t.mean():.3f} s, p95 {np.percentile(t, 95):.3f} s, max {t.max():.3f} s; "
-        f"CPU p95 {np.percentile(c, 95):.3f} s, max {c.max():.3f} s; "
-        f"{dict(sorted(statuses.items()))}"
+        f"  objective reduced / full: min {ratio.min():.4f}, mean {ratio.mean():.4f}, "
+        f"max {ratio.max():.4f}"
     )
 
 
@@ -226,6 +253,13 @@ def main() -> int:
     parser.add_argument("--checkpoint", type=float, default=60.0)
     parser.add_argument("--measure", type=float, default=60.0)
     parser.add_argument("--time-limit", type=float, default=1.0)
+    parser.add_argument("--donors", type=int, default=1, help="malletrain: donors per profile")
+    parser.add_argument(
+        "--profile-points", type=int, default=2, help="malletrain: fewest counts profiled"
+    )
+    parser.add_argument(
+        "--no-spare-stop", action="store_true", help="malletrain: profile down with idle nodes"
+    )
     parser.add_argument("--skip-policies", action="store_true", help="JPA cost only")
     parser.add_argument(
         "--stress", type=int, default=0, help="also time the allocator alone, P = 100, N draws"

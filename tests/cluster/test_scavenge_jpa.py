@@ -64,7 +64,13 @@ def test_fit_flattens_noisy_dips_and_needs_a_point() -> None:
 def test_profiling_settles_when_the_fit_predicts_the_next_count() -> None:
     amdahl = {n: 100 * n / (1 + 0.1 * (n - 1)) for n in (64, 32, 16)}
     assert settled(amdahl)
-    assert not settled({64: amdahl[64], 32: amdahl[32]})  # two points: go on
+    assert not settled({64: amdahl[64]})  # one point: go on
+    # Two points determine a valid Amdahl law: stop, unless three are asked for.
+    assert settled({64: amdahl[64], 32: amdahl[32]})
+    assert not settled({64: amdahl[64], 32: amdahl[32]}, least=3)
+    # Two points no Amdahl law fits: superlinear, or slower on more nodes: go on.
+    assert not settled({64: 7000.0, 32: 3000.0})
+    assert not settled({64: 2800.0, 32: 2900.0})
     odd = {64: 3000.0, 32: 2900.0, 16: 800.0}  # a knee the first two did not show
     assert not settled(odd)
 

@@ -58,3 +58,35 @@ def test_a_job_being_profiled_keeps_its_nodes() -> None:
         0.0, 10, [JobView(_spec("A"), 3, profiling=True), JobView(_spec("B"), 0)]
     )
     assert decision.counts["A"] == 3 and decision.counts["B"] == 7
+
+
+@pytest.mark.parametrize(("donors", "want"), [(1, {"A": 1, "B": 5}), (2, {"A": 1, "B": 1})])
+def test_malletrain_takes_from_more_donors_only_when_allowed(
+    donors: int, want: dict[str, int]
+) -> None:
+    policy = make_scavenge_policy("malletrain")
+    policy.donors = donors  # type: ignore[attr-defined]
+    a, b, new = _spec("A"), _spec("B"), _spec("NEW")
+    policy.observe("A", 5, 400.0)
+    policy.observe("B", 5, 400.0)
+    # A was interrupted first (least recently): it is the first donor, B the second.
+    views = [JobView(a, 5, last_interrupt_s=1.0), JobView(b, 5, last_interrupt_s=2.0)]
+    decision = policy.allocate(0.0, 10, [*views, JobView(new, 0)])
+    assert {k: decision.counts[k] for k in ("A", "B")} == want
+    assert decision.counts["NEW"] == 10 - sum(want.values())
+    assert decision.profile["NEW"][0] == decision.counts["NEW"]
+
+
+@pytest.mark.parametrize(("pool", "more"), [(16, True), (40, False)])
+def test_malletrain_stops_profiling_down_when_nodes_are_spare(pool: int, more: bool) -> None:
+    policy = make_scavenge_policy("malletrain")
+    a, new = _spec("A", high=16), _spec("NEW", high=16)
+    policy.observe("A", 16, 1000.0)
+    decision = policy.allocate(0.0, pool, [JobView(a, 0), JobView(new, 0)])
+    assert decision.profile["NEW"][0] == decision.counts["NEW"] > 0
+    policy.observe("NEW", decision.counts["NEW"], 900.0)  # the first profiled count
+    # 16 nodes: none left idle, the step down's nodes have a taker: go on profiling.
+    # 40 nodes: both jobs at their max and 8 idle: a step down would waste its nodes.
+    assert policy.profile_more("NEW") is more
+    policy.stop_when_spare = False  # type: ignore[attr-defined]
+    assert policy.profile_more("NEW") is True

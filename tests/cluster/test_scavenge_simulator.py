@@ -9,7 +9,9 @@ import pytest
 
 from faasml.cluster.scavenge import (
     ScavengeConfig,
+    ScavengeJob,
     ScavengeResult,
+    SimExecutor,
     inverse_order,
     load_idle_trace,
     load_jobs,
@@ -91,8 +93,9 @@ def test_equal_splits_and_greedy_fills_in_order(tmp_path: Path) -> None:
 
 def test_freetrain_prefers_the_job_that_scales(tmp_path: Path) -> None:
     events = [(0, f"n{i}", 1) for i in range(8)] + [(3600, "z", 1)]
+    # 8 nodes on LINEAR (800/s) beat 7 + 1 (790/s): no tie for the solver to break.
     rows = [
-        job_row("FLAT", 0, s1=100, sigma=0.9, max_nodes=8, total=1e12),
+        job_row("FLAT", 0, s1=90, sigma=0.9, max_nodes=8, total=1e12),
         job_row("LINEAR", 0, s1=100, sigma=0.0, max_nodes=8, total=1e12),
     ]
     trace, jobs = _load(tmp_path, events, rows)
@@ -107,19 +110,30 @@ def test_freetrain_prefers_the_job_that_scales(tmp_path: Path) -> None:
     assert oracle.samples >= guess.samples
 
 
-@pytest.mark.parametrize("early_stop", [True, False])
+@pytest.mark.parametrize(
+    ("early_stop", "least", "spare", "measured"),
+    [
+        # Two counts give a valid Amdahl law: early stopping skips 2 and 1 nodes.
+        (True, 2, True, [8, 4]),
+        # Asked for three, it checks the law at 2 nodes and skips 1 ...
+        (True, 3, False, [8, 4, 2]),
+        # ... unless the 4 nodes the step to 4 released found no taker (no other job).
+        (True, 3, True, [8, 4]),
+        (False, 2, True, list(inverse_order(8, 1))),
+    ],
+)
 def test_malletrain_profiles_in_inverse_order_then_uses_the_milp(
-    tmp_path: Path, early_stop: bool
+    tmp_path: Path, early_stop: bool, least: int, spare: bool, measured: list[int]
 ) -> None:
     events = [(0, f"n{i}", 1) for i in range(8)] + [(7200, "z", 1)]
     rows = [job_row("A", 0, s1=100, sigma=0.05, max_nodes=8, total=1e12)]
     trace, jobs = _load(tmp_path, events, rows)
     policy = make_scavenge_policy("malletrain")
     policy.early_stop = early_stop  # type: ignore[attr-defined]
+    policy.profile_points = least  # type: ignore[attr-defined]
+    policy.stop_when_spare = spare  # type: ignore[attr-defined]
     result = simulate_scavenge(trace, jobs, policy, ScavengeConfig(measure_s=60))
     counts = [n for _, n in result.job_history["A"]]
-    # An Amdahl curve is known after three counts: early stopping skips 1 node.
-    measured = [8, 4, 2] if early_stop else list(inverse_order(8, 1))
     assert counts[: len(measured)] == measured
     assert counts[len(measured)] == 8  # the fitted curve says 8 nodes are worth it
     assert result.profiled_jobs == 1 and result.profiling_rescales == len(measured)
@@ -133,3 +147,17 @@ def test_bad_settings_are_config_errors() -> None:
         ScavengeConfig(checkpoint_s=-1)
     with pytest.raises(ConfigError, match="unknown scavenge policy 'nope'"):
         make_scavenge_policy("nope")
+
+
+def test_a_node_moved_between_jobs_in_one_step_is_preempted_from_its_new_job() -> None:
+    def spec(name: str) -> ScavengeJob:
+        return ScavengeJob(name, "m", 0.0, 1, 4, 10.0, 5.0, 1e9, (1, 4), (100.0, 400.0))
+
+    executor = SimExecutor()
+    executor.add(spec("X"))
+    executor.add(spec("Y"))
+    executor.apply(0.0, {"X": ("a", "b"), "Y": ("c",)})
+    # b moves from X to Y; Y is named first, so X's release must not drop Y's claim.
+    executor.apply(100.0, {"Y": ("b", "c"), "X": ("a",)})
+    assert executor.preempt(200.0, ["b"]) == ["Y"]
+    assert executor.jobs["Y"].nodes == ("c",) and executor.jobs["X"].nodes == ("a",)

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -89,18 +90,22 @@ class FittedCurve(Curve):
     def _amdahl(self, x: FloatArray) -> FloatArray:
         return self.s1 * x / (1.0 + self.sigma * (x - 1.0))
 
-    def __call__(self, counts: npt.ArrayLike) -> FloatArray:
-        x = np.asarray(counts, dtype=np.float64)
+    @functools.cached_property
+    def _parts(self) -> tuple[FloatArray, FloatArray, PchipInterpolator | None, float, float]:
+        """Built once per curve: the points, the interpolator, Amdahl at both ends."""
         ns = np.asarray([float(n) for n, _ in self.points])
         ss = np.asarray([s for _, s in self.points])
+        pchip = PchipInterpolator(ns, ss) if len(ns) >= 2 else None
+        amdahl_low = max(float(self._amdahl(np.array(ns[0]))), 1e-12)
+        amdahl_top = max(float(self._amdahl(np.array(ns[-1]))), 1e-12)
+        return ns, ss, pchip, amdahl_low, amdahl_top
+
+    def __call__(self, counts: npt.ArrayLike) -> FloatArray:
+        x = np.asarray(counts, dtype=np.float64)
+        ns, ss, pchip, amdahl_low, amdahl_top = self._parts
         low, top = ns[0], ns[-1]
-        if len(ns) >= 2:
-            inside = PchipInterpolator(ns, ss)(np.clip(x, low, top))
-        else:
-            inside = np.full_like(x, ss[0])
+        inside = pchip(np.clip(x, low, top)) if pchip is not None else np.full_like(x, ss[0])
         # Outside the measured counts: Amdahl's shape, anchored at the nearest measured point.
-        amdahl_low = max(float(self._amdahl(np.array(low))), 1e-12)
-        amdahl_top = max(float(self._amdahl(np.array(top))), 1e-12)
         below = ss[0] * self._amdahl(np.maximum(x, 1e-9)) / amdahl_low
         beyond = ss[-1] * self._amdahl(np.maximum(x, top)) / amdahl_top
         out = np.where(x < low, below, np.where(x <= top, inside, beyond))

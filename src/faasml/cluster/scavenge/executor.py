@@ -108,7 +108,10 @@ class SimExecutor:
             added = bool(set(nodes) - set(old))
             pause = 0.0 if not nodes else job.spec.scale_up_s if added else job.spec.scale_down_s
             for node in job.nodes:
-                self._owner.pop(node, None)
+                # Only if still this job's: a node moving to a job named earlier in this
+                # same assignment is already that job's.
+                if self._owner.get(node) == name:
+                    del self._owner[node]
             for node in nodes:
                 self._owner[node] = name
             if set(nodes) != set(old):

@@ -77,13 +77,25 @@ def schedule_cost(
     return ProfilingCost(ups, downs, paused, duration, node_s)
 
 
-def settled(points: dict[int, float], tolerance: float = 0.05) -> bool:
-    """Whether profiling may stop early: with three or more measurements, the curve fitted
-    to all but the latest predicts the latest within ``tolerance`` (the curve is known; the
-    smaller counts left would cost time at few nodes and tell little)."""
-    if len(points) < 3:
+def settled(points: dict[int, float], tolerance: float = 0.05, least: int = 2) -> bool:
+    """Whether profiling may stop early (it needs ``least`` measurements at the least).
+
+    Amdahl's law S(n) = S(1)·n/(1 + σ(n − 1)) has two parameters, so two measurements
+    determine it: with two, stop if the law through them is a valid one (0 ≤ σ ≤ 1: more
+    nodes are faster, but not superlinearly); with three or more, stop if the curve fitted
+    to all but the latest predicts the latest within ``tolerance``. A stop saves the smaller
+    counts, which cost time at few nodes (the nodes released find no taker when the other
+    jobs are at their max, and the job pays a scale-up back); the Job Monitor goes on
+    refining the curve from the counts the job runs at later."""
+    if len(points) < max(least, 2):
         return False
     latest = min(points)  # inverse order: the latest measurement is the smallest count
+    if len(points) == 2:
+        (small, s_small), (big, s_big) = sorted(points.items())
+        # n/S(n) = (1 − σ)/S(1) + σ·n/S(1): a line in n; 0 ≤ σ ≤ 1 iff slope, intercept ≥ 0.
+        slope = (big / s_big - small / s_small) / (big - small)
+        intercept = small / s_small - slope * small
+        return slope >= 0 and intercept >= 0
     rest = {n: s for n, s in points.items() if n != latest}
     predicted = float(fit_curve(rest).amdahl(latest))
     return abs(predicted - points[latest]) <= tolerance * points[latest]
@@ -95,6 +107,9 @@ class JobMonitor:
     the latest record at a count wins. ``curve()`` is the JPA's fit of them."""
 
     points: dict[int, float] = field(default_factory=dict)
+    _fitted: tuple[tuple[tuple[int, float], ...], FittedCurve] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def record(self, nodes: int, samples_per_s: float) -> None:
         if nodes > 0 and samples_per_s > 0:
@@ -104,4 +119,9 @@ class JobMonitor:
         return bool(self.points)
 
     def curve(self) -> FittedCurve:
-        return fit_curve(self.points)
+        """The fit of the records, refitted only when they changed (the allocator asks for
+        every running job's curve at every event)."""
+        key = tuple(sorted(self.points.items()))
+        if self._fitted is None or self._fitted[0] != key:
+            self._fitted = (key, fit_curve(self.points))
+        return self._fitted[1]

@@ -121,14 +121,26 @@ class MalleTrainPolicy(ScavengePolicy):
     """The MILP on JPA-profiled, monitor-refined curves (MalleTrain §3.1.3).
 
     A job with no measurement yet is profiled on its first allocation: it takes the free
-    nodes and, if they are short of its max, nodes of *one* donor job (the least recently
-    interrupted one, never below the donor's min), up to its max; then measures at counts
-    in inverse order, stopping early once the curve fitted to the earlier counts predicts
-    the latest within 5 % (``early_stop``). A job that cannot get its min nodes waits."""
+    nodes and, if they are short of its max, nodes of up to ``donors`` donor jobs (1: the
+    chapter's one job at a time; the least recently interrupted first, never below a
+    donor's min), up to its max; then measures at counts
+    in inverse order, stopping early (``early_stop``) once two counts give a valid Amdahl law
+    or, from three on, the curve fitted to the earlier counts predicts the latest within 5 %
+    (``profile_points``: the fewest counts measured, 2; 3 always checks the law on a third
+    count). With ``stop_when_spare`` profiling also stops, after its first count, whenever
+    the latest allocation left idle nodes: the nodes a step down releases would find no
+    taker (every other job is at its max or not worth a rescale), so the step costs the
+    job its throughput and a scale-up back for information the allocator does not need
+    now; the Job Monitor records the smaller counts when the allocator shrinks the job.
+    A job that cannot get its min nodes waits."""
 
     name: str = "malletrain"
     monitors: dict[str, JobMonitor] = field(default_factory=dict)
     early_stop: bool = True
+    profile_points: int = 2
+    donors: int = 1
+    stop_when_spare: bool = True
+    _spare: int = field(default=0, init=False, repr=False)
 
     def _monitor(self, job: str) -> JobMonitor:
         return self.monitors.setdefault(job, JobMonitor())
@@ -140,7 +152,11 @@ class MalleTrainPolicy(ScavengePolicy):
         self._monitor(job).record(nodes, samples_per_s)
 
     def profile_more(self, job: str) -> bool:
-        return not (self.early_stop and settled(self._monitor(job).points))
+        if not self.early_stop:
+            return True
+        if self.stop_when_spare and self._spare > 0 and self._monitor(job).known():
+            return False
+        return not settled(self._monitor(job).points, least=self.profile_points)
 
     def allocate(self, now: float, pool: int, views: Sequence[JobView]) -> Decision:
         fixed = {v.spec.job: v.current for v in views if v.profiling}
@@ -156,22 +172,29 @@ class MalleTrainPolicy(ScavengePolicy):
         for view in fresh:
             spec = view.spec
             own = view.current + max(free, 0)
-            donor = donors[0] if donors and own < spec.max_nodes else None
-            spare = donor.current - donor.spec.min_nodes if donor is not None else 0
-            top = min(spec.max_nodes, own + spare)
+            # Donors in LRU order, as many as ``donors`` allows, while short of the max.
+            lent: list[tuple[JobView, int]] = []
+            short = spec.max_nodes - own
+            for donor in donors[: self.donors]:
+                if short <= 0:
+                    break
+                give = min(donor.current - donor.spec.min_nodes, short)
+                lent.append((donor, give))
+                short -= give
+            top = min(spec.max_nodes, own + sum(give for _, give in lent))
             if top < spec.min_nodes:
                 fixed[spec.job] = 0
                 free += view.current
                 continue
-            take = max(0, top - own)
-            if donor is not None and take > 0:
-                fixed[donor.spec.job] = donor.current - take
+            for donor, give in lent:
+                fixed[donor.spec.job] = donor.current - give
                 known = [v for v in known if v is not donor]
-                donors.pop(0)
-            free = own + take - top
+                donors.remove(donor)
+            free = own + sum(give for _, give in lent) - top
             profile[spec.job] = inverse_order(top, spec.min_nodes)
             fixed[spec.job] = top
         decision = self._milp(pool, [*known, *(v for v in views if v.spec.job in fixed)], fixed)
+        self._spare = pool - sum(decision.counts.values())
         return Decision(decision.counts, profile, decision.solve)
 
 
