@@ -121,6 +121,8 @@ class BaseRun:
     """What tuning and training share: data, platform, stores, meter, coordinator, record."""
 
     kind = ""
+    plan_contention = True
+    """Plans priced with the contention the probe measured (False: ``planner_catalog``)."""
 
     def __init__(
         self,
@@ -276,6 +278,14 @@ class BaseRun:
             fill = int(self.plan_catalog.platform.max_concurrent(largest))
             warm[largest] = max(1, min(MAX_GROUP, fill))
         return warm
+
+    def planner_catalog(self) -> Catalog:
+        """What the planners price with: ``plan_catalog``, or (``plan_contention`` off, as the
+        benchmark compares) the same as if every function had its share of the machine."""
+        if self.plan_contention:
+            return self.plan_catalog
+        platform = dataclasses.replace(self.plan_catalog.platform, delivered_vcpus=None)
+        return dataclasses.replace(self.plan_catalog, platform=platform)
 
     def planning_constraint(self) -> Constraint:
         """The constraint less what measuring the job took (money, and time when measured now)."""

@@ -69,7 +69,7 @@ class TuneRun(BaseRun):
             tuning.trials, tuning.reduction_factor, tuning.stages, tuning.epochs_per_stage
         )
         plan = plan_tuning(
-            self.workload, self.plan_catalog, self.planning_constraint(), sha, planner
+            self.workload, self.planner_catalog(), self.planning_constraint(), sha, planner
         )
         stages = [_stage_dict(s) for s in plan.stages]
         # The planner prices each stage's cold start; a stage on the memory size of the one
@@ -207,7 +207,7 @@ class TuneRun(BaseRun):
         try:
             plan = plan_tuning(
                 self.workload,
-                self.plan_catalog,
+                self.planner_catalog(),
                 Constraint(budget, deadline, c.objective),
                 job,
                 self.state["plan"]["planner"],

@@ -12,9 +12,23 @@ s(θ) is the platform's cold start at θ's memory (platform.cold_start_time). Th
 starts min(q_i, k) · n functions cold; later waves reuse those warm instances (a FaaS platform
 keeps a finished function warm for the next invocation of the same size), so a stage pays the
 cold start once. A plan's time is
-Σ T_i and its cost Σ C_i. Each stage's options are the Pareto front of (T_i, C_i); the
-candidates come from the allocation space Θ pruned in a way that keeps every stage's and
-every static plan's optimum (``tuning_candidates``).
+Σ T_i and its cost Σ C_i.
+
+On a bounded, shared platform (the local machine) a wave of j trials, whose functions demand
+j · n · vCPUs(m) together, runs κ_j = max(1, demand / vCPUs delivered) times slower
+(``FunctionPlatform.contention``, the delivered vCPUs an input the job probe measured): its
+epochs and its cold start take κ_j times as long and its functions bill κ_j times as much
+(requests and storage do not), so with the last wave's ℓ = q_i − (w_i − 1)·k trials
+
+    T_i(θ) = κ_f · s(θ) + r_i · t'(θ) · ((w_i − 1) · κ_k + κ_ℓ)
+    C_i(θ) = r_i · (c'_f(θ) · ((w_i − 1) · k · κ_k + ℓ · κ_ℓ) + q_i · c'_r(θ)) + f · κ_f · u(θ)
+
+with f = min(q_i, k) trials in the first wave, c'_f the functions' part of c' and c'_r the
+rest. On a public FaaS every κ is 1 and these are eqs. 7–8.
+
+Each stage's options are the Pareto front of (T_i, C_i); the candidates come from the
+allocation space Θ pruned in a way that keeps every stage's and every static plan's optimum
+(``tuning_candidates``).
 """
 
 from __future__ import annotations
@@ -24,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from faasml.catalog import Catalog
+from faasml.catalog import Catalog, FunctionPlatform
 from faasml.models.space import AllocationTable
 from faasml.planners.pareto import pareto_indices
 from faasml.planners.tuning._job import TuningJob
@@ -38,6 +52,12 @@ def trials_per_wave(table: AllocationTable, catalog: Catalog) -> IntArray:
     """k(θ) = ⌊max_concurrent(m) / n⌋: trials of n functions the platform runs at once."""
     limit = catalog.platform.max_concurrent(table.memory_mb)
     return np.maximum(1, limit // np.maximum(table.n, 1)).astype(np.int64)
+
+
+def trial_vcpus(table: AllocationTable, catalog: Catalog) -> Array:
+    """n · vCPUs(m): what one trial of each row demands of the machine while it runs."""
+    result: Array = table.n * catalog.platform.vcpus(table.memory_mb)
+    return result
 
 
 def tuning_candidates(table: AllocationTable, catalog: Catalog, job: TuningJob) -> AllocationTable:
@@ -54,11 +74,19 @@ def tuning_candidates(table: AllocationTable, catalog: Catalog, job: TuningJob) 
     k = trials_per_wave(table, catalog)
     q = np.asarray(job.trial_counts, dtype=float)
     r = np.asarray(job.epochs, dtype=float)
-    order = np.argsort(k, kind="stable")
+    # A row whose first wave of some stage is slowed by contention does not follow the forms
+    # above (its slowdown is its own): such rows are all kept, the others pruned as before.
+    keep = np.zeros(len(table), dtype=bool)
+    demand = trial_vcpus(table, catalog)
+    for trials in job.trial_counts:
+        keep |= catalog.platform.contentions(np.minimum(trials, k) * demand) > 1.0
+    free = np.flatnonzero(~keep)
+    order = free[np.argsort(k[free], kind="stable")]
     bounds = np.flatnonzero(np.diff(k[order])) + 1
     epoch_time, epoch_cost = table.time_s, table.cost_usd
-    keep = np.zeros(len(table), dtype=bool)
     for group in np.split(order, bounds):
+        if len(group) == 0:
+            continue
         waves = np.ceil(q / k[group[0]])
         cold = np.minimum(q, k[group[0]])
         pairs = {
@@ -103,6 +131,10 @@ class TuningProblem:
     stages: tuple[StageOptions, ...]
     pool_plans: tuple[tuple[int, ...], ...] = ()
     """Plans of the cluster-style baseline (one candidate row per stage), when evaluated."""
+    platform: FunctionPlatform | None = None
+    """The platform whose ``contention`` slows crowded waves (None: no contention)."""
+    trial_vcpus: Array | None = None
+    """n · vCPUs(m) of each candidate row (with ``platform``)."""
 
     @property
     def trial_counts(self) -> tuple[int, ...]:
@@ -118,8 +150,24 @@ class TuningProblem:
         q, r = self.stages[stage].trials, self.stages[stage].epochs
         waves = -(-q // self.trials_per_wave[rows])
         k = self.trials_per_wave[rows]
-        time = self.table.startup_s[rows] + waves * r * self.table.time_s[rows]
-        cost = q * r * self.table.cost_usd[rows] + np.minimum(q, k) * self.table.startup_usd[rows]
+        table = self.table
+        first = np.minimum(q, k)
+        slow_first = np.ones(first.shape)  # κ_f, which is κ_k when w > 1
+        if self.platform is not None and self.trial_vcpus is not None:
+            slow_first = self.platform.contentions(first * self.trial_vcpus[rows])
+        if not (slow_first > 1.0).any():  # eqs. 7-8 as they are (κ_ℓ <= κ_f)
+            time = table.startup_s[rows] + waves * r * table.time_s[rows]
+            cost = q * r * table.cost_usd[rows] + first * table.startup_usd[rows]
+            return time, cost, waves.astype(np.int64)
+        assert self.platform is not None and self.trial_vcpus is not None
+        last = q - (waves - 1) * k
+        slow_last = self.platform.contentions(last * self.trial_vcpus[rows])
+        time = slow_first * table.startup_s[rows] + r * table.time_s[rows] * (
+            (waves - 1) * slow_first + slow_last
+        )
+        rest = table.invocation_usd[rows] + table.storage_usd[rows]
+        function_usd = table.function_usd[rows] * ((waves - 1) * k * slow_first + last * slow_last)
+        cost = r * (function_usd + q * rest) + first * slow_first * table.startup_usd[rows]
         return time, cost, waves.astype(np.int64)
 
     def static_totals(self) -> tuple[Array, Array]:
@@ -157,10 +205,13 @@ def build_problem(
         candidates = AllocationTable.concatenate([candidates, pools[0]], candidates.options)
         plans = tuple(tuple(offset + row for row in plan) for plan in pools[1])
     k = trials_per_wave(candidates, catalog)
+    demand = trial_vcpus(candidates, catalog)
     shell = TuningProblem(
         constraint=constraint,
         table=candidates,
         trials_per_wave=k,
+        platform=catalog.platform,
+        trial_vcpus=demand,
         stages=tuple(
             StageOptions(
                 q, r, np.zeros(0, np.int64), np.zeros(0), np.zeros(0), np.zeros(0, np.int64)
@@ -180,4 +231,6 @@ def build_problem(
         trials_per_wave=k,
         stages=tuple(stages),
         pool_plans=plans,
+        platform=catalog.platform,
+        trial_vcpus=demand,
     )
