@@ -253,9 +253,23 @@ def stage_estimates(
         trials, epochs = stage["trials"], stage["epochs"]
         ready = pool.get(allocation.memory_mb, 0)
         out.append(stage_estimate(workload, catalog, allocation, trials, epochs, ready))
-        left = warm_after(catalog, workload, allocation, trials)
-        pool[allocation.memory_mb] = max(ready, left)
+        pool = warm_pool(workload, catalog, [stage], pool)
     return out
+
+
+def warm_pool(
+    workload: Workload,
+    catalog: Catalog,
+    stages: list[dict[str, Any]],
+    warm: Mapping[int, int] | None = None,
+) -> dict[int, int]:
+    """Memory MB -> functions warm after ``stages`` ran in turn, from ``warm`` before them."""
+    pool = dict(warm or {})
+    for stage in stages:
+        allocation = Allocation(**stage["allocation"])
+        left = warm_after(catalog, workload, allocation, stage["trials"])
+        pool[allocation.memory_mb] = max(pool.get(allocation.memory_mb, 0), left)
+    return pool
 
 
 def moved(before: tuple[float, float], after: tuple[float, float], delta: float) -> bool:

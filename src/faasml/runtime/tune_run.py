@@ -21,6 +21,7 @@ from faasml.runtime.calibration import (
     moved,
     stage_estimates,
     warm_after,
+    warm_pool,
 )
 from faasml.runtime.coordinator import Coordinator, TrialState
 from faasml.runtime.run_base import BaseRun
@@ -69,7 +70,12 @@ class TuneRun(BaseRun):
             tuning.trials, tuning.reduction_factor, tuning.stages, tuning.epochs_per_stage
         )
         plan = plan_tuning(
-            self.workload, self.planner_catalog(), self.planning_constraint(), sha, planner
+            self.workload,
+            self.planner_catalog(),
+            self.planning_constraint(),
+            sha,
+            planner,
+            warm=self._probe_warm(),
         )
         stages = [_stage_dict(s) for s in plan.stages]
         # The planner prices each stage's cold start; a stage on the memory size of the one
@@ -204,6 +210,9 @@ class TuneRun(BaseRun):
             self.event("nothing of the constraint is left to re-plan with; the plan stands")
             return
         job = Stages(tuple(s["trials"] for s in rest), tuple(s["epochs"] for s in rest))
+        # The stages run so far left their functions warm: the first stage re-planned may
+        # start on them without a cold start (the planner knows it).
+        warm = warm_pool(self.workload, self.plan_catalog, stages[:start], self._probe_warm())
         try:
             plan = plan_tuning(
                 self.workload,
@@ -211,6 +220,7 @@ class TuneRun(BaseRun):
                 Constraint(budget, deadline, c.objective),
                 job,
                 self.state["plan"]["planner"],
+                warm=warm,
             )
         except InfeasibleConstraintError as err:
             self.event(f"re-plan: {err}; the plan stands (the budget guard still holds)")

@@ -26,6 +26,10 @@ epochs and its cold start take κ_j times as long and its functions bill κ_j ti
 with f = min(q_i, k) trials in the first wave, c'_f the functions' part of c' and c'_r the
 rest. On a public FaaS every κ is 1 and these are eqs. 7–8.
 
+Functions left warm before the first stage (``warm``: memory MB -> instances, e.g. those the
+job's probe or the stages already run left idle) serve the first stage's first wave without a
+cold start where they are enough for it (f · n of θ's memory): its s(θ) and u(θ) are then 0.
+
 Each stage's options are the Pareto front of (T_i, C_i); the candidates come from the
 allocation space Θ pruned in a way that keeps every stage's and every static plan's optimum
 (``tuning_candidates``).
@@ -33,6 +37,7 @@ allocation space Θ pruned in a way that keeps every stage's and every static pl
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,7 +65,20 @@ def trial_vcpus(table: AllocationTable, catalog: Catalog) -> Array:
     return result
 
 
-def tuning_candidates(table: AllocationTable, catalog: Catalog, job: TuningJob) -> AllocationTable:
+def warm_functions(table: AllocationTable, warm: Mapping[int, int] | None) -> IntArray:
+    """Functions of each row's memory size warm before the first stage (0 without ``warm``)."""
+    counts = np.zeros(len(table), dtype=np.int64)
+    for memory, functions in (warm or {}).items():
+        counts[table.memory_mb == int(memory)] = int(functions)
+    return counts
+
+
+def tuning_candidates(
+    table: AllocationTable,
+    catalog: Catalog,
+    job: TuningJob,
+    warm: Mapping[int, int] | None = None,
+) -> AllocationTable:
     """The rows of Θ that can be optimal for some stage of ``job`` or for a static plan.
 
     Rows with the same k(θ) have the same waves w_i in every stage, so within such a group
@@ -80,6 +98,7 @@ def tuning_candidates(table: AllocationTable, catalog: Catalog, job: TuningJob) 
     demand = trial_vcpus(table, catalog)
     for trials in job.trial_counts:
         keep |= catalog.platform.contentions(np.minimum(trials, k) * demand) > 1.0
+    keep |= warm_functions(table, warm) > 0  # the first stage's start differs: kept too
     free = np.flatnonzero(~keep)
     order = free[np.argsort(k[free], kind="stable")]
     bounds = np.flatnonzero(np.diff(k[order])) + 1
@@ -135,6 +154,8 @@ class TuningProblem:
     """The platform whose ``contention`` slows crowded waves (None: no contention)."""
     trial_vcpus: Array | None = None
     """n · vCPUs(m) of each candidate row (with ``platform``)."""
+    warm: IntArray | None = None
+    """Functions of each candidate row's memory warm before the first stage."""
 
     @property
     def trial_counts(self) -> tuple[int, ...]:
@@ -152,22 +173,26 @@ class TuningProblem:
         k = self.trials_per_wave[rows]
         table = self.table
         first = np.minimum(q, k)
+        startup_s, startup_usd = table.startup_s[rows], table.startup_usd[rows]
+        if stage == 0 and self.warm is not None:  # warm functions enough for the first wave
+            cold = first * table.n[rows] > self.warm[rows]
+            startup_s, startup_usd = startup_s * cold, startup_usd * cold
         slow_first = np.ones(first.shape)  # κ_f, which is κ_k when w > 1
         if self.platform is not None and self.trial_vcpus is not None:
             slow_first = self.platform.contentions(first * self.trial_vcpus[rows])
         if not (slow_first > 1.0).any():  # eqs. 7-8 as they are (κ_ℓ <= κ_f)
-            time = table.startup_s[rows] + waves * r * table.time_s[rows]
-            cost = q * r * table.cost_usd[rows] + first * table.startup_usd[rows]
+            time = startup_s + waves * r * table.time_s[rows]
+            cost = q * r * table.cost_usd[rows] + first * startup_usd
             return time, cost, waves.astype(np.int64)
         assert self.platform is not None and self.trial_vcpus is not None
         last = q - (waves - 1) * k
         slow_last = self.platform.contentions(last * self.trial_vcpus[rows])
-        time = slow_first * table.startup_s[rows] + r * table.time_s[rows] * (
+        time = slow_first * startup_s + r * table.time_s[rows] * (
             (waves - 1) * slow_first + slow_last
         )
         rest = table.invocation_usd[rows] + table.storage_usd[rows]
         function_usd = table.function_usd[rows] * ((waves - 1) * k * slow_first + last * slow_last)
-        cost = r * (function_usd + q * rest) + first * slow_first * table.startup_usd[rows]
+        cost = r * (function_usd + q * rest) + first * slow_first * startup_usd
         return time, cost, waves.astype(np.int64)
 
     def static_totals(self) -> tuple[Array, Array]:
@@ -195,10 +220,12 @@ def build_problem(
     constraint: Constraint,
     *,
     pools: tuple[AllocationTable, tuple[tuple[int, ...], ...]] | None = None,
+    warm: Mapping[int, int] | None = None,
 ) -> TuningProblem:
     """The stage options of ``job`` over the candidate table (see ``tuning_candidates``);
-    ``pools`` adds the allocations and plans of the ``fixed-pool`` baseline."""
-    candidates = tuning_candidates(table, catalog, job)
+    ``pools`` adds the allocations and plans of the ``fixed-pool`` baseline; ``warm`` the
+    functions warm before the first stage (memory MB -> instances)."""
+    candidates = tuning_candidates(table, catalog, job, warm)
     plans: tuple[tuple[int, ...], ...] = ()
     if pools is not None and len(pools[0]):
         offset = len(candidates)
@@ -206,12 +233,14 @@ def build_problem(
         plans = tuple(tuple(offset + row for row in plan) for plan in pools[1])
     k = trials_per_wave(candidates, catalog)
     demand = trial_vcpus(candidates, catalog)
+    ready = warm_functions(candidates, warm) if warm else None
     shell = TuningProblem(
         constraint=constraint,
         table=candidates,
         trials_per_wave=k,
         platform=catalog.platform,
         trial_vcpus=demand,
+        warm=ready,
         stages=tuple(
             StageOptions(
                 q, r, np.zeros(0, np.int64), np.zeros(0), np.zeros(0), np.zeros(0, np.int64)
@@ -233,4 +262,5 @@ def build_problem(
         pool_plans=plans,
         platform=catalog.platform,
         trial_vcpus=demand,
+        warm=ready,
     )
