@@ -18,6 +18,7 @@ from faasml.exceptions import InfeasibleConstraintError
 from faasml.runtime.calibration import (
     REPLAN_DELTA,
     Calibration,
+    keep_warm,
     moved,
     stage_estimates,
     warm_after,
@@ -80,6 +81,9 @@ class TuneRun(BaseRun):
         stages = [_stage_dict(s) for s in plan.stages]
         # The planner prices each stage's cold start; a stage on the memory size of the one
         # before starts on the functions it left warm, so the run's prediction leaves it out.
+        stages = keep_warm(
+            self.workload, self.plan_catalog, stages, plan.constraint, self._probe_warm()
+        )
         estimates = stage_estimates(self.workload, self.plan_catalog, stages, self._probe_warm())
         for stage, (time_s, cost_usd) in zip(stages, estimates, strict=True):
             stage["time_s"] = stage["predicted_time_s"] = time_s
@@ -225,13 +229,18 @@ class TuneRun(BaseRun):
         except InfeasibleConstraintError as err:
             self.event(f"re-plan: {err}; the plan stands (the budget guard still holds)")
             return
-        fresh_stages = [_stage_dict(new) for new in plan.stages]
+        fresh_stages = keep_warm(
+            self.workload,
+            self.plan_catalog,
+            [*stages[:start], *(_stage_dict(new) for new in plan.stages)],
+            plan.constraint,
+            self._probe_warm(),
+            start,
+        )[start:]
         estimates = stage_estimates(
             self.workload, self.plan_catalog, [*stages[:start], *fresh_stages], self._probe_warm()
         )[start:]
-        for old, new, fresh, estimate in zip(
-            rest, plan.stages, fresh_stages, estimates, strict=True
-        ):
+        for old, fresh, estimate in zip(rest, fresh_stages, estimates, strict=True):
             fresh["index"] = old["index"]
             for key in ("predicted_time_s", "predicted_cost_usd"):
                 fresh[key] = old[key]
@@ -240,7 +249,7 @@ class TuneRun(BaseRun):
             if fresh["allocation"] != old["allocation"]:
                 self.event(
                     f"stage {old['index']} re-planned: {Allocation(**old['allocation'])} -> "
-                    f"{new.allocation}"
+                    f"{Allocation(**fresh['allocation'])}"
                 )
             old.clear()
             old.update(fresh)
