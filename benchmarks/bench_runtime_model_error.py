@@ -1,6 +1,7 @@
 """Predicted against measured time and bill of real runs on the local platform (MISSION C2, C7).
 
-    .venv/bin/python benchmarks/bench_runtime_model_error.py [--jobs NAME ...]
+    .venv/bin/python benchmarks/bench_runtime_model_error.py [--jobs NAME ...] [--stages]
+    .venv/bin/python benchmarks/bench_runtime_model_error.py --compare-planning [--jobs ...]
     .venv/bin/python benchmarks/bench_runtime_model_error.py --allocations [--samples 200000]
 
 Job set (the default): every example in examples/ (seconds long) and the jobs in
@@ -222,14 +223,19 @@ def _pct(value: float | None) -> str:
     return "    -" if value is None or value != value else f"{value:5.0%}"
 
 
-def run_job(path: str, kind: str, constraint: Any, work: Path) -> dict[str, Any]:
-    """One real run of ``path`` under ``constraint``; what the line and the medians need."""
+def run_job(
+    path: str, kind: str, constraint: Any, work: Path, plan_contention: bool = True
+) -> dict[str, Any]:
+    """One real run of ``path`` under ``constraint``; what the line and the medians need.
+    ``plan_contention`` False plans as if every function had its share of the machine (the
+    predictions still price contention): the planning before the planners priced it."""
     from faasml.config import load_job
     from faasml.runtime.session import TrainRun, TuneRun
 
     job = load_job(ROOT / path)
     cls = TrainRun if kind == "train" else TuneRun
     run = cls(job, constraint, work)
+    run.plan_contention = plan_contention
     began = time.monotonic()
     with LoadSampler() as load:
         try:
@@ -338,7 +344,23 @@ class LoadSampler:
         return statistics.mean(self.samples) if self.samples else float("nan")
 
 
-def job_set(names: list[str] | None, show_stages: bool) -> None:
+def measure_only(path: str, kind: str, work: Path) -> None:
+    """Measure ``path``'s profile into the cache (billed nowhere), so that every run after
+    it, of either planning, starts from the same cached profile."""
+    from faasml.config import load_job
+    from faasml.runtime.session import TrainRun, TuneRun
+    from faasml.types import Constraint
+
+    cls = TrainRun if kind == "train" else TuneRun
+    run = cls(load_job(ROOT / path), Constraint(budget_usd=1.0), work)
+    try:
+        run.measured()
+    finally:
+        if run._platform is not None:
+            run._platform.close()
+
+
+def job_set(names: list[str] | None, show_stages: bool, compare: bool = False) -> None:
     from faasml.types import Constraint
 
     # The BatchNorm CNN is a user factory in benchmarks/jobs: importable here and in workers.
@@ -382,15 +404,22 @@ def job_set(names: list[str] | None, show_stages: bool) -> None:
             print(header)
         # A fresh profile cache per job: its first run measures it (and is billed for it).
         os.environ["FAASML_CACHE"] = tempfile.mkdtemp(prefix="faasml-bench-cache-")
-        for label, constraint in (
+        if compare:  # both plannings start from the same cached profile
+            measure_only(path, kind, work / f"{index}-profile")
+        runs = [
             (f"${budget:g}", Constraint(budget_usd=budget)),
             (f"{deadline:g} s", Constraint(deadline_s=deadline)),
-        ):
+        ]
+        modes = (False, True) if compare else (True,)
+        for (label, constraint), mode in [(r, m) for r in runs for m in modes]:
+            if compare:
+                label = f"{label} {'k' if mode else 'f'}"
             try:
-                row = run_job(path, kind, constraint, work / f"{index}-{len(rows)}")
+                row = run_job(path, kind, constraint, work / f"{index}-{len(rows)}", mode)
             except Exception as err:  # an infeasible constraint, a failed measurement
                 print(f"{name:<17} {label:<9} error: {type(err).__name__}: {err}")
                 continue
+            row["plan_contention"] = mode
             rows.append((name, label, long_job, row))
             r = row
             share = "cached" if r["cached"] else _pct(r["profiling_share"])
@@ -412,6 +441,16 @@ def job_set(names: list[str] | None, show_stages: bool) -> None:
     groups = [(title, chosen) for title, chosen in groups if chosen]
     if len(groups) > 1:
         groups.append(("all runs", rows))
+    if compare:
+        groups = [
+            (f"{title}, {what}", [r for r in chosen if r[3]["plan_contention"] == mode])
+            for title, chosen in groups
+            for mode, what in (
+                (False, "planned at full vCPU shares (f, before)"),
+                (True, "planned with the delivered vCPUs (k, after)"),
+            )
+        ]
+        groups = [(title, chosen) for title, chosen in groups if chosen]
     for title, chosen in groups:
         _summary(title, chosen)
 
@@ -501,6 +540,12 @@ def main() -> None:
     parser.add_argument(
         "--stages", action="store_true", help="per stage: predicted, re-predicted, measured"
     )
+    parser.add_argument(
+        "--compare-planning",
+        action="store_true",
+        help="each run twice, planned at full vCPU shares (f) and with the vCPUs the probe "
+        "measured the machine delivering (k), from one cached profile",
+    )
     parser.add_argument("--samples", type=int, default=200000, help="--allocations: LR samples")
     parser.add_argument(
         "--epochs", type=int, default=3, help="--allocations: warm epochs per allocation"
@@ -509,7 +554,7 @@ def main() -> None:
     if args.allocations:
         allocations(args)
     else:
-        job_set(args.jobs, args.stages)
+        job_set(args.jobs, args.stages, args.compare_planning)
 
 
 if __name__ == "__main__":

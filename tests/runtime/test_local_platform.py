@@ -63,6 +63,18 @@ def test_prewarm_makes_the_next_invocations_warm() -> None:
         assert len(bills) == 2 and all(b.cold and b.memory_mb == 320 for b in bills)
 
 
+def test_warm_instances_counts_the_idle_instances_by_size() -> None:
+    with open_platform("local", load_catalog("local"), cpu="none") as platform:
+        assert platform.warm_instances() == {}
+        assert platform.prewarm(320, 2) == 2
+        assert platform.warm_instances() == {320: 2}
+        running = platform.invoke(f"{FN}:pid", None, 320)
+        assert platform.warm_instances() == {320: 1}  # one of them took the invocation
+        running.result(timeout=60)
+        platform.invoke(f"{FN}:pid", None, 384).result(timeout=60)  # a cold one, idle after
+        assert platform.warm_instances() == {320: 2, 384: 1}
+
+
 def test_a_timeout_is_billed_up_to_its_limit_exactly() -> None:
     """As AWS Lambda bills a timed-out function: the kill and reaping after it are not billed."""
     with open_platform("local", load_catalog("local"), cpu="none") as platform:

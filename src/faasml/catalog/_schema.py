@@ -111,10 +111,15 @@ class FunctionPlatform:
         """How much slower a function runs while functions demanding ``demand_vcpus`` in all
         run at once: the demand over what the machine delivers, at least 1 (1 where the
         platform is unbounded, as public FaaS)."""
+        return float(self.contentions(float(demand_vcpus)))
+
+    def contentions(self, demand_vcpus: ArrayLike) -> NDArray[np.float64]:
+        """``contention`` of each demand (vCPUs), as an array."""
+        demand = np.asarray(demand_vcpus, dtype=float)
         supply = self.delivered_vcpus or self.capacity_vcpus
         if supply is None or supply <= 0:
-            return 1.0
-        return max(1.0, float(demand_vcpus) / supply)
+            return np.ones(demand.shape)
+        return np.maximum(1.0, demand / supply)
 
     def max_concurrent(self, memory_mb: ArrayLike) -> NDArray[np.int64]:
         """Most functions of this memory that can run at once: the concurrency limit, and

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from numpy.typing import NDArray
 
-from faasml.catalog import Catalog
+from faasml.catalog import Catalog, FunctionPlatform
 from faasml.exceptions import ConfigError, InfeasibleConstraintError
 from faasml.models.space import AllocationTable
 from faasml.planners._space import searchable_space
@@ -16,12 +18,22 @@ from faasml.workload import Workload
 
 
 def run_totals(
-    table: AllocationTable, epochs: int
+    table: AllocationTable, epochs: int, platform: FunctionPlatform | None = None
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Time and cost of ``epochs`` epochs on each row, cold start included: T = s(θ) + e·t'(θ),
-    C = startup(θ) + e·c'(θ) (CE-scaling eqs. 13 and 15)."""
-    time = table.startup_s + epochs * table.time_s
-    cost = table.startup_usd + epochs * table.cost_usd
+    C = startup(θ) + e·c'(θ) (CE-scaling eqs. 13 and 15). On a bounded, shared ``platform``
+    the n functions run κ = ``platform.contention(n · vCPUs(m))`` times slower (the vCPUs its
+    machine delivers, measured, are an input): start and epochs take κ times as long and the
+    functions' part of the bill κ times as much."""
+    if platform is None:
+        slow: NDArray[np.float64] = np.ones(len(table))
+    else:
+        slow = platform.contentions(table.n * platform.vcpus(table.memory_mb))
+    if not (slow > 1.0).any():
+        return table.startup_s + epochs * table.time_s, table.startup_usd + epochs * table.cost_usd
+    time = slow * (table.startup_s + epochs * table.time_s)
+    rest = table.invocation_usd + table.storage_usd
+    cost = slow * table.startup_usd + epochs * (slow * table.function_usd + rest)
     return time, cost
 
 
@@ -47,7 +59,7 @@ def plan_training(
     space = searchable_space(
         workload, catalog, memory_step_mb=memory_step_mb, max_functions=max_functions
     )
-    all_time, all_cost = run_totals(space, count)
+    all_time, all_cost = run_totals(space, count, catalog.platform)
     admitted = _admitted(constraint, all_time, all_cost)
     front_rows = pareto_indices(all_time, all_cost)
     if not admitted.any():
@@ -74,13 +86,25 @@ def plan_training(
         invocation_usd=0.0,
         storage_usd=0.0,
     )
+    total = epoch.scaled(count).plus(startup)
+    platform = catalog.platform
+    slow = platform.contention(float(space.n[best] * platform.vcpus(space.memory_mb[best])))
+    if slow > 1.0:  # as run_totals prices it: the functions' time and bill, slowed
+        total = replace(
+            total,
+            load_s=total.load_s * slow,
+            compute_s=total.compute_s * slow,
+            sync_s=total.sync_s * slow,
+            invoke_s=total.invoke_s * slow,
+            function_usd=total.function_usd * slow,
+        )
     return TrainPlan(
         workload=workload.name,
         catalog=catalog.name,
         constraint=constraint,
         epochs=count,
         choice=space.estimate(best),
-        total=epoch.scaled(count).plus(startup),
+        total=total,
         startup_s=float(space.startup_s[best]),
         runners_up=tuple(space.estimate(row) for row in per_option[1 : 1 + runners_up]),
         frontier_size=len(front_rows),

@@ -22,7 +22,7 @@ from typing import Any
 from faasml.catalog import Catalog
 from faasml.models.space import evaluate_allocation
 from faasml.planners.tuning._problem import trials_per_wave
-from faasml.types import Allocation
+from faasml.types import Allocation, Constraint, Objective
 from faasml.workload import ComputeProfile, Workload
 
 REPLAN_DELTA = 0.1
@@ -253,11 +253,68 @@ def stage_estimates(
         trials, epochs = stage["trials"], stage["epochs"]
         ready = pool.get(allocation.memory_mb, 0)
         out.append(stage_estimate(workload, catalog, allocation, trials, epochs, ready))
-        left = warm_after(catalog, workload, allocation, trials)
-        pool[allocation.memory_mb] = max(ready, left)
+        pool = warm_pool(workload, catalog, [stage], pool)
     return out
+
+
+def warm_pool(
+    workload: Workload,
+    catalog: Catalog,
+    stages: list[dict[str, Any]],
+    warm: Mapping[int, int] | None = None,
+) -> dict[int, int]:
+    """Memory MB -> functions warm after ``stages`` ran in turn, from ``warm`` before them."""
+    pool = dict(warm or {})
+    for stage in stages:
+        allocation = Allocation(**stage["allocation"])
+        left = warm_after(catalog, workload, allocation, stage["trials"])
+        pool[allocation.memory_mb] = max(pool.get(allocation.memory_mb, 0), left)
+    return pool
 
 
 def moved(before: tuple[float, float], after: tuple[float, float], delta: float) -> bool:
     """True when time or cost changed by more than ``delta`` relative to ``before``."""
     return any(abs(a - b) > delta * max(abs(b), 1e-12) for b, a in zip(before, after, strict=True))
+
+
+def keep_warm(
+    workload: Workload,
+    catalog: Catalog,
+    stages: list[dict[str, Any]],
+    constraint: Constraint,
+    warm: Mapping[int, int] | None = None,
+    start: int = 0,
+) -> list[dict[str, Any]]:
+    """Stages ``start``… moved, one at a time in order, onto the allocation of the stage before
+    where ``stage_estimates`` (which knows the functions each stage leaves warm) says the rest
+    is then no worse for the constraint's goal and still within it. The planner prices every
+    stage's start on its own (stages are independent in its knapsack); a stage on the size the
+    one before left warm pays no cold start, which only this pass sees."""
+    best = [dict(s) for s in stages]
+
+    def totals(plan: list[dict[str, Any]]) -> tuple[float, float]:
+        estimates = stage_estimates(workload, catalog, plan, warm)[start:]
+        return sum(t for t, _ in estimates), sum(c for _, c in estimates)
+
+    def key(value: tuple[float, float]) -> tuple[float, float]:
+        return value if constraint.goal is Objective.MIN_TIME else (value[1], value[0])
+
+    current = totals(best)
+    for index in range(max(start, 1), len(best)):
+        before = best[index - 1]["allocation"]
+        if best[index]["allocation"] == before:
+            continue
+        table = evaluate_allocation(workload, catalog, Allocation(**before))
+        if len(table) == 0:
+            continue
+        moved_stage = {
+            **best[index],
+            "allocation": dict(before),
+            "epoch_time_s": float(table.time_s[0]),
+            "epoch_cost_usd": float(table.cost_usd[0]),
+        }
+        candidate = [*best[:index], moved_stage, *best[index + 1 :]]
+        value = totals(candidate)
+        if constraint.admits(*value) and key(value) <= key(current):
+            best, current = candidate, value
+    return best

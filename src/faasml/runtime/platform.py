@@ -112,6 +112,11 @@ class Platform(ABC):
         §III-D); returns how many were started. The default starts none."""
         return 0
 
+    def warm_instances(self) -> dict[int, int] | None:
+        """Memory MB -> idle instances ready to serve an invocation without a cold start;
+        None where the platform cannot tell (the default)."""
+        return None
+
     def take_standalone_bills(self) -> list[Billed]:
         """Bills not tied to an invocation (prewarmed instances' cold starts) since last asked."""
         return []

@@ -121,6 +121,8 @@ class BaseRun:
     """What tuning and training share: data, platform, stores, meter, coordinator, record."""
 
     kind = ""
+    plan_contention = True
+    """Plans priced with the contention the probe measured (False: ``planner_catalog``)."""
 
     def __init__(
         self,
@@ -267,15 +269,30 @@ class BaseRun:
                 ) from None
 
     def _probe_warm(self) -> dict[int, int]:
-        """Functions the job's probe left warm on this run's platform (none from a cache)."""
+        """Functions the job's probe left warm on this run's platform (none from a cache): as
+        the platform counts its idle instances when first asked, before the first stage (a
+        bounded machine may have stopped some of the probe's to start the next), kept in the
+        record; where the platform cannot tell, as the probe started them."""
         if self.profile is None or self.state.get("profile_cached", True):
             return {}
-        warm = {memory: 1 for memory, _ in self.profile.compute_points}
-        if self.profile.side_by_side_ratio > 0:  # a group measured at the largest size
-            largest = max(warm)
-            fill = int(self.plan_catalog.platform.max_concurrent(largest))
-            warm[largest] = max(1, min(MAX_GROUP, fill))
-        return warm
+        if "probe_warm" not in self.state:
+            counted = None if self._platform is None else self._platform.warm_instances()
+            if counted is None:
+                counted = {memory: 1 for memory, _ in self.profile.compute_points}
+                if self.profile.side_by_side_ratio > 0:  # a group at the largest size
+                    largest = max(counted)
+                    fill = int(self.plan_catalog.platform.max_concurrent(largest))
+                    counted[largest] = max(1, min(MAX_GROUP, fill))
+            self.state["probe_warm"] = {str(m): int(c) for m, c in counted.items()}
+        return {int(m): int(c) for m, c in self.state["probe_warm"].items()}
+
+    def planner_catalog(self) -> Catalog:
+        """What the planners price with: ``plan_catalog``, or (``plan_contention`` off, as the
+        benchmark compares) the same as if every function had its share of the machine."""
+        if self.plan_contention:
+            return self.plan_catalog
+        platform = dataclasses.replace(self.plan_catalog.platform, delivered_vcpus=None)
+        return dataclasses.replace(self.plan_catalog, platform=platform)
 
     def planning_constraint(self) -> Constraint:
         """The constraint less what measuring the job took (money, and time when measured now)."""

@@ -31,7 +31,7 @@ class TrainRun(BaseRun):
         training = self.job.training
         constraint = self.planning_constraint()
         static = plan_training(
-            self.workload, self.plan_catalog, constraint, epochs=training.max_epochs
+            self.workload, self.planner_catalog(), constraint, epochs=training.max_epochs
         )
         allocation = static.choice.allocation
         self.state["plan"] = {

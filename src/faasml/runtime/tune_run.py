@@ -18,9 +18,11 @@ from faasml.exceptions import InfeasibleConstraintError
 from faasml.runtime.calibration import (
     REPLAN_DELTA,
     Calibration,
+    keep_warm,
     moved,
     stage_estimates,
     warm_after,
+    warm_pool,
 )
 from faasml.runtime.coordinator import Coordinator, TrialState
 from faasml.runtime.run_base import BaseRun
@@ -69,11 +71,19 @@ class TuneRun(BaseRun):
             tuning.trials, tuning.reduction_factor, tuning.stages, tuning.epochs_per_stage
         )
         plan = plan_tuning(
-            self.workload, self.plan_catalog, self.planning_constraint(), sha, planner
+            self.workload,
+            self.planner_catalog(),
+            self.planning_constraint(),
+            sha,
+            planner,
+            warm=self._probe_warm(),
         )
         stages = [_stage_dict(s) for s in plan.stages]
         # The planner prices each stage's cold start; a stage on the memory size of the one
         # before starts on the functions it left warm, so the run's prediction leaves it out.
+        stages = keep_warm(
+            self.workload, self.plan_catalog, stages, plan.constraint, self._probe_warm()
+        )
         estimates = stage_estimates(self.workload, self.plan_catalog, stages, self._probe_warm())
         for stage, (time_s, cost_usd) in zip(stages, estimates, strict=True):
             stage["time_s"] = stage["predicted_time_s"] = time_s
@@ -204,24 +214,33 @@ class TuneRun(BaseRun):
             self.event("nothing of the constraint is left to re-plan with; the plan stands")
             return
         job = Stages(tuple(s["trials"] for s in rest), tuple(s["epochs"] for s in rest))
+        # The stages run so far left their functions warm: the first stage re-planned may
+        # start on them without a cold start (the planner knows it).
+        warm = warm_pool(self.workload, self.plan_catalog, stages[:start], self._probe_warm())
         try:
             plan = plan_tuning(
                 self.workload,
-                self.plan_catalog,
+                self.planner_catalog(),
                 Constraint(budget, deadline, c.objective),
                 job,
                 self.state["plan"]["planner"],
+                warm=warm,
             )
         except InfeasibleConstraintError as err:
             self.event(f"re-plan: {err}; the plan stands (the budget guard still holds)")
             return
-        fresh_stages = [_stage_dict(new) for new in plan.stages]
+        fresh_stages = keep_warm(
+            self.workload,
+            self.plan_catalog,
+            [*stages[:start], *(_stage_dict(new) for new in plan.stages)],
+            plan.constraint,
+            self._probe_warm(),
+            start,
+        )[start:]
         estimates = stage_estimates(
             self.workload, self.plan_catalog, [*stages[:start], *fresh_stages], self._probe_warm()
         )[start:]
-        for old, new, fresh, estimate in zip(
-            rest, plan.stages, fresh_stages, estimates, strict=True
-        ):
+        for old, fresh, estimate in zip(rest, fresh_stages, estimates, strict=True):
             fresh["index"] = old["index"]
             for key in ("predicted_time_s", "predicted_cost_usd"):
                 fresh[key] = old[key]
@@ -230,7 +249,7 @@ class TuneRun(BaseRun):
             if fresh["allocation"] != old["allocation"]:
                 self.event(
                     f"stage {old['index']} re-planned: {Allocation(**old['allocation'])} -> "
-                    f"{new.allocation}"
+                    f"{Allocation(**fresh['allocation'])}"
                 )
             old.clear()
             old.update(fresh)

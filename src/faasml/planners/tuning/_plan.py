@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time as _time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -38,9 +39,11 @@ def tuning_problem(
     *,
     memory_step_mb: int | None = None,
     max_functions: int | None = None,
+    warm: Mapping[int, int] | None = None,
 ) -> TuningSetup:
     """Θ evaluated and pruned to the stage options of ``job``; raises InfeasibleConstraintError
-    with the least budget or deadline when no plan at all meets ``constraint``."""
+    with the least budget or deadline when no plan at all meets ``constraint``. ``warm``:
+    functions warm before the first stage (memory MB -> instances), whose start it skips."""
     started = _time.perf_counter()
     space = searchable_space(
         workload, catalog, memory_step_mb=memory_step_mb, max_functions=max_functions
@@ -48,7 +51,7 @@ def tuning_problem(
     pools = pool_plans(
         workload, catalog, job, memory_step_mb=memory_step_mb, max_functions=max_functions
     )
-    problem = build_problem(space, catalog, job, constraint, pools=pools)
+    problem = build_problem(space, catalog, job, constraint, pools=pools, warm=warm)
     _check_feasible(problem, workload.name)
     return TuningSetup(problem, workload.name, catalog.name, _time.perf_counter() - started)
 
@@ -100,10 +103,12 @@ def plan_tuning(
     *,
     memory_step_mb: int | None = None,
     max_functions: int | None = None,
+    warm: Mapping[int, int] | None = None,
 ) -> TuningPlan:
     """One allocation per stage of ``sha`` minimising time within a budget, or cost within a
     deadline (CE-scaling eqs. 7–12), by the planner named ``planner``: exact, greedy, static,
-    static-cheapest, fixed or even-trials."""
+    static-cheapest, fixed or even-trials. ``warm``: functions warm before the first stage
+    (memory MB -> instances: the probe's, or the stages run before a re-plan)."""
     TUNING_PLANNERS.get(planner)  # an unknown name fails before any work
     setup = tuning_problem(
         workload,
@@ -112,6 +117,7 @@ def plan_tuning(
         sha,
         memory_step_mb=memory_step_mb,
         max_functions=max_functions,
+        warm=warm,
     )
     return plan_from(setup, planner)
 

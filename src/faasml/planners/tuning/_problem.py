@@ -12,19 +12,38 @@ s(θ) is the platform's cold start at θ's memory (platform.cold_start_time). Th
 starts min(q_i, k) · n functions cold; later waves reuse those warm instances (a FaaS platform
 keeps a finished function warm for the next invocation of the same size), so a stage pays the
 cold start once. A plan's time is
-Σ T_i and its cost Σ C_i. Each stage's options are the Pareto front of (T_i, C_i); the
-candidates come from the allocation space Θ pruned in a way that keeps every stage's and
-every static plan's optimum (``tuning_candidates``).
+Σ T_i and its cost Σ C_i.
+
+On a bounded, shared platform (the local machine) a wave of j trials, whose functions demand
+j · n · vCPUs(m) together, runs κ_j = max(1, demand / vCPUs delivered) times slower
+(``FunctionPlatform.contention``, the delivered vCPUs an input the job probe measured): its
+epochs and its cold start take κ_j times as long and its functions bill κ_j times as much
+(requests and storage do not), so with the last wave's ℓ = q_i − (w_i − 1)·k trials
+
+    T_i(θ) = κ_f · s(θ) + r_i · t'(θ) · ((w_i − 1) · κ_k + κ_ℓ)
+    C_i(θ) = r_i · (c'_f(θ) · ((w_i − 1) · k · κ_k + ℓ · κ_ℓ) + q_i · c'_r(θ)) + f · κ_f · u(θ)
+
+with f = min(q_i, k) trials in the first wave, c'_f the functions' part of c' and c'_r the
+rest. On a public FaaS every κ is 1 and these are eqs. 7–8.
+
+Functions left warm before the first stage (``warm``: memory MB -> instances, e.g. those the
+job's probe or the stages already run left idle) serve the first stage's first wave without a
+cold start where they are enough for it (f · n of θ's memory): its s(θ) and u(θ) are then 0.
+
+Each stage's options are the Pareto front of (T_i, C_i); the candidates come from the
+allocation space Θ pruned in a way that keeps every stage's and every static plan's optimum
+(``tuning_candidates``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
-from faasml.catalog import Catalog
+from faasml.catalog import Catalog, FunctionPlatform
 from faasml.models.space import AllocationTable
 from faasml.planners.pareto import pareto_indices
 from faasml.planners.tuning._job import TuningJob
@@ -40,7 +59,26 @@ def trials_per_wave(table: AllocationTable, catalog: Catalog) -> IntArray:
     return np.maximum(1, limit // np.maximum(table.n, 1)).astype(np.int64)
 
 
-def tuning_candidates(table: AllocationTable, catalog: Catalog, job: TuningJob) -> AllocationTable:
+def trial_vcpus(table: AllocationTable, catalog: Catalog) -> Array:
+    """n · vCPUs(m): what one trial of each row demands of the machine while it runs."""
+    result: Array = table.n * catalog.platform.vcpus(table.memory_mb)
+    return result
+
+
+def warm_functions(table: AllocationTable, warm: Mapping[int, int] | None) -> IntArray:
+    """Functions of each row's memory size warm before the first stage (0 without ``warm``)."""
+    counts = np.zeros(len(table), dtype=np.int64)
+    for memory, functions in (warm or {}).items():
+        counts[table.memory_mb == int(memory)] = int(functions)
+    return counts
+
+
+def tuning_candidates(
+    table: AllocationTable,
+    catalog: Catalog,
+    job: TuningJob,
+    warm: Mapping[int, int] | None = None,
+) -> AllocationTable:
     """The rows of Θ that can be optimal for some stage of ``job`` or for a static plan.
 
     Rows with the same k(θ) have the same waves w_i in every stage, so within such a group
@@ -54,11 +92,20 @@ def tuning_candidates(table: AllocationTable, catalog: Catalog, job: TuningJob) 
     k = trials_per_wave(table, catalog)
     q = np.asarray(job.trial_counts, dtype=float)
     r = np.asarray(job.epochs, dtype=float)
-    order = np.argsort(k, kind="stable")
+    # A row whose first wave of some stage is slowed by contention does not follow the forms
+    # above (its slowdown is its own): such rows are all kept, the others pruned as before.
+    keep = np.zeros(len(table), dtype=bool)
+    demand = trial_vcpus(table, catalog)
+    for trials in job.trial_counts:
+        keep |= catalog.platform.contentions(np.minimum(trials, k) * demand) > 1.0
+    keep |= warm_functions(table, warm) > 0  # the first stage's start differs: kept too
+    free = np.flatnonzero(~keep)
+    order = free[np.argsort(k[free], kind="stable")]
     bounds = np.flatnonzero(np.diff(k[order])) + 1
     epoch_time, epoch_cost = table.time_s, table.cost_usd
-    keep = np.zeros(len(table), dtype=bool)
     for group in np.split(order, bounds):
+        if len(group) == 0:
+            continue
         waves = np.ceil(q / k[group[0]])
         cold = np.minimum(q, k[group[0]])
         pairs = {
@@ -103,6 +150,12 @@ class TuningProblem:
     stages: tuple[StageOptions, ...]
     pool_plans: tuple[tuple[int, ...], ...] = ()
     """Plans of the cluster-style baseline (one candidate row per stage), when evaluated."""
+    platform: FunctionPlatform | None = None
+    """The platform whose ``contention`` slows crowded waves (None: no contention)."""
+    trial_vcpus: Array | None = None
+    """n · vCPUs(m) of each candidate row (with ``platform``)."""
+    warm: IntArray | None = None
+    """Functions of each candidate row's memory warm before the first stage."""
 
     @property
     def trial_counts(self) -> tuple[int, ...]:
@@ -118,8 +171,28 @@ class TuningProblem:
         q, r = self.stages[stage].trials, self.stages[stage].epochs
         waves = -(-q // self.trials_per_wave[rows])
         k = self.trials_per_wave[rows]
-        time = self.table.startup_s[rows] + waves * r * self.table.time_s[rows]
-        cost = q * r * self.table.cost_usd[rows] + np.minimum(q, k) * self.table.startup_usd[rows]
+        table = self.table
+        first = np.minimum(q, k)
+        startup_s, startup_usd = table.startup_s[rows], table.startup_usd[rows]
+        if stage == 0 and self.warm is not None:  # warm functions enough for the first wave
+            cold = first * table.n[rows] > self.warm[rows]
+            startup_s, startup_usd = startup_s * cold, startup_usd * cold
+        slow_first = np.ones(first.shape)  # κ_f, which is κ_k when w > 1
+        if self.platform is not None and self.trial_vcpus is not None:
+            slow_first = self.platform.contentions(first * self.trial_vcpus[rows])
+        if not (slow_first > 1.0).any():  # eqs. 7-8 as they are (κ_ℓ <= κ_f)
+            time = startup_s + waves * r * table.time_s[rows]
+            cost = q * r * table.cost_usd[rows] + first * startup_usd
+            return time, cost, waves.astype(np.int64)
+        assert self.platform is not None and self.trial_vcpus is not None
+        last = q - (waves - 1) * k
+        slow_last = self.platform.contentions(last * self.trial_vcpus[rows])
+        time = slow_first * startup_s + r * table.time_s[rows] * (
+            (waves - 1) * slow_first + slow_last
+        )
+        rest = table.invocation_usd[rows] + table.storage_usd[rows]
+        function_usd = table.function_usd[rows] * ((waves - 1) * k * slow_first + last * slow_last)
+        cost = r * (function_usd + q * rest) + first * slow_first * startup_usd
         return time, cost, waves.astype(np.int64)
 
     def static_totals(self) -> tuple[Array, Array]:
@@ -147,20 +220,27 @@ def build_problem(
     constraint: Constraint,
     *,
     pools: tuple[AllocationTable, tuple[tuple[int, ...], ...]] | None = None,
+    warm: Mapping[int, int] | None = None,
 ) -> TuningProblem:
     """The stage options of ``job`` over the candidate table (see ``tuning_candidates``);
-    ``pools`` adds the allocations and plans of the ``fixed-pool`` baseline."""
-    candidates = tuning_candidates(table, catalog, job)
+    ``pools`` adds the allocations and plans of the ``fixed-pool`` baseline; ``warm`` the
+    functions warm before the first stage (memory MB -> instances)."""
+    candidates = tuning_candidates(table, catalog, job, warm)
     plans: tuple[tuple[int, ...], ...] = ()
     if pools is not None and len(pools[0]):
         offset = len(candidates)
         candidates = AllocationTable.concatenate([candidates, pools[0]], candidates.options)
         plans = tuple(tuple(offset + row for row in plan) for plan in pools[1])
     k = trials_per_wave(candidates, catalog)
+    demand = trial_vcpus(candidates, catalog)
+    ready = warm_functions(candidates, warm) if warm else None
     shell = TuningProblem(
         constraint=constraint,
         table=candidates,
         trials_per_wave=k,
+        platform=catalog.platform,
+        trial_vcpus=demand,
+        warm=ready,
         stages=tuple(
             StageOptions(
                 q, r, np.zeros(0, np.int64), np.zeros(0), np.zeros(0), np.zeros(0, np.int64)
@@ -180,4 +260,7 @@ def build_problem(
         trials_per_wave=k,
         stages=tuple(stages),
         pool_plans=plans,
+        platform=catalog.platform,
+        trial_vcpus=demand,
+        warm=ready,
     )

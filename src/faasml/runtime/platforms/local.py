@@ -167,6 +167,11 @@ class LocalPlatform(_common.PooledPlatform):
             instance.throttle = DutyCycle(instance.pid, instance.vcpus, now)
         return invocation
 
+    def warm_instances(self) -> dict[int, int]:
+        with self._lock:
+            idle = [i.memory_mb for i in self._instances if i.invocation is None]
+        return {memory: idle.count(memory) for memory in sorted(set(idle))}
+
     def take_standalone_bills(self) -> list[Billed]:
         with self._lock:
             bills, self._standalone = self._standalone, []
