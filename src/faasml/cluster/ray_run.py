@@ -112,6 +112,8 @@ class RunResult:
     servers_loaned: int
     servers_reclaimed: int
     wall_s: float
+    serving_slots: int = 0
+    """Warm serving actors started (and answering) before the clock started."""
 
     def summary(self) -> dict[str, float]:
         jcts = [j.jct for j in self.jobs if j.jct is not None]
@@ -128,6 +130,7 @@ class RunResult:
             "p99_latency_ms": float(np.percentile(lat, 99)) if lat else math.nan,
             "servers_loaned": float(self.servers_loaned),
             "servers_reclaimed": float(self.servers_reclaimed),
+            "serving_slots": float(self.serving_slots),
             "wall_s": self.wall_s,
         }
 
@@ -173,17 +176,19 @@ class TrainWorker:
 
 
 class InferenceWorker:
-    """One worker of an inference service: a small model's forward pass per request."""
+    """A warm serving slot on one GPU of a server: every service's small model loaded, a
+    forward pass of the service's model per request (the slot serves the service it is
+    given to this round)."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seeds: list[int]) -> None:
         torch = optional_import("torch", "torch")
         torch.set_num_threads(1)
-        self.model = _mlp(seed).eval()
+        self.models = [_mlp(seed).eval() for seed in seeds]
 
-    def infer(self, x: Any) -> float:
+    def infer(self, service: int, x: Any) -> float:
         torch = optional_import("torch", "torch")
         with torch.no_grad():
-            return float(self.model(torch.as_tensor(x)).sum())
+            return float(self.models[service](torch.as_tensor(x)).sum())
 
 
 class _RealJob:
@@ -279,6 +284,9 @@ class RayRunner:
         reserve = reserve_servers(self.services, config.round_s * scale, cluster.gpus_per_server)
         self.manager = LoanManager(cluster, reserve, config.loaning) if self.services else None
         self.infer_workers: list[list[tuple[int, Any]]] = [[] for _ in self.services]
+        """Each service's serving slots this round: (server, warm actor)."""
+        self.slots: dict[int, list[Any]] = {}
+        """Warm serving actors of every server, one per GPU (started before the clock)."""
         self.requests: list[_Request] = []
         self.latencies: list[float] = []
         self.sent = 0
@@ -316,33 +324,45 @@ class RayRunner:
             self.ray.kill(w)
         rj.workers = []
 
+    def warm_up(self) -> None:
+        """Start one serving actor per GPU of every server that inference may use and wait
+        until each has answered once, before the clock starts: a serverless platform keeps
+        inference containers warm (FaPES §3.3), so the run measures serving, not start-up.
+        A slot takes a ``serve<i>`` unit, not a ``server<i>`` (GPU) one: which GPUs serve
+        is the driver's accounting (the loan manager's inference VC), as for training."""
+        if self.manager is None:
+            return
+        seeds = [100 + i for i in range(len(self.services))]
+        servers = range(len(self.cluster.servers))
+        if self.manager.mode != "fapes":  # inference never leaves its home servers
+            servers = self.manager.home
+        for sid in servers:
+            self.slots[sid] = [
+                self.infer_cls.options(resources={f"serve{sid}": 1}).remote(seeds)
+                for _ in range(self.cluster.servers[sid].gpus)
+            ]
+        x = np.zeros((1, 16), dtype=np.float32)
+        self.ray.get([a.infer.remote(0, x) for actors in self.slots.values() for a in actors])
+
     def _size_inference(self, counts: Sequence[int], servers: frozenset[int]) -> None:
-        """Keep each service's workers on the inference servers, ``counts[i]`` of them."""
-        slots = [s for s in sorted(servers) for _ in range(self.cluster.servers[s].gpus)]
+        """Give each service ``counts[i]`` serving slots on the inference servers, keeping
+        the slots it had there (requests in flight on a slot taken away still finish)."""
         keep: list[list[tuple[int, Any]]] = []
         for i, want in enumerate(counts):
-            alive = [(s, w) for s, w in self.infer_workers[i] if s in servers]
-            gone = [(s, w) for s, w in self.infer_workers[i] if s not in servers]
-            gone += alive[want:]
-            if gone:
-                self._drain(self._t0, final=True)  # let their requests finish first
-            for _, w in gone:
-                self.ray.kill(w)
-            keep.append(alive[:want])
-        used = [s for ws in keep for s, _ in ws]
-        free = list(slots)
-        for s in used:
-            free.remove(s)
+            keep.append([(s, a) for s, a in self.infer_workers[i] if s in servers][:want])
+        taken = {id(a) for ws in keep for _, a in ws}
+        free = [
+            (s, a) for s in sorted(servers) for a in self.slots.get(s, []) if id(a) not in taken
+        ]
         for i, want in enumerate(counts):
             while len(keep[i]) < want and free:
-                s = free.pop(0)
-                w = self.infer_cls.options(resources={f"server{s}": 1}).remote(100 + i)
-                keep[i].append((s, w))
+                keep[i].append(free.pop(0))
         self.infer_workers = keep
 
     # -- the run ----------------------------------------------------------------------
     def run(self) -> RunResult:
         cfg, ray = self.cfg, self.ray
+        self.warm_up()
         t0 = self._t0 = time.monotonic()
         pending = sorted(self.jobs, key=lambda r: r.job.arrival_s)
         active: list[_RealJob] = []
@@ -409,10 +429,10 @@ class RayRunner:
         for r in active:
             if r.workers:
                 self._stop(r)
-        for ws in self.infer_workers:
-            for _, w in ws:
-                ray.kill(w)
         self._drain(t0, final=True)
+        for actors in self.slots.values():
+            for a in actors:
+                ray.kill(a)
         return RunResult(
             self.policy.name,
             [r.outcome for r in self.jobs],
@@ -422,6 +442,7 @@ class RayRunner:
             self.loaned,
             self.reclaimed,
             time.monotonic() - t0,
+            sum(len(actors) for actors in self.slots.values()),
         )
 
     def _view(self, r: _RealJob, placement: Placement, local: Mapping[int, int]) -> JobView:
@@ -459,7 +480,7 @@ class RayRunner:
                     continue  # nothing serves it: an SLO miss
                 _, w = workers[self.sent % len(workers)]
                 x = self._rng.standard_normal((1, 16)).astype(np.float32)
-                self.requests.append(_Request(i, t0 + due, w.infer.remote(x)))
+                self.requests.append(_Request(i, t0 + due, w.infer.remote(i, x)))
             if now >= end and not schedule:
                 break
             refs = [ref for r in active if r.inflight for ref in r.inflight]
@@ -522,7 +543,11 @@ def run_on_ray(
     config: RunConfig | None = None,
     services: Sequence[InferenceService] = (),
 ) -> RunResult:
-    """Start a local Ray cluster (a head and one node per server), run, shut it down."""
+    """Start a local Ray cluster (a head and one node per server), run, shut it down.
+    Node ``i`` has ``server<i>`` (its GPUs, for training workers) and ``serve<i>`` (a warm
+    serving slot per GPU) resources. Ray's own defaults for addresses are kept: Ray 2.x's
+    GCS and raylets listen on every interface whatever ``node_ip_address`` says, and
+    ``ray.init`` rewrites a 127.0.0.1 address to the machine's (docs/cluster.md)."""
     ray = optional_import("ray", "ray")
     cluster_utils = optional_import("ray.cluster_utils", "ray")
     config = config or RunConfig()
@@ -534,7 +559,7 @@ def run_on_ray(
         for server in cluster.servers:
             nodes.add_node(
                 num_cpus=1,
-                resources={f"server{server.id}": server.gpus},
+                resources={f"server{server.id}": server.gpus, f"serve{server.id}": server.gpus},
             )
         nodes.wait_for_nodes()
         ray.init(
