@@ -61,6 +61,10 @@ class RunConfig:
     round_s: float = 2.0
     steps: int = 60
     """Optimiser steps of every job (its work)."""
+    steps_per_round: int | None = None
+    """At most this many steps of a job per round (None: as many as it can do). A cap
+    makes a job last at least ``steps / steps_per_round`` rounds whatever the machine's
+    speed, so the rounds at which loans and reclaims happen find it running."""
     batch: int = 64
     day_s: float = 60.0
     """Wall seconds a day of the services' rate traces is compressed into."""
@@ -74,6 +78,10 @@ class RunConfig:
         for name in ("round_s", "day_s", "max_time_s"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"the value of {name} is {getattr(self, name)}, but must be > 0")
+        if self.steps_per_round is not None and self.steps_per_round < 1:
+            raise ConfigError(
+                f"the value of steps_per_round is {self.steps_per_round}, but must be >= 1"
+            )
         for name in ("steps", "batch"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"the value of {name} is {getattr(self, name)}, but must be >= 1")
@@ -333,7 +341,7 @@ class RayRunner:
         if self.manager is None:
             return
         seeds = [100 + i for i in range(len(self.services))]
-        servers = range(len(self.cluster.servers))
+        servers: Sequence[int] = range(len(self.cluster.servers))
         if self.manager.mode != "fapes":  # inference never leaves its home servers
             servers = self.manager.home
         for sid in servers:
@@ -465,11 +473,13 @@ class RayRunner:
         # Requests arrive on their own clock: those due while the driver was busy
         # (rescaling, starting workers) are sent late and wait, as real users would.
         schedule = self._request_times(self._scheduled_until, end)
+        cap = self.cfg.steps_per_round
+        limit = {r.job.name: min(r.work, r.outcome.steps + cap) if cap else r.work for r in active}
         self._scheduled_until = max(self._scheduled_until, end)
         while True:
             now = time.monotonic() - t0
             for r in active:
-                if r.workers and r.inflight is None and r.outcome.steps < r.work:
+                if r.workers and r.inflight is None and r.outcome.steps < limit[r.job.name]:
                     params = ray.put(r.params())
                     r.inflight = [w.grad.remote(params, r.outcome.steps) for w in r.workers]
             while schedule and schedule[0][0] <= now:
