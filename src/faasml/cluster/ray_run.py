@@ -333,7 +333,8 @@ class RayRunner:
         rj.workers = []
 
     def warm_up(self) -> None:
-        """Start one serving actor per GPU of every server that inference may use and wait
+        """Start one serving actor per GPU of every server that inference may use (at most
+        the services' summed ``max_scale`` per server: no server ever serves more) and wait
         until each has answered once, before the clock starts: a serverless platform keeps
         inference containers warm (FaPES §3.3), so the run measures serving, not start-up.
         A slot takes a ``serve<i>`` unit, not a ``server<i>`` (GPU) one: which GPUs serve
@@ -344,10 +345,11 @@ class RayRunner:
         servers: Sequence[int] = range(len(self.cluster.servers))
         if self.manager.mode != "fapes":  # inference never leaves its home servers
             servers = self.manager.home
+        most = sum(s.max_scale for s in self.services)
         for sid in servers:
             self.slots[sid] = [
                 self.infer_cls.options(resources={f"serve{sid}": 1}).remote(seeds)
-                for _ in range(self.cluster.servers[sid].gpus)
+                for _ in range(min(self.cluster.servers[sid].gpus, most))
             ]
         x = np.zeros((1, 16), dtype=np.float32)
         self.ray.get([a.infer.remote(0, x) for actors in self.slots.values() for a in actors])
