@@ -1,12 +1,14 @@
 """FaPES-Manager's loans (FaPES §7.2): dedicated partition vs one-way vs two-way loaning.
 
-The eight Pollux workloads of job load 1.0 on 16 × 4 GPUs, plus two inference services whose
-tidal load (FaPES Fig. 1 shape, seeded) needs at most 25 % (low), 50 % (medium) or 75 %
-(high) of the GPUs at once. For each restart cost, inference load and training policy,
-prints the mean over the workloads of training JCT (average, p95), queuing, utilisation,
-inference SLO attainment (share of requests) and the manager's events, per loaning
-strategy; then FaPES loaning's JCT and queuing against the better baseline (targets: JCT
-at least 9 % lower at every load and 25 % at low load, SLO >= 99 % of requests).
+The eight Pollux workloads of job load 1.0 (or 0.5, 1.5: ``--training-loads``) on 16 × 4
+GPUs, plus two inference services whose tidal load (FaPES Fig. 1 shape, seeded) needs at
+most 25 % (low), 50 % (medium) or 75 % (high) of the GPUs at once. For each restart cost,
+inference load and training policy, prints the mean over the workloads of training JCT
+(average, p95), queuing, utilisation, inference SLO attainment (share of requests) and the
+manager's events (servers loaned and reclaimed, jobs preempted by reclaims and the GPU-
+seconds of restart they cost), per loaning strategy; then FaPES loaning's JCT and queuing
+against the better baseline (targets: JCT at least 9 % lower at every load and 25 % at low
+load, SLO >= 99 % of requests), and against one-way loaning when that is not the better.
 
 The trace starts at 06:00 (the training arrivals span about 8 hours of a day): "search"
 peaks at 14:00, "recommend" at 20:00; nights fall to a quarter of the peak.
@@ -23,7 +25,9 @@ import sys
 import time
 
 from faasml.cluster import (
+    AppModel,
     Cluster,
+    Job,
     SimConfig,
     load_models,
     load_workload,
@@ -35,6 +39,7 @@ from faasml.cluster.inference import InferenceService, tidal_trace
 from faasml.cluster.loans import LOANING
 
 LEVELS = {"low": 0.25, "medium": 0.5, "high": 0.75}
+TRAINING_LOADS = {"0.5": "workloads-0.5", "1.0": "workloads", "1.5": "workloads-1.5"}
 CAPACITY_RPS = 25.0
 START_HOUR = 6.0
 
@@ -63,20 +68,38 @@ def run(args: argparse.Namespace) -> int:
     models = load_models()
     cluster = Cluster.uniform(16, 4)
     workloads = [int(w) for w in args.workloads.split(",")]
-    jobs = {w: load_workload(resolve_workload(f"workloads/workload-{w}.csv")) for w in workloads}
+    for load in args.training_loads.split(","):
+        if load not in TRAINING_LOADS:
+            raise SystemExit(f"training load {load!r}: choose from {', '.join(TRAINING_LOADS)}")
+        jobs = {
+            w: load_workload(resolve_workload(f"{TRAINING_LOADS[load]}/workload-{w}.csv"))
+            for w in workloads
+        }
+        _run_load(args, models, cluster, workloads, jobs, load)
+    return 0
+
+
+def _run_load(
+    args: argparse.Namespace,
+    models: dict[str, AppModel],
+    cluster: Cluster,
+    workloads: list[int],
+    jobs: dict[int, list[Job]],
+    load: str,
+) -> None:
     for restart in (float(r) for r in args.restarts.split(",")):
         for level in args.levels.split(","):
             svc = services(LEVELS[level], cluster.total_gpus, seed=7)
             for policy in args.policies.split(","):
                 print(
                     f"\n== inference load {level} (peak {LEVELS[level]:.0%} of 64 GPUs), "
-                    f"training policy {policy}, restart {restart:g} s, "
+                    f"training policy {policy}, job load {load}, restart {restart:g} s, "
                     f"{len(workloads)} workloads"
                 )
                 print(
                     f"{'loaning':10} {'avg JCT s':>9} {'p95 JCT s':>9} {'queue s':>8} "
                     f"{'util':>6} {'SLO req':>8} {'loaned':>7} {'reclaim':>8} "
-                    f"{'preempt':>8} {'wall s':>7}"
+                    f"{'preempt':>8} {'lost GPU-s':>10} {'wall s':>7}"
                 )
                 means: dict[str, dict[str, float]] = {}
                 for loaning in LOANING:
@@ -101,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
                         f"{m['avg_queue_s']:8.0f} {100 * m['avg_utilization']:5.1f}% "
                         f"{100 * m['slo_min']:7.2f}% {m['servers_loaned']:7.0f} "
                         f"{m['servers_reclaimed']:8.0f} {m['reclaim_preemptions']:8.0f} "
-                        f"{time.perf_counter() - tic:7.1f}"
+                        f"{m['reclaim_lost_gpu_s']:10.0f} {time.perf_counter() - tic:7.1f}"
                     )
                 better = min(("dedicated", "one-way"), key=lambda k: means[k]["avg_jct_s"])
                 fapes, base = means["fapes"], means[better]
@@ -113,7 +136,14 @@ def run(args: argparse.Namespace) -> int:
                     f": {'met' if cut >= target else 'missed'}), queue {-100 * queue:+.1f}%, "
                     f"SLO {100 * fapes['slo_min']:.2f}% of requests (target >= 99%)"
                 )
-    return 0
+                if better != "one-way":
+                    one = means["one-way"]
+                    print(
+                        f"fapes vs one-way: JCT "
+                        f"{-100 * (1 - fapes['avg_jct_s'] / one['avg_jct_s']):+.1f}%, "
+                        f"preemptions {fapes['reclaim_preemptions']:.0f} vs "
+                        f"{one['reclaim_preemptions']:.0f}"
+                    )
 
 
 def main() -> int:
@@ -122,6 +152,9 @@ def main() -> int:
     parser.add_argument("--levels", default="low,medium,high")
     parser.add_argument("--policies", default="fapes,fifo")
     parser.add_argument("--restarts", default="5.68,30", help="restart costs, seconds")
+    parser.add_argument(
+        "--training-loads", default="1.0", help="Pollux job loads: 0.5, 1.0 and/or 1.5"
+    )
     return run(parser.parse_args())
 
 

@@ -61,6 +61,10 @@ class RunConfig:
     round_s: float = 2.0
     steps: int = 60
     """Optimiser steps of every job (its work)."""
+    steps_per_round: int | None = None
+    """At most this many steps of a job per round (None: as many as it can do). A cap
+    makes a job last at least ``steps / steps_per_round`` rounds whatever the machine's
+    speed, so the rounds at which loans and reclaims happen find it running."""
     batch: int = 64
     day_s: float = 60.0
     """Wall seconds a day of the services' rate traces is compressed into."""
@@ -74,6 +78,10 @@ class RunConfig:
         for name in ("round_s", "day_s", "max_time_s"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"the value of {name} is {getattr(self, name)}, but must be > 0")
+        if self.steps_per_round is not None and self.steps_per_round < 1:
+            raise ConfigError(
+                f"the value of steps_per_round is {self.steps_per_round}, but must be >= 1"
+            )
         for name in ("steps", "batch"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"the value of {name} is {getattr(self, name)}, but must be >= 1")
@@ -112,6 +120,8 @@ class RunResult:
     servers_loaned: int
     servers_reclaimed: int
     wall_s: float
+    serving_slots: int = 0
+    """Warm serving actors started (and answering) before the clock started."""
 
     def summary(self) -> dict[str, float]:
         jcts = [j.jct for j in self.jobs if j.jct is not None]
@@ -128,6 +138,7 @@ class RunResult:
             "p99_latency_ms": float(np.percentile(lat, 99)) if lat else math.nan,
             "servers_loaned": float(self.servers_loaned),
             "servers_reclaimed": float(self.servers_reclaimed),
+            "serving_slots": float(self.serving_slots),
             "wall_s": self.wall_s,
         }
 
@@ -173,17 +184,19 @@ class TrainWorker:
 
 
 class InferenceWorker:
-    """One worker of an inference service: a small model's forward pass per request."""
+    """A warm serving slot on one GPU of a server: every service's small model loaded, a
+    forward pass of the service's model per request (the slot serves the service it is
+    given to this round)."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seeds: list[int]) -> None:
         torch = optional_import("torch", "torch")
         torch.set_num_threads(1)
-        self.model = _mlp(seed).eval()
+        self.models = [_mlp(seed).eval() for seed in seeds]
 
-    def infer(self, x: Any) -> float:
+    def infer(self, service: int, x: Any) -> float:
         torch = optional_import("torch", "torch")
         with torch.no_grad():
-            return float(self.model(torch.as_tensor(x)).sum())
+            return float(self.models[service](torch.as_tensor(x)).sum())
 
 
 class _RealJob:
@@ -279,6 +292,9 @@ class RayRunner:
         reserve = reserve_servers(self.services, config.round_s * scale, cluster.gpus_per_server)
         self.manager = LoanManager(cluster, reserve, config.loaning) if self.services else None
         self.infer_workers: list[list[tuple[int, Any]]] = [[] for _ in self.services]
+        """Each service's serving slots this round: (server, warm actor)."""
+        self.slots: dict[int, list[Any]] = {}
+        """Warm serving actors of every server, one per GPU (started before the clock)."""
         self.requests: list[_Request] = []
         self.latencies: list[float] = []
         self.sent = 0
@@ -316,33 +332,47 @@ class RayRunner:
             self.ray.kill(w)
         rj.workers = []
 
+    def warm_up(self) -> None:
+        """Start one serving actor per GPU of every server that inference may use (at most
+        the services' summed ``max_scale`` per server: no server ever serves more) and wait
+        until each has answered once, before the clock starts: a serverless platform keeps
+        inference containers warm (FaPES §3.3), so the run measures serving, not start-up.
+        A slot takes a ``serve<i>`` unit, not a ``server<i>`` (GPU) one: which GPUs serve
+        is the driver's accounting (the loan manager's inference VC), as for training."""
+        if self.manager is None:
+            return
+        seeds = [100 + i for i in range(len(self.services))]
+        servers: Sequence[int] = range(len(self.cluster.servers))
+        if self.manager.mode != "fapes":  # inference never leaves its home servers
+            servers = self.manager.home
+        most = sum(s.max_scale for s in self.services)
+        for sid in servers:
+            self.slots[sid] = [
+                self.infer_cls.options(resources={f"serve{sid}": 1}).remote(seeds)
+                for _ in range(min(self.cluster.servers[sid].gpus, most))
+            ]
+        x = np.zeros((1, 16), dtype=np.float32)
+        self.ray.get([a.infer.remote(0, x) for actors in self.slots.values() for a in actors])
+
     def _size_inference(self, counts: Sequence[int], servers: frozenset[int]) -> None:
-        """Keep each service's workers on the inference servers, ``counts[i]`` of them."""
-        slots = [s for s in sorted(servers) for _ in range(self.cluster.servers[s].gpus)]
+        """Give each service ``counts[i]`` serving slots on the inference servers, keeping
+        the slots it had there (requests in flight on a slot taken away still finish)."""
         keep: list[list[tuple[int, Any]]] = []
         for i, want in enumerate(counts):
-            alive = [(s, w) for s, w in self.infer_workers[i] if s in servers]
-            gone = [(s, w) for s, w in self.infer_workers[i] if s not in servers]
-            gone += alive[want:]
-            if gone:
-                self._drain(self._t0, final=True)  # let their requests finish first
-            for _, w in gone:
-                self.ray.kill(w)
-            keep.append(alive[:want])
-        used = [s for ws in keep for s, _ in ws]
-        free = list(slots)
-        for s in used:
-            free.remove(s)
+            keep.append([(s, a) for s, a in self.infer_workers[i] if s in servers][:want])
+        taken = {id(a) for ws in keep for _, a in ws}
+        free = [
+            (s, a) for s in sorted(servers) for a in self.slots.get(s, []) if id(a) not in taken
+        ]
         for i, want in enumerate(counts):
             while len(keep[i]) < want and free:
-                s = free.pop(0)
-                w = self.infer_cls.options(resources={f"server{s}": 1}).remote(100 + i)
-                keep[i].append((s, w))
+                keep[i].append(free.pop(0))
         self.infer_workers = keep
 
     # -- the run ----------------------------------------------------------------------
     def run(self) -> RunResult:
         cfg, ray = self.cfg, self.ray
+        self.warm_up()
         t0 = self._t0 = time.monotonic()
         pending = sorted(self.jobs, key=lambda r: r.job.arrival_s)
         active: list[_RealJob] = []
@@ -409,10 +439,10 @@ class RayRunner:
         for r in active:
             if r.workers:
                 self._stop(r)
-        for ws in self.infer_workers:
-            for _, w in ws:
-                ray.kill(w)
         self._drain(t0, final=True)
+        for actors in self.slots.values():
+            for a in actors:
+                ray.kill(a)
         return RunResult(
             self.policy.name,
             [r.outcome for r in self.jobs],
@@ -422,6 +452,7 @@ class RayRunner:
             self.loaned,
             self.reclaimed,
             time.monotonic() - t0,
+            sum(len(actors) for actors in self.slots.values()),
         )
 
     def _view(self, r: _RealJob, placement: Placement, local: Mapping[int, int]) -> JobView:
@@ -444,11 +475,13 @@ class RayRunner:
         # Requests arrive on their own clock: those due while the driver was busy
         # (rescaling, starting workers) are sent late and wait, as real users would.
         schedule = self._request_times(self._scheduled_until, end)
+        cap = self.cfg.steps_per_round
+        limit = {r.job.name: min(r.work, r.outcome.steps + cap) if cap else r.work for r in active}
         self._scheduled_until = max(self._scheduled_until, end)
         while True:
             now = time.monotonic() - t0
             for r in active:
-                if r.workers and r.inflight is None and r.outcome.steps < r.work:
+                if r.workers and r.inflight is None and r.outcome.steps < limit[r.job.name]:
                     params = ray.put(r.params())
                     r.inflight = [w.grad.remote(params, r.outcome.steps) for w in r.workers]
             while schedule and schedule[0][0] <= now:
@@ -459,7 +492,7 @@ class RayRunner:
                     continue  # nothing serves it: an SLO miss
                 _, w = workers[self.sent % len(workers)]
                 x = self._rng.standard_normal((1, 16)).astype(np.float32)
-                self.requests.append(_Request(i, t0 + due, w.infer.remote(x)))
+                self.requests.append(_Request(i, t0 + due, w.infer.remote(i, x)))
             if now >= end and not schedule:
                 break
             refs = [ref for r in active if r.inflight for ref in r.inflight]
@@ -522,7 +555,11 @@ def run_on_ray(
     config: RunConfig | None = None,
     services: Sequence[InferenceService] = (),
 ) -> RunResult:
-    """Start a local Ray cluster (a head and one node per server), run, shut it down."""
+    """Start a local Ray cluster (a head and one node per server), run, shut it down.
+    Node ``i`` has ``server<i>`` (its GPUs, for training workers) and ``serve<i>`` (a warm
+    serving slot per GPU) resources. Ray's own defaults for addresses are kept: Ray 2.x's
+    GCS and raylets listen on every interface whatever ``node_ip_address`` says, and
+    ``ray.init`` rewrites a 127.0.0.1 address to the machine's (docs/cluster.md)."""
     ray = optional_import("ray", "ray")
     cluster_utils = optional_import("ray.cluster_utils", "ray")
     config = config or RunConfig()
@@ -534,7 +571,7 @@ def run_on_ray(
         for server in cluster.servers:
             nodes.add_node(
                 num_cpus=1,
-                resources={f"server{server.id}": server.gpus},
+                resources={f"server{server.id}": server.gpus, f"serve{server.id}": server.gpus},
             )
         nodes.wait_for_nodes()
         ray.init(
