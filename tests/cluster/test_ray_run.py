@@ -30,12 +30,12 @@ def test_real_jobs_and_a_service_with_a_reclaim_on_ray(models: dict[str, AppMode
     # Nothing depends on the machine's speed. Round 0 (t = 0) sees no load, lends the
     # inference server and starts a and b, one per server; rounds are at least 2 s apart, so
     # the first round after t = 4 s that sees the load is round 1, 2 or 3, and it reclaims a
-    # busy server: at most 30 steps a round, each job runs for at least 10 rounds. The time
+    # busy server: at most 12 steps a round, each job runs for at least 10 rounds. The time
     # limit only guards against a hang.
     config = RunConfig(
         round_s=2.0,
-        steps=300,
-        steps_per_round=30,
+        steps=120,
+        steps_per_round=12,
         day_s=day_s,
         rate_scale=0.3,
         max_time_s=3000.0,
@@ -54,6 +54,6 @@ def test_real_jobs_and_a_service_with_a_reclaim_on_ray(models: dict[str, AppMode
     assert s["serving_slots"] == 4
     assert s["requests"] > 0 and 0 <= s["slo_requests"] <= 1
     for job in result.jobs:
-        assert job.steps == 300  # every step done once: nothing lost to the reclaim
+        assert job.steps == 120  # every step done once: nothing lost to the reclaim
         assert job.step_history == sorted(job.step_history)
         assert job.last_loss < job.first_loss  # it really trained
