@@ -28,7 +28,7 @@ from faasml.cluster import (
     resolve_workload,
     simulate,
 )
-from faasml.cluster.policies import POLICIES
+from faasml.cluster.policies import GPU_POOL, POLICIES
 
 DIRS = {"0.5": "workloads-0.5", "1.0": "workloads", "1.5": "workloads-1.5"}
 PUBLISHED = {"pollux": 2751.0, "optimus": 5682.0, "tiresias": 4038.0}  # mean avg JCT, load 1.0
@@ -103,7 +103,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--loads", default="1.0,0.5,1.5", help="job loads among 0.5,1.0,1.5")
     parser.add_argument("--workloads", default="1,2,3,4,5,6,7,8")
-    parser.add_argument("--policies", default=",".join(POLICIES.names()))
+    parser.add_argument("--policies", default=",".join(POLICIES.names(GPU_POOL)))
     parser.add_argument("--restarts", default="5.68,30", help="restart costs, seconds")
     parser.add_argument("--no-fidelity", action="store_true")
     return run(parser.parse_args())

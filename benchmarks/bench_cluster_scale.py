@@ -33,7 +33,7 @@ from faasml.cluster import (
     make_policy,
     resolve_workload,
 )
-from faasml.cluster.policies import POLICIES
+from faasml.cluster.policies import GPU_POOL, POLICIES
 from faasml.cluster.records import Job
 
 
@@ -102,7 +102,7 @@ def measure(
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--policies", default=",".join(POLICIES.names()))
+    parser.add_argument("--policies", default=",".join(POLICIES.names(GPU_POOL)))
     parser.add_argument("--mode", choices=("churn", "idle", "both"), default="churn")
     parser.add_argument("--large-only", action="store_true", help="only 1000 servers × 8")
     args = parser.parse_args()

@@ -15,17 +15,21 @@ class Registry(Generic[T]):
     """A name -> implementation table.
 
     Entries are either objects or ``"module:attribute"`` strings resolved on first use, so
-    that choosing the ``ray`` platform is the only thing that imports Ray.
+    that choosing the ``ray`` platform is the only thing that imports Ray. An entry may name
+    a ``group`` (kinds of one thing used in different places, e.g. the cluster policies of a
+    GPU pool and of idle nodes); ``names(group)`` lists one group.
     """
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self._entries: dict[str, T | str] = {}
+        self._groups: dict[str, str] = {}
 
-    def register(self, name: str, entry: T | str) -> None:
+    def register(self, name: str, entry: T | str, group: str = "") -> None:
         if name in self._entries:
             raise ValueError(f"{self.kind} '{name}' is registered twice")
         self._entries[name] = entry
+        self._groups[name] = group
 
     def decorator(self, name: str) -> Callable[[T], T]:
         def wrap(obj: T) -> T:
@@ -34,8 +38,18 @@ class Registry(Generic[T]):
 
         return wrap
 
-    def names(self) -> list[str]:
-        return sorted(self._entries)
+    def names(self, group: str | None = None) -> list[str]:
+        return sorted(n for n in self._entries if group is None or self._groups[n] == group)
+
+    def group_of(self, name: str) -> str:
+        if name not in self._entries:
+            raise self._unknown(name)
+        return self._groups[name]
+
+    def _unknown(self, name: str) -> UnknownNameError:
+        return UnknownNameError(
+            f"unknown {self.kind} '{name}'; choose one of: {', '.join(self.names())}"
+        )
 
     def __contains__(self, name: object) -> bool:
         return name in self._entries
@@ -44,9 +58,7 @@ class Registry(Generic[T]):
         try:
             entry = self._entries[name]
         except KeyError:
-            raise UnknownNameError(
-                f"unknown {self.kind} '{name}'; choose one of: {', '.join(self.names())}"
-            ) from None
+            raise self._unknown(name) from None
         if isinstance(entry, str):
             module_name, _, attribute = entry.partition(":")
             resolved: T = getattr(importlib.import_module(module_name), attribute)

@@ -89,7 +89,7 @@ def test_simulate_prints_a_table_and_plots(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--policy", "tiresias"], "unknown cluster policy 'tiresias'"),
+        (["--policy", "tiresias"], "unknown gpu-pool policy 'tiresias'"),
         (["--round", "soon"], "--round"),
         (["--restart", "-3"], "--restart is '-3'"),
         (["--servers", "0"], "servers is 0"),

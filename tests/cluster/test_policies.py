@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from faasml.cluster import AppModel, Cluster, Job, JobView, make_policy
-from faasml.cluster.policies import POLICIES
+from faasml.cluster.policies import GPU_POOL, POLICIES
 from faasml.cluster.policies.elasticflow import minimum_share
 from faasml.cluster.policies.fapes import FapesPolicy
 from faasml.cluster.records import check_allocation
@@ -30,7 +30,7 @@ def views(models: dict[str, AppModel], seed: int, count: int) -> list[JobView]:
     return out
 
 
-@pytest.mark.parametrize("name", POLICIES.names())
+@pytest.mark.parametrize("name", POLICIES.names(GPU_POOL))
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_every_policy_returns_a_valid_allocation(
     models: dict[str, AppModel], name: str, seed: int

@@ -48,7 +48,7 @@ def test_table_and_plots(
 @pytest.mark.parametrize(
     ("extra", "needle"),
     [
-        (["--policy", "nope"], "unknown scavenge policy 'nope'"),
+        (["--policy", "nope"], "unknown idle-nodes policy 'nope'"),
         (["--days", "0"], "--days is 0, but must be > 0"),
         (["--max-running", "0"], "--max-running is 0"),
         (["--window", "-1"], "--window is -1"),

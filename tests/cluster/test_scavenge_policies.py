@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from faasml.cluster.scavenge import SCAVENGE_POLICIES, JobView, ScavengeJob, make_scavenge_policy
+from faasml.cluster.policies import IDLE_NODES, POLICIES
+from faasml.cluster.scavenge import JobView, ScavengeJob, make_scavenge_policy
 
 
 def _spec(name: str, low: int = 1, high: int = 16, sigma: float = 0.1) -> ScavengeJob:
@@ -16,7 +17,7 @@ def _spec(name: str, low: int = 1, high: int = 16, sigma: float = 0.1) -> Scaven
     return ScavengeJob(name, "m", 0.0, low, high, 20.0, 5.0, 1e9, counts, rates)
 
 
-@pytest.mark.parametrize("name", SCAVENGE_POLICIES.names())
+@pytest.mark.parametrize("name", POLICIES.names(IDLE_NODES))
 @pytest.mark.parametrize("seed", range(8))
 def test_decisions_fit_the_pool_and_bounds(name: str, seed: int) -> None:
     rng = np.random.default_rng(seed)
@@ -90,3 +91,28 @@ def test_malletrain_stops_profiling_down_when_nodes_are_spare(pool: int, more: b
     assert policy.profile_more("NEW") is more
     policy.stop_when_spare = False  # type: ignore[attr-defined]
     assert policy.profile_more("NEW") is True
+
+
+def test_one_registry_two_groups_each_made_by_its_own_command() -> None:
+    from faasml.cluster.policies import GPU_POOL, make_policy
+    from faasml.exceptions import ConfigError
+
+    assert set(POLICIES.names(IDLE_NODES)) == {
+        "malletrain",
+        "freetrain",
+        "freetrain-guess",
+        "greedy",
+        "equal",
+    }
+    assert {"fifo", "pollux", "fapes"} <= set(POLICIES.names(GPU_POOL))
+    assert set(POLICIES.names()) == set(POLICIES.names(IDLE_NODES)) | set(POLICIES.names(GPU_POOL))
+    with pytest.raises(
+        ConfigError, match=r"'malletrain' is a policy of the idle-nodes group .*scavenge"
+    ):
+        make_policy("malletrain")
+    with pytest.raises(
+        ConfigError, match=r"'fapes' is a policy of the gpu-pool group .*cluster simulate"
+    ):
+        make_scavenge_policy("fapes")
+    with pytest.raises(ConfigError, match="unknown idle-nodes policy 'bogus'; choose one of: eq"):
+        make_scavenge_policy("bogus")

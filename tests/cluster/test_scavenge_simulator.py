@@ -145,7 +145,7 @@ def test_bad_settings_are_config_errors() -> None:
         ScavengeConfig(max_running=0)
     with pytest.raises(ConfigError, match="checkpoint_s is -1"):
         ScavengeConfig(checkpoint_s=-1)
-    with pytest.raises(ConfigError, match="unknown scavenge policy 'nope'"):
+    with pytest.raises(ConfigError, match="unknown idle-nodes policy 'nope'"):
         make_scavenge_policy("nope")
 
 

@@ -20,7 +20,7 @@ from faasml.cluster import (
     simulate,
 )
 from faasml.cluster.metrics import SimResult, json_safe
-from faasml.cluster.policies import POLICIES
+from faasml.cluster.policies import GPU_POOL, POLICIES
 from faasml.exceptions import ConfigError
 
 GOLDEN = Path(__file__).parent / "golden" / "workload1_slice.json"
@@ -46,7 +46,7 @@ def golden_run(traces_dir: Path, models: dict[str, AppModel]) -> dict[str, dict[
     cluster = Cluster.uniform(4, 4, 2)
     return {
         name: json_safe(simulate(jobs, models, cluster, make_policy(name), SimConfig()).summary())
-        for name in POLICIES.names()
+        for name in POLICIES.names(GPU_POOL)
     }
 
 
@@ -91,7 +91,7 @@ def test_runs_are_deterministic_under_a_seed(models: dict[str, AppModel], traces
 def test_every_job_completes_and_metrics_are_consistent(
     models: dict[str, AppModel], traces_dir: Path
 ) -> None:
-    for policy in POLICIES.names():
+    for policy in POLICIES.names(GPU_POOL):
         result = run(models, traces_dir, policy)
         s = result.summary()
         assert s["completed"] == s["jobs"] == 10, policy

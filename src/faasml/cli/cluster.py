@@ -124,14 +124,14 @@ def run_simulate(args: argparse.Namespace) -> int:
     from faasml.cluster.inference import load_services
     from faasml.cluster.loans import check_loaning
     from faasml.cluster.metrics import result_to_dict
-    from faasml.cluster.policies import POLICIES, make_policy
+    from faasml.cluster.policies import GPU_POOL, make_policy, policy_class
     from faasml.cluster.records import TABLE2_RESTART_S
     from faasml.cluster.simulator import simulate
 
     names = [args.policy] + [n.strip() for n in args.compare.split(",") if n.strip()]
     names = list(dict.fromkeys(names))
     for name in names:
-        POLICIES.get(name)  # unknown names fail before any work
+        policy_class(name, GPU_POOL)  # unknown names fail before any work
     check_loaning(args.loaning)
     services = load_services(args.inference) if args.inference else []
     traces = Path(args.traces) if args.traces else None

@@ -69,8 +69,8 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def run_scavenge(args: argparse.Namespace) -> int:
+    from faasml.cluster.policies import IDLE_NODES, policy_class
     from faasml.cluster.scavenge import (
-        SCAVENGE_POLICIES,
         ScavengeConfig,
         load_idle_trace,
         load_jobs,
@@ -82,7 +82,7 @@ def run_scavenge(args: argparse.Namespace) -> int:
     names = [args.policy] + [n.strip() for n in args.compare.split(",") if n.strip()]
     names = list(dict.fromkeys(names))
     for name in names:
-        SCAVENGE_POLICIES.get(name)  # unknown names fail before any work
+        policy_class(name, IDLE_NODES)  # unknown names fail before any work
     plot_dir = output_folder(args.plot) if args.plot else None
     trace = load_idle_trace(args.events)
     jobs = load_jobs(args.jobs, checkpoint_s=args.checkpoint)

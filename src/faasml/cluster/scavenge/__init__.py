@@ -42,7 +42,6 @@ from faasml.cluster.scavenge.jpa import (
 from faasml.cluster.scavenge.loaders import load_idle_trace, load_jobs
 from faasml.cluster.scavenge.metrics import ScavengeResult
 from faasml.cluster.scavenge.policies import (
-    SCAVENGE_POLICIES,
     Decision,
     JobView,
     ScavengePolicy,
@@ -51,7 +50,6 @@ from faasml.cluster.scavenge.policies import (
 from faasml.cluster.scavenge.simulator import ScavengeConfig, ScavengeSimulator, simulate_scavenge
 
 __all__ = [
-    "SCAVENGE_POLICIES",
     "AllocJob",
     "CountAllocation",
     "Curve",

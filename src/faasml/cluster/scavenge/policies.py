@@ -17,11 +17,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from faasml.cluster.policies import IDLE_NODES, policy_class
 from faasml.cluster.scavenge._records import ScavengeJob
 from faasml.cluster.scavenge.allocator import AllocJob, CountAllocation, allocate_counts
 from faasml.cluster.scavenge.curves import Curve, PiecewiseCurve, linear_guess
 from faasml.cluster.scavenge.jpa import JobMonitor, inverse_order, settled
-from faasml.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -249,16 +249,12 @@ class EqualPolicy(ScavengePolicy):
         return Decision(counts)
 
 
-SCAVENGE_POLICIES: Registry[type[ScavengePolicy]] = Registry("scavenge policy")
-SCAVENGE_POLICIES.register("malletrain", MalleTrainPolicy)
-SCAVENGE_POLICIES.register("freetrain", FreeTrainPolicy)
-SCAVENGE_POLICIES.register("freetrain-guess", FreeTrainGuessPolicy)
-SCAVENGE_POLICIES.register("greedy", GreedyPolicy)
-SCAVENGE_POLICIES.register("equal", EqualPolicy)
-
-
 def make_scavenge_policy(
     name: str, *, window_s: float = 600.0, metric: str = "throughput", time_limit_s: float = 1.0
 ) -> ScavengePolicy:
-    """A fresh policy by name; an unknown name lists the choices."""
-    return SCAVENGE_POLICIES.get(name)(window_s=window_s, metric=metric, time_limit_s=time_limit_s)
+    """A fresh idle-nodes policy by name, from the cluster policies' registry
+    (:data:`faasml.cluster.policies.POLICIES`); an unknown name lists the choices."""
+    cls = policy_class(name, IDLE_NODES)
+    policy = cls(window_s=window_s, metric=metric, time_limit_s=time_limit_s)
+    assert isinstance(policy, ScavengePolicy)
+    return policy
