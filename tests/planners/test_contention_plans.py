@@ -8,18 +8,13 @@ separate loop over waves), and pruning the candidates must keep every stage's op
 
 from __future__ import annotations
 
-import dataclasses
-from functools import cache
-
 import numpy as np
 import pytest
 
-from faasml.catalog import Catalog, load_catalog
 from faasml.planners._space import searchable_space
 from faasml.planners.pareto import pareto_indices
 from faasml.planners.training import plan_training, run_totals
 from faasml.planners.tuning import (
-    SuccessiveHalving,
     build_problem,
     plan_tuning,
     tuning_problem,
@@ -28,24 +23,8 @@ from faasml.planners.tuning._problem import StageOptions, TuningProblem, trial_v
 from faasml.planners.tuning._problem import trials_per_wave as per_wave
 from faasml.runtime.calibration import stage_estimate
 from faasml.types import Constraint
-from faasml.workload import Workload, load_workload
 
-SHA = SuccessiveHalving(8, 2, 3, 2)
-
-
-@cache
-def machine(delivered: float | None) -> Catalog:
-    """The local catalog on a fixed 4-core machine (not this one's), delivering ``delivered``."""
-    base = load_catalog("local")
-    platform = dataclasses.replace(
-        base.platform, capacity_vcpus=4.0, capacity_memory_mb=16000.0, delivered_vcpus=delivered
-    )
-    return dataclasses.replace(base, platform=platform)
-
-
-@cache
-def workload() -> Workload:
-    return load_workload("mobilenet-cifar10")
+from .fixed_machine import SHA, machine, workload
 
 
 @pytest.mark.parametrize("delivered", [1.0, 2.5])

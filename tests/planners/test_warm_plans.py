@@ -5,35 +5,17 @@ without a cold start where they are enough, as the run's own stage estimate pric
 from __future__ import annotations
 
 import dataclasses
-from functools import cache
 
 import numpy as np
 import pytest
 
-from faasml.catalog import Catalog, load_catalog
 from faasml.planners._space import searchable_space
 from faasml.planners.pareto import pareto_indices
-from faasml.planners.tuning import SuccessiveHalving, build_problem, plan_tuning
+from faasml.planners.tuning import build_problem, plan_tuning
 from faasml.runtime.calibration import stage_estimates
 from faasml.types import Constraint
-from faasml.workload import Workload, load_workload
 
-SHA = SuccessiveHalving(8, 2, 3, 2)
-
-
-@cache
-def machine(delivered: float | None) -> Catalog:
-    """The local catalog on a fixed 4-core machine, delivering ``delivered`` vCPUs."""
-    base = load_catalog("local")
-    platform = dataclasses.replace(
-        base.platform, capacity_vcpus=4.0, capacity_memory_mb=16000.0, delivered_vcpus=delivered
-    )
-    return dataclasses.replace(base, platform=platform)
-
-
-@cache
-def workload() -> Workload:
-    return load_workload("mobilenet-cifar10")
+from .fixed_machine import SHA, machine, workload
 
 
 def _stages(plan: object) -> list[dict[str, object]]:

@@ -17,9 +17,9 @@ from faasml.runtime.calibration import (
     warm_after,
 )
 from faasml.types import Allocation
-from faasml.workload import ComputeProfile, Workload, load_workload
+from faasml.workload import Workload, load_workload
 
-POINTS = ((128.0, 0.9), (1024.0, 0.2), (3538.0, 0.1))
+from .table_workload import POINTS, table_workload
 
 
 @pytest.fixture
@@ -29,12 +29,7 @@ def catalog() -> Catalog:
 
 @pytest.fixture
 def workload() -> Workload:
-    return dataclasses.replace(
-        load_workload("lr-higgs"),
-        dataset_mb=40.0,
-        samples=20_000,
-        compute=ComputeProfile("table", points=POINTS),
-    )
+    return table_workload()
 
 
 def _epoch(

@@ -14,7 +14,9 @@ from faasml.runtime.contention import cold_start_alone, delivered_vcpus
 from faasml.runtime.job_profile import planning_inputs
 from faasml.runtime.profile_record import JobProfile
 from faasml.types import Allocation
-from faasml.workload import ComputeProfile, Workload, load_workload
+from faasml.workload import Workload
+
+from .table_workload import table_workload
 
 
 def _bounded(delivered: float | None) -> Catalog:
@@ -34,12 +36,7 @@ def _bounded(delivered: float | None) -> Catalog:
 
 @pytest.fixture
 def workload() -> Workload:
-    return dataclasses.replace(
-        load_workload("lr-higgs"),
-        dataset_mb=40.0,
-        samples=20_000,
-        compute=ComputeProfile("table", points=((128.0, 0.9), (1769.0, 0.2), (3538.0, 0.1))),
-    )
+    return table_workload(((128.0, 0.9), (1769.0, 0.2), (3538.0, 0.1)))
 
 
 def test_contention_is_demand_over_what_the_machine_delivers() -> None:

@@ -10,9 +10,9 @@ import pytest
 from faasml.catalog import Catalog, load_catalog
 from faasml.runtime.calibration import keep_warm, stage_estimates
 from faasml.types import Allocation, Constraint
-from faasml.workload import ComputeProfile, Workload, load_workload
+from faasml.workload import Workload
 
-POINTS = ((128.0, 0.9), (1024.0, 0.2), (3538.0, 0.1))
+from .table_workload import table_workload
 
 
 @pytest.fixture
@@ -22,12 +22,7 @@ def catalog() -> Catalog:
 
 @pytest.fixture
 def workload() -> Workload:
-    return dataclasses.replace(
-        load_workload("lr-higgs"),
-        dataset_mb=40.0,
-        samples=20_000,
-        compute=ComputeProfile("table", points=POINTS),
-    )
+    return table_workload()
 
 
 def _stage(trials: int, memory_mb: int) -> dict[str, object]:
