@@ -156,7 +156,7 @@ class GPEISearcher(Searcher):
                 break
         self.theta = theta
         jac = self._shares(rows) / self.noise
-        self._theta_cov = np.linalg.inv(jac.T @ jac + precision)
+        self._theta_cov = np.asarray(np.linalg.inv(jac.T @ jac + precision), dtype=float)
 
     def _after_observe(self) -> None:
         from faasml._imports import optional_import

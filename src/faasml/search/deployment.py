@@ -298,13 +298,15 @@ class DeploymentSearch:
         """A model-based searcher learns log time per epoch (the model's error), and scores
         it through the goal with the candidate's price per second; the others see the score."""
         model: dict[str, Array] = {}
+        self.prior: Array | None
         if warm and self.latent:
             model["terms"] = space.terms()
             if scales is not None:
                 model["center"], model["term_sd"] = scales
             self.prior = space.log_time() + (0.0 if prior is None else prior)
         else:
-            prior = space.log_time() if prior is None and warm else prior
+            if prior is None and warm:
+                prior = space.log_time()
             self.prior = prior
         self.searcher: Searcher = create_searcher(
             searcher,
@@ -324,7 +326,14 @@ class DeploymentSearch:
         if index is None:
             return None
         allocation = self.space.allocation(index)
-        measured = measure(allocation)
+        return self.record(allocation, measure(allocation))
+
+    def record(self, allocation: Allocation, measured: Measurement) -> Probe:
+        """Observe what a probe of ``allocation`` measured: ``step``'s second half, and how a
+        resumed run replays the probes its record holds (nothing is measured again)."""
+        index = self.space.index_of(allocation)
+        if index is None:
+            raise ConfigError(f"{allocation} is not a candidate of this search")
         if measured.failed is not None:
             worst = max((p.score for p in self.probes if p.measurement.failed is None), default=0)
             score = float(worst) + 2.0
