@@ -17,7 +17,10 @@ Prints: 1. per searcher: share of instances within 5 % when it stops, probes unt
 profile; 3. re-triggers after a change (batch size ×4, model ×2, data ×2), warm-started from
 the last posterior with at most 3 probes.
 
+"feas." counts only the instances where some deployment of the true job keeps the constraint.
+
 Run: .venv/bin/python benchmarks/bench_deployment_search.py [--seeds 5] [--probes 10]
+[--first-seed 0] [--only-warm]
 """
 
 from __future__ import annotations
