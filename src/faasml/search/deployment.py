@@ -388,18 +388,15 @@ class DeploymentSearch:
         warm: bool = True,
         probe_costs: Array | None = None,
     ) -> DeploymentSearch:
-        """The search after a change: the new model's prediction (when ``warm``) plus what
-        the last posterior learnt of the model's error, as the new prior mean; few probes."""
+        """The search after a change: the new model's prediction (when ``warm``: its terms
+        with the scales the last search learnt) plus what the last GP learnt of the model's
+        remaining error, as the new prior mean; few probes."""
         residual = getattr(self.searcher, "residual", None)
         scales = getattr(self.searcher, "scales", lambda: None)()
-        prior: Array | None = None
+        prior: Array | None = None  # a searcher without a model: warm from the model alone
         if residual is not None:
-            learnt, _ = residual(space.features)
-            prior = learnt if warm and scales is not None else None
-            if prior is None:
-                prior = (space.log_time() if warm else 0.0) + learnt
-        elif warm:
-            prior = None
+            # Warm, added to the new model's terms; cold, the prior mean itself.
+            prior, _ = residual(space.features)
         if scales is not None:
             theta, sd = scales
             # What the last search learnt of the scales, a little looser: the job changed.
