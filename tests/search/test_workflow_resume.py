@@ -117,4 +117,7 @@ def test_a_killed_workflow_run_resumes_with_nothing_lost(tmp_path: Path, when: s
         assert [h["epoch"] for h in second["epochs_run"]] == [3, 4]
     else:  # the search goes on with the probe it had left
         assert len(second["probes"]) == 2 and searches
+    # The run's clock went on across the kill: the phases' events are in order.
+    times = [e["t_s"] for e in resumed["events"] if e["text"].startswith("phase")]
+    assert times == sorted(times) and len(times) >= 3
     assert "Deployment search" in (run_dir / "report.md").read_text()

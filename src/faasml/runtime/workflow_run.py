@@ -126,6 +126,7 @@ class WorkflowRun(TrainRun):
         self._base_params = self.model.num_params
         self._models: dict[int, Any] = {}
         self._probes = 0
+        self._driving = False
 
     # ------------------------------------------------------------------ pieces
 
@@ -335,7 +336,23 @@ class WorkflowRun(TrainRun):
             search.record(Allocation(**probe["allocation"]), _measurement_of(probe))
         return search
 
+    def save(self) -> None:
+        """The record, with the run's clock up to now while the phases run: a killed run
+        resumes on it (online chunks land on it; events stay in order)."""
+        if self._driving:
+            now = time.monotonic()
+            self.state["elapsed_s"] = float(self.state["elapsed_s"]) + (now - self._started)
+            self._started = now
+        super().save()
+
     def _drive(self, coordinator: Coordinator) -> None:
+        self._driving = True
+        try:
+            self._drive_phases(coordinator)
+        finally:
+            self._driving = False
+
+    def _drive_phases(self, coordinator: Coordinator) -> None:
         if "plan" not in self.state:
             self.plan()
         flow = self.state["workflow"]
