@@ -123,3 +123,22 @@ def test_the_dollar_budget_caps_what_the_probes_cost() -> None:
             spent += probe.measurement.probe_usd
         assert 1 <= len(result.probes) < 25
         assert "budget" in result.stop_reason
+
+
+def test_recorded_probes_replayed_give_the_same_posterior() -> None:
+    """What a resumed workflow run does: the probes of its record observed again."""
+    space = space_of(WORKLOAD)
+    goal = goal_for(space, WORKLOAD.epochs)
+    truth = TrueLandscape(perturbed_workload(WORKLOAD, np.random.default_rng(5)), CATALOG)
+    search = DeploymentSearch(space, goal, budget=SearchBudget(max_probes=4, ei_threshold=0.0))
+    result = search.run(truth.measure)
+    again = DeploymentSearch(space, goal, budget=SearchBudget(max_probes=4, ei_threshold=0.0))
+    for probe in result.probes:
+        again.record(probe.allocation, probe.measurement)
+    assert again.result().choice == result.choice
+    assert again.searcher.done()
+    first, _ = search.searcher.residual(space.features)  # type: ignore[attr-defined]
+    second, _ = again.searcher.residual(space.features)  # type: ignore[attr-defined]
+    assert np.allclose(first, second)
+    with pytest.raises(ConfigError, match="not a candidate"):
+        again.record(Allocation(3, 999, "s3", "allreduce"), result.probes[0].measurement)

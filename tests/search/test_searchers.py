@@ -126,3 +126,33 @@ def test_a_constraint_keeps_the_choice_feasible_and_steers_the_search() -> None:
     best = drive(searcher, g)
     assert g[best] <= 1e-9  # keeps the constraint
     assert x[best, 0] <= 0.15  # and is near the feasible optimum x0 = 0 (x1 = 1)
+
+
+def test_the_terms_scales_are_learnt_and_the_optimum_found() -> None:
+    """The prior is log(a + b) of two terms; the truth scales them by 1.6 and 0.7: a few
+    probes calibrate both scales (near log 1.6 and log 0.7) and find the true minimum."""
+    x = grid_features(21)
+    first = 1.0 / (0.05 + x[:, 0])  # falls with x0 (computation shared by more workers)
+    second = 0.5 + 4.0 * x[:, 0] ** 2 + x[:, 1]  # grows with x0 (synchronisation)
+    truth = np.log(1.6 * first + 0.7 * second)
+    searcher = GPEISearcher(
+        x, SearchBudget(max_probes=6, ei_threshold=0.0), seed=0, terms=np.stack([first, second])
+    )
+    best = drive(searcher, truth)
+    assert truth[best] <= truth.min() + 0.01
+    scales = searcher.scales()
+    assert scales is not None
+    theta, deviation = scales
+    assert abs(theta[0] - np.log(1.6)) < 0.1 and abs(theta[1] - np.log(0.7)) < 0.15
+    assert np.all(deviation < 0.5)  # narrower than the prior's
+
+
+def test_a_search_no_probe_fits_recommends_the_priors_choice() -> None:
+    x = grid_features(9)
+    prior = bowl(x, (0.25, 0.75))
+    searcher = GPEISearcher(
+        x, SearchBudget(max_probes=5, max_usd=0.5), prior=prior, costs=np.ones(len(x))
+    )
+    assert searcher.propose() is None
+    assert "budget" in (searcher.stop_reason or "")
+    assert searcher.best() == int(np.argmin(prior))

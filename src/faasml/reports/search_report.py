@@ -20,12 +20,18 @@ def _what(phase: dict[str, Any]) -> str:
     return f"batch {phase['batch_size']}, {phase['samples']:,} samples, {name} {model}"
 
 
+def _phases(flow: dict[str, Any]) -> list[dict[str, Any]]:
+    """The finished phases and the one under way when the run stopped (if any)."""
+    current = flow.get("current")
+    return list(flow.get("phases", [])) + ([current] if current else [])
+
+
 def workflow_lines(state: dict[str, Any]) -> list[str]:
     """Markdown lines of the searches of a workflow run (none for other runs)."""
     flow = state.get("workflow")
     if not flow:
         return []
-    phases = flow.get("phases", [])
+    phases = _phases(flow)
     search = sum(p.get("search_usd", 0.0) for p in phases)
     bill = sum(c["usd"] for c in state.get("charges", []))
     share = f" ({search / bill:.0%} of the bill)" if bill > 0 else ""
@@ -48,7 +54,8 @@ def workflow_lines(state: dict[str, Any]) -> list[str]:
         lines.append(
             f"| {p['index']} | {p.get('change') or '-'} | {how}: {p.get('stop_reason', '-')} | "
             f"{len(p.get('probes', []))} | {format_money(p.get('search_usd', 0.0))} | "
-            f"{_allocation(p['choice'])} | {rate} | {format_money(p.get('train_usd', 0.0))} |"
+            f"{_allocation(p['choice']) if 'choice' in p else '-'} | {rate} | "
+            f"{format_money(p.get('train_usd', 0.0))} |"
         )
     for p in phases:
         if not p.get("probes"):
@@ -78,7 +85,7 @@ def write_search_plot(state: dict[str, Any], folder: Path) -> list[Path]:
     """'workflow.png': what changed, workers and throughput per epoch over time (SMLT Figs.
     13–14); none without matplotlib or a workflow."""
     flow = state.get("workflow")
-    if not flow or not flow.get("phases"):
+    if not flow or not _phases(flow):
         return []
     try:
         import matplotlib
@@ -92,7 +99,7 @@ def write_search_plot(state: dict[str, Any], folder: Path) -> list[Path]:
         kind, "training samples"
     )
     xs, changed, workers, rates = [], [], [], []
-    for p in flow["phases"]:
+    for p in _phases(flow):
         for h in p.get("epochs_run", []):
             xs.append(h["t_s"])
             if kind == "dynamic-batching":
@@ -111,7 +118,7 @@ def write_search_plot(state: dict[str, Any], folder: Path) -> list[Path]:
     ):
         ax.step(xs, values, where="pre", marker="o")
         ax.set_ylabel(name)
-    for p in flow["phases"]:
+    for p in _phases(flow):
         for ax in axes:
             ax.axvline(p["t_start_s"], color="grey", linestyle=":", linewidth=0.8)
     axes[-1].set_xlabel("seconds (dotted: a phase starts; its search runs first)")

@@ -16,6 +16,7 @@ prewarming), ``failures`` (restarts), ``results`` (trial history), ``segment_bil
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from faasml.runtime.coordinator_base import (
@@ -88,6 +89,24 @@ class Coordinator(SegmentLaunching, ResultCommits):
         for trial in waiting:
             if trial.status == "running":
                 trial.status = "stopped" if self.stop_reason else trial.status
+
+    def run_segment(self, trial: TrialState, allocation: Allocation, max_rounds: int) -> bool:
+        """Run one segment of ``trial`` on ``allocation`` — at most ``max_rounds`` rounds —
+        and wait for it (a deployment search's probe); billed like any segment. False when
+        the platform refused it; a failure is in ``trial.failures``."""
+        options = self.options
+        self.options = dataclasses.replace(options, max_rounds_per_invocation=max_rounds)
+        try:
+            self.prepare_partitions(allocation.n)
+            segment = self._launch(trial, allocation, [])
+            if segment is None:
+                return False
+            while not self._poll(segment):
+                time.sleep(options.poll_s)
+            return True
+        finally:
+            self.options = options
+            self._collect_standalone()
 
     def _count_demand(self, running: list[Segment], seconds: float) -> None:
         """Add ``seconds`` of the running functions' summed vCPU demand to each segment."""

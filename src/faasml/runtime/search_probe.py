@@ -61,24 +61,15 @@ def probe_allocation(
         checkpoint=copy_key,
         status="running",
     )
-    options = coordinator.options
-    coordinator.options = dataclasses.replace(options, max_rounds_per_invocation=rounds)
     failed: str | None = None
     try:
-        coordinator.prepare_partitions(allocation.n)
-        segment = coordinator._launch(probe, allocation, [])
-        if segment is None:
+        if not coordinator.run_segment(probe, allocation, rounds):
             failed = probe.failures[-1] if probe.failures else "the platform refused it"
-        else:
-            while not coordinator._poll(segment):
-                time.sleep(options.poll_s)
-            if probe.failures:
-                failed = probe.failures[-1]
+        elif probe.failures:
+            failed = probe.failures[-1]
     except BudgetExhaustedError as err:
         failed = str(err)
     finally:
-        coordinator.options = options
-        coordinator._collect_standalone()
         _relabel(meter.charges, first_charge, allocation)
         for key in (probe.checkpoint, copy_key):
             if key is not None:

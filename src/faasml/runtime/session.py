@@ -53,11 +53,6 @@ def resume_run(
     state = folder.read_record()
     if state.get("status") in ("finished", "target-missed"):
         raise ConfigError(f"the run in {run_dir} has finished; nothing to resume")
-    if state.get("workflow"):
-        raise ConfigError(
-            f"the run in {run_dir} is a workflow run; resuming one is not supported yet: "
-            "start it again"
-        )
     source = state.get("job_source")
     job = (
         load_job(source) if source and Path(source).exists() else JobSpec.from_mapping(state["job"])
@@ -69,7 +64,11 @@ def resume_run(
     # The platform it ran on, which the command line may have chosen (--platform, --address).
     job = dataclasses.replace(job, platform=state.get("platform", job.platform))
     kwargs.setdefault("platform_options", state.get("platform_options") or {})
-    cls = TuneRun if state["kind"] == "tune" else TrainRun
+    cls: type[BaseRun] = TuneRun if state["kind"] == "tune" else TrainRun
+    if state.get("workflow"):  # phases deployed by a search (docs/search.md)
+        from faasml.runtime.workflow_run import WorkflowRun
+
+        cls = WorkflowRun
     state.pop("stop_reason", None)  # the run goes on: a reason it stopped is history now
     for trial in state["trials"]:
         if trial["status"] in ("running", "stopped"):  # stopped by the run, not finished

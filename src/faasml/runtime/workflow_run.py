@@ -126,6 +126,7 @@ class WorkflowRun(TrainRun):
         self._base_params = self.model.num_params
         self._models: dict[int, Any] = {}
         self._probes = 0
+        self._driving = False
 
     # ------------------------------------------------------------------ pieces
 
@@ -293,21 +294,89 @@ class WorkflowRun(TrainRun):
 
     # ------------------------------------------------------------------ run
 
+    def _search_for(
+        self,
+        phase: Phase,
+        last: DeploymentSearch | None,
+        space: DeploymentSpace,
+        goal: DeploymentGoal,
+    ) -> DeploymentSearch:
+        """The phase's search: the first one, or ``last`` re-triggered."""
+        options = self.spec.search
+        budget = SearchBudget(
+            max_probes=options.max_probes if last is None else options.retrigger_probes,
+            max_usd=options.max_usd,
+            ei_threshold=options.ei_threshold,
+        )
+        warm = self.profile is not None
+        costs = space.probe_cost(rounds=options.probe_rounds)
+        if last is None:
+            return DeploymentSearch(
+                space,
+                goal,
+                searcher=options.searcher,
+                budget=budget,
+                seed=self.job.seed,
+                warm=warm,
+                probe_costs=costs,
+            )
+        return last.retrigger(
+            space, goal, budget=budget, seed=self.job.seed, warm=warm, probe_costs=costs
+        )
+
+    def _replay(
+        self, phase: Phase, last: DeploymentSearch | None, record: dict[str, Any]
+    ) -> DeploymentSearch:
+        """The search a recorded phase ran, rebuilt from its recorded probes (a resumed run:
+        the posterior the next re-trigger starts from; nothing is probed again)."""
+        space = self.phase_space(phase)
+        goal = _goal_of(record["goal"])
+        search = self._search_for(phase, last, space, goal)
+        for probe in record["probes"]:
+            search.record(Allocation(**probe["allocation"]), _measurement_of(probe))
+        return search
+
+    def save(self) -> None:
+        """The record, with the run's clock up to now while the phases run: a killed run
+        resumes on it (online chunks land on it; events stay in order)."""
+        if self._driving:
+            now = time.monotonic()
+            self.state["elapsed_s"] = float(self.state["elapsed_s"]) + (now - self._started)
+            self._started = now
+        super().save()
+
     def _drive(self, coordinator: Coordinator) -> None:
+        self._driving = True
+        try:
+            self._drive_phases(coordinator)
+        finally:
+            self._driving = False
+
+    def _drive_phases(self, coordinator: Coordinator) -> None:
         if "plan" not in self.state:
             self.plan()
-        if self.state["workflow"]["phases"]:
-            raise ConfigError("resuming a workflow run is not supported yet; start it again")
+        flow = self.state["workflow"]
+        done: list[dict[str, Any]] = flow["phases"]
         options = self.spec.search
         search: DeploymentSearch | None = None
         allocation: Allocation | None = None
-        origin = time.monotonic()
-        self._probes = 0
+        # The run's clock (it goes on across a resume): online chunks land on it.
+        origin = float(flow.setdefault("origin_s", coordinator.now()))
+        self._probes = sum(len(r["probes"]) for r in done)
         for phase in self.phases:
             self.current = phase
             trial = self.trials[[t.trial_id for t in self.trials].index(phase.trial)]
-            wait = phase.arrival_s - (time.monotonic() - origin)
-            if wait > 0:  # online: the chunk has not landed; no function is held meanwhile
+            if phase.index < len(done):  # finished before a resume: its search replayed
+                record = done[phase.index]
+                if record["searched"]:
+                    search = self._replay(phase, search, record)
+                allocation = Allocation(**record["choice"])
+                continue
+            current = flow.get("current")
+            resumed = current is not None and current["index"] == phase.index + 1
+            wait = phase.arrival_s - (coordinator.now() - origin)
+            if wait > 0 and not resumed:
+                # online: the chunk has not landed; no function is held meanwhile
                 self.event(f"phase {phase.index + 1}: waiting {wait:.1f} s for its data")
                 time.sleep(wait)
             if phase.samples != coordinator.samples:
@@ -315,52 +384,48 @@ class WorkflowRun(TrainRun):
                 coordinator._prepared.clear()
                 coordinator.set_data(self.phase_data(phase), self.test)
             space = self.phase_space(phase)
-            goal = self.phase_goal(phase, self.meter.total_usd, coordinator.now())
-            record: dict[str, Any] = {
-                "index": phase.index + 1,
-                "change": phase.change,
-                "batch_size": phase.batch_size,
-                "samples": phase.samples,
-                "model": phase.model,
-                "model_mb": float(self._phase_model(phase).size_mb),
-                "params": int(self._phase_model(phase).num_params),
-                "epochs": phase.epochs,
-                "trial": phase.trial,
-                "t_start_s": coordinator.now(),
-                "probes": [],
-            }
+            if resumed:
+                record = current
+                goal = _goal_of(record["goal"])
+                self._probes += len(record["probes"])
+                self.event(f"phase {phase.index + 1}: resumed")
+            else:
+                goal = self.phase_goal(phase, self.meter.total_usd, coordinator.now())
+                record = {
+                    "index": phase.index + 1,
+                    "change": phase.change,
+                    "batch_size": phase.batch_size,
+                    "samples": phase.samples,
+                    "model": phase.model,
+                    "model_mb": float(self._phase_model(phase).size_mb),
+                    "params": int(self._phase_model(phase).num_params),
+                    "epochs": phase.epochs,
+                    "trial": phase.trial,
+                    "t_start_s": coordinator.now(),
+                    "goal": {
+                        "objective": goal.objective.value,
+                        "epochs": goal.epochs,
+                        "limit": goal.limit,
+                    },
+                    "probes": [],
+                }
+                flow["current"] = record
             first = search is None
             retrigger = not first and bool(phase.change) and options.retrigger
-            if first or retrigger:
-                budget = SearchBudget(
-                    max_probes=options.max_probes if first else options.retrigger_probes,
-                    max_usd=options.max_usd,
-                    ei_threshold=options.ei_threshold,
-                )
-                warm = self.profile is not None
-                costs = space.probe_cost(rounds=options.probe_rounds)
-                if search is None:
-                    search = DeploymentSearch(
-                        space,
-                        goal,
-                        searcher=options.searcher,
-                        budget=budget,
-                        seed=self.job.seed,
-                        warm=warm,
-                        probe_costs=costs,
-                    )
+            if "choice" in record:  # resumed after its search: train on what it chose
+                allocation = Allocation(**record["choice"])
+                if record["searched"]:
+                    search = self._replay(phase, search, record)
+            elif first or retrigger:
+                if resumed:  # the probes done before the resume, then the rest of them
+                    search = self._replay(phase, search, record)
                 else:
-                    search = search.retrigger(
-                        space,
-                        goal,
-                        budget=budget,
-                        seed=self.job.seed,
-                        warm=warm,
-                        probe_costs=costs,
-                    )
+                    search = self._search_for(phase, search, space, goal)
+                if retrigger and not resumed:
                     self.event(f"phase {phase.index + 1}: {phase.change}; search re-triggered")
                 measure = functools.partial(self._measure, coordinator, phase, trial, space, record)
                 while search.step(measure) is not None:
+                    self.save()  # each probe kept: a resumed run does not probe it again
                     if coordinator.stop_reason:
                         break
                 measured_any = any(p.measurement.failed is None for p in search.probes)
@@ -380,31 +445,33 @@ class WorkflowRun(TrainRun):
                     "no change" if not phase.change else "re-trigger off: the first choice kept"
                 )
             assert allocation is not None
-            record["choice"] = dataclasses.asdict(allocation)
-            record["search_usd"] = sum(p["probe_usd"] for p in record["probes"])
-            record["search_s"] = sum(p["probe_s"] for p in record["probes"])
-            self.state["allocation"] = dataclasses.asdict(allocation)
-            self.state["allocations"].append(
-                {"epoch": trial.epochs_done + 1, **self.state["allocation"]}
-            )
-            self.event(f"phase {phase.index + 1}: runs on {allocation}")
+            end_epoch = phase.first_epoch + phase.epochs
+            if "choice" not in record:
+                record["choice"] = dataclasses.asdict(allocation)
+                record["search_usd"] = sum(p["probe_usd"] for p in record["probes"])
+                record["search_s"] = sum(p["probe_s"] for p in record["probes"])
+                record["train_from_usd"] = self.meter.total_usd
+                self.state["allocation"] = dataclasses.asdict(allocation)
+                self.state["allocations"].append(
+                    {"epoch": trial.epochs_done + 1, **self.state["allocation"]}
+                )
+                self.event(f"phase {phase.index + 1}: runs on {allocation}")
+                self.save()
             if coordinator.stop_reason:
                 record["t_end_s"] = coordinator.now()
-                self.state["workflow"]["phases"].append(record)
                 return
-            before = self.meter.total_usd
-            coordinator.run([trial], allocation, trial.epochs_done + phase.epochs)
+            coordinator.run([trial], allocation, end_epoch)
             if trial.status == "done":
                 trial.status = "running" if phase is not self.phases[-1] else "done"
             record["t_end_s"] = coordinator.now()
-            record["train_usd"] = self.meter.total_usd - before
-            record["epochs_run"] = [
-                h for h in trial.history if h["epoch"] > trial.epochs_done - phase.epochs
-            ]
-            self.state["workflow"]["phases"].append(record)
-            self.save()
+            record["train_usd"] = self.meter.total_usd - record.pop("train_from_usd")
+            record["epochs_run"] = [h for h in trial.history if h["epoch"] > phase.first_epoch]
             if coordinator.stop_reason or trial.status == "failed":
+                record["train_from_usd"] = self.meter.total_usd - record.pop("train_usd")
                 return
+            done.append(record)
+            flow.pop("current", None)
+            self.save()
         for t in self.trials:
             if t.status in ("running", "pending") and t.epochs_done > 0:
                 t.status = "done"
@@ -447,6 +514,22 @@ def train_workflow(
     flow = WorkflowRun(spec, Constraint(budget_usd, deadline_s), folder)
     flow.plan()
     return flow.execute()
+
+
+def _goal_of(data: dict[str, Any]) -> DeploymentGoal:
+    return DeploymentGoal(Objective(data["objective"]), float(data["epochs"]), data["limit"])
+
+
+def _measurement_of(probe: dict[str, Any]) -> Measurement:
+    """A recorded probe as the search observed it."""
+    failed = probe["failed"]
+    return Measurement(
+        probe["epoch_s"] if failed is None else math.inf,
+        probe["epoch_usd"] if failed is None else math.inf,
+        probe["probe_s"],
+        probe["probe_usd"],
+        failed=failed,
+    )
 
 
 def _describe(phase: Phase) -> str:

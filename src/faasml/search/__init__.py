@@ -29,17 +29,20 @@ def create_searcher(
     prior: Any = None,
     objective: Any = None,
     costs: Any = None,
+    **model: Any,
 ) -> Searcher:
     """The searcher ``name`` over ``features`` (one row per candidate, scaled to [0, 1]).
     ``prior`` (a mean per candidate) warm-starts the searchers that use one (``gp-ei``); the
     others ignore it. ``objective`` (a ``LatentObjective``, for those same searchers) makes
     observations a latent quantity with an objective and a constraint on it; the others
     observe the objective.
-    ``costs`` (predicted price of each probe) keeps every searcher within ``budget.max_usd``."""
+    ``costs`` (predicted price of each probe) keeps every searcher within ``budget.max_usd``.
+    ``model``: further options of the model-based searchers (``gp-ei``: ``terms``,
+    ``center``, ``term_sd``); the others ignore them."""
     cls = SEARCHERS.get(name)
     if getattr(cls, "uses_prior", False):
         return cls(  # type: ignore[call-arg]
-            features, budget, seed, prior=prior, objective=objective, costs=costs
+            features, budget, seed, prior=prior, objective=objective, costs=costs, **model
         )
     return cls(features, budget, seed, costs=costs)
 

@@ -29,6 +29,9 @@ from faasml.search._base import Array, SearchBudget, Searcher
 
 NOISE = 0.05
 """Measurement noise (deviation, observation units) a GP assumes unless told."""
+TERM_SD = 0.5
+"""Prior deviation of each model term's log scale: the model's computation or
+synchronisation may be off by a factor of about e^±0.5 (0.6–1.6×) before any probe."""
 
 
 @dataclass(frozen=True)
@@ -57,11 +60,19 @@ class GPEISearcher(Searcher):
         objective: LatentObjective | None = None,
         costs: Array | None = None,
         noise: float = NOISE,
+        terms: Array | None = None,
+        center: Array | None = None,
+        term_sd: float | Array = TERM_SD,
     ) -> None:
         """``prior``: a mean of the observed value per candidate. ``objective``: what the
         observations mean (default: the value itself, unconstrained). ``noise``: the
         measurement's deviation in the observations' units (0.05: 5 % on a log scale), fixed:
-        a handful of probes cannot tell noise from signal."""
+        a handful of probes cannot tell noise from signal.
+
+        ``terms`` (k × candidates, positive): the prior mean is the log of a sum of terms
+        (the analytical model's computation, synchronisation, rest), each with a scale e^θ
+        learnt from the probes (θ ~ N(``center``, ``term_sd``²), default centre 0); ``prior``
+        is then added to it (a re-trigger's learnt residual)."""
         super().__init__(features, budget, seed, costs=costs)
         if prior is not None:
             prior = np.asarray(prior, dtype=float)
@@ -72,6 +83,29 @@ class GPEISearcher(Searcher):
                 )
         if not (np.isfinite(noise) and noise > 0):
             raise ConfigError(f"the value of noise is {noise}, but must be positive")
+        self.terms: Array | None = None
+        if terms is not None:
+            terms = np.asarray(terms, dtype=float)
+            if terms.ndim != 2 or terms.shape[1] != len(self) or not np.all(terms >= 0):
+                raise ConfigError(
+                    f"terms need one non-negative row per term and one column per candidate "
+                    f"({len(self)}); got shape {terms.shape}"
+                )
+            self.terms = np.maximum(terms, 0.0)
+            self.center = (
+                np.zeros(len(terms)) if center is None else np.asarray(center, dtype=float)
+            )
+            self.term_sd: Array = np.broadcast_to(
+                np.asarray(term_sd, dtype=float), (len(terms),)
+            ).copy()
+            if self.center.shape != (len(terms),) or not np.all(self.term_sd > 0):
+                raise ConfigError(
+                    f"center and term_sd need one value per term ({len(terms)}), term_sd > 0"
+                )
+            self.theta = self.center.copy()
+            self._theta_cov = np.diag(self.term_sd**2)
+            self._shift = np.zeros(len(self)) if prior is None else prior
+            prior = self._structured(np.arange(len(self)))
         self.prior = prior
         self.noise = noise
         self.goal = objective or LatentObjective(np.zeros(len(self)), np.full(len(self), np.inf))
@@ -83,10 +117,46 @@ class GPEISearcher(Searcher):
     # ------------------------------------------------------------------ model
 
     def _prior_at(self, rows: np.ndarray) -> Array:
+        if self.terms is not None:
+            return self._structured(rows)
         if self.prior is None:
             return np.zeros(len(rows))
         result: Array = self.prior[rows]
         return result
+
+    def _structured(self, rows: np.ndarray, theta: Array | None = None) -> Array:
+        """log Σ_k e^θ_k · term_k + shift at ``rows``."""
+        assert self.terms is not None
+        scales = np.exp(self.theta if theta is None else theta)
+        total = scales @ self.terms[:, rows]
+        result: Array = np.log(np.maximum(total, 1e-300)) + self._shift[rows]
+        return result
+
+    def _shares(self, rows: np.ndarray) -> Array:
+        """∂ prior / ∂θ at ``rows``: each term's share of the sum (rows × terms)."""
+        assert self.terms is not None
+        part = np.exp(self.theta)[:, None] * self.terms[:, rows]
+        result: Array = (part / np.maximum(part.sum(axis=0), 1e-300)).T
+        return result
+
+    def _fit_terms(self, rows: np.ndarray, values: Array) -> None:
+        """MAP of the terms' log scales θ (Gaussian prior, Gaussian noise) by Gauss-Newton,
+        and its Laplace covariance: a calibration of the model from the probes."""
+        theta = self.center.copy()
+        precision = np.diag(1.0 / self.term_sd**2)
+        for _ in range(20):
+            self.theta = theta
+            jac = self._shares(rows) / self.noise
+            gap = (values - self._structured(rows)) / self.noise
+            hessian = jac.T @ jac + precision
+            gradient = jac.T @ gap - precision @ (theta - self.center)
+            step = np.linalg.solve(hessian, gradient)
+            theta = theta + np.clip(step, -1.0, 1.0)
+            if float(np.max(np.abs(step))) < 1e-6:
+                break
+        self.theta = theta
+        jac = self._shares(rows) / self.noise
+        self._theta_cov = np.asarray(np.linalg.inv(jac.T @ jac + precision), dtype=float)
 
     def _after_observe(self) -> None:
         from faasml._imports import optional_import
@@ -98,10 +168,13 @@ class GPEISearcher(Searcher):
         rows = np.array([i for i, _ in self.observed])
         values = np.array([v for _, v in self.observed])
         dims = self.features.shape[1]
+        if self.terms is not None:
+            self._fit_terms(rows, values)
         residual = values - self._prior_at(rows)
         # The model's error is mostly a constant factor (a log offset): taken out as the mean,
-        # the GP learns what varies over the space, in the observations' own units.
-        self._offset = float(np.mean(residual))
+        # the GP learns what varies over the space, in the observations' own units. (With
+        # terms, their learnt scales already took it out.)
+        self._offset = 0.0 if self.terms is not None else float(np.mean(residual))
         kernel = kernels.ConstantKernel(0.25, (1e-4, 1e2)) * kernels.Matern(
             length_scale=np.full(dims, 0.3), length_scale_bounds=(0.03, 10.0), nu=2.5
         ) + kernels.WhiteKernel(self.noise**2, "fixed")
@@ -122,10 +195,21 @@ class GPEISearcher(Searcher):
         deviation = np.maximum(np.asarray(std, dtype=float), 1e-9)
         return np.asarray(mean, dtype=float) + self._offset, deviation
 
+    def scales(self) -> tuple[Array, Array] | None:
+        """The terms' learnt log scales and their deviations (None without terms)."""
+        if self.terms is None:
+            return None
+        return self.theta.copy(), np.sqrt(np.diag(self._theta_cov))
+
     def posterior(self) -> tuple[Array, Array]:
         """Posterior mean and deviation of the observed value of every candidate."""
+        rows = np.arange(len(self))
         mean, std = self.residual(self.features)
-        return mean + self._prior_at(np.arange(len(self))), std
+        if self.terms is not None:
+            shares = self._shares(rows)
+            spread = np.einsum("ij,jk,ik->i", shares, self._theta_cov, shares)
+            std = np.sqrt(std**2 + np.maximum(spread, 0.0))
+        return mean + self._prior_at(rows), std
 
     def feasible(self) -> Array:
         """P(candidate keeps the constraint) under the posterior."""
@@ -206,6 +290,9 @@ class GPEISearcher(Searcher):
         measured ones. Unmeasured candidates count: a probe too dear for the search budget
         may still be the best deployment."""
         if self._gp is None:
+            if not self.observed and self.prior is not None:
+                # No probe fitted the budget: the prior's own choice.
+                return self._ranked(self.prior, np.arange(len(self)))
             return super().best()
         mean, std = self.posterior()
         keeps = mean <= self.goal.limit

@@ -34,6 +34,8 @@ PENALTY = 10.0
 candidate over the limit never beats one within it by more than a sliver."""
 COUNT_LEVELS = 64
 """Function counts searched: about this many, spaced geometrically from 1 to the most."""
+SCALE_DRIFT = 0.1
+"""Deviation added to each learnt log scale at a re-trigger (the change may move them)."""
 MEMORY_STEP_MB = 128
 """Memory grid of the search (SMLT §3.2 searches 128 MB steps)."""
 
@@ -168,6 +170,13 @@ class DeploymentSpace:
         result: Array = np.log(np.maximum(self.table.time_s, 1e-12))
         return result
 
+    def terms(self) -> Array:
+        """The model's time per epoch as terms (computation, synchronisation, the rest: load
+        and invocation), whose sum is the time: the scales a search learns from its probes."""
+        t = self.table
+        result: Array = np.stack([t.compute_s, t.sync_s, t.load_s + t.invoke_s])
+        return result
+
     def probe_cost(self, rounds: int = 5, cap_s: float = 10.0) -> Array:
         """The model's price of probing each candidate: its cold start plus ``rounds`` rounds
         (at most ``cap_s`` seconds of them, at least one)."""
@@ -274,10 +283,13 @@ class DeploymentSearch:
         warm: bool = True,
         prior: Array | None = None,
         probe_costs: Array | None = None,
+        scales: tuple[Array, Array] | None = None,
     ) -> None:
-        """``warm`` uses the model's prediction as the prior mean (a profile exists); an
-        explicit ``prior`` (a re-trigger's) replaces it. ``probe_costs`` (the predicted price
-        of each probe) keep the search within ``budget.max_usd``."""
+        """``warm`` uses the model's prediction as the prior mean (a profile exists), its
+        terms' scales learnt from the probes (``scales``: their prior centre and deviation,
+        a re-trigger's); an explicit ``prior`` (a re-trigger's learnt residual) is added to
+        it when warm and replaces it when cold. ``probe_costs`` (the predicted price of each
+        probe) keep the search within ``budget.max_usd``."""
         self.space, self.goal = space, goal
         self.name = searcher
         self.budget = budget or SearchBudget()
@@ -285,9 +297,17 @@ class DeploymentSearch:
         self.latent = bool(getattr(SEARCHERS.get(searcher), "uses_prior", False))
         """A model-based searcher learns log time per epoch (the model's error), and scores
         it through the goal with the candidate's price per second; the others see the score."""
-        if prior is None and warm:
-            prior = space.log_time()
-        self.prior = prior
+        model: dict[str, Array] = {}
+        self.prior: Array | None
+        if warm and self.latent:
+            model["terms"] = space.terms()
+            if scales is not None:
+                model["center"], model["term_sd"] = scales
+            self.prior = space.log_time() + (0.0 if prior is None else prior)
+        else:
+            if prior is None and warm:
+                prior = space.log_time()
+            self.prior = prior
         self.searcher: Searcher = create_searcher(
             searcher,
             space.features,
@@ -296,6 +316,7 @@ class DeploymentSearch:
             prior=prior,
             objective=goal.latent(space.cost_per_s()) if self.latent else None,
             costs=probe_costs,
+            **model,
         )
         self.probes: list[Probe] = []
 
@@ -305,7 +326,14 @@ class DeploymentSearch:
         if index is None:
             return None
         allocation = self.space.allocation(index)
-        measured = measure(allocation)
+        return self.record(allocation, measure(allocation))
+
+    def record(self, allocation: Allocation, measured: Measurement) -> Probe:
+        """Observe what a probe of ``allocation`` measured: ``step``'s second half, and how a
+        resumed run replays the probes its record holds (nothing is measured again)."""
+        index = self.space.index_of(allocation)
+        if index is None:
+            raise ConfigError(f"{allocation} is not a candidate of this search")
         if measured.failed is not None:
             worst = max((p.score for p in self.probes if p.measurement.failed is None), default=0)
             score = float(worst) + 2.0
@@ -360,15 +388,19 @@ class DeploymentSearch:
         warm: bool = True,
         probe_costs: Array | None = None,
     ) -> DeploymentSearch:
-        """The search after a change: the new model's prediction (when ``warm``) plus what
-        the last posterior learnt of the model's error, as the new prior mean; few probes."""
-        base = space.log_time() if warm else np.zeros(len(space))
+        """The search after a change: the new model's prediction (when ``warm``: its terms
+        with the scales the last search learnt) plus what the last GP learnt of the model's
+        remaining error, as the new prior mean; few probes."""
         residual = getattr(self.searcher, "residual", None)
-        if residual is None:
-            prior = base if warm else None
-        else:
-            learnt, _ = residual(space.features)
-            prior = base + learnt
+        scales = getattr(self.searcher, "scales", lambda: None)()
+        prior: Array | None = None  # a searcher without a model: warm from the model alone
+        if residual is not None:
+            # Warm, added to the new model's terms; cold, the prior mean itself.
+            prior, _ = residual(space.features)
+        if scales is not None:
+            theta, sd = scales
+            # What the last search learnt of the scales, a little looser: the job changed.
+            scales = (theta, np.sqrt(sd**2 + SCALE_DRIFT**2))
         return DeploymentSearch(
             space,
             goal,
@@ -378,4 +410,5 @@ class DeploymentSearch:
             warm=warm,
             prior=prior,
             probe_costs=probe_costs,
+            scales=scales if warm else None,
         )
