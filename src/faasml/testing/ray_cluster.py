@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from faasml._imports import optional_import
+from faasml._ray_config import LOCAL_SYSTEM_CONFIG
 
 
 @contextmanager
@@ -17,7 +18,11 @@ def local_ray_cluster(nodes: int = 2, cpus_per_node: int = 2) -> Iterator[Any]:
     cluster_utils = optional_import("ray.cluster_utils", "ray")
     cluster = cluster_utils.Cluster(
         initialize_head=True,
-        head_node_args={"num_cpus": cpus_per_node, "include_dashboard": False},
+        head_node_args={
+            "num_cpus": cpus_per_node,
+            "include_dashboard": False,
+            "_system_config": LOCAL_SYSTEM_CONFIG,
+        },
     )
     try:
         for _ in range(nodes - 1):
