@@ -13,6 +13,7 @@ from __future__ import annotations
 import resource
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 PEAK_ROUNDS = 3
@@ -103,37 +104,65 @@ def _wait(store: Any, keys: list[str]) -> None:
             time.sleep(0.02)
 
 
+def train_round(
+    model: Any,
+    optimizer: Any,
+    params: Any,
+    data: Any,
+    rng: Any,
+    size: int,
+    reduce: Callable[[Any], Any] | None = None,
+) -> tuple[Any, float, float]:
+    """One training round as a worker runs it: a random minibatch of ``size`` samples, the
+    model's gradient, in a synchronised round ``reduce`` (the gradient to the mean the step
+    applies), the optimiser's step. Returns (the new parameters, seconds of computation —
+    minibatch, gradient and step —, seconds in ``reduce``)."""
+    import numpy as np
+
+    chosen = rng.integers(0, len(data), size=size)
+    start = time.perf_counter()
+    _, grad = model.loss_and_grad(params, data.features[chosen], data.labels[chosen])
+    vector = np.asarray(grad, dtype=np.float32)
+    synced = time.perf_counter()
+    if reduce is not None:
+        vector = reduce(vector)
+    stepped = time.perf_counter()
+    params = optimizer.step(params, vector)
+    done = time.perf_counter()
+    return params, (synced - start) + (done - stepped), stepped - synced
+
+
+def warmed(recipe: Any, data: Any, rng: Any) -> tuple[Any, Any, Any, int]:
+    """(model, optimiser, parameters, minibatch size) of ``recipe`` after WARM_ROUNDS untimed
+    rounds (the first calls of a shape set up the framework's kernels)."""
+    from faasml.runtime.worker import cached_model
+    from faasml.workloads import create_optimizer
+
+    model = cached_model(recipe)
+    optimizer = create_optimizer(recipe.optimizer, model.num_params, **recipe.hyperparameters)
+    params = model.init_params(recipe.seed)
+    size = min(recipe.batch_size, len(data))
+    for _ in range(WARM_ROUNDS):
+        params, _, _ = train_round(model, optimizer, params, data, rng, size)
+    return model, optimizer, params, size
+
+
 def _timed_rounds(
     recipes: list[Any], data: Any, rng: Any, measure_s: float, max_rounds: int
 ) -> float:
     """Seconds of training per sample over ``recipes`` (each for its share of ``measure_s``
     after WARM_ROUNDS untimed rounds); with ``measure_s`` 0 only the untimed rounds."""
-    import numpy as np
-
-    from faasml.runtime.worker import cached_model
-    from faasml.workloads import create_optimizer
-
     per_sample = []
     share = measure_s / len(recipes)
     for recipe in recipes:
-        model = cached_model(recipe)
-        optimizer = create_optimizer(recipe.optimizer, model.num_params, **recipe.hyperparameters)
-        params = model.init_params(recipe.seed)
-        size = min(recipe.batch_size, len(data))
+        model, optimizer, params, size = warmed(recipe, data, rng)
         spent, samples, rounds = 0.0, 0, 0
-        for _ in range(WARM_ROUNDS):
-            chosen = rng.integers(0, len(data), size=size)
-            _, grad = model.loss_and_grad(params, data.features[chosen], data.labels[chosen])
-            params = optimizer.step(params, np.asarray(grad, dtype=np.float32))
         if measure_s <= 0:
             continue
         began = time.perf_counter()
         while time.perf_counter() - began < share or rounds < PEAK_ROUNDS:
-            chosen = rng.integers(0, len(data), size=size)
-            start = time.perf_counter()
-            _, grad = model.loss_and_grad(params, data.features[chosen], data.labels[chosen])
-            params = optimizer.step(params, np.asarray(grad, dtype=np.float32))
-            spent += time.perf_counter() - start
+            params, seconds, _ = train_round(model, optimizer, params, data, rng, size)
+            spent += seconds
             samples += size
             rounds += 1
             if max_rounds and rounds >= max_rounds:
@@ -151,30 +180,16 @@ def _probe_recipes(
     rng: Any,
     out: dict[str, Any],
 ) -> None:
-    import numpy as np
-
     from faasml.runtime.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
-    from faasml.runtime.worker import cached_model
-    from faasml.workloads import create_optimizer
 
     computes, evals = [], []
     share = float(payload["measure_s"]) / len(recipes)
     for index, recipe in enumerate(recipes):
-        model = cached_model(recipe)
-        optimizer = create_optimizer(recipe.optimizer, model.num_params, **recipe.hyperparameters)
-        params = model.init_params(recipe.seed)
-        size = min(recipe.batch_size, len(data))
-        for _ in range(WARM_ROUNDS):  # first calls of a shape set up the framework's kernels
-            chosen = rng.integers(0, len(data), size=size)
-            _, grad = model.loss_and_grad(params, data.features[chosen], data.labels[chosen])
-            params = optimizer.step(params, np.asarray(grad, dtype=np.float32))
+        model, optimizer, params, size = warmed(recipe, data, rng)
         spent, samples, rounds = 0.0, 0, 0
         while rounds < PEAK_ROUNDS or spent < share:
-            chosen = rng.integers(0, len(data), size=size)
-            start = time.perf_counter()
-            _, grad = model.loss_and_grad(params, data.features[chosen], data.labels[chosen])
-            params = optimizer.step(params, np.asarray(grad, dtype=np.float32))
-            spent += time.perf_counter() - start
+            params, seconds, _ = train_round(model, optimizer, params, data, rng, size)
+            spent += seconds
             samples += size
             rounds += 1
             if rounds >= int(payload["max_rounds"]) and rounds >= PEAK_ROUNDS:
