@@ -373,3 +373,38 @@ def test_the_probe_measures_functions_side_by_side_on_a_bounded_machine(
     workload = load_workload("lr-higgs")
     _, plan_catalog = planning_inputs(profile, workload, logreg.meter.catalog)
     assert plan_catalog.platform.delivered_vcpus == profile.delivered_vcpus
+
+
+@pytest.mark.parametrize("name", ["logreg", "cnn"])
+def test_the_probe_measures_a_synchronised_round_and_plans_price_it(
+    name: str, request: pytest.FixtureRequest
+) -> None:
+    from faasml.models.perf import epoch_time
+
+    measured: Measured = request.getfixturevalue(name)
+    profile, catalog = measured.profile, measured.meter.catalog
+    assert profile.notes == ()
+    assert profile.sync_storage == "embedded"  # the job's store
+    assert profile.sync_memory_mb == roomy_memory_mb(catalog)
+    schemes = {scheme for scheme, _, _ in profile.sync_rounds}
+    assert schemes == set(catalog.storage("embedded").schemes)  # each scheme it offers
+    assert all(transfer > 0 and wait >= 0 for _, transfer, wait in profile.sync_rounds)
+    # The two functions of the round are billed as profiling, at their memory.
+    details = [c.detail for c in measured.meter.charges if c.kind == "profiling"]
+    assert details.count(f"{profile.sync_memory_mb} MB") >= 2
+    # The plans' epoch time at two functions synchronises as measured (taken back to functions
+    # that had their share: the stage estimates slow the wave by its contention).
+    workload, planning = planning_inputs(profile, load_workload("lr-higgs"), catalog)
+    platform, service = planning.platform, planning.storage("embedded")
+    kappa = platform.contention(2 * float(platform.vcpus(profile.sync_memory_mb)))
+    for scheme, transfer, wait in profile.sync_rounds:
+        epoch = epoch_time(workload, platform, service, service, scheme, 2, profile.sync_memory_mb)
+        per_round = float(epoch.sync_s) / int(epoch.iterations)
+        assert per_round == pytest.approx((transfer + wait) / kappa, rel=1e-6)
+    assert catalog.storage("embedded").scheme_latency_s == {}
+
+
+def test_the_store_changes_the_key(catalog: Catalog, tmp_path: Path) -> None:
+    job = load_job(_write(tmp_path, LOGREG))
+    other = load_job(_write(tmp_path, {**LOGREG, "store": "vm-ps"}, "ps.yaml"))
+    assert profile_key(other, catalog, {}) != profile_key(job, catalog, {})

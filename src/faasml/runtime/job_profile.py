@@ -4,7 +4,8 @@ Before a real run is planned, ``measure_job`` probes the job on its platform, as
 functions (``runtime.job_probe``): at one vCPU's worth of memory, every model configuration
 the search space can build is trained a few rounds and the peak resident memory (runtime and
 framework included) is the footprint; at the least memory that holds it plus
-``MEMORY_MARGIN``, compute and evaluation per sample, checkpoint time and the cold start.
+``MEMORY_MARGIN``, compute and evaluation per sample, checkpoint time and the cold start; two
+functions synchronising the job's real gradient through its store (``runtime.sync_probe``).
 ``planning_inputs`` turns a profile into the ``Workload`` (u(m) as a measured table, the
 footprint as ``runtime_mb``) and ``Catalog`` (measured cold start and per-invocation latency)
 the planners read. Profiles are cached by a key of everything that changes them.
@@ -34,6 +35,7 @@ from faasml.runtime.contention import cold_start_alone, delivered_vcpus
 from faasml.runtime.job_probe import PEAK_ROUNDS
 from faasml.runtime.platform import Billed, FunctionError, Platform
 from faasml.runtime.profile_record import MEMORY_MARGIN, JobProfile
+from faasml.runtime.sync_probe import measured_sync, priced_storages
 
 __all__ = [
     "MEMORY_MARGIN",
@@ -52,7 +54,7 @@ __all__ = [
 from faasml.workload import ComputeProfile, Workload
 
 PROBE_FN = "faasml.runtime.job_probe:probe_job"
-PROBE_VERSION = 7
+PROBE_VERSION = 8
 """Bumped when the probe measures differently: older cached profiles are then re-measured."""
 MEASURE_S = 0.6
 """Seconds of computation each compute measurement covers at least (six CPU-quota periods)."""
@@ -105,6 +107,8 @@ def profile_key(job: JobSpec, catalog: Catalog, platform_options: Mapping[str, A
         "platform": job.platform,
         "platform_options": {k: repr(v) for k, v in sorted(platform_options.items())},
         "catalog": repr(catalog.platform),
+        "stores": job.to_dict(redact=True).get("stores"),
+        "store": job.store,
         "probe": PROBE_VERSION,
         "faasml": __version__,
     }
@@ -223,11 +227,13 @@ def measure_job(
             now = clock() if clock is not None else 0.0
             return (meter or Meter(catalog)).profiling(billed, now)
 
-        def call(memory_mb: int, bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
-            """Run the probe in ``len(bodies)`` functions of ``memory_mb`` started together;
+        def call(
+            memory_mb: int, bodies: list[dict[str, Any]], fn: str = PROBE_FN
+        ) -> list[dict[str, Any]]:
+            """Run ``fn`` in ``len(bodies)`` functions of ``memory_mb`` started together;
             one failing stops the others (a group's functions wait for each other)."""
             nonlocal spent
-            invocations = [platform.invoke(PROBE_FN, body, memory_mb) for body in bodies]
+            invocations = [platform.invoke(fn, body, memory_mb) for body in bodies]
             try:
                 while not all(i.done() for i in invocations):
                     if any(i.billed is not None and not i.billed.ok for i in invocations):
@@ -302,6 +308,7 @@ def measure_job(
                     raise ProfilingError(f"the probe of job {job.name} failed: {err}") from None
                 # The base configuration needed more here than the roomy run suggested.
                 footprint = max(footprint, size / (1.0 + MEMORY_MARGIN) + 1)
+        sync, notes = measured_sync(job, catalog, call, roomy, payload, first)
         warm = []
         for _ in range(3):
             start = time.monotonic()
@@ -328,6 +335,10 @@ def measure_job(
         configs=len(recipes),
         delivered_vcpus=delivered,
         side_by_side_ratio=ratio,
+        sync_storage=sync[0],
+        sync_memory_mb=roomy if sync[1] else 0,
+        sync_rounds=sync[1],
+        notes=notes,
         profiling_usd=spent,
         profiling_s=time.monotonic() - began,
         measured_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -347,7 +358,9 @@ def planning_inputs(
     ``memory_needed_mb(1)`` is the measured footprint with its margin (the data term shrinks
     as D/n with more functions). The catalog's cold start is the measured one; its
     per-invocation latency the warm round trip plus a checkpoint's save and load; on a bounded
-    platform, the vCPUs its machine delivered to the probe's functions side by side.
+    platform, the vCPUs its machine delivered to the probe's functions side by side; the
+    job's store, each scheme's latency fitted to the synchronised round the probe measured
+    (``sync_probe.priced_storages``).
     """
     mb_per_sample = max(profile.bytes_per_sample / 1e6, 1e-12)
     ratio = profile.test_samples / max(profile.train_samples, 1)
@@ -360,6 +373,14 @@ def planning_inputs(
         cold_start_s=profile.cold_start_s,
         warm_start_s=profile.dispatch_s + profile.checkpoint_s,
         delivered_vcpus=delivered,
+    )
+    storages = priced_storages(
+        catalog.storages,
+        platform,
+        profile.sync_storage,
+        profile.sync_memory_mb,
+        profile.sync_rounds,
+        max(profile.model_mb, 1e-6),
     )
     # Each point was measured by one function alone: taken back to a machine it did not
     # share with the job's other functions (the estimates add what k at once share).
@@ -384,7 +405,7 @@ def planning_inputs(
         model_mb=max(profile.model_mb, 1e-6),
         runtime_mb=runtime,
     )
-    return measured, dataclasses.replace(catalog, platform=platform)
+    return measured, dataclasses.replace(catalog, platform=platform, storages=storages)
 
 
 def platform_options_for(job: JobSpec, model: object, options: Mapping[str, Any]) -> dict[str, Any]:

@@ -28,6 +28,7 @@ _NUMBERS = (
     "profiling_s",
     "delivered_vcpus",
     "side_by_side_ratio",
+    "sync_memory_mb",
 )
 """The profile's numeric fields (a record or cache file is checked before use)."""
 
@@ -64,6 +65,12 @@ class JobProfile:
     side_by_side_ratio: float = 0.0
     """Training time per sample of k functions computing at once over one alone (0: not
     measured)."""
+    sync_storage: str = ""
+    """The catalog storage the synchronised round went through ("": not measured)."""
+    sync_memory_mb: int = 0
+    """Memory of the two functions of the synchronised round."""
+    sync_rounds: tuple[tuple[str, float, float], ...] = ()
+    """(scheme, transfer s, straggler wait s) per round of two functions (``sync_probe``)."""
     measured_at: str = ""
     cached: bool = False
     notes: tuple[str, ...] = field(default=())
@@ -79,8 +86,10 @@ class JobProfile:
         if not isinstance(data, Mapping):
             raise ValueError("a profile is a mapping of its fields")
         values = dict(data)
-        for name in ("delivered_vcpus", "side_by_side_ratio"):  # absent from older records
-            values.setdefault(name, 0.0)
+        for name in ("delivered_vcpus", "side_by_side_ratio", "sync_memory_mb"):
+            values.setdefault(name, 0.0)  # absent from older records
+        values["sync_memory_mb"] = _whole(values["sync_memory_mb"])
+        values["sync_rounds"] = _sync_rounds(values.get("sync_rounds", ()))
         for name in _NUMBERS:
             value = values.get(name)
             if isinstance(value, bool) or not isinstance(value, int | float):
@@ -103,10 +112,9 @@ class JobProfile:
         if not isinstance(notes, list | tuple) or not all(isinstance(n, str) for n in notes):
             raise ValueError("notes must be a list of texts")
         values["notes"] = tuple(notes)
-        if not isinstance(values.get("key"), str) or not isinstance(
-            values.get("measured_at", ""), str
-        ):
-            raise ValueError("key and measured_at must be texts")
+        texts = (values.get("key"), values.get("measured_at", ""), values.get("sync_storage", ""))
+        if not all(isinstance(text, str) for text in texts):
+            raise ValueError("key, measured_at and sync_storage must be texts")
         return JobProfile(**values, cached=cached)
 
     def memory_floor_mb(self, margin: float = MEMORY_MARGIN) -> float:
@@ -127,4 +135,32 @@ class JobProfile:
                 if self.side_by_side_ratio > 0
                 else ""
             )
+            + "".join(
+                f"; {scheme} round of 2 via {self.sync_storage} {transfer * 1e3:.3g} ms "
+                f"+ {wait * 1e3:.3g} ms waiting"
+                for scheme, transfer, wait in self.sync_rounds
+            )
         )
+
+
+def _whole(value: Any) -> int:
+    """A count read back (checked as a number already)."""
+    if int(value) != value:
+        raise ValueError(f"sync_memory_mb must be a whole number, not {value!r}")
+    return int(value)
+
+
+def _sync_rounds(value: Any) -> tuple[tuple[str, float, float], ...]:
+    """``sync_rounds`` read back: [scheme, transfer s, straggler wait s] each."""
+    if not isinstance(value, list | tuple):
+        raise ValueError("sync_rounds must be a list of [scheme, transfer s, wait s]")
+    rounds = []
+    for entry in value:
+        ok = isinstance(entry, list | tuple) and len(entry) == 3 and isinstance(entry[0], str)
+        if not ok or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v < math.inf
+            for v in entry[1:]
+        ):
+            raise ValueError(f"sync_rounds has {entry!r}; each must be [scheme, seconds, seconds]")
+        rounds.append((str(entry[0]), float(entry[1]), float(entry[2])))
+    return tuple(rounds)

@@ -1,0 +1,222 @@
+"""The job probe's synchronised round: two functions on the job's platform train the job's
+model side by side and synchronise every round's real gradient (buffers included, as a
+worker sends them) through the job's store, once for each scheme the store offers.
+
+Per round, the *transfer* is the time in the reduce of the function that arrived last (it
+waits for no one: only pushing and pulling the bytes) and the *straggler wait* is the mean
+time in the reduce less that (the function that arrived first waited for the other). Their
+medians go in the job's profile; ``priced_storages`` (pure) solves CE-scaling eq. 3 for each
+scheme's effective latency per transfer ℓ so that t^p at n = 2 is the measured round
+(transfer + straggler wait), taken back to functions that had their share of the machine as
+the compute points are (the planners slow a wave by its contention κ). The planners then price
+synchronisation from the measurement, not the catalog's latency; n > 2 follows eq. 3.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import os
+import statistics
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from faasml.catalog import Catalog, FunctionPlatform, StorageService
+from faasml.config import JobSpec
+from faasml.models.perf import network_mbps
+from faasml.models.sync import item_mb, transfers
+from faasml.runtime.platform import FunctionError
+
+SYNC_FN = "faasml.runtime.sync_probe:probe_sync"
+SYNC_N = 2
+"""Functions of the measured round."""
+SYNC_MEASURE_S = 0.3
+"""Computation the timed rounds of each scheme cover at least (from the solo compute)."""
+MIN_ROUNDS, MAX_ROUNDS = 8, 64
+"""Timed rounds of each scheme, at least and at most."""
+SYNC_TIMEOUT_S = 120.0
+"""Longest a function waits in a reduce for the other (its cold start on a busy machine)."""
+
+SyncRound = tuple[str, float, float]
+"""(scheme, transfer seconds per round, straggler wait seconds per round) at n = SYNC_N."""
+
+
+def probe_sync(payload: dict[str, Any]) -> dict[str, Any]:
+    """Inside a function: for each scheme, WARM_ROUNDS synchronised rounds (the first waits
+    until the other function is up), then ``rounds`` timed ones; the seconds each spent in
+    the reduce, per round."""
+    import numpy as np
+
+    from faasml.runtime.job_probe import WARM_ROUNDS, train_round, warmed
+    from faasml.runtime.worker import cached_dataset, cached_store
+    from faasml.sync.schemes import SCHEME_CLASSES
+
+    objects = cached_store(payload["object_url"])
+    data, _ = cached_dataset(objects, payload["train_key"])
+    sync_store = cached_store(payload["sync_url"])
+    index, n = int(payload["index"]), int(payload["n"])
+    rng = np.random.default_rng(index + 1)
+    model, optimizer, params, size = warmed(payload["recipe"], data, rng)
+    count = model.num_params
+    out: dict[str, list[float]] = {}
+    for name in payload["schemes"]:
+        scheme = SCHEME_CLASSES.get(name)(
+            sync_store, n, f"{payload['prefix']}/{name}", timeout_s=SYNC_TIMEOUT_S
+        )
+        round_id = 0
+
+        def reduce(vector: Any, scheme: Any = scheme) -> Any:
+            nonlocal round_id
+            if model.num_buffers:  # the buffers travel with the gradient, as in a worker
+                vector = np.concatenate([vector, model.buffers()])
+            mean = scheme.reduce(index, round_id, vector)
+            round_id += 1
+            if model.num_buffers:
+                model.load_buffers(mean[count:])
+            return mean[:count]
+
+        for _ in range(WARM_ROUNDS):
+            params, _, _ = train_round(model, optimizer, params, data, rng, size, reduce)
+        times = []
+        for _ in range(int(payload["rounds"])):
+            params, _, seconds = train_round(model, optimizer, params, data, rng, size, reduce)
+            times.append(seconds)
+        out[name] = times
+    return {"sync_s": out}
+
+
+def round_figures(results: Sequence[Mapping[str, Any]]) -> tuple[SyncRound, ...]:
+    """(scheme, transfer, straggler wait) per scheme from the functions' reduce times: per
+    round the least time in the reduce is the transfer, the mean less it the wait; medians
+    over the rounds."""
+    figures = []
+    schemes = results[0]["sync_s"]
+    for name in schemes:
+        rows = list(zip(*(r["sync_s"][name] for r in results), strict=True))
+        if not rows:
+            continue
+        transfer = statistics.median(min(row) for row in rows)
+        wait = statistics.median(sum(row) / len(row) - min(row) for row in rows)
+        figures.append((str(name), float(transfer), float(max(wait, 0.0))))
+    return tuple(figures)
+
+
+def timed_rounds(seconds_per_round: float) -> int:
+    """Timed rounds per scheme: SYNC_MEASURE_S of computation, within MIN/MAX_ROUNDS."""
+    wanted = math.ceil(SYNC_MEASURE_S / max(seconds_per_round, 1e-6))
+    return int(min(MAX_ROUNDS, max(MIN_ROUNDS, wanted)))
+
+
+@contextlib.contextmanager
+def sync_store(job: JobSpec) -> Iterator[tuple[str, str] | None]:
+    """(catalog storage name, URL) of the store the job synchronises through, as a run opens
+    it: a directory on tmpfs for ``embedded``, a parameter server on loopback for ``vm-ps``
+    (stopped after), the job's URL otherwise; None where the probe cannot stand one up (an
+    InfiniCache deployment)."""
+    name, url = next(iter(job.sync_stores().items()))
+    if url is not None and url.startswith("infinicache:"):
+        yield None
+        return
+    if url is not None:
+        yield name, url
+        return
+    if name == "vm-ps":
+        from faasml.sync.param_server import ParameterServer
+
+        server = ParameterServer().start()
+        try:
+            yield name, str(server.url)
+        finally:
+            server.stop()
+        return
+    shm = Path("/dev/shm")
+    base = str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
+    with tempfile.TemporaryDirectory(prefix="faasml-probe-sync-", dir=base) as folder:
+        yield name, f"embedded://{Path(folder).resolve()}"
+
+
+def measure_sync(
+    job: JobSpec,
+    catalog: Catalog,
+    call: Callable[[int, list[dict[str, Any]], str], list[dict[str, Any]]],
+    memory_mb: int,
+    payload: Mapping[str, Any],
+    seconds_per_round: float,
+) -> tuple[str, tuple[SyncRound, ...]] | None:
+    """Run the synchronised round in SYNC_N functions of ``memory_mb`` through ``call`` (the
+    probe's: billed as profiling); (storage name, figures), or None where it cannot be run."""
+    from faasml.sync.stores import open_store
+
+    with sync_store(job) as found:
+        if found is None:
+            return None
+        name, url = found
+        schemes = list(catalog.storage(name).schemes)
+        prefix = f"probe-sync-{uuid.uuid4().hex[:8]}"
+        body = {
+            "object_url": payload["object_url"],
+            "train_key": payload["train_key"],
+            "recipe": payload["recipes"][0],
+            "sync_url": url,
+            "schemes": schemes,
+            "prefix": prefix,
+            "n": SYNC_N,
+            "rounds": timed_rounds(seconds_per_round),
+        }
+        try:
+            results = call(memory_mb, [{**body, "index": i} for i in range(SYNC_N)], SYNC_FN)
+        finally:
+            with contextlib.suppress(Exception), open_store(url) as store:
+                store.delete(f"{prefix}/")
+        return name, round_figures(results)
+
+
+def measured_sync(
+    job: JobSpec,
+    catalog: Catalog,
+    call: Callable[[int, list[dict[str, Any]], str], list[dict[str, Any]]],
+    memory_mb: int,
+    payload: Mapping[str, Any],
+    first: Mapping[str, Any],
+) -> tuple[tuple[str, tuple[SyncRound, ...]], tuple[str, ...]]:
+    """The synchronised round of two functions (``sync_probe``), and a note where it could
+    not be measured (the catalog's latency then prices synchronisation)."""
+    per_round = float(first["compute_s_per_sample"]) * job.batch_size
+    try:
+        found = measure_sync(job, catalog, call, memory_mb, payload, per_round)
+    except FunctionError as err:
+        return ("", ()), (f"synchronised round not measured ({err.kind}: {err})",)
+    if found is None:
+        return ("", ()), ("synchronised round not measured: the store is an InfiniCache",)
+    return found, ()
+
+
+def priced_storages(
+    storages: Mapping[str, StorageService],
+    platform: FunctionPlatform,
+    storage: str,
+    memory_mb: int,
+    rounds: Sequence[SyncRound],
+    model_mb: float,
+) -> dict[str, StorageService]:
+    """``storages`` with ``storage``'s per-scheme latency ℓ (CE-scaling eq. 3) fitted to the
+    measured rounds: transfers(s, 2)·(item/b + ℓ) = (transfer + straggler wait) / κ, where b
+    is what a function of ``memory_mb`` gets from the store and κ the contention of the two
+    functions on ``platform`` (1 where it is unbounded). Pure."""
+    if storage not in storages or not rounds:
+        return dict(storages)
+    service = storages[storage]
+    kappa = platform.contention(SYNC_N * float(platform.vcpus(memory_mb)))
+    bandwidth = float(network_mbps(platform, service, memory_mb))
+    latencies = dict(service.scheme_latency_s)
+    for scheme, transfer_s, straggler_s in rounds:
+        if scheme not in service.schemes:
+            continue
+        steps = float(transfers(scheme, SYNC_N))
+        item = float(item_mb(scheme, SYNC_N, model_mb))
+        latencies[scheme] = max((transfer_s + straggler_s) / kappa / steps - item / bandwidth, 1e-7)
+    return {**storages, storage: dataclasses.replace(service, scheme_latency_s=latencies)}
