@@ -58,7 +58,7 @@ class Coordinator(SegmentLaunching, ResultCommits):
                 if self.stop_reason is not None or not self._fits(running, sized):
                     continue
                 try:
-                    segment = self._launch(trial, allocation, running)
+                    segment = self._launch(trial, allocation, running, until_epoch)
                 except BudgetExhaustedError as stop:
                     self.stop_reason = str(stop)
                     continue

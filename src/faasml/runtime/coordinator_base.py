@@ -34,6 +34,10 @@ class CoordinatorOptions:
     """Renew functions after this many rounds (None: from the duration limit)."""
     renew_at: float = 0.7
     """Renew when a segment would use more than this share of the duration limit."""
+    epochs_per_segment: int | None = None
+    """Whole epochs one invocation may train: None chooses from the measured epoch time and
+    the segment's fixed time (``segments.SEGMENT_OVERHEAD_SHARE``); k trains up to k (1: one
+    epoch per segment). Never past the end of a stage or the duration limit."""
     poll_s: float = 0.005
 
 
@@ -58,6 +62,8 @@ class Segment:
     demand_vcpu_s: float = 0.0
     """vCPUs demanded by every function running beside this segment's (its own included),
     integrated over the time it ran: a machine-bounded platform shares its cores among them."""
+    epochs: int = 1
+    """Whole epochs the segment trains (more than one for epochs short against its fixed time)."""
 
 
 class BudgetExhaustedError(FaasmlError):
@@ -116,6 +122,8 @@ class CoordinatorBase:
         """(trial, from MB, to MB) of every move after running out of memory."""
         self.busy_s = 0.0
         """Wall seconds some segment was running (for the coordinator overhead figure)."""
+        self.commit_s = 0.0
+        """The coordinator's own seconds committing the last segment (record, clean-up)."""
 
     def now(self) -> float:
         return time.monotonic() - self.origin

@@ -36,6 +36,8 @@ class SegmentEstimator:
         """Measured seconds per round by (n, memory)."""
         self._overhead_s: dict[tuple[int, int], float] = {}
         """Measured seconds a segment bills outside its rounds, by (n, memory)."""
+        self._epoch_end_s: dict[tuple[int, int], float] = {}
+        """Measured seconds each epoch ending inside a segment of several adds (evaluation)."""
         self._floor_s: dict[tuple[int, int], float] = {}
         """Least segment seconds by (n, memory), raised when a segment ran out of its
         reservation: the next prediction is at least twice what it was allowed."""
@@ -52,9 +54,14 @@ class SegmentEstimator:
             return self.predicted_round_s(allocation)
         return None
 
-    def cost(self, allocation: Allocation, rounds: int, busy: int = 0) -> float:
-        """Predicted cost of a segment of ``rounds`` rounds: n functions for its predicted
-        time (eq. 4); ``busy`` functions of the same size are running already."""
+    def measured_round_s(self, allocation: Allocation) -> float | None:
+        """Seconds per round a segment on ``allocation`` took (None: none ran there yet)."""
+        return self._round_s.get((allocation.n, allocation.memory_mb))
+
+    def cost(self, allocation: Allocation, rounds: int, busy: int = 0, epochs: int = 1) -> float:
+        """Predicted cost of a segment of ``rounds`` rounds over ``epochs`` epochs: n functions
+        for its predicted time (eq. 4); ``busy`` functions of the same size are running
+        already."""
         per_round = self.round_seconds(allocation)
         platform = self.platform
         # A cold start is CPU-bound: below one vCPU it stretches by 1/vCPU.
@@ -64,6 +71,7 @@ class SegmentEstimator:
             init = 0.0  # enough instances of this size were started: they are likely warm
         key = (allocation.n, allocation.memory_mb)
         seconds = (per_round or 0.0) * rounds + self._overhead_s.get(key, 0.0) + init
+        seconds += (epochs - 1) * self.epoch_end_s(allocation)
         seconds = max(seconds, self._floor_s.get(key, 0.0))
         gb = allocation.memory_mb / 1024.0
         return allocation.n * (
@@ -84,13 +92,31 @@ class SegmentEstimator:
         return max(scaled)
 
     def observe_round(
-        self, allocation: Allocation, seconds: float, overhead_s: float = 0.0
+        self,
+        allocation: Allocation,
+        seconds: float,
+        overhead_s: float = 0.0,
+        epoch_end_s: float | None = None,
     ) -> None:
         """A segment on ``allocation`` took ``seconds`` per round (its slowest worker) and
-        billed ``overhead_s`` more outside its rounds (warm start, loading, checkpoints)."""
+        billed ``overhead_s`` more outside its rounds (warm start, loading, checkpoints, one
+        evaluation); a segment of several epochs also ``epoch_end_s`` per epoch ending inside
+        it."""
         key = (allocation.n, allocation.memory_mb)
         self._round_s[key] = seconds
         self._overhead_s[key] = max(0.0, overhead_s)
+        if epoch_end_s is not None:
+            self._epoch_end_s[key] = max(0.0, epoch_end_s)
+
+    def epoch_end_s(self, allocation: Allocation) -> float:
+        """Measured seconds an epoch's end adds inside a segment of several (0: not yet)."""
+        return self._epoch_end_s.get((allocation.n, allocation.memory_mb), 0.0)
+
+    def segment_overhead_s(self, allocation: Allocation) -> float:
+        """Seconds a segment on ``allocation`` costs besides its rounds: measured there, and
+        never less than the platform's per-invocation latency."""
+        measured = self._overhead_s.get((allocation.n, allocation.memory_mb), 0.0)
+        return max(measured, self.platform.warm_start_s)
 
     def observe_billed(self, billed: Billed) -> None:
         if billed.cold:

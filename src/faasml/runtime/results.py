@@ -8,6 +8,7 @@ import time
 
 from faasml.runtime.coordinator_base import Segment
 from faasml.runtime.failures import FailureHandling
+from faasml.runtime.trial import TrialState
 from faasml.runtime.worker import SegmentReport
 
 
@@ -20,66 +21,131 @@ class ResultCommits(FailureHandling):
         elapsed = time.monotonic() - segment.started
         if lead.rounds:
             busy = max(r.compute_s + r.sync_s for r in reports) / lead.rounds
-            self.estimator.observe_round(segment.allocation, busy, self._overhead(segment, busy))
+            overhead, epoch_end = self._overhead(segment, busy), None
+            if lead.epochs:  # each epoch's end inside the segment: not the segment's fixed time
+                ends = [e["elapsed_s"] - e["compute_s"] - e["sync_s"] for e in lead.epochs]
+                epoch_end = max(sum(ends) / len(ends), 0.0)
+                overhead -= (len(ends) - 1) * epoch_end
+            self.estimator.observe_round(segment.allocation, busy, overhead, epoch_end)
         previous = trial.checkpoint
         trial.checkpoint = lead.checkpoint
         trial.round_id += lead.rounds
-        trial.partial["loss_sum"] = trial.partial.get("loss_sum", 0.0) + sum(
-            r.loss_sum for r in reports
-        )
-        trial.partial["samples"] = trial.partial.get("samples", 0.0) + sum(
-            r.samples for r in reports
-        )
-        trial.partial["seconds"] = trial.partial.get("seconds", 0.0) + elapsed
-        trial.partial["demand_vcpu_s"] = (
-            trial.partial.get("demand_vcpu_s", 0.0) + segment.demand_vcpu_s
-        )
-        trial.partial["compute_s"] = trial.partial.get("compute_s", 0.0) + max(
-            r.compute_s for r in reports
-        )
-        trial.partial["sync_s"] = trial.partial.get("sync_s", 0.0) + max(r.sync_s for r in reports)
-        trial.partial["load_s"] = trial.partial.get("load_s", 0.0) + max(r.load_s for r in reports)
-        trial.partial["invocations"] = trial.partial.get("invocations", 0.0) + 1
-        if lead.epoch_done:
-            samples = trial.partial["samples"]
-            seconds = trial.partial["seconds"]
-            trial.history.append(
-                {
-                    "epoch": trial.epoch + 1,
-                    "loss": trial.partial["loss_sum"] / max(samples, 1.0),
-                    "val_loss": lead.val.get("loss"),
-                    "val_accuracy": lead.val.get("accuracy"),
-                    "epoch_s": seconds,
-                    "compute_s": trial.partial["compute_s"],
-                    "sync_s": trial.partial["sync_s"],
-                    "load_s": trial.partial["load_s"],
-                    "samples_per_s": samples / seconds if seconds > 0 else 0.0,
-                    "batch_size": lead.batch_size,
-                    "reported": {k: v for r in reports for k, v in r.reported.items()},
-                    "invocations": int(trial.partial["invocations"]),
-                    "vcpu_demand": trial.partial["demand_vcpu_s"] / seconds if seconds else 0.0,
-                    "n": segment.allocation.n,
-                    "memory_mb": segment.allocation.memory_mb,
-                    "scheme": segment.allocation.scheme,
-                    "t_s": self.now(),
-                    "spent_usd": self.spent_usd(),
-                }
-            )
-            trial.partial = {}
-            trial.epochs_done += 1
-            trial.epoch += 1
-            trial.batch = 0
+        if lead.epochs:
+            self._commit_epochs(segment, reports, elapsed)
         else:
-            trial.batch = segment.stop_batch or 0
+            self._add_partial(
+                trial,
+                segment,
+                [(r.loss_sum, r.samples, r.compute_s, r.sync_s, r.load_s) for r in reports],
+                elapsed,
+                invocations=1,
+            )
+            if lead.epoch_done:
+                reported = [r.reported for r in reports]
+                self._close_epoch(trial, segment, lead.val, reported, lead.batch_size)
+            else:
+                trial.batch = segment.stop_batch or 0
         lost = self._cleanup(segment)
         if lost is not None:  # the segment is done, but the next one cannot be
             self._store_lost(segment, lost)
+        began = time.monotonic()
         if self.on_segment is not None:
             self.on_segment(trial, segment)
         # Only now: on_segment records the new checkpoint, and a run killed before that resumes
         # from the previous one.
         if previous is not None and previous != trial.checkpoint:
             self.objects.delete(previous)
+        self.commit_s = time.monotonic() - began
+
+    def _commit_epochs(
+        self, segment: Segment, reports: list[SegmentReport], elapsed: float
+    ) -> None:
+        """A segment of several epochs: each becomes its own record in the trial's history,
+        as one-epoch segments would have made it; the first also holds the segment's start
+        (invocation, loading) and end (checkpoint), the wall time outside the epochs."""
+        trial, lead = segment.trial, reports[0]
+        spans = [max(r.epochs[i]["elapsed_s"] for r in reports) for i in range(len(lead.epochs))]
+        outside = max(elapsed - sum(spans), 0.0)
+        for i, span in enumerate(spans):
+            parts = [
+                (
+                    r.epochs[i]["loss_sum"],
+                    r.epochs[i]["samples"],
+                    r.epochs[i]["compute_s"],
+                    r.epochs[i]["sync_s"],
+                    r.load_s if i == 0 else 0.0,
+                )
+                for r in reports
+            ]
+            seconds = span + (outside if i == 0 else 0.0)
+            share = seconds / max(elapsed, 1e-12)
+            self._add_partial(trial, segment, parts, seconds, 1 if i == 0 else 0, share)
+            reported = [r.epochs[i]["reported"] for r in reports]
+            self._close_epoch(trial, segment, lead.epochs[i]["val"], reported, lead.batch_size)
+
+    def _add_partial(
+        self,
+        trial: TrialState,
+        segment: Segment,
+        parts: list[tuple[float, float, float, float, float]],
+        seconds: float,
+        invocations: int,
+        share: float = 1.0,
+    ) -> None:
+        """Add each worker's (loss sum, samples, compute s, sync s, load s), ``seconds`` of
+        the segment's wall time and ``share`` of its vCPU demand to the epoch in progress."""
+        partial = trial.partial
+        added = {
+            "loss_sum": sum(p[0] for p in parts),
+            "samples": sum(p[1] for p in parts),
+            "seconds": seconds,
+            "demand_vcpu_s": segment.demand_vcpu_s * share,
+            "compute_s": max(p[2] for p in parts),
+            "sync_s": max(p[3] for p in parts),
+            "load_s": max(p[4] for p in parts),
+            "invocations": invocations,
+        }
+        for key, value in added.items():
+            partial[key] = partial.get(key, 0.0) + value
+
+    def _close_epoch(
+        self,
+        trial: TrialState,
+        segment: Segment,
+        val: dict[str, float],
+        reported: list[dict[str, float]],
+        batch_size: int,
+    ) -> None:
+        """The epoch in progress ends: its record joins the trial's history (``reported``:
+        each worker's metrics, the last worker's winning)."""
+        samples = trial.partial["samples"]
+        seconds = trial.partial["seconds"]
+        trial.history.append(
+            {
+                "epoch": trial.epoch + 1,
+                "loss": trial.partial["loss_sum"] / max(samples, 1.0),
+                "val_loss": val.get("loss"),
+                "val_accuracy": val.get("accuracy"),
+                "epoch_s": seconds,
+                "compute_s": trial.partial["compute_s"],
+                "sync_s": trial.partial["sync_s"],
+                "load_s": trial.partial["load_s"],
+                "samples_per_s": samples / seconds if seconds > 0 else 0.0,
+                "batch_size": batch_size,
+                "reported": {k: v for r in reported for k, v in r.items()},
+                "invocations": int(trial.partial["invocations"]),
+                "vcpu_demand": trial.partial["demand_vcpu_s"] / seconds if seconds else 0.0,
+                "n": segment.allocation.n,
+                "memory_mb": segment.allocation.memory_mb,
+                "scheme": segment.allocation.scheme,
+                "t_s": self.now(),
+                "spent_usd": self.spent_usd(),
+            }
+        )
+        trial.partial = {}
+        trial.epochs_done += 1
+        trial.epoch += 1
+        trial.batch = 0
 
     def _overhead(self, segment: Segment, per_round: float) -> float:
         """Billed seconds of the segment's longest function outside its rounds and start."""

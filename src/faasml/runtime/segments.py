@@ -18,6 +18,10 @@ from faasml.runtime.worker import Fault, WorkerTask, rounds_per_epoch
 from faasml.types import Allocation
 
 WORKER_FN = "faasml.runtime.worker:run_segment"
+SEGMENT_OVERHEAD_SHARE = 0.1
+"""A segment of several epochs trains at least 1/this × its fixed time (invocation, loading,
+checkpoints, evaluation, the coordinator's commit): epochs short against that run several to
+an invocation."""
 
 
 class SegmentLaunching(FailureHandling, DataPartitions):
@@ -41,19 +45,29 @@ class SegmentLaunching(FailureHandling, DataPartitions):
         return True
 
     def _launch(
-        self, trial: TrialState, allocation: Allocation, running: list[Segment]
+        self,
+        trial: TrialState,
+        allocation: Allocation,
+        running: list[Segment],
+        until_epoch: int | None = None,
     ) -> Segment | None:
+        """Start the next segment of ``trial`` (whole epochs up to ``until_epoch`` where they
+        are short, ``_segment_epochs``); None when it must wait (capacity, budget in use)."""
         allocation = self.sized(trial, allocation)
         rounds = rounds_per_epoch(self.samples, allocation.n, self.recipe_of(trial).batch_size)
         stop = self._stop_batch(trial, allocation, rounds)
-        span = (stop if stop is not None else rounds) - trial.batch
+        epochs = 1 if stop is not None else self._segment_epochs(trial, allocation, until_epoch)
+        span = (stop if stop is not None else rounds) - trial.batch + (epochs - 1) * rounds
         busy = sum(
             s.allocation.n for s in running if s.allocation.memory_mb == allocation.memory_mb
         )
-        estimate = self.estimator.cost(allocation, span, busy)
+        estimate = self.estimator.cost(allocation, span, busy, epochs)
         left: float | None = None
         if self.budget_usd is not None:
             left = self.budget_usd - self.spent_usd() - sum(s.reserve_usd for s in running)
+            if epochs > 1 and estimate * BUDGET_MARGIN > left:  # one epoch may still fit
+                epochs, span = 1, rounds - trial.batch
+                estimate = self.estimator.cost(allocation, span, busy)
             if estimate * BUDGET_MARGIN > left:
                 if running:
                     return None  # wait: running segments may cost less than predicted
@@ -68,7 +82,7 @@ class SegmentLaunching(FailureHandling, DataPartitions):
             f"{self.namespace}/t{trial.trial_id}/ckpt/e{trial.epoch:04d}-"
             f"b{stop if stop is not None else rounds:06d}-{token}"
         )
-        fault = self._take_fault(trial)
+        fault = self._take_fault(trial, epochs)
         recipe = self.recipe_of(trial)
         self._in_use_since.setdefault(allocation.storage, self.now())
         invocations: list[Invocation] = []
@@ -91,6 +105,7 @@ class SegmentLaunching(FailureHandling, DataPartitions):
                     checkpoint_out=out,
                     sync_timeout_s=self.options.sync_timeout_s,
                     fault=fault,
+                    epochs=epochs,
                 )
                 invocations.append(
                     self.platform.invoke(WORKER_FN, task, allocation.memory_mb, timeout)
@@ -121,7 +136,38 @@ class SegmentLaunching(FailureHandling, DataPartitions):
             self._sync_url(allocation),
             reserve,
             timeout,
+            epochs=epochs,
         )
+
+    def _segment_epochs(
+        self, trial: TrialState, allocation: Allocation, until_epoch: int | None
+    ) -> int:
+        """Whole epochs the next segment of ``trial`` trains: enough that its rounds last
+        1/SEGMENT_OVERHEAD_SHARE × its fixed time (measured: the estimator's overhead and the
+        coordinator's last commit, and the round time on this allocation), or
+        ``epochs_per_segment`` where set; never past ``until_epoch`` (a stage's rung, an epoch
+        a scheduler decides after) nor ``renew_at`` of the duration limit. One where nothing
+        ran on the allocation yet (a prediction may be far off), after a failure in this
+        epoch (a retry redoes little), from the middle of an epoch, or where segments are cut
+        by rounds."""
+        options = self.options
+        most = 1 if until_epoch is None else until_epoch - trial.epoch
+        if options.epochs_per_segment is not None:
+            most = min(most, options.epochs_per_segment)
+        if most <= 1 or trial.batch != 0 or options.max_rounds_per_invocation is not None:
+            return 1
+        if any(f.startswith(f"epoch {trial.epoch + 1} ") for f in trial.failures):
+            return 1
+        per_round = self.estimator.measured_round_s(allocation)
+        if per_round is None or per_round <= 0:
+            return 1
+        rounds = rounds_per_epoch(self.samples, allocation.n, self.recipe_of(trial).batch_size)
+        epoch_s = per_round * rounds + self.estimator.epoch_end_s(allocation)
+        fits = math.floor(options.renew_at * self.catalog.platform.max_duration_s / epoch_s)
+        if options.epochs_per_segment is None:
+            fixed = self.estimator.segment_overhead_s(allocation) + self.commit_s
+            most = min(most, math.ceil(fixed / (SEGMENT_OVERHEAD_SHARE * epoch_s)))
+        return max(1, min(most, fits))
 
     def _stop_batch(self, trial: TrialState, allocation: Allocation, rounds: int) -> int | None:
         """Where to renew the function: None runs to the epoch's end."""
@@ -135,9 +181,10 @@ class SegmentLaunching(FailureHandling, DataPartitions):
         stop = trial.batch + limit
         return None if stop >= rounds else stop
 
-    def _take_fault(self, trial: TrialState) -> Fault | None:
+    def _take_fault(self, trial: TrialState, epochs: int = 1) -> Fault | None:
+        """An injected fault for one of the ``epochs`` epochs the segment trains."""
         for item in self.faults:
-            if item.trial == trial.trial_id and item.epoch == trial.epoch:
+            if item.trial == trial.trial_id and trial.epoch <= item.epoch < trial.epoch + epochs:
                 self.faults.remove(item)
                 return item.fault
         return None

@@ -111,7 +111,10 @@ class TrainRun(BaseRun):
                     {"epoch": trial.epochs_done + 1, **self.state["allocation"]}
                 )
                 self.event(f"epoch {trial.epochs_done + 1}: switched to {allocation}")
-            coordinator.run([trial], allocation, trial.epochs_done + 1)
+            # Without a scheduler nothing is decided between epochs: short ones may share a
+            # segment (the coordinator chooses); with one, each epoch ends a segment.
+            until = training.max_epochs if scheduler is None else trial.epochs_done + 1
+            coordinator.run([trial], allocation, until)
             if coordinator.stop_reason or trial.status == "failed":
                 return
             if scheduler is None:

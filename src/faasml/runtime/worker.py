@@ -94,6 +94,10 @@ class WorkerTask:
     evaluate: bool = True
     threads: int = 0
     """torch threads (0: leave as the platform set them)."""
+    epochs: int = 1
+    """Whole epochs this invocation trains, from ``epoch`` (more than one only from an
+    epoch's start to its end: ``start_batch`` 0, ``stop_batch`` None); worker 0 evaluates
+    after each, and one checkpoint is written at the end."""
 
 
 @dataclass
@@ -120,6 +124,10 @@ class SegmentReport:
     cold_load: bool = False
     reported: dict[str, float] = field(default_factory=dict)
     """Metrics the model's code recorded with ``faasml.report``."""
+    epochs: list[dict[str, Any]] = field(default_factory=list)
+    """Per epoch of a segment of several (``WorkerTask.epochs`` > 1): its loss_sum, samples,
+    compute_s, sync_s, elapsed_s (this worker's, from the epoch's first round to its
+    evaluation's end), val and reported; empty for a segment within one epoch."""
 
     @property
     def samples_per_s(self) -> float:
@@ -256,46 +264,69 @@ def run_segment(task: WorkerTask) -> SegmentReport:
 
     rounds = num_batches(_smallest_partition(task, len(data)), recipe.batch_size)
     stop = rounds if task.stop_batch is None else min(task.stop_batch, rounds)
-    order = batch_order(len(data), seed=recipe.seed * 100_003 + task.worker_id, epoch=task.epoch)
+    epochs = max(1, task.epochs) if task.start_batch == 0 and stop >= rounds else 1
     compute_s = sync_s = 0.0
     loss_sum, samples = 0.0, 0
     round_id = task.round_id
+    per_epoch: list[dict[str, Any]] = []
+    val: dict[str, float] = {}
     context.open_context()
     heartbeat = Heartbeat(objects, f"{task.namespace}/hb/w{task.worker_id}")
     try:
-        for batch in range(task.start_batch, stop):
-            heartbeat.round_id = round_id
-            dying = _inject(task.fault, task.worker_id, round_id)
-            first = batch * recipe.batch_size
-            last = len(data) if batch == rounds - 1 else first + recipe.batch_size
-            chosen = order[first:last]
-            t0 = time.monotonic()
-            seed_step(recipe.seed, task.worker_id, round_id)
-            loss, grad = model.loss_and_grad(params, data.features[chosen], data.labels[chosen])
-            vector = np.asarray(grad, dtype=np.float32)
-            if with_buffers:  # the updated buffers travel with the gradient and are averaged
-                vector = np.concatenate([vector, model.buffers()])
-            t1 = time.monotonic()
-            mean = scheme.reduce(task.worker_id, round_id, vector)
-            while dying:  # the injected kill is on its way: this round is the worker's last
-                time.sleep(1.0)
-            t2 = time.monotonic()
-            if with_buffers:
-                buffers = mean[size:]
+        for epoch in range(task.epoch, task.epoch + epochs):
+            began, first = time.monotonic(), (compute_s, sync_s, loss_sum, samples)
+            order = batch_order(len(data), seed=recipe.seed * 100_003 + task.worker_id, epoch=epoch)
+            for batch in range(task.start_batch if epoch == task.epoch else 0, stop):
+                heartbeat.round_id = round_id
+                dying = _inject(task.fault, task.worker_id, round_id)
+                first_sample = batch * recipe.batch_size
+                last = len(data) if batch == rounds - 1 else first_sample + recipe.batch_size
+                chosen = order[first_sample:last]
+                t0 = time.monotonic()
+                seed_step(recipe.seed, task.worker_id, round_id)
+                loss, grad = model.loss_and_grad(params, data.features[chosen], data.labels[chosen])
+                vector = np.asarray(grad, dtype=np.float32)
+                if with_buffers:  # the updated buffers travel with the gradient and are averaged
+                    vector = np.concatenate([vector, model.buffers()])
+                t1 = time.monotonic()
+                mean = scheme.reduce(task.worker_id, round_id, vector)
+                while dying:  # the injected kill is on its way: this round is the worker's last
+                    time.sleep(1.0)
+                t2 = time.monotonic()
+                if with_buffers:
+                    buffers = mean[size:]
+                    model.load_buffers(buffers)
+                params = optimizer.step(params, mean[:size])
+                compute_s += (t1 - t0) + (time.monotonic() - t2)
+                sync_s += t2 - t1
+                loss_sum += float(loss) * len(chosen)
+                samples += len(chosen)
+                round_id += 1
+            if epochs == 1:
+                break
+            # An epoch of several ends: worker 0 evaluates it, as a segment's end would.
+            val = _evaluate(task, objects, model, params) if task.worker_id == 0 else {}
+            if with_buffers:  # the next epoch starts from the buffers a checkpoint would hold
                 model.load_buffers(buffers)
-            params = optimizer.step(params, mean[:size])
-            compute_s += (t1 - t0) + (time.monotonic() - t2)
-            sync_s += t2 - t1
-            loss_sum += float(loss) * len(chosen)
-            samples += len(chosen)
-            round_id += 1
+            per_epoch.append(
+                {
+                    "loss_sum": loss_sum - first[2],
+                    "samples": samples - first[3],
+                    "compute_s": compute_s - first[0],
+                    "sync_s": sync_s - first[1],
+                    "elapsed_s": time.monotonic() - began,
+                    "val": val,
+                    "reported": context.close_context(),
+                }
+            )
+            context.open_context()
     finally:
         heartbeat.stop()
     epoch_done = stop >= rounds
     checkpoint_key: str | None = None
-    val: dict[str, float] = {}
     if task.worker_id == 0:
-        next_epoch, next_batch = (task.epoch + 1, 0) if epoch_done else (task.epoch, stop)
+        last_epoch = task.epoch + epochs - 1
+        next_epoch, next_batch = (last_epoch + 1, 0) if epoch_done else (task.epoch, stop)
         save_checkpoint(
             objects,
             task.checkpoint_out,
@@ -304,16 +335,13 @@ def run_segment(task: WorkerTask) -> SegmentReport:
             ),
         )
         checkpoint_key = task.checkpoint_out
-        if epoch_done and task.evaluate:
-            test, _ = _dataset(objects, f"{task.data_prefix}/test")
-            if len(test):
-                scores = model.evaluate(params, test.features, test.labels)
-                val = {key: float(value) for key, value in scores.items()}
+        if epoch_done and epochs == 1:
+            val = _evaluate(task, objects, model, params)
     reported = context.close_context()
     return SegmentReport(
         worker_id=task.worker_id,
         epoch=task.epoch,
-        rounds=stop - task.start_batch,
+        rounds=stop - task.start_batch + (epochs - 1) * rounds,
         samples=samples,
         loss_sum=loss_sum,
         load_s=load_s,
@@ -329,7 +357,20 @@ def run_segment(task: WorkerTask) -> SegmentReport:
         pid=os.getpid(),
         cold_load=cold_load,
         reported=reported,
+        epochs=per_epoch,
     )
+
+
+def _evaluate(task: WorkerTask, objects: Store, model: Model, params: Any) -> dict[str, float]:
+    """The model's scores on the test set (empty when there is none or ``task.evaluate`` is
+    off)."""
+    if not task.evaluate:
+        return {}
+    test, _ = _dataset(objects, f"{task.data_prefix}/test")
+    if not len(test):
+        return {}
+    scores = model.evaluate(params, test.features, test.labels)
+    return {key: float(value) for key, value in scores.items()}
 
 
 def seed_step(seed: int, worker_id: int, round_id: int) -> None:

@@ -1,0 +1,228 @@
+"""Segments of several epochs: one invocation per worker trains short epochs back to back and
+the results are those of one-epoch segments (losses, validation, the model and its buffers);
+a segment never crosses a stage's rung; a kill inside one (a worker, or the coordinator) is
+recovered from the last checkpoint with nothing changed."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+from faasml.config import load_job
+from faasml.runtime.checkpoint import load_checkpoint
+from faasml.runtime.coordinator import Coordinator, CoordinatorOptions, TrialFault, TrialState
+from faasml.runtime.session import TuneRun, resume_run
+from faasml.runtime.worker import Fault, rounds_per_epoch
+from faasml.sync.stores import open_store
+from faasml.types import Allocation, Constraint
+
+from .test_faults import _coordinator
+
+ALLOCATION = Allocation(2, 256, "embedded", "allreduce")
+ROUNDS = rounds_per_epoch(960, 2, 50)  # the fault test's job: 960 training samples, batch 50
+
+
+def _train(
+    folder: Path,
+    epochs_per_segment: int | None,
+    rungs: tuple[int, ...] = (5,),
+    faults: list[TrialFault] | None = None,
+    warm_start_s: float | None = None,
+) -> tuple[TrialState, Coordinator, np.ndarray]:
+    """One trial of the fault test's logistic regression on 2 workers, run to each rung in
+    turn (as stages are); ``warm_start_s`` sets the per-invocation time the coordinator
+    weighs epochs against."""
+    trial = TrialState(0, {})
+    options = CoordinatorOptions(sync_timeout_s=10.0, epochs_per_segment=epochs_per_segment)
+    with _coordinator(folder, {"lr": 0.1, "momentum": 0.9}, options=options, faults=faults) as c:
+        if warm_start_s is not None:
+            c.estimator.platform = dataclasses.replace(
+                c.estimator.platform, warm_start_s=warm_start_s
+            )
+        for rung in rungs:
+            c.run([trial], ALLOCATION, until_epoch=rung)
+        c.close()
+    assert trial.checkpoint is not None
+    return trial, c, load_checkpoint(c.objects, trial.checkpoint).params
+
+
+@pytest.fixture(scope="module")
+def one_epoch(tmp_path_factory: pytest.TempPathFactory) -> tuple[TrialState, np.ndarray]:
+    trial, coordinator, params = _train(tmp_path_factory.mktemp("one"), 1)
+    assert coordinator.segments == 5 and trial.restarts == 0
+    return trial, params
+
+
+def _same_history(got: TrialState, want: TrialState) -> None:
+    assert [h["epoch"] for h in got.history] == [h["epoch"] for h in want.history]
+    for a, b in zip(got.history, want.history, strict=True):
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-12)
+        assert a["val_loss"] == pytest.approx(b["val_loss"], rel=1e-12)
+        assert a["val_accuracy"] == b["val_accuracy"]
+
+
+def test_three_epochs_to_a_segment_train_the_same_model(
+    tmp_path: Path, one_epoch: tuple[TrialState, np.ndarray]
+) -> None:
+    trial, coordinator, params = _train(tmp_path, 3)
+    clean, clean_params = one_epoch
+    np.testing.assert_array_equal(params, clean_params)
+    _same_history(trial, clean)
+    assert trial.epochs_done == 5 and trial.status == "done"
+    assert trial.round_id == 5 * ROUNDS
+    # The first segment on the allocation is one epoch (nothing measured there yet), then
+    # three in one invocation per worker, then the one left before the rung.
+    assert coordinator.segments == 3
+    assert [h["invocations"] for h in trial.history] == [1, 1, 0, 0, 1]
+    assert all(h["epoch_s"] > 0 and h["compute_s"] > 0 for h in trial.history)
+    invocations = [c for c in coordinator.meter.charges if c.kind == "invocation"]
+    assert len(invocations) == 2 * 3  # two workers per segment
+
+
+def test_a_worker_killed_in_a_later_epoch_of_a_segment_gives_the_same_model(
+    tmp_path: Path, one_epoch: tuple[TrialState, np.ndarray]
+) -> None:
+    # Epochs 2-4 (1-based) share a segment; worker 1 dies in the third round of epoch 3.
+    fault = TrialFault(0, 2, Fault(worker_id=1, round_id=2 * ROUNDS + 2, during="compute"))
+    trial, _, params = _train(tmp_path, 3, faults=[fault])
+    clean, clean_params = one_epoch
+    assert trial.restarts == 1 and trial.failures[0].startswith("epoch 2 batch 0")
+    np.testing.assert_array_equal(params, clean_params)
+    _same_history(trial, clean)
+
+
+def test_epochs_short_against_a_segments_fixed_time_share_it_up_to_the_rung(
+    tmp_path: Path, one_epoch: tuple[TrialState, np.ndarray]
+) -> None:
+    # Chosen by the coordinator (no cap): a segment's fixed time of 10 s against epochs of
+    # milliseconds. The rung after epoch 2 ends a segment; the rest is one.
+    trial, coordinator, params = _train(tmp_path, None, rungs=(2, 5), warm_start_s=10.0)
+    assert [h["invocations"] for h in trial.history] == [1, 1, 1, 0, 0]
+    assert coordinator.segments == 3
+    clean, clean_params = one_epoch
+    np.testing.assert_array_equal(params, clean_params)
+    _same_history(trial, clean)
+
+
+def test_buffers_and_dropout_are_the_same_over_several_epochs(tmp_path: Path) -> None:
+    """A BatchNorm and dropout CNN on two workers: three epochs in one segment give the
+    checkpoint (parameters and averaged buffers) and validation of one-epoch segments."""
+    pytest.importorskip("torch")
+    import faasml
+
+    from .test_function_api import SETTINGS, SPACE, bn_cnn
+
+    def run(folder: Path, epochs_per_segment: int) -> dict[str, Any]:
+        tuner = faasml.Tuner(
+            bn_cnn,
+            SPACE,
+            budget=0.05,
+            tune_config=faasml.TuneConfig(num_samples=1),
+            settings={**SETTINGS, "tuning.epochs_per_stage": 4},
+            run_dir=folder,
+        )
+        options = CoordinatorOptions(epochs_per_segment=epochs_per_segment)
+        tune = TuneRun(tuner.job, tuner.constraint, tuner.run_dir, options=options, measure=False)
+        tune.plan()
+        tune.state["plan"]["stages"][0]["allocation"] = dataclasses.asdict(ALLOCATION) | {
+            "memory_mb": 1024
+        }
+        return tune.execute()
+
+    one, three = run(tmp_path / "one", 1), run(tmp_path / "three", 3)
+    assert [h["invocations"] for h in three["trials"][0]["history"]] == [1, 1, 0, 0]
+    for a, b in zip(one["trials"][0]["history"], three["trials"][0]["history"], strict=True):
+        assert a["val_loss"] == b["val_loss"] and a["loss"] == b["loss"]
+    saved = []
+    for folder, record in ((tmp_path / "one", one), (tmp_path / "three", three)):
+        with open_store(f"embedded://{folder / 'objects'}") as store:
+            saved.append(load_checkpoint(store, record["trials"][0]["checkpoint"]))
+    np.testing.assert_array_equal(saved[0].params, saved[1].params)
+    np.testing.assert_array_equal(saved[0].buffers, saved[1].buffers)
+    assert saved[0].buffers.size > 0
+
+
+JOB = {
+    "name": "multi-epoch-tune",
+    "model": "logistic-regression",
+    "dataset": {"synthetic": "higgs-like", "samples": 1500, "test_fraction": 0.2},
+    "optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.5},
+    "search_space": {"optimizer.lr": {"loguniform": [0.01, 0.5]}},
+    "tuning": {"trials": 4, "reduction_factor": 2, "epochs_per_stage": 3, "stages": 2},
+    "batch_size": 100,
+    "seed": 1,
+    "catalog": "local",
+}
+
+# A tuning run of segments of up to three epochs, whose trial 3 hangs in its first epoch, so
+# that it is still running, whatever the machine's speed, when the test kills it.
+KILLED_RUN = """
+import sys
+from faasml.config import load_job
+from faasml.runtime.coordinator import CoordinatorOptions, TrialFault
+from faasml.runtime.session import TuneRun
+from faasml.runtime.worker import Fault
+from faasml.types import Constraint
+
+hang = TrialFault(3, 0, Fault(worker_id=0, round_id=1, during="hang"))
+options = CoordinatorOptions(silent_after_s=3600, epochs_per_segment=3)
+run = TuneRun(load_job(sys.argv[1]), Constraint(budget_usd=0.05), sys.argv[2], faults=[hang],
+              options=options)
+run.plan()
+run.execute()
+"""
+
+
+def test_a_killed_coordinator_resumes_a_run_of_several_epoch_segments(tmp_path: Path) -> None:
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(yaml.safe_dump(JOB))
+    options = CoordinatorOptions(epochs_per_segment=3)
+    clean = TuneRun(
+        load_job(job_file), Constraint(budget_usd=0.05), tmp_path / "clean", options=options
+    )
+    clean.plan()
+    expected = clean.execute()
+    assert any(h["invocations"] == 0 for t in expected["trials"] for h in t["history"])
+
+    run_dir = tmp_path / "killed"
+    with (tmp_path / "killed.stderr").open("wb") as err:
+        process = subprocess.Popen(
+            [sys.executable, "-c", KILLED_RUN, str(job_file), str(run_dir)],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    record = run_dir / "record.json"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and process.poll() is None:
+        if record.exists():
+            state = json.loads(record.read_text())
+            # a segment of two epochs has been committed (each trial's first is one epoch)
+            if any(t["epochs_done"] >= 3 for t in state["trials"]):
+                break
+        time.sleep(0.05)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    state = json.loads(record.read_text())
+    assert state["status"] == "running"
+    assert any(t["epochs_done"] >= 3 for t in state["trials"])
+
+    resumed = resume_run(run_dir).execute()
+    assert resumed["status"] == "finished"
+    for trial, want in zip(resumed["trials"], expected["trials"], strict=True):
+        assert trial["status"] == want["status"]
+        assert [h["epoch"] for h in trial["history"]] == [h["epoch"] for h in want["history"]]
+        for got, wanted in zip(trial["history"], want["history"], strict=True):
+            assert abs(got["val_loss"] - wanted["val_loss"]) < 1e-6
+    assert resumed["best"]["trial"] == expected["best"]["trial"]
+    assert "Traceback" not in (tmp_path / "killed.stderr").read_text()
