@@ -20,6 +20,11 @@ the transformer of benchmarks/jobs, whose epochs last seconds):
    are sized to the machine's cores can be several times slower than one thread, which would
    flatter faasml (whose functions hold a CPU quota each);
 4. prints the wall times and the ratio of faasml's to the faster plain loop (target <= 1.2x).
+
+``--epochs-per-stage K`` runs each job with K epochs per tuning stage (the examples have one:
+every segment then ends at a rung); ``--compare-segments`` runs each job twice, with the
+segments the coordinator chooses (``auto``: several short epochs to an invocation) and with one
+epoch per segment (``1-ep``), side by side in one sitting.
 """
 
 from __future__ import annotations
@@ -44,13 +49,17 @@ JOBS: list[tuple[str, float]] = [
 TARGET = 1.2
 
 
-def faasml_run(path: Path, budget: float, work: Path) -> dict[str, Any]:
+def faasml_run(
+    path: Path, budget: float, work: Path, epochs_per_segment: int | None = None
+) -> dict[str, Any]:
     from faasml.config import load_job
+    from faasml.runtime.coordinator import CoordinatorOptions
     from faasml.runtime.session import TuneRun
     from faasml.types import Constraint
 
     os.environ["FAASML_CACHE"] = tempfile.mkdtemp(prefix="faasml-bench-cache-")
-    run = TuneRun(load_job(path), Constraint(budget_usd=budget), work)
+    options = CoordinatorOptions(epochs_per_segment=epochs_per_segment)
+    run = TuneRun(load_job(path), Constraint(budget_usd=budget), work, options=options)
     began = time.monotonic()
     run.plan()
     planned = time.monotonic() - began
@@ -113,8 +122,19 @@ def _plain_loop(path: Path, trials: list[dict[str, Any]]) -> tuple[float, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", nargs="*", help="job file stems to run (default: all)")
+    parser.add_argument(
+        "--epochs-per-stage", type=int, help="epochs per tuning stage (default: the job's)"
+    )
+    parser.add_argument(
+        "--compare-segments",
+        action="store_true",
+        help="each job twice: segments as the coordinator chooses, and one epoch per segment",
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="faasml-bench-overhead-"))
+    kinds: list[tuple[str, int | None]] = [("auto", None)]
+    if args.compare_segments:
+        kinds.append(("1-ep", 1))
     print(
         "faasml run: wall time of the run itself (record elapsed_s), profiling and planning "
         "EXCLUDED\n(shown apart); compute s: the run's training steps inside the functions "
@@ -132,33 +152,59 @@ def main() -> None:
         name = Path(path).stem
         if args.jobs and name not in args.jobs:
             continue
-        state = faasml_run(ROOT / path, budget, work / name)
-        trials = [t for t in state["trials"] if t["history"]]
-        plain_s, epochs = plain_loop(ROOT / path, trials, one_thread=False)
-        single_s, _ = plain_loop(ROOT / path, trials, one_thread=True)
-        run_s = float(state["elapsed_s"])
-        compute_s = sum(h["compute_s"] for t in trials for h in t["history"])
-        allocations = sorted(
-            {
-                f"{s['allocation']['n']}x{s['allocation']['memory_mb']}"
-                for s in state["plan"]["stages"]
-                if "measured_time_s" in s
-            }
-        )
-        ratio = run_s / min(plain_s, single_s)
-        ratios.append((name, ratio))
-        print(
-            f"{name:<16} {budget:>7g} {len(trials):>6} {epochs:>6} {','.join(allocations):<24} "
-            f"{state['profile']['profiling_s']:>11.1f} {run_s:>9.2f} {compute_s:>9.2f} "
-            f"{plain_s:>8.2f} {single_s:>8.2f} "
-            f"{ratio:>5.2f}x  ({state['status']})",
-            flush=True,
-        )
+        job_path = _with_epochs(ROOT / path, args.epochs_per_stage, work)
+        for kind, epochs_per_segment in kinds:
+            label = name if len(kinds) == 1 else f"{name} {kind}"
+            ratios.append(_row(label, job_path, budget, work / label, epochs_per_segment))
     missed = [f"{n} {r:.2f}x" for n, r in ratios if r > TARGET]
     print(
         f"\ntarget: faasml <= {TARGET}x the plain loop; "
         + ("met by every job" if not missed else "missed by " + ", ".join(missed))
     )
+
+
+def _with_epochs(path: Path, epochs: int | None, work: Path) -> Path:
+    """``path``, or a copy of it with ``tuning.epochs_per_stage`` set to ``epochs``."""
+    if epochs is None:
+        return path
+    import yaml
+
+    data = yaml.safe_load(path.read_text())
+    data["tuning"]["epochs_per_stage"] = epochs
+    data["name"] = f"{data['name']}-{epochs}ep"
+    work.mkdir(parents=True, exist_ok=True)
+    copy = work / f"{path.stem}-{epochs}ep.yaml"
+    copy.write_text(yaml.safe_dump(data))
+    return copy
+
+
+def _row(
+    name: str, path: Path, budget: float, folder: Path, epochs_per_segment: int | None
+) -> tuple[str, float]:
+    """Run one job with faasml and as plain loops; print its line; (name, ratio)."""
+    state = faasml_run(path, budget, folder, epochs_per_segment)
+    trials = [t for t in state["trials"] if t["history"]]
+    plain_s, epochs = plain_loop(path, trials, one_thread=False)
+    single_s, _ = plain_loop(path, trials, one_thread=True)
+    run_s = float(state["elapsed_s"])
+    compute_s = sum(h["compute_s"] for t in trials for h in t["history"])
+    allocations = sorted(
+        {
+            f"{s['allocation']['n']}x{s['allocation']['memory_mb']}"
+            for s in state["plan"]["stages"]
+            if "measured_time_s" in s
+        }
+    )
+    ratio = run_s / min(plain_s, single_s)
+    segments = int(state.get("segments", 0))
+    print(
+        f"{name:<16} {budget:>7g} {len(trials):>6} {epochs:>6} {','.join(allocations):<24} "
+        f"{state['profile']['profiling_s']:>11.1f} {run_s:>9.2f} {compute_s:>9.2f} "
+        f"{plain_s:>8.2f} {single_s:>8.2f} "
+        f"{ratio:>5.2f}x  ({state['status']}, {segments} segments)",
+        flush=True,
+    )
+    return name, ratio
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ JOB: dict[str, Any] = {
 KILLED_RUN = """
 import os, signal, sys
 from faasml.config import load_job
+from faasml.runtime.coordinator import CoordinatorOptions
 from faasml.runtime.workflow_run import WorkflowRun
 from faasml.types import Constraint
 
@@ -71,7 +72,9 @@ class Killed(WorkflowRun):
         if WHEN == "mid-phase" and self.trials[0].epochs_done == 3:
             os.kill(os.getpid(), signal.SIGKILL)
 
-run = Killed(load_job(sys.argv[1]), Constraint(budget_usd=1.0), sys.argv[2])
+# One epoch per segment, so that a phase of two epochs has a save between them.
+options = CoordinatorOptions(epochs_per_segment=1)
+run = Killed(load_job(sys.argv[1]), Constraint(budget_usd=1.0), sys.argv[2], options=options)
 run.plan()
 run.execute()
 """
