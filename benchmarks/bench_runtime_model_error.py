@@ -475,6 +475,11 @@ def _print_stages(r: dict[str, Any]) -> None:
         f"{p.get('side_by_side_ratio', 0):.2f}x ({p.get('delivered_vcpus', 0):.2f} vCPUs "
         f"delivered), probe {p['profiling_s']:.1f} s"
     )
+    for scheme, transfer, wait in p.get("sync_rounds", ()):
+        print(
+            f"    sync round of 2 ({p.get('sync_storage')}, {scheme}): transfer "
+            f"{transfer * 1e3:.2f} ms + straggler wait {wait * 1e3:.2f} ms"
+        )
 
 
 def _summary(title: str, rows: list[tuple[str, str, bool, dict[str, Any]]]) -> None:

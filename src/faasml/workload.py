@@ -75,6 +75,9 @@ class Workload:
     """Memory a worker needs besides its data and model (interpreter, framework)."""
     model_copies: float = 4.0
     """Copies of the model held in memory (weights, gradient, optimiser state, aggregate)."""
+    straggler_share: float = 0.0
+    """What a synchronised round of several functions waits for its slowest, as a share of a
+    round's computation (measured by the job probe, ``runtime.sync_probe``; 0: not priced)."""
     target_loss: float | None = None
     learning_rate: float | None = None
     sources: tuple[Source, ...] = field(default=())

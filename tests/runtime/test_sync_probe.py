@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 
 from faasml.catalog import load_catalog
-from faasml.models.perf import network_mbps
+from faasml.models.perf import epoch_time, network_mbps
 from faasml.models.sync import sync_time
 from faasml.runtime.profile_record import JobProfile
 from faasml.runtime.sync_probe import (
@@ -20,18 +20,28 @@ from faasml.runtime.sync_probe import (
     round_figures,
     timed_rounds,
 )
+from faasml.workload import load_workload
 
 
 def test_transfer_is_the_last_arrivals_reduce_and_the_wait_the_mean_above_it() -> None:
     results = [
-        {"sync_s": {"allreduce": [0.010, 0.002, 0.004], "scatter-reduce": [0.003]}},
-        {"sync_s": {"allreduce": [0.002, 0.008, 0.004], "scatter-reduce": [0.005]}},
+        {
+            "sync_s": {"allreduce": [0.010, 0.002, 0.004], "scatter-reduce": [0.003]},
+            "compute_s": {"allreduce": [0.010, 0.020, 0.010], "scatter-reduce": [0.004]},
+        },
+        {
+            "sync_s": {"allreduce": [0.002, 0.008, 0.004], "scatter-reduce": [0.005]},
+            "compute_s": {"allreduce": [0.010, 0.010, 0.030], "scatter-reduce": [0.004]},
+        },
     ]
-    figures = dict((s, (t, w)) for s, t, w in round_figures(results))
+    rounds, share = round_figures(results)
+    figures = {s: (t, w) for s, t, w in rounds}
     transfer, wait = figures["allreduce"]
     assert transfer == pytest.approx(0.002)  # rounds' least: 0.002, 0.002, 0.004
     assert wait == pytest.approx(0.003)  # rounds' mean less least: 0.004, 0.003, 0.0
     assert figures["scatter-reduce"] == pytest.approx((0.003, 0.001))
+    # waits over the rounds' median mean computation: 0.003 / 0.015 and 0.001 / 0.004
+    assert share == pytest.approx((0.2 + 0.25) / 2)
 
 
 def test_timed_rounds_cover_the_measurement_within_bounds() -> None:
@@ -63,8 +73,25 @@ def test_fitted_latency_prices_the_measured_round_at_two_functions(
         service.latency_for(scheme),
         service.aggregate_mbps,
     )
-    assert float(priced) == pytest.approx(0.007 / kappa, rel=1e-9)
+    assert float(priced) == pytest.approx(0.004 / kappa, rel=1e-9)  # the transfer
     assert storages["redis"] == catalog.storages["redis"]
+
+
+def test_the_straggler_wait_is_a_share_of_the_computation_of_several_functions() -> None:
+    catalog = load_catalog("local")
+    service = catalog.storage("embedded")
+    base = dataclasses.replace(load_workload("lr-higgs"), dataset_mb=10.0, samples=10_000)
+    waiting = dataclasses.replace(base, straggler_share=0.25)
+    for n, memory in ((1, 1024), (2, 1024), (3, 512)):
+        plain = epoch_time(base, catalog.platform, service, service, "allreduce", n, memory)
+        slow = epoch_time(waiting, catalog.platform, service, service, "allreduce", n, memory)
+        assert float(slow.compute_s) == float(plain.compute_s)
+        extra = 0.0 if n == 1 else 0.25 * float(plain.compute_s)  # one function waits for none
+        assert float(slow.sync_s) == pytest.approx(float(plain.sync_s) + extra, rel=1e-12)
+    # It grows as a smaller CPU share slows the computation.
+    half = epoch_time(waiting, catalog.platform, service, service, "allreduce", 2, 896)
+    full = epoch_time(waiting, catalog.platform, service, service, "allreduce", 2, 1792)
+    assert float(half.sync_s - full.sync_s) > 0
 
 
 def test_nothing_measured_or_a_scheme_the_store_lacks_leaves_the_catalog() -> None:
@@ -108,9 +135,10 @@ def test_the_round_is_kept_in_the_profile_and_checked_when_read_back() -> None:
             sync_storage="embedded",
             sync_memory_mb=1728,
             sync_rounds=[["allreduce", 0.004, 0.003]],
+            straggler_share=0.3,
         )
     )
-    assert new.sync_rounds == (("allreduce", 0.004, 0.003),)
+    assert new.sync_rounds == (("allreduce", 0.004, 0.003),) and new.straggler_share == 0.3
     assert JobProfile.from_dict(new.to_dict()) == new
     assert "allreduce round of 2 via embedded 4 ms + 3 ms waiting" in new.summary()
     for bad in ([["allreduce", -1.0, 0.0]], [["allreduce", 0.1]], "allreduce", [[1, 0.1, 0.1]]):

@@ -23,7 +23,8 @@ class EpochTime:
     compute_s: Array
     """(D/n) · u(m): gradient computation on the partition."""
     sync_s: Array
-    """k · t^p: k synchronisations per epoch."""
+    """k · t^p: k synchronisations per epoch, and for n > 1 the straggler wait (the
+    workload's ``straggler_share`` of the computation)."""
     invoke_s: Array
     """Warm invocation latency, once per invocation of a function in the epoch."""
     iterations: NDArray[np.int64]
@@ -59,7 +60,8 @@ def epoch_time(
     n: ArrayLike,
     memory_mb: ArrayLike,
 ) -> EpochTime:
-    """t'(θ) = t^l + (D/n)·u(m) + k·t^p + invocation latency (CE-scaling eq. 2).
+    """t'(θ) = t^l + (D/n)·u(m) + k·t^p + invocation latency (CE-scaling eq. 2), plus for
+    n > 1 the straggler wait, ``straggler_share`` × (D/n)·u(m) (0 for a paper's workload).
 
     A function renewed before the duration limit reloads its partition, so the load time is
     paid once per invocation.
@@ -79,7 +81,10 @@ def epoch_time(
         storage.latency_for(scheme),
         storage.aggregate_mbps,
     )
-    sync = iterations * per_sync
+    # A round of several functions also waits for the slowest: a share of its computation
+    # (measured; so it grows as a smaller CPU share slows the computation).
+    straggle = np.where(count > 1, compute * workload.straggler_share, 0.0)
+    sync = iterations * per_sync + straggle
     invocations = invocations_per_epoch(load_once + compute + sync, platform.max_duration_s)
     return EpochTime(
         load_s=load_once * invocations,

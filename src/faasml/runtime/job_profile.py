@@ -54,7 +54,7 @@ __all__ = [
 from faasml.workload import ComputeProfile, Workload
 
 PROBE_FN = "faasml.runtime.job_probe:probe_job"
-PROBE_VERSION = 8
+PROBE_VERSION = 9
 """Bumped when the probe measures differently: older cached profiles are then re-measured."""
 MEASURE_S = 0.6
 """Seconds of computation each compute measurement covers at least (six CPU-quota periods)."""
@@ -335,9 +335,10 @@ def measure_job(
         configs=len(recipes),
         delivered_vcpus=delivered,
         side_by_side_ratio=ratio,
-        sync_storage=sync[0],
-        sync_memory_mb=roomy if sync[1] else 0,
-        sync_rounds=sync[1],
+        sync_storage=sync.storage,
+        sync_memory_mb=roomy if sync.rounds else 0,
+        sync_rounds=sync.rounds,
+        straggler_share=sync.straggler_share,
         notes=notes,
         profiling_usd=spent,
         profiling_s=time.monotonic() - began,
@@ -360,7 +361,8 @@ def planning_inputs(
     per-invocation latency the warm round trip plus a checkpoint's save and load; on a bounded
     platform, the vCPUs its machine delivered to the probe's functions side by side; the
     job's store, each scheme's latency fitted to the synchronised round the probe measured
-    (``sync_probe.priced_storages``).
+    (``sync_probe.priced_storages``), and the straggler wait as the workload's share of a
+    round's computation.
     """
     mb_per_sample = max(profile.bytes_per_sample / 1e6, 1e-12)
     ratio = profile.test_samples / max(profile.train_samples, 1)
@@ -404,6 +406,7 @@ def planning_inputs(
         compute=ComputeProfile("table", points=points),
         model_mb=max(profile.model_mb, 1e-6),
         runtime_mb=runtime,
+        straggler_share=profile.straggler_share,
     )
     return measured, dataclasses.replace(catalog, platform=platform, storages=storages)
 

@@ -29,6 +29,7 @@ _NUMBERS = (
     "delivered_vcpus",
     "side_by_side_ratio",
     "sync_memory_mb",
+    "straggler_share",
 )
 """The profile's numeric fields (a record or cache file is checked before use)."""
 
@@ -71,6 +72,8 @@ class JobProfile:
     """Memory of the two functions of the synchronised round."""
     sync_rounds: tuple[tuple[str, float, float], ...] = ()
     """(scheme, transfer s, straggler wait s) per round of two functions (``sync_probe``)."""
+    straggler_share: float = 0.0
+    """The straggler wait over a round's computation in that round (0: not measured)."""
     measured_at: str = ""
     cached: bool = False
     notes: tuple[str, ...] = field(default=())
@@ -86,7 +89,7 @@ class JobProfile:
         if not isinstance(data, Mapping):
             raise ValueError("a profile is a mapping of its fields")
         values = dict(data)
-        for name in ("delivered_vcpus", "side_by_side_ratio", "sync_memory_mb"):
+        for name in ("delivered_vcpus", "side_by_side_ratio", "sync_memory_mb", "straggler_share"):
             values.setdefault(name, 0.0)  # absent from older records
         values["sync_memory_mb"] = _whole(values["sync_memory_mb"])
         values["sync_rounds"] = _sync_rounds(values.get("sync_rounds", ()))
@@ -139,6 +142,11 @@ class JobProfile:
                 f"; {scheme} round of 2 via {self.sync_storage} {transfer * 1e3:.3g} ms "
                 f"+ {wait * 1e3:.3g} ms waiting"
                 for scheme, transfer, wait in self.sync_rounds
+            )
+            + (
+                f" (waits {self.straggler_share:.0%} of a round's computation)"
+                if self.sync_rounds
+                else ""
             )
         )
 

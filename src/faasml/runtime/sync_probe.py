@@ -5,11 +5,14 @@ worker sends them) through the job's store, once for each scheme the store offer
 Per round, the *transfer* is the time in the reduce of the function that arrived last (it
 waits for no one: only pushing and pulling the bytes) and the *straggler wait* is the mean
 time in the reduce less that (the function that arrived first waited for the other). Their
-medians go in the job's profile; ``priced_storages`` (pure) solves CE-scaling eq. 3 for each
-scheme's effective latency per transfer ℓ so that t^p at n = 2 is the measured round
-(transfer + straggler wait), taken back to functions that had their share of the machine as
-the compute points are (the planners slow a wave by its contention κ). The planners then price
-synchronisation from the measurement, not the catalog's latency; n > 2 follows eq. 3.
+medians go in the job's profile, the wait as a share of a round's computation (it comes from
+the functions' computing at different speeds, so it grows as a smaller CPU share slows the
+computation: the workload's ``straggler_share``, which eq. 2 adds for n > 1).
+``priced_storages`` (pure) solves CE-scaling eq. 3 for each scheme's effective latency per
+transfer ℓ so that t^p at n = 2 is the measured transfer, taken back to functions that had
+their share of the machine as the compute points are (the planners slow a wave by its
+contention κ). The planners then price synchronisation from the measurement, not the catalog's
+latency; n > 2 follows eq. 3.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import statistics
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +49,16 @@ SyncRound = tuple[str, float, float]
 """(scheme, transfer seconds per round, straggler wait seconds per round) at n = SYNC_N."""
 
 
+@dataclass(frozen=True)
+class SyncMeasurement:
+    """What the synchronised round measured ("" and nothing where it was not run)."""
+
+    storage: str = ""
+    rounds: tuple[SyncRound, ...] = ()
+    straggler_share: float = 0.0
+    """The straggler wait over a round's computation (median over the schemes)."""
+
+
 def probe_sync(payload: dict[str, Any]) -> dict[str, Any]:
     """Inside a function: for each scheme, WARM_ROUNDS synchronised rounds (the first waits
     until the other function is up), then ``rounds`` timed ones; the seconds each spent in
@@ -63,6 +77,7 @@ def probe_sync(payload: dict[str, Any]) -> dict[str, Any]:
     model, optimizer, params, size = warmed(payload["recipe"], data, rng)
     count = model.num_params
     out: dict[str, list[float]] = {}
+    work: dict[str, list[float]] = {}
     for name in payload["schemes"]:
         scheme = SCHEME_CLASSES.get(name)(
             sync_store, n, f"{payload['prefix']}/{name}", timeout_s=SYNC_TIMEOUT_S
@@ -81,28 +96,35 @@ def probe_sync(payload: dict[str, Any]) -> dict[str, Any]:
 
         for _ in range(WARM_ROUNDS):
             params, _, _ = train_round(model, optimizer, params, data, rng, size, reduce)
-        times = []
+        times, computes = [], []
         for _ in range(int(payload["rounds"])):
-            params, _, seconds = train_round(model, optimizer, params, data, rng, size, reduce)
+            params, compute_s, seconds = train_round(
+                model, optimizer, params, data, rng, size, reduce
+            )
             times.append(seconds)
+            computes.append(compute_s)
         out[name] = times
-    return {"sync_s": out}
+        work[name] = computes
+    return {"sync_s": out, "compute_s": work}
 
 
-def round_figures(results: Sequence[Mapping[str, Any]]) -> tuple[SyncRound, ...]:
-    """(scheme, transfer, straggler wait) per scheme from the functions' reduce times: per
+def round_figures(results: Sequence[Mapping[str, Any]]) -> tuple[tuple[SyncRound, ...], float]:
+    """(scheme, transfer, straggler wait) per scheme from the functions' reduce times — per
     round the least time in the reduce is the transfer, the mean less it the wait; medians
-    over the rounds."""
-    figures = []
-    schemes = results[0]["sync_s"]
-    for name in schemes:
+    over the rounds — and the wait's share of a round's computation (the functions' mean),
+    the median over the schemes."""
+    figures, shares = [], []
+    for name in results[0]["sync_s"]:
         rows = list(zip(*(r["sync_s"][name] for r in results), strict=True))
         if not rows:
             continue
         transfer = statistics.median(min(row) for row in rows)
-        wait = statistics.median(sum(row) / len(row) - min(row) for row in rows)
-        figures.append((str(name), float(transfer), float(max(wait, 0.0))))
-    return tuple(figures)
+        wait = max(statistics.median(sum(row) / len(row) - min(row) for row in rows), 0.0)
+        figures.append((str(name), float(transfer), float(wait)))
+        work = list(zip(*(r["compute_s"][name] for r in results), strict=True))
+        compute = statistics.median(sum(row) / len(row) for row in work)
+        shares.append(wait / compute if compute > 0 else 0.0)
+    return tuple(figures), float(statistics.median(shares)) if shares else 0.0
 
 
 def timed_rounds(seconds_per_round: float) -> int:
@@ -146,9 +168,9 @@ def measure_sync(
     memory_mb: int,
     payload: Mapping[str, Any],
     seconds_per_round: float,
-) -> tuple[str, tuple[SyncRound, ...]] | None:
+) -> SyncMeasurement | None:
     """Run the synchronised round in SYNC_N functions of ``memory_mb`` through ``call`` (the
-    probe's: billed as profiling); (storage name, figures), or None where it cannot be run."""
+    probe's: billed as profiling); None where it cannot be run."""
     from faasml.sync.stores import open_store
 
     with sync_store(job) as found:
@@ -172,7 +194,8 @@ def measure_sync(
         finally:
             with contextlib.suppress(Exception), open_store(url) as store:
                 store.delete(f"{prefix}/")
-        return name, round_figures(results)
+        rounds, share = round_figures(results)
+        return SyncMeasurement(name, rounds, share)
 
 
 def measured_sync(
@@ -182,16 +205,16 @@ def measured_sync(
     memory_mb: int,
     payload: Mapping[str, Any],
     first: Mapping[str, Any],
-) -> tuple[tuple[str, tuple[SyncRound, ...]], tuple[str, ...]]:
+) -> tuple[SyncMeasurement, tuple[str, ...]]:
     """The synchronised round of two functions (``sync_probe``), and a note where it could
     not be measured (the catalog's latency then prices synchronisation)."""
     per_round = float(first["compute_s_per_sample"]) * job.batch_size
     try:
         found = measure_sync(job, catalog, call, memory_mb, payload, per_round)
     except FunctionError as err:
-        return ("", ()), (f"synchronised round not measured ({err.kind}: {err})",)
+        return SyncMeasurement(), (f"synchronised round not measured ({err.kind}: {err})",)
     if found is None:
-        return ("", ()), ("synchronised round not measured: the store is an InfiniCache",)
+        return SyncMeasurement(), ("synchronised round not measured: the store is an InfiniCache",)
     return found, ()
 
 
@@ -204,19 +227,20 @@ def priced_storages(
     model_mb: float,
 ) -> dict[str, StorageService]:
     """``storages`` with ``storage``'s per-scheme latency ℓ (CE-scaling eq. 3) fitted to the
-    measured rounds: transfers(s, 2)·(item/b + ℓ) = (transfer + straggler wait) / κ, where b
-    is what a function of ``memory_mb`` gets from the store and κ the contention of the two
-    functions on ``platform`` (1 where it is unbounded). Pure."""
+    measured rounds: transfers(s, 2)·(item/b + ℓ) = transfer / κ, where b is what a function
+    of ``memory_mb`` gets from the store and κ the contention of the two functions on
+    ``platform`` (1 where it is unbounded); the straggler wait is the workload's
+    ``straggler_share``, not the store's. Pure."""
     if storage not in storages or not rounds:
         return dict(storages)
     service = storages[storage]
     kappa = platform.contention(SYNC_N * float(platform.vcpus(memory_mb)))
     bandwidth = float(network_mbps(platform, service, memory_mb))
     latencies = dict(service.scheme_latency_s)
-    for scheme, transfer_s, straggler_s in rounds:
+    for scheme, transfer_s, _ in rounds:
         if scheme not in service.schemes:
             continue
         steps = float(transfers(scheme, SYNC_N))
         item = float(item_mb(scheme, SYNC_N, model_mb))
-        latencies[scheme] = max((transfer_s + straggler_s) / kappa / steps - item / bandwidth, 1e-7)
+        latencies[scheme] = max(transfer_s / kappa / steps - item / bandwidth, 1e-7)
     return {**storages, storage: dataclasses.replace(service, scheme_latency_s=latencies)}
