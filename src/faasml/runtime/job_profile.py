@@ -287,6 +287,8 @@ def measure_job(
                 f"({err.kind}: {err}){fits}"
             ) from None
         first = results[0]
+        # Two functions synchronising, while the group's are still warm.
+        sync, notes = measured_sync(job, catalog, call, roomy, payload, first)
         delivered, ratio = delivered_vcpus(results, float(platform_spec.vcpus(roomy)), catalog)
         footprint = float(first["peak_rss_mb"])
         fit = _round_up(footprint * (1.0 + MEMORY_MARGIN), catalog)
@@ -308,7 +310,6 @@ def measure_job(
                     raise ProfilingError(f"the probe of job {job.name} failed: {err}") from None
                 # The base configuration needed more here than the roomy run suggested.
                 footprint = max(footprint, size / (1.0 + MEMORY_MARGIN) + 1)
-        sync, notes = measured_sync(job, catalog, call, roomy, payload, first)
         warm = []
         for _ in range(3):
             start = time.monotonic()
