@@ -105,14 +105,25 @@ def test_a_worker_killed_in_a_later_epoch_of_a_segment_gives_the_same_model(
 def test_epochs_short_against_a_segments_fixed_time_share_it_up_to_the_rung(
     tmp_path: Path, one_epoch: tuple[TrialState, np.ndarray]
 ) -> None:
-    # Chosen by the coordinator (no cap): a segment's fixed time of 10 s against epochs of
-    # milliseconds. The rung after epoch 2 ends a segment; the rest is one.
-    trial, coordinator, params = _train(tmp_path, None, rungs=(2, 5), warm_start_s=10.0)
+    # Chosen by the coordinator (no cap): a segment's fixed time of 3 s (below half the 10 s
+    # synchronisation timeout) against epochs of milliseconds. The rung after epoch 2 ends a
+    # segment; the rest is one.
+    trial, coordinator, params = _train(tmp_path, None, rungs=(2, 5), warm_start_s=3.0)
     assert [h["invocations"] for h in trial.history] == [1, 1, 1, 0, 0]
     assert coordinator.segments == 3
     clean, clean_params = one_epoch
     np.testing.assert_array_equal(params, clean_params)
     _same_history(trial, clean)
+
+
+def test_a_fixed_time_near_the_synchronisation_timeout_keeps_one_epoch_per_segment(
+    tmp_path: Path,
+) -> None:
+    # Worker 0 evaluates between epochs while the others wait in their next round: where a
+    # segment's fixed time is over half the synchronisation timeout (10 s), one epoch each.
+    trial, coordinator, _ = _train(tmp_path, None, rungs=(4,), warm_start_s=6.0)
+    assert [h["invocations"] for h in trial.history] == [1, 1, 1, 1]
+    assert coordinator.segments == 4
 
 
 def test_buffers_and_dropout_are_the_same_over_several_epochs(tmp_path: Path) -> None:

@@ -146,7 +146,9 @@ class SegmentLaunching(FailureHandling, DataPartitions):
         1/SEGMENT_OVERHEAD_SHARE × its fixed time (measured: the estimator's overhead and the
         coordinator's last commit, and the round time on this allocation), or
         ``epochs_per_segment`` where set; never past ``until_epoch`` (a stage's rung, an epoch
-        a scheduler decides after) nor ``renew_at`` of the duration limit. One where nothing
+        a scheduler decides after) nor ``renew_at`` of the duration limit. One where the fixed
+        time is half the synchronisation timeout (the other workers wait in their next round
+        while worker 0 evaluates), where nothing
         ran on the allocation yet (a prediction may be far off), after a failure in this
         epoch (a retry redoes little), from the middle of an epoch, or where segments are cut
         by rounds."""
@@ -166,6 +168,8 @@ class SegmentLaunching(FailureHandling, DataPartitions):
         fits = math.floor(options.renew_at * self.catalog.platform.max_duration_s / epoch_s)
         if options.epochs_per_segment is None:
             fixed = self.estimator.segment_overhead_s(allocation) + self.commit_s
+            if fixed > options.sync_timeout_s / 2:  # the others would wait out an evaluation
+                return 1
             most = min(most, math.ceil(fixed / (SEGMENT_OVERHEAD_SHARE * epoch_s)))
         return max(1, min(most, fits))
 
