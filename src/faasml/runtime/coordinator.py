@@ -2,7 +2,8 @@
 
 A trial trains in *segments*: one invocation per worker for the rounds of one epoch (or part
 of one, when an epoch would outlast the platform's duration limit: the function is renewed from
-the checkpoint before its time runs out). The coordinator starts the n workers of a segment
+the checkpoint before its time runs out; or several whole epochs, when they are short against
+what a segment costs besides its rounds, ``segments.SEGMENT_OVERHEAD_SHARE``). The coordinator starts the n workers of a segment
 together, tracks them (results and heartbeats), and when a worker fails or falls silent it
 stops the segment and restarts it from the last checkpoint: BSP workers cannot go on without
 the lost one, and the seeded minibatch order makes the rerun compute the same model. Every

@@ -1,4 +1,5 @@
-"""The worker function: one invocation trains one segment of an epoch for one worker.
+"""The worker function: one invocation trains one segment of an epoch (or several whole
+epochs, ``WorkerTask.epochs``) for one worker.
 
 SMLT §4.1: a worker loads its data partition from the object store, iterates minibatches, runs
 the model's training step, synchronises the gradient through the scheme, and at the end of
