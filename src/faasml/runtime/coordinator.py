@@ -3,10 +3,11 @@
 A trial trains in *segments*: one invocation per worker for the rounds of one epoch (or part
 of one, when an epoch would outlast the platform's duration limit: the function is renewed from
 the checkpoint before its time runs out; or several whole epochs, when they are short against
-what a segment costs besides its rounds, ``segments.SEGMENT_OVERHEAD_SHARE``). The coordinator starts the n workers of a segment
-together, tracks them (results and heartbeats), and when a worker fails or falls silent it
-stops the segment and restarts it from the last checkpoint: BSP workers cannot go on without
-the lost one, and the seeded minibatch order makes the rerun compute the same model. Every
+what a segment costs besides its rounds, ``segments.SEGMENT_OVERHEAD_SHARE``). The
+coordinator starts the n workers of a segment together, tracks them (results and
+heartbeats), and when a worker fails or falls silent it stops the segment and restarts it
+from the last checkpoint: BSP workers cannot go on without the lost one, and the seeded
+minibatch order makes the rerun compute the same model. Every
 invocation is billed, failed ones too. The budget is a hard guard: a segment whose predicted
 cost does not fit what is left is never started; the run stops cleanly with its checkpoints.
 
