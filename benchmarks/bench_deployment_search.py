@@ -47,6 +47,7 @@ from faasml.search.deployment import (
     DeploymentSpace,
 )
 from faasml.sim.deployment import TrueLandscape, perturbed_workload
+from faasml.sim.search_misses import REASONS, why_missed
 from faasml.types import Constraint, Objective
 from faasml.workload import Workload, builtin_workloads, load_workload
 
@@ -86,6 +87,10 @@ class Outcome:
     first: int | None
     probes: int
     search_share: float
+    why: str | None = None
+    """Why it missed (``sim.search_misses.REASONS``), None for a hit."""
+    where: str = ""
+    """Which instance (profile, constraint, seed) and, for a miss, what the truth held."""
 
 
 @dataclass
@@ -112,6 +117,14 @@ class Truth:
         other = self.cost if self.goal.objective is Objective.MIN_TIME else self.time_s
         return other * self.goal.epochs
 
+    def good(self, tolerance: float) -> np.ndarray:
+        """``within`` of every candidate."""
+        limit = self.goal.limit
+        kept = np.ones(len(self.time_s), dtype=bool)
+        if limit is not None:
+            kept = self.secondary <= limit * (1 + tolerance)
+        return np.asarray(kept & (self.primary <= 1.05 * self.best))
+
     def within(self, index: int, tolerance: float, best: float | None = None) -> bool:
         """Primary within 5 % of the optimum's, the constraint kept within ``tolerance``."""
         limit = self.goal.limit
@@ -125,7 +138,9 @@ def true_of(truth: TrueLandscape, space: DeploymentSpace, goal: DeploymentGoal) 
     return Truth(time_s, cost, goal)
 
 
-def run_search(search: DeploymentSearch, truth: TrueLandscape, exact: Truth) -> Outcome:
+def run_search(
+    search: DeploymentSearch, truth: TrueLandscape, exact: Truth, where: str = ""
+) -> Outcome:
     first = None
     while search.step(truth.measure) is not None:
         if first is None and exact.within(search.searcher.best(), truth.noise):
@@ -134,6 +149,28 @@ def run_search(search: DeploymentSearch, truth: TrueLandscape, exact: Truth) -> 
     index = result.choice_index
     train = exact.goal.epochs * float(exact.cost[index])
     share = result.search_usd / (train + result.search_usd) if math.isfinite(train) else 1.0
+    good = exact.good(truth.noise)
+    searcher = search.searcher
+    why = why_missed(
+        good,
+        index,
+        searcher.tried(),
+        feasible=math.isfinite(exact.best),
+        stop_reason=result.stop_reason,
+        prices=searcher.costs,
+        max_usd=searcher.budget.max_usd,
+    )
+    if why is not None:
+        cheapest = (
+            float(searcher.costs[good].min() / searcher.budget.max_usd)
+            if searcher.costs is not None and searcher.budget.max_usd and good.any()
+            else float("nan")
+        )
+        spent = searcher.spent_usd / (searcher.budget.max_usd or 1.0)
+        where += (
+            f" {int(good.sum())} good, cheapest good probe {cheapest:.2f} x budget, "
+            f"{len(result.probes)} probes, spent {spent:.2f} x budget"
+        )
     return Outcome(
         math.isfinite(exact.best),
         exact.within(index, truth.noise),
@@ -141,6 +178,8 @@ def run_search(search: DeploymentSearch, truth: TrueLandscape, exact: Truth) -> 
         first,
         len(result.probes),
         share,
+        why,
+        where,
     )
 
 
@@ -213,6 +252,9 @@ def main() -> None:
     parser.add_argument(
         "--only-warm", action="store_true", help="GP + EI warm and its re-triggers only"
     )
+    parser.add_argument(
+        "--explain", action="store_true", help="list every miss of GP + EI (warm) and why"
+    )
     args = parser.parse_args()
     searchers = SEARCHERS[:1] if args.only_warm else SEARCHERS
     catalog = load_catalog("aws-lambda").restricted_to(["s3"])
@@ -221,6 +263,7 @@ def main() -> None:
     per_profile: dict[str, list[Outcome]] = defaultdict(list)
     retriggers: dict[str, list[Outcome]] = defaultdict(list)
     planner: list[tuple[bool, bool]] = []
+    constraint_names = ("budget", "deadline")
     for name in builtin_workloads():
         nominal = load_workload(name)
         space = DeploymentSpace.build(nominal, catalog)
@@ -248,7 +291,8 @@ def main() -> None:
                         warm=warm,
                         probe_costs=space.probe_cost(),
                     )
-                    outcome = run_search(search, truth, exact)
+                    where = f"{name} {constraint_names[which]} seed {seed}:"
+                    outcome = run_search(search, truth, exact, where)
                     results[f"{searcher} ({'warm' if warm else 'cold'})"].append(outcome)
                     if searcher == "gp-ei" and warm:
                         per_profile[name].append(outcome)
@@ -277,7 +321,9 @@ def main() -> None:
                         probe_costs=new_space.probe_cost(),
                     )
                     new_exact = true_of(new_truth, new_space, new_goal)
-                    retriggers[change].append(run_search(again, new_truth, new_exact))
+                    retriggers[change].append(
+                        run_search(again, new_truth, new_exact, f"{where} {change}:")
+                    )
     count = len(planner)
     infeasible = sum(not o.feasible for o in results["gp-ei (warm)"])
     print(
@@ -328,6 +374,21 @@ def main() -> None:
             f"{firsts(outcomes, 3):>15} "
             f"{used:>6.1f} {med:>11.1%}"
         )
+    print("\n== 4. Where GP + EI (warm) misses: each miss in one class (sim.search_misses)")
+    columns = {"first search": results["gp-ei (warm)"]}
+    columns.update({change: outcomes for change, outcomes in retriggers.items()})
+    print(f"{'class':<46}" + "".join(f"{label[:14]:>15}" for label in columns))
+    for reason in REASONS:
+        counts = [sum(o.why == reason for o in outcomes) for outcomes in columns.values()]
+        print(f"{reason:<46}" + "".join(f"{c:>15}" for c in counts))
+    hits = [sum(o.why is None for o in outcomes) for outcomes in columns.values()]
+    print(f"{'(within 5 %)':<46}" + "".join(f"{c:>15}" for c in hits))
+    if args.explain:
+        print("\nMisses:")
+        for outcomes in columns.values():
+            for o in outcomes:
+                if o.why is not None:
+                    print(f"  {o.where} -> {o.why}")
     print(f"\n({time.monotonic() - began:.0f} s)")
 
 
