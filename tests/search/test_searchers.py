@@ -156,3 +156,23 @@ def test_a_search_no_probe_fits_recommends_the_priors_choice() -> None:
     assert searcher.propose() is None
     assert "budget" in (searcher.stop_reason or "")
     assert searcher.best() == int(np.argmin(prior))
+
+
+@pytest.mark.parametrize(("cheapest", "probes"), [(0.6, False), (0.4, True)])
+def test_a_warm_search_that_cannot_pay_two_probes_takes_the_priors_choice(
+    cheapest: float, probes: bool
+) -> None:
+    """A $1 budget whose cheapest probe costs $0.60 affords one probe, not two: no probe,
+    the prior's choice. At $0.40 two fit, and the search probes."""
+    x = grid_features(9)
+    prior = bowl(x, (0.25, 0.75))
+    costs = np.full(len(x), 0.9)
+    costs[-1] = cheapest
+    searcher = GPEISearcher(x, SearchBudget(max_probes=5, max_usd=1.0), prior=prior, costs=costs)
+    first = searcher.propose()
+    if probes:
+        assert first is not None
+    else:
+        assert first is None
+        assert "no two probes" in (searcher.stop_reason or "")
+        assert searcher.best() == int(np.argmin(prior))

@@ -13,7 +13,10 @@ constrained Bayesian optimisation, Gardner et al. 2014: y* the best posterior me
 measured candidates that keep the constraint, μ and σ the posterior mean and deviation, Φ and
 φ the standard normal CDF and density). Before any measured candidate keeps the constraint,
 the probability of keeping it alone is maximised. The search stops when the largest EI left
-falls below ``SearchBudget.ei_threshold`` or the budget is spent.
+falls below ``SearchBudget.ei_threshold`` or the budget is spent. Warm, a search whose
+dollar budget cannot pay for two probes (the cheapest costs more than half of it) probes
+nothing and recommends the prior's choice: one probe would spend the whole budget and leave
+the choice an extrapolation from a single noisy point.
 """
 
 from __future__ import annotations
@@ -237,6 +240,10 @@ class GPEISearcher(Searcher):
 
     def _own_stop(self) -> str | None:
         count = len(self.observed)
+        if count == 0 and self.prior is not None and self.costs is not None:
+            cap = self.budget.max_usd
+            if cap is not None and float(self.costs[self.untried()].min()) > cap / 2:
+                return "no two probes fit the search budget: the model's choice"
         if count < max(self.initial, self.budget.min_probes):
             return None
         mean, _ = self.posterior()
