@@ -47,7 +47,7 @@ from faasml.search.deployment import (
     DeploymentSpace,
 )
 from faasml.sim.deployment import TrueLandscape, perturbed_workload
-from faasml.sim.search_misses import REASONS, why_missed
+from faasml.sim.search_misses import PICK, REASONS, why_missed
 from faasml.types import Constraint, Objective
 from faasml.workload import Workload, builtin_workloads, load_workload
 
@@ -167,6 +167,10 @@ def run_search(
             else float("nan")
         )
         spent = searcher.spent_usd / (searcher.budget.max_usd or 1.0)
+        if why == PICK:
+            probed = [i for i in searcher.tried() if good[i]]
+            strict = sum(exact.within(i, 0.0) for i in probed)
+            where += f" good probed {len(probed)} (keeping it strictly: {strict});"
         where += (
             f" {int(good.sum())} good, cheapest good probe {cheapest:.2f} x budget, "
             f"{len(result.probes)} probes, spent {spent:.2f} x budget"
