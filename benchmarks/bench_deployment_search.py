@@ -19,8 +19,11 @@ the last posterior with at most 3 probes.
 
 "feas." counts only the instances where some deployment of the true job keeps the constraint.
 
+4. where GP + EI (warm) misses: each miss in one class (``sim.search_misses``), listed one
+by one with ``--explain``.
+
 Run: .venv/bin/python benchmarks/bench_deployment_search.py [--seeds 5] [--probes 10]
-[--first-seed 0] [--only-warm]
+[--first-seed 0] [--only-warm] [--explain]
 """
 
 from __future__ import annotations
