@@ -173,10 +173,12 @@ def run_search(
         if why == PICK:
             probed = [i for i in searcher.tried() if good[i]]
             strict = sum(exact.within(i, 0.0) for i in probed)
-            where += f" good probed {len(probed)} (keeping it strictly: {strict});"
+            where += f"| {len(probed)} good probed, {strict} kept strictly; "
+        else:
+            where += "| "
         where += (
-            f" {int(good.sum())} good, cheapest good probe {cheapest:.2f} x budget, "
-            f"{len(result.probes)} probes, spent {spent:.2f} x budget"
+            f"{int(good.sum())} good, cheapest probe {cheapest:.2f}x budget; "
+            f"{len(result.probes)} probes spent {spent:.2f}x"
         )
     return Outcome(
         math.isfinite(exact.best),
@@ -298,7 +300,7 @@ def main() -> None:
                         warm=warm,
                         probe_costs=space.probe_cost(),
                     )
-                    where = f"{name} {constraint_names[which]} seed {seed}:"
+                    where = f"{name} {constraint_names[which]} seed {seed}"
                     outcome = run_search(search, truth, exact, where)
                     results[f"{searcher} ({'warm' if warm else 'cold'})"].append(outcome)
                     if searcher == "gp-ei" and warm:
@@ -329,7 +331,7 @@ def main() -> None:
                     )
                     new_exact = true_of(new_truth, new_space, new_goal)
                     retriggers[change].append(
-                        run_search(again, new_truth, new_exact, f"{where} {change}:")
+                        run_search(again, new_truth, new_exact, f"{where}, {change}")
                     )
     count = len(planner)
     infeasible = sum(not o.feasible for o in results["gp-ei (warm)"])
@@ -381,21 +383,24 @@ def main() -> None:
             f"{firsts(outcomes, 3):>15} "
             f"{used:>6.1f} {med:>11.1%}"
         )
-    print("\n== 4. Where GP + EI (warm) misses: each miss in one class (sim.search_misses)")
-    columns = {"first search": results["gp-ei (warm)"]}
-    columns.update({change: outcomes for change, outcomes in retriggers.items()})
-    print(f"{'class':<46}" + "".join(f"{label[:14]:>15}" for label in columns))
+    print("\n== 4. Where GP + EI (warm) misses: each miss in one class")
+    columns = {"first": results["gp-ei (warm)"]}
+    for change, outcomes in retriggers.items():
+        columns[change.split(" (")[0].replace("size ", "")] = outcomes
+    print("(columns: the first search, then the re-triggers)")
+    print(f"{'class':<44}" + "".join(f"{label:>9}" for label in columns))
     for reason in REASONS:
         counts = [sum(o.why == reason for o in outcomes) for outcomes in columns.values()]
-        print(f"{reason:<46}" + "".join(f"{c:>15}" for c in counts))
+        print(f"{reason:<44}" + "".join(f"{c:>9}" for c in counts))
     hits = [sum(o.why is None for o in outcomes) for outcomes in columns.values()]
-    print(f"{'(within 5 %)':<46}" + "".join(f"{c:>15}" for c in hits))
+    print(f"{'(within 5 %)':<44}" + "".join(f"{c:>9}" for c in hits))
     if args.explain:
         print("\nMisses:")
         for outcomes in columns.values():
             for o in outcomes:
                 if o.why is not None:
-                    print(f"  {o.where} -> {o.why}")
+                    head, _, detail = o.where.partition("| ")
+                    print(f"  {head}: {o.why}\n    {detail}")
     print(f"\n({time.monotonic() - began:.0f} s)")
 
 
