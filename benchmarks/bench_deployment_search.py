@@ -19,8 +19,11 @@ the last posterior with at most 3 probes.
 
 "feas." counts only the instances where some deployment of the true job keeps the constraint.
 
+4. where GP + EI (warm) misses: each miss in one class (``sim.search_misses``), listed one
+by one with ``--explain``.
+
 Run: .venv/bin/python benchmarks/bench_deployment_search.py [--seeds 5] [--probes 10]
-[--first-seed 0] [--only-warm]
+[--first-seed 0] [--only-warm] [--explain]
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from faasml.search.deployment import (
     DeploymentSpace,
 )
 from faasml.sim.deployment import TrueLandscape, perturbed_workload
+from faasml.sim.search_misses import PICK, REASONS, why_missed
 from faasml.types import Constraint, Objective
 from faasml.workload import Workload, builtin_workloads, load_workload
 
@@ -86,6 +90,10 @@ class Outcome:
     first: int | None
     probes: int
     search_share: float
+    why: str | None = None
+    """Why it missed (``sim.search_misses.REASONS``), None for a hit."""
+    where: str = ""
+    """Which instance (profile, constraint, seed) and, for a miss, what the truth held."""
 
 
 @dataclass
@@ -112,6 +120,14 @@ class Truth:
         other = self.cost if self.goal.objective is Objective.MIN_TIME else self.time_s
         return other * self.goal.epochs
 
+    def good(self, tolerance: float) -> np.ndarray:
+        """``within`` of every candidate."""
+        limit = self.goal.limit
+        kept = np.ones(len(self.time_s), dtype=bool)
+        if limit is not None:
+            kept = self.secondary <= limit * (1 + tolerance)
+        return np.asarray(kept & (self.primary <= 1.05 * self.best))
+
     def within(self, index: int, tolerance: float, best: float | None = None) -> bool:
         """Primary within 5 % of the optimum's, the constraint kept within ``tolerance``."""
         limit = self.goal.limit
@@ -125,7 +141,9 @@ def true_of(truth: TrueLandscape, space: DeploymentSpace, goal: DeploymentGoal) 
     return Truth(time_s, cost, goal)
 
 
-def run_search(search: DeploymentSearch, truth: TrueLandscape, exact: Truth) -> Outcome:
+def run_search(
+    search: DeploymentSearch, truth: TrueLandscape, exact: Truth, where: str = ""
+) -> Outcome:
     first = None
     while search.step(truth.measure) is not None:
         if first is None and exact.within(search.searcher.best(), truth.noise):
@@ -134,6 +152,34 @@ def run_search(search: DeploymentSearch, truth: TrueLandscape, exact: Truth) -> 
     index = result.choice_index
     train = exact.goal.epochs * float(exact.cost[index])
     share = result.search_usd / (train + result.search_usd) if math.isfinite(train) else 1.0
+    good = exact.good(truth.noise)
+    searcher = search.searcher
+    why = why_missed(
+        good,
+        index,
+        searcher.tried(),
+        feasible=math.isfinite(exact.best),
+        stop_reason=result.stop_reason,
+        prices=searcher.costs,
+        max_usd=searcher.budget.max_usd,
+    )
+    if why is not None:
+        cheapest = (
+            float(searcher.costs[good].min() / searcher.budget.max_usd)
+            if searcher.costs is not None and searcher.budget.max_usd and good.any()
+            else float("nan")
+        )
+        spent = searcher.spent_usd / (searcher.budget.max_usd or 1.0)
+        if why == PICK:
+            probed = [i for i in searcher.tried() if good[i]]
+            strict = sum(exact.within(i, 0.0) for i in probed)
+            where += f"| {len(probed)} good probed, {strict} kept strictly; "
+        else:
+            where += "| "
+        where += (
+            f"{int(good.sum())} good, cheapest probe {cheapest:.2f}x budget; "
+            f"{len(result.probes)} probes spent {spent:.2f}x"
+        )
     return Outcome(
         math.isfinite(exact.best),
         exact.within(index, truth.noise),
@@ -141,6 +187,8 @@ def run_search(search: DeploymentSearch, truth: TrueLandscape, exact: Truth) -> 
         first,
         len(result.probes),
         share,
+        why,
+        where,
     )
 
 
@@ -213,6 +261,9 @@ def main() -> None:
     parser.add_argument(
         "--only-warm", action="store_true", help="GP + EI warm and its re-triggers only"
     )
+    parser.add_argument(
+        "--explain", action="store_true", help="list every miss of GP + EI (warm) and why"
+    )
     args = parser.parse_args()
     searchers = SEARCHERS[:1] if args.only_warm else SEARCHERS
     catalog = load_catalog("aws-lambda").restricted_to(["s3"])
@@ -221,6 +272,7 @@ def main() -> None:
     per_profile: dict[str, list[Outcome]] = defaultdict(list)
     retriggers: dict[str, list[Outcome]] = defaultdict(list)
     planner: list[tuple[bool, bool]] = []
+    constraint_names = ("budget", "deadline")
     for name in builtin_workloads():
         nominal = load_workload(name)
         space = DeploymentSpace.build(nominal, catalog)
@@ -248,7 +300,8 @@ def main() -> None:
                         warm=warm,
                         probe_costs=space.probe_cost(),
                     )
-                    outcome = run_search(search, truth, exact)
+                    where = f"{name} {constraint_names[which]} seed {seed}"
+                    outcome = run_search(search, truth, exact, where)
                     results[f"{searcher} ({'warm' if warm else 'cold'})"].append(outcome)
                     if searcher == "gp-ei" and warm:
                         per_profile[name].append(outcome)
@@ -277,7 +330,9 @@ def main() -> None:
                         probe_costs=new_space.probe_cost(),
                     )
                     new_exact = true_of(new_truth, new_space, new_goal)
-                    retriggers[change].append(run_search(again, new_truth, new_exact))
+                    retriggers[change].append(
+                        run_search(again, new_truth, new_exact, f"{where}, {change}")
+                    )
     count = len(planner)
     infeasible = sum(not o.feasible for o in results["gp-ei (warm)"])
     print(
@@ -328,6 +383,24 @@ def main() -> None:
             f"{firsts(outcomes, 3):>15} "
             f"{used:>6.1f} {med:>11.1%}"
         )
+    print("\n== 4. Where GP + EI (warm) misses: each miss in one class")
+    columns = {"first": results["gp-ei (warm)"]}
+    for change, outcomes in retriggers.items():
+        columns[change.split(" (")[0].replace("size ", "")] = outcomes
+    print("(columns: the first search, then the re-triggers)")
+    print(f"{'class':<44}" + "".join(f"{label:>9}" for label in columns))
+    for reason in REASONS:
+        counts = [sum(o.why == reason for o in outcomes) for outcomes in columns.values()]
+        print(f"{reason:<44}" + "".join(f"{c:>9}" for c in counts))
+    hits = [sum(o.why is None for o in outcomes) for outcomes in columns.values()]
+    print(f"{'(within 5 %)':<44}" + "".join(f"{c:>9}" for c in hits))
+    if args.explain:
+        print("\nMisses:")
+        for outcomes in columns.values():
+            for o in outcomes:
+                if o.why is not None:
+                    head, _, detail = o.where.partition("| ")
+                    print(f"  {head}: {o.why}\n    {detail}")
     print(f"\n({time.monotonic() - began:.0f} s)")
 
 

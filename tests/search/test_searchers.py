@@ -156,3 +156,44 @@ def test_a_search_no_probe_fits_recommends_the_priors_choice() -> None:
     assert searcher.propose() is None
     assert "budget" in (searcher.stop_reason or "")
     assert searcher.best() == int(np.argmin(prior))
+
+
+@pytest.mark.parametrize(("cheapest", "probes"), [(0.6, False), (0.4, True)])
+def test_a_warm_search_that_cannot_pay_two_probes_takes_the_priors_choice(
+    cheapest: float, probes: bool
+) -> None:
+    """A $1 budget whose cheapest probe costs $0.60 affords one probe, not two: no probe,
+    the prior's choice. At $0.40 two fit, and the search probes."""
+    x = grid_features(9)
+    prior = bowl(x, (0.25, 0.75))
+    costs = np.full(len(x), 0.9)
+    costs[-1] = cheapest
+    searcher = GPEISearcher(x, SearchBudget(max_probes=5, max_usd=1.0), prior=prior, costs=costs)
+    first = searcher.propose()
+    if probes:
+        assert first is not None
+    else:
+        assert first is None
+        assert "no two probes" in (searcher.stop_reason or "")
+        assert searcher.best() == int(np.argmin(prior))
+
+
+def test_after_a_probe_that_breaks_the_constraint_the_next_aims_at_the_best_that_keeps_it() -> None:
+    """Minimise x0 subject to x0 + x1 >= 1 (as above), with a prior that wrongly thinks
+    x0 + x1 >= 0.9 is enough: its first probe, (0, 0.9), breaks the constraint. The next probe
+    improves on the posterior's own choice (x0 near 0, x1 near 1), not merely the candidate
+    surest to keep the constraint (the far corner, x0 = 1)."""
+    x = grid_features(21)
+    g = 1.0 - (x[:, 0] + x[:, 1])
+    goal = LatentObjective(offset=x[:, 0] - g, limit=np.zeros(len(x)))
+    searcher = GPEISearcher(
+        x, SearchBudget(max_probes=3, ei_threshold=0.0), objective=goal, prior=g - 0.1
+    )
+    first = searcher.propose()
+    assert first is not None and x[first, 0] == 0.0 and g[first] > 0  # breaks it
+    searcher.observe(first, float(g[first]))
+    second = searcher.propose()
+    assert second is not None
+    assert x[second, 0] <= 0.2
+    searcher.observe(second, float(g[second]))
+    assert g[searcher.best()] <= 1e-9 and x[searcher.best(), 0] <= 0.2

@@ -12,8 +12,14 @@ model's error; without one, a few spread-out probes come first. Each next probe 
 constrained Bayesian optimisation, Gardner et al. 2014: y* the best posterior mean among the
 measured candidates that keep the constraint, μ and σ the posterior mean and deviation, Φ and
 φ the standard normal CDF and density). Before any measured candidate keeps the constraint,
-the probability of keeping it alone is maximised. The search stops when the largest EI left
-falls below ``SearchBudget.ei_threshold`` or the budget is spent.
+y* is the best posterior mean among all candidates whose posterior keeps it (the posterior's
+own choice: a probe that broke the constraint is followed by one aimed at the best that keeps
+it, not merely at the candidate surest to keep it); only when none does is the probability
+of keeping it alone maximised. The search stops when the largest EI left
+falls below ``SearchBudget.ei_threshold`` or the budget is spent. Warm, a search whose
+dollar budget cannot pay for two probes (the cheapest costs more than half of it) probes
+nothing and recommends the prior's choice: one probe would spend the whole budget and leave
+the choice an extrapolation from a single noisy point.
 """
 
 from __future__ import annotations
@@ -225,8 +231,12 @@ class GPEISearcher(Searcher):
         tried = np.array(sorted(self.tried()))
         ok = tried[mean[tried] <= self.goal.limit[tried]]
         if ok.size == 0:
-            result: Array = keeps
-            return result
+            # No probe keeps the constraint yet: improve on the posterior's own choice (the
+            # best posterior mean that keeps it), else find one that keeps it at all.
+            ok = np.flatnonzero(mean <= self.goal.limit)
+            if ok.size == 0:
+                result: Array = keeps
+                return result
         best = float(objective[ok].min())
         gain = best - objective
         z = gain / std
@@ -237,6 +247,10 @@ class GPEISearcher(Searcher):
 
     def _own_stop(self) -> str | None:
         count = len(self.observed)
+        if count == 0 and self.prior is not None and self.costs is not None:
+            cap = self.budget.max_usd
+            if cap is not None and float(self.costs[self.untried()].min()) > cap / 2:
+                return "no two probes fit the search budget: the model's choice"
         if count < max(self.initial, self.budget.min_probes):
             return None
         mean, _ = self.posterior()
