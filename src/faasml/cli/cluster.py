@@ -379,9 +379,12 @@ def _print_prediction(out: Any, model: Any, cmp: Any, calibration: Any) -> None:
     c = model.comm
     worst = max((abs(e) for e in fit_errors(model, calibration)), default=0.0)
     out.print(
-        f"model: step {1000 * model.compute_s:.0f} ms on 1 GPU; one server "
-        f"+{1000 * c.intra0:.0f} +{1000 * c.intra1:.0f} ms/extra GPU; several "
-        f"+{1000 * c.inter0:.0f} +{1000 * c.inter1:.0f} ms/extra server; restart "
-        f"{model.restart_s:.2f} s (median of {len(calibration.restarts_s)}); "
-        f"fit error at most {100 * worst:.0f}%"
+        f"fitted step: {1000 * model.compute_s:.1f} ms on 1 GPU, + {1000 * c.intra0:.1f} "
+        f"+ {1000 * c.intra1:.1f} ms/extra GPU on one server,\n"
+        f"  + {1000 * c.inter0:.1f} + {1000 * c.inter1:.1f} ms/extra server on several "
+        f"(fit error ≤ {100 * worst:.0f}%, {len(calibration.steps)} layouts)"
+    )
+    out.print(
+        f"restart: {model.restart_s:.2f} s (median of {len(calibration.restarts_s)}: "
+        f"{', '.join(f'{r:.2f}' for r in calibration.restarts_s)})"
     )
