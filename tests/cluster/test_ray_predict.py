@@ -173,7 +173,7 @@ def test_compare_sets_each_job_beside_its_measurement(models: dict[str, AppModel
     measured = RunResult(
         "fifo",
         [
-            JobOutcome("a", 0.0, 0.0, 3.0, 10, restarts=1),
+            JobOutcome("a", 0.0, 0.0, 3.0, 10, restarts=1, running_s=2.5),
             JobOutcome("b", 0.0, 0.0, None, 4),  # did not finish
         ],
         requests=10,
@@ -187,6 +187,8 @@ def test_compare_sets_each_job_beside_its_measurement(models: dict[str, AppModel
     a, b = cmp.jobs
     assert (a.name, a.predicted_s, a.measured_s) == ("a", pytest.approx(1.5), 3.0)
     assert a.error == pytest.approx(-0.5)
+    # Both held a GPU from round 0 to their completion (restart included).
+    assert (a.predicted_running_s, a.measured_running_s) == (pytest.approx(1.5), 2.5)
     assert b.measured_s is None and b.error is None
     assert cmp.avg_jct.predicted_s == pytest.approx(1.5) and cmp.avg_jct.measured_s == 3.0
     assert (cmp.restarts_predicted, cmp.restarts_measured) == (0, 1)

@@ -364,11 +364,18 @@ def _print_prediction(out: Any, model: Any, cmp: Any, calibration: Any) -> None:
     def dur(v: float | None) -> str:
         return "-" if v is None else format_duration(v)
 
-    table = Table(title="predicted (simulator) vs measured")
-    for column in ("job", "predicted JCT", "measured JCT", "error"):
+    table = Table(title="predicted (simulator) vs measured; run = time holding GPUs")
+    for column in ("job", "JCT pred", "JCT meas", "error", "run pred", "run meas"):
         table.add_column(column, justify="left" if column == "job" else "right")
     for row in (*cmp.jobs, cmp.avg_jct):
-        table.add_row(row.name, dur(row.predicted_s), dur(row.measured_s), pct(row.error))
+        table.add_row(
+            row.name,
+            dur(row.predicted_s),
+            dur(row.measured_s),
+            pct(row.error),
+            dur(row.predicted_running_s),
+            dur(row.measured_running_s),
+        )
     out.print(table)
     if cmp.slo_predicted is not None and cmp.slo_measured is not None:
         out.print(

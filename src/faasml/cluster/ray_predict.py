@@ -197,9 +197,14 @@ def predict_run(
 
 @dataclass(frozen=True)
 class JobComparison:
+    """One job's JCT predicted and measured; with the time it held GPUs (restarts
+    included), which separates a throughput error from a scheduling one."""
+
     name: str
     predicted_s: float | None
     measured_s: float | None
+    predicted_running_s: float | None = None
+    measured_running_s: float | None = None
 
     @property
     def error(self) -> float | None:
@@ -236,7 +241,15 @@ def compare(measured: RunResult, predicted: SimResult) -> Comparison:
     rows = []
     for job in measured.jobs:
         record = records.get(job.name)
-        rows.append(JobComparison(job.name, record.jct if record else None, job.jct))
+        rows.append(
+            JobComparison(
+                job.name,
+                record.jct if record else None,
+                job.jct,
+                record.running_s if record else None,
+                job.running_s,
+            )
+        )
     both = [r for r in rows if r.predicted_s is not None and r.measured_s is not None]
     mean = JobComparison(
         "mean",

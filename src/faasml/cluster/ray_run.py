@@ -106,6 +106,9 @@ class JobOutcome:
     last_loss: float = math.nan
     step_history: list[int] = field(default_factory=list)
     """Steps done at every restart (checkpoint): never falls."""
+    running_s: float = 0.0
+    """Wall time the job held workers (restarts included), as the simulator's running
+    time: with its steps, the throughput it really had."""
 
     @property
     def jct(self) -> float | None:
@@ -241,6 +244,13 @@ class _RealJob:
         self.plan: SchedulePlan | None = None
         self.waiting_rounds = 0
         self.gpu_s = 0.0
+        self.placed_at: float | None = None
+
+    def unplace(self) -> None:
+        """The job stops holding workers: count the time it held them."""
+        if self.placed_at is not None:
+            self.outcome.running_s += time.monotonic() - self.placed_at
+            self.placed_at = None
 
     def params(self) -> list[Any]:
         return [p.detach().numpy().copy() for p in self.model.parameters()]
@@ -342,6 +352,7 @@ class RayRunner:
             return
         if rj.outcome.start_s is None:
             rj.outcome.start_s = now
+        rj.placed_at = time.monotonic()
         rj.workers = [
             self.train_cls.options(resources={f"server{sid}": 1}).remote(
                 rj.seed, rank, len(placement), rj.batch
@@ -358,12 +369,14 @@ class RayRunner:
         for w in rj.workers:
             self.ray.kill(w)
         rj.workers = []
+        rj.unplace()
 
     def _apply(self, rj: _RealJob, results: list[tuple[list[Any], float]]) -> None:
         """Apply a step; the job completes when its last step is applied."""
         rj.apply(results)
         if rj.outcome.steps >= rj.work and rj.outcome.completion_s is None:
             rj.outcome.completion_s = time.monotonic() - self._t0
+            rj.unplace()
 
     def calibrate(self, placements: Sequence[Placement], steps: int = 10) -> Calibration:
         """Measure, on this Ray cluster and through the run's own code, what the simulator
