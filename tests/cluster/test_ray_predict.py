@@ -4,6 +4,7 @@ and services to the simulator's clock, the executor and the comparison (pure, no
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,6 +27,7 @@ from faasml.cluster.ray_run import (
     DAY_S,
     Calibration,
     JobOutcome,
+    RayRunner,
     RunConfig,
     RunResult,
     StepSample,
@@ -194,3 +196,24 @@ def test_compare_sets_each_job_beside_its_measurement(models: dict[str, AppModel
     assert (cmp.restarts_predicted, cmp.restarts_measured) == (0, 1)
     assert cmp.slo_predicted is None and cmp.slo_error is None  # no services predicted
     assert cmp.avg_jct.error == pytest.approx(-0.5)
+
+
+class _NoRay:
+    """Stands for the ``ray`` module where nothing reaches Ray (a refused calibration)."""
+
+    def remote(self, **_: object) -> object:
+        return lambda cls: cls
+
+
+@pytest.mark.parametrize(
+    ("placement", "match"),
+    [((0, 2), "must name servers 0 to 1"), ((), "must name servers"), ((1, 1, 1), "server 1")],
+)
+def test_a_calibration_placement_off_the_cluster_is_refused_before_ray(
+    tmp_path: Path, placement: tuple[int, ...], match: str
+) -> None:
+    runner = RayRunner(
+        _NoRay(), [], {}, Cluster.uniform(2, 2), make_policy("fifo", 2.0), RunConfig(), [], tmp_path
+    )
+    with pytest.raises(ConfigError, match=match):
+        runner.calibrate([(0,), placement])

@@ -146,7 +146,7 @@ class RunResult:
     serving_slots: int = 0
     """Warm serving actors started (and answering) before the clock started."""
     calibration: Calibration | None = None
-    """Step and restart times measured before the clock started (``calibrate=True``)."""
+    """Step and restart times measured before the clock started (with ``calibrate``)."""
 
     def summary(self) -> dict[str, float]:
         jcts = [j.jct for j in self.jobs if j.jct is not None]
@@ -385,6 +385,13 @@ class RayRunner:
         in flight, checkpoint, stop the workers, restore, start new ones), then takes
         ``steps`` timed steps. A (re)start's time is the time to its first step done, less
         one step at the new layout."""
+        for placement in placements:
+            if not placement or any(not 0 <= s < len(self.cluster.servers) for s in placement):
+                raise ConfigError(
+                    f"the calibration placement {placement} must name servers 0 to "
+                    f"{len(self.cluster.servers) - 1}"
+                )
+            self.cluster.free({"calibration": placement})  # no server oversubscribed
         job = Job("calibration", "calibration", 0.0, 1, self.cfg.batch)
         rj = _RealJob(job, self.cfg.seed, 1 << 30, self.cfg.batch, self.workdir / "cal.pt")
         samples: list[StepSample] = []
