@@ -184,6 +184,7 @@ def test_compare_sets_each_job_beside_its_measurement(models: dict[str, AppModel
         servers_loaned=0,
         servers_reclaimed=0,
         wall_s=5.0,
+        rounds_s=[0.0, 2.0, 4.5],
     )
     cmp = compare(measured, predicted)
     a, b = cmp.jobs
@@ -194,6 +195,10 @@ def test_compare_sets_each_job_beside_its_measurement(models: dict[str, AppModel
     assert b.measured_s is None and b.error is None
     assert cmp.avg_jct.predicted_s == pytest.approx(1.5) and cmp.avg_jct.measured_s == 3.0
     assert (cmp.restarts_predicted, cmp.restarts_measured) == (0, 1)
+    # Simulated rounds at 0, 1 and 2 s (the last finds both done at 1.5 s); the run's
+    # rounds came late.
+    assert (cmp.rounds_predicted, cmp.rounds_measured) == (3, 3)
+    assert cmp.mean_round_measured_s == pytest.approx(2.25)
     assert cmp.slo_predicted is None and cmp.slo_error is None  # no services predicted
     assert cmp.avg_jct.error == pytest.approx(-0.5)
 

@@ -383,6 +383,11 @@ def _print_prediction(out: Any, model: Any, cmp: Any, calibration: Any) -> None:
             f"{100 * cmp.slo_measured:.1f}% (error {pct(cmp.slo_error)})"
         )
     out.print(f"restarts: predicted {cmp.restarts_predicted}, measured {cmp.restarts_measured}")
+    mean_round = cmp.mean_round_measured_s
+    out.print(
+        f"rounds: predicted {cmp.rounds_predicted}, measured {cmp.rounds_measured}"
+        + ("" if mean_round is None else f" ({mean_round:.2f} s apart on average)")
+    )
     c = model.comm
     worst = max((abs(e) for e in fit_errors(model, calibration)), default=0.0)
     out.print(

@@ -226,6 +226,10 @@ class Comparison:
     """Share of requests within the SLO (None without services)."""
     restarts_predicted: int
     restarts_measured: int
+    rounds_predicted: int = 0
+    rounds_measured: int = 0
+    mean_round_measured_s: float | None = None
+    """Mean time between the run's round starts (the simulator's are ``round_s``)."""
 
     @property
     def slo_error(self) -> float | None:
@@ -265,4 +269,7 @@ def compare(measured: RunResult, predicted: SimResult) -> Comparison:
         float(s["slo_requests"]) if has_services else None,
         sum(r.restarts for r in predicted.jobs),
         sum(j.restarts for j in measured.jobs),
+        len(predicted.utilization),
+        len(measured.rounds_s),
+        float(np.mean(np.diff(measured.rounds_s))) if len(measured.rounds_s) > 1 else None,
     )

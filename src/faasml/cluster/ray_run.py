@@ -147,6 +147,9 @@ class RunResult:
     """Warm serving actors started (and answering) before the clock started."""
     calibration: Calibration | None = None
     """Step and restart times measured before the clock started (with ``calibrate``)."""
+    rounds_s: list[float] = field(default_factory=list)
+    """When each scheduling round started (a round starts ``round_s`` after the one before
+    began, or later when the driver was still busy)."""
 
     def summary(self) -> dict[str, float]:
         jcts = [j.jct for j in self.jobs if j.jct is not None]
@@ -468,8 +471,10 @@ class RayRunner:
         active: list[_RealJob] = []
         done: list[_RealJob] = []
         last = 0.0
+        rounds: list[float] = []
         while (pending or active) and time.monotonic() - t0 < cfg.max_time_s:
             now = time.monotonic() - t0
+            rounds.append(now)
             for r in active:
                 r.gpu_s += len(r.placement) * (now - last)
             last = now
@@ -552,6 +557,7 @@ class RayRunner:
             time.monotonic() - t0,
             sum(len(actors) for actors in self.slots.values()),
             calibration,
+            rounds,
         )
 
     def _view(
