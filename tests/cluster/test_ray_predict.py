@@ -4,6 +4,7 @@ and services to the simulator's clock, the executor and the comparison (pure, no
 from __future__ import annotations
 
 import itertools
+import json
 from pathlib import Path
 
 import numpy as np
@@ -222,3 +223,47 @@ def test_a_calibration_placement_off_the_cluster_is_refused_before_ray(
     )
     with pytest.raises(ConfigError, match=match):
         runner.calibrate([(0,), placement])
+
+
+def test_cluster_run_predict_prints_the_comparison_in_80_columns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command's printing and JSON, with the Ray run itself stood in for (its own
+    end-to-end test runs it): the calibration it asks for, the prediction beside it."""
+    import faasml.cluster.ray_run as ray_run
+    from faasml.cli.main import main
+
+    asked: list[list[tuple[int, ...]]] = []
+
+    def fake_run(
+        jobs: list[Job],
+        models: object,
+        cluster: Cluster,
+        policy: object,
+        config: RunConfig,
+        services: object,
+        calibrate: list[tuple[int, ...]],
+    ) -> RunResult:
+        asked.append(list(calibrate))
+        outcomes = [JobOutcome(j.name, j.arrival_s, j.arrival_s, j.arrival_s + 9, 50) for j in jobs]
+        cal = _calibration(TRUE, cluster, (1.0, 2.0))
+        return RunResult("fifo", outcomes, 0, 0, [], 0, 0, 20.0, calibration=cal)
+
+    monkeypatch.setattr(ray_run, "run_on_ray", fake_run)
+    trace = tmp_path / "jobs.csv"
+    trace.write_text(
+        "name,time,application,num_replicas,batch_size\na,0,cifar10,1,128\nb,1440,ncf,1,32768\n"
+    )
+    args = ["cluster", "run", str(trace), "--policy", "fifo", "--steps", "50", "--predict"]
+    assert main(args) == 0
+    assert asked == [calibration_placements(Cluster.uniform(2, 2))]  # the default cluster
+    out = capsys.readouterr().out
+    assert "predicted (simulator) vs measured" in out and "restart: 1.50 s" in out
+    rows = [line for line in out.splitlines() if line.lstrip("│| ").startswith(("a ", "b "))]
+    assert len(rows) == 4  # each job in the run's table and in the comparison
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert main([*args, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    jobs = data["prediction"]["jobs"]
+    assert [j["name"] for j in jobs] == ["a", "b"] and all(j["measured_s"] == 9.0 for j in jobs)
+    assert data["model"]["restart_s"] == 1.5 and len(data["calibration"]["steps"]) == 5
