@@ -28,6 +28,10 @@ application from the traces (a real deployment would profile the job), so their 
 the ones they would make for that application, not for the MLP; on real GPUs the workers
 would all-reduce with NCCL inside the job (e.g. torch DDP) instead of through the driver,
 and a "GPU" here is a slot on a CPU core shared with everything else.
+
+With ``calibrate`` placements the runner first measures the job's step and restart times
+(:meth:`RayRunner.calibrate`); :mod:`faasml.cluster.ray_predict` fits the simulator's model
+to them and predicts the run (``faasml cluster run --predict``).
 """
 
 from __future__ import annotations
