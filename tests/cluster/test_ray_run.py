@@ -1,4 +1,5 @@
-"""A real run on a local multi-node Ray cluster: jobs, a service, a reclaim, clean shutdown."""
+"""A real run on a local multi-node Ray cluster: jobs, a service, a reclaim, clean shutdown,
+and the calibration the simulator predicts the run from."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ pytest.importorskip("torch")
 def test_real_jobs_and_a_service_with_a_reclaim_on_ray(models: dict[str, AppModel]) -> None:
     import ray
 
+    from faasml.cluster.ray_predict import compare, fit_run_model, predict_run
     from faasml.cluster.ray_run import RunConfig, run_on_ray
 
     day_s = 60.0
@@ -40,8 +42,10 @@ def test_real_jobs_and_a_service_with_a_reclaim_on_ray(models: dict[str, AppMode
         rate_scale=0.3,
         max_time_s=3000.0,
     )
+    # Before the clock: a calibration on one GPU, then (a restart) one GPU on each server.
+    cluster = Cluster.uniform(2, 2)
     result = run_on_ray(
-        jobs, models, Cluster.uniform(2, 2), make_policy("fifo", 2.0), config, [service]
+        jobs, models, cluster, make_policy("fifo", 2.0), config, [service], [(0,), (0, 1)]
     )
     assert not ray.is_initialized()  # shut down
     s = result.summary()
@@ -57,3 +61,18 @@ def test_real_jobs_and_a_service_with_a_reclaim_on_ray(models: dict[str, AppMode
         assert job.steps == 120  # every step done once: nothing lost to the reclaim
         assert job.step_history == sorted(job.step_history)
         assert job.last_loss < job.first_loss  # it really trained
+        assert job.completion_s is not None and 0 < job.running_s <= job.completion_s
+    # The calibration measured both layouts (and a start and a restart); the simulator
+    # predicts the run from it.
+    cal = result.calibration
+    assert cal is not None
+    assert [x.layout.counts for x in cal.steps] == [(1,), (1, 1)]
+    assert all(x.step_s > 0 for x in cal.steps) and len(cal.restarts_s) == 2
+    model = fit_run_model(cal)
+    predicted = predict_run(
+        jobs, models, cluster, make_policy("fifo", 2.0), config, [service], model
+    )
+    cmp = compare(result, predicted)
+    assert [row.name for row in cmp.jobs] == ["a", "b"]
+    assert all(row.predicted_s is not None and row.error is not None for row in cmp.jobs)
+    assert cmp.slo_predicted is not None and cmp.slo_measured == s["slo_requests"]

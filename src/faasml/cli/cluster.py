@@ -100,6 +100,12 @@ def register(commands: Any) -> None:
     real.add_argument("--inference", default=None, metavar="SERVICES")
     real.add_argument("--loaning", default="fapes", help="dedicated, one-way or fapes")
     real.add_argument("--traces", default=None, help="traces directory")
+    real.add_argument(
+        "--predict",
+        action="store_true",
+        help="calibrate step and restart times first, then print the simulator's "
+        "prediction of the run beside what it measured",
+    )
     real.add_argument("--json", action="store_true", help="print the results as JSON")
     real.set_defaults(func=run_real)
     from faasml.cli.cluster_scavenge import register as register_scavenge
@@ -257,13 +263,21 @@ def _print_loans(out: Any, results: list[Any], services: list[Any], loaning: str
 
 
 def run_real(args: argparse.Namespace) -> int:
-    from dataclasses import asdict, replace
+    import os
+    from dataclasses import asdict
 
     from faasml.cluster import Cluster, load_models, load_workload, resolve_workload
     from faasml.cluster.inference import load_services
     from faasml.cluster.loans import check_loaning
     from faasml.cluster.policies import make_policy
-    from faasml.cluster.ray_run import DAY_S, RunConfig, run_on_ray
+    from faasml.cluster.ray_predict import (
+        calibration_placements,
+        compare,
+        compress_arrivals,
+        fit_run_model,
+        predict_run,
+    )
+    from faasml.cluster.ray_run import RunConfig, run_on_ray
 
     check_loaning(args.loaning)
     if args.jobs < 1:
@@ -281,20 +295,35 @@ def run_real(args: argparse.Namespace) -> int:
     policy = make_policy(args.policy, round_s)
     services = load_services(args.inference) if args.inference else []
     traces = Path(args.traces) if args.traces else None
-    picked = load_workload(resolve_workload(args.trace, traces))[: args.jobs]
-    scale = DAY_S / day_s
-    jobs = [replace(j, arrival_s=(j.arrival_s - picked[0].arrival_s) / scale) for j in picked]
+    jobs = compress_arrivals(
+        load_workload(resolve_workload(args.trace, traces))[: args.jobs], day_s
+    )
     cluster = Cluster.uniform(args.servers, args.gpus_per_server)
-    result = run_on_ray(jobs, load_models(traces), cluster, policy, config, services)
+    models = load_models(traces)
+    load_before = os.getloadavg()[0]
+    calibrate = calibration_placements(cluster) if args.predict else []
+    result = run_on_ray(jobs, models, cluster, policy, config, services, calibrate)
+    load_after = os.getloadavg()[0]
     summary = result.summary()
-    if args.json:
-        print_json(
-            {
-                "policy": result.policy,
-                "summary": {k: (None if math.isnan(v) else v) for k, v in summary.items()},
-                "jobs": [asdict(j) for j in result.jobs],
-            }
+    prediction = None
+    if result.calibration is not None:
+        model = fit_run_model(result.calibration)
+        predicted = predict_run(
+            jobs, models, cluster, make_policy(args.policy, round_s), config, services, model
         )
+        prediction = (model, compare(result, predicted))
+    if args.json:
+        out_json: dict[str, Any] = {
+            "policy": result.policy,
+            "summary": {k: (None if math.isnan(v) else v) for k, v in summary.items()},
+            "jobs": [asdict(j) for j in result.jobs],
+            "load_average": [load_before, load_after],
+        }
+        if prediction is not None and result.calibration is not None:
+            out_json["calibration"] = asdict(result.calibration)
+            out_json["model"] = asdict(prediction[0])
+            out_json["prediction"] = asdict(prediction[1])
+        print_json(out_json)
         return 0
     out = console()
     table = Table(title=f"real run on Ray: {len(jobs)} jobs, policy {result.policy}")
@@ -319,4 +348,55 @@ def run_real(args: argparse.Namespace) -> int:
             f"servers loaned {summary['servers_loaned']:.0f}, "
             f"reclaimed {summary['servers_reclaimed']:.0f}"
         )
+    if prediction is not None and result.calibration is not None:
+        _print_prediction(out, prediction[0], prediction[1], result.calibration)
+    out.print(f"load average (1 min) {load_before:.1f} at the start, {load_after:.1f} at the end")
     return 0
+
+
+def _print_prediction(out: Any, model: Any, cmp: Any, calibration: Any) -> None:
+    """The simulator's prediction beside the measured run (80 columns)."""
+    from faasml.cluster.ray_predict import fit_errors
+
+    def pct(v: float | None) -> str:
+        return "-" if v is None else f"{100 * v:+.1f}%"
+
+    def dur(v: float | None) -> str:
+        return "-" if v is None else format_duration(v)
+
+    table = Table(title="predicted (simulator) vs measured; run = time holding GPUs")
+    for column in ("job", "JCT pred", "JCT meas", "error", "run pred", "run meas"):
+        table.add_column(column, justify="left" if column == "job" else "right")
+    for row in (*cmp.jobs, cmp.avg_jct):
+        table.add_row(
+            row.name,
+            dur(row.predicted_s),
+            dur(row.measured_s),
+            pct(row.error),
+            dur(row.predicted_running_s),
+            dur(row.measured_running_s),
+        )
+    out.print(table)
+    if cmp.slo_predicted is not None and cmp.slo_measured is not None:
+        out.print(
+            f"requests within SLO: predicted {100 * cmp.slo_predicted:.1f}%, measured "
+            f"{100 * cmp.slo_measured:.1f}% (error {pct(cmp.slo_error)})"
+        )
+    out.print(f"restarts: predicted {cmp.restarts_predicted}, measured {cmp.restarts_measured}")
+    mean_round = cmp.mean_round_measured_s
+    out.print(
+        f"rounds: predicted {cmp.rounds_predicted}, measured {cmp.rounds_measured}"
+        + ("" if mean_round is None else f" ({mean_round:.2f} s apart on average)")
+    )
+    c = model.comm
+    worst = max((abs(e) for e in fit_errors(model, calibration)), default=0.0)
+    out.print(
+        f"fitted step: {1000 * model.compute_s:.1f} ms on 1 GPU, + {1000 * c.intra0:.1f} "
+        f"+ {1000 * c.intra1:.1f} ms/extra GPU on one server,\n"
+        f"  + {1000 * c.inter0:.1f} + {1000 * c.inter1:.1f} ms/extra server on several "
+        f"(fit error ≤ {100 * worst:.0f}%, {len(calibration.steps)} layouts)"
+    )
+    out.print(
+        f"restart: {model.restart_s:.2f} s (median of {len(calibration.restarts_s)}: "
+        f"{', '.join(f'{r:.2f}' for r in calibration.restarts_s)})"
+    )

@@ -94,6 +94,18 @@ class TopologyCommModel:
         nodes = np.concatenate([nodes, trace.scal_nodes])
         reps = np.concatenate([reps, trace.scal_replicas])
         sync = np.concatenate([trace.sync_time, trace.scal_sync_time])
+        return cls.fit_points(nodes, reps, sync, switch_slowdown)
+
+    @classmethod
+    def fit_points(
+        cls,
+        nodes: FloatArray,
+        reps: FloatArray,
+        sync: FloatArray,
+        switch_slowdown: float = DEFAULT_SWITCH_SLOWDOWN,
+    ) -> TopologyCommModel:
+        """Least-squares fit to sync times measured on ``nodes`` servers with ``reps`` GPUs
+        in all (one server: intra terms; several: inter terms; slopes kept >= 0)."""
         single = float(np.median(sync[reps == 1])) if np.any(reps == 1) else 0.0
 
         def line(x: FloatArray, y: FloatArray) -> tuple[float, float]:

@@ -28,6 +28,10 @@ application from the traces (a real deployment would profile the job), so their 
 the ones they would make for that application, not for the MLP; on real GPUs the workers
 would all-reduce with NCCL inside the job (e.g. torch DDP) instead of through the driver,
 and a "GPU" here is a slot on a CPU core shared with everything else.
+
+With ``calibrate`` placements the runner first measures the job's step and restart times
+(:meth:`RayRunner.calibrate`); :mod:`faasml.cluster.ray_predict` fits the simulator's model
+to them and predicts the run (``faasml cluster run --predict``).
 """
 
 from __future__ import annotations
@@ -47,9 +51,10 @@ from faasml._ray_config import LOCAL_SYSTEM_CONFIG
 from faasml.cluster.goodput import AppModel
 from faasml.cluster.inference import InferenceService
 from faasml.cluster.loans import LoanManager, reserve_servers, serve_first
-from faasml.cluster.plain import Cluster, Job, Placement, Server
+from faasml.cluster.plain import Cluster, Job, Layout, Placement, SchedulePlan, Server
 from faasml.cluster.policies import ClusterPolicy
-from faasml.cluster.records import JobView, check_allocation
+from faasml.cluster.records import Decision, JobView, check_allocation
+from faasml.cluster.simulator import _plan_back, _plan_local
 from faasml.exceptions import ConfigError
 
 DAY_S = 86400.0
@@ -105,10 +110,31 @@ class JobOutcome:
     last_loss: float = math.nan
     step_history: list[int] = field(default_factory=list)
     """Steps done at every restart (checkpoint): never falls."""
+    running_s: float = 0.0
+    """Wall time the job held workers (restarts included), as the simulator's running
+    time: with its steps, the throughput it really had."""
 
     @property
     def jct(self) -> float | None:
         return None if self.completion_s is None else self.completion_s - self.arrival_s
+
+
+@dataclass(frozen=True)
+class StepSample:
+    """A calibration measurement: the mean step time of a job on one layout."""
+
+    layout: Layout
+    step_s: float
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What :meth:`RayRunner.calibrate` measured on the run's own Ray cluster: step times
+    on layouts, and the time of every (re)start (stop, checkpoint, start, restore) beyond
+    one step."""
+
+    steps: tuple[StepSample, ...]
+    restarts_s: tuple[float, ...]
 
 
 @dataclass
@@ -123,6 +149,11 @@ class RunResult:
     wall_s: float
     serving_slots: int = 0
     """Warm serving actors started (and answering) before the clock started."""
+    calibration: Calibration | None = None
+    """Step and restart times measured before the clock started (with ``calibrate``)."""
+    rounds_s: list[float] = field(default_factory=list)
+    """When each scheduling round started (a round starts ``round_s`` after the one before
+    began, or later when the driver was still busy)."""
 
     def summary(self) -> dict[str, float]:
         jcts = [j.jct for j in self.jobs if j.jct is not None]
@@ -216,6 +247,17 @@ class _RealJob:
         self.workers: list[Any] = []
         self.inflight: Any = None
         self.outcome = JobOutcome(job.name, job.arrival_s)
+        # What the simulator's driver tracks for the policy (JobView), kept alike here.
+        self.plan: SchedulePlan | None = None
+        self.waiting_rounds = 0
+        self.gpu_s = 0.0
+        self.placed_at: float | None = None
+
+    def unplace(self) -> None:
+        """The job stops holding workers: count the time it held them."""
+        if self.placed_at is not None:
+            self.outcome.running_s += time.monotonic() - self.placed_at
+            self.placed_at = None
 
     def params(self) -> list[Any]:
         return [p.detach().numpy().copy() for p in self.model.parameters()]
@@ -281,6 +323,7 @@ class RayRunner:
         self.cluster = cluster
         self.policy = policy
         self.cfg = config
+        self.workdir = workdir
         self.services = list(services)
         self.train_cls = ray.remote(num_cpus=0)(TrainWorker)
         self.infer_cls = ray.remote(num_cpus=0)(InferenceWorker)
@@ -316,6 +359,7 @@ class RayRunner:
             return
         if rj.outcome.start_s is None:
             rj.outcome.start_s = now
+        rj.placed_at = time.monotonic()
         rj.workers = [
             self.train_cls.options(resources={f"server{sid}": 1}).remote(
                 rj.seed, rank, len(placement), rj.batch
@@ -326,12 +370,61 @@ class RayRunner:
     def _stop(self, rj: _RealJob) -> None:
         """Finish the step in flight, checkpoint, stop the workers."""
         if rj.inflight is not None:
-            rj.apply(self.ray.get(rj.inflight))
+            self._apply(rj, self.ray.get(rj.inflight))
             rj.inflight = None
         rj.checkpoint()
         for w in rj.workers:
             self.ray.kill(w)
         rj.workers = []
+        rj.unplace()
+
+    def _apply(self, rj: _RealJob, results: list[tuple[list[Any], float]]) -> None:
+        """Apply a step; the job completes when its last step is applied."""
+        rj.apply(results)
+        if rj.outcome.steps >= rj.work and rj.outcome.completion_s is None:
+            rj.outcome.completion_s = time.monotonic() - self._t0
+            rj.unplace()
+
+    def calibrate(self, placements: Sequence[Placement], steps: int = 10) -> Calibration:
+        """Measure, on this Ray cluster and through the run's own code, what the simulator
+        needs to predict the run (:mod:`faasml.cluster.ray_predict`): one job walks through
+        ``placements``; at each it is (re)started the way the run rescales (finish the step
+        in flight, checkpoint, stop the workers, restore, start new ones), then takes
+        ``steps`` timed steps. A (re)start's time is the time to its first step done, less
+        one step at the new layout."""
+        for placement in placements:
+            if not placement or any(not 0 <= s < len(self.cluster.servers) for s in placement):
+                raise ConfigError(
+                    f"the calibration placement {placement} must name servers 0 to "
+                    f"{len(self.cluster.servers) - 1}"
+                )
+            self.cluster.free({"calibration": placement})  # no server oversubscribed
+        job = Job("calibration", "calibration", 0.0, 1, self.cfg.batch)
+        rj = _RealJob(job, self.cfg.seed, 1 << 30, self.cfg.batch, self.workdir / "cal.pt")
+        samples: list[StepSample] = []
+        restarts: list[float] = []
+        try:
+            for placement in placements:
+                tic = time.monotonic()
+                self._start(rj, tuple(sorted(placement)), 0.0)
+                self._step(rj)  # waits for the new workers
+                first = time.monotonic() - tic
+                tic = time.monotonic()
+                for _ in range(steps):
+                    self._step(rj)
+                step = (time.monotonic() - tic) / steps
+                samples.append(StepSample(self.cluster.layout(placement), step))
+                restarts.append(max(first - step, 0.0))
+        finally:
+            for w in rj.workers:
+                self.ray.kill(w)
+        return Calibration(tuple(samples), tuple(restarts))
+
+    def _step(self, rj: _RealJob) -> None:
+        """One synchronous step of a job (the run's step: parameters out, gradients back,
+        averaged and applied by the driver)."""
+        params = self.ray.put(rj.params())
+        rj.apply(self.ray.get([w.grad.remote(params, rj.outcome.steps) for w in rj.workers]))
 
     def warm_up(self) -> None:
         """Start one serving actor per GPU of every server that inference may use (at most
@@ -371,15 +464,24 @@ class RayRunner:
         self.infer_workers = keep
 
     # -- the run ----------------------------------------------------------------------
-    def run(self) -> RunResult:
+    def run(self, calibrate: Sequence[Placement] = ()) -> RunResult:
+        """Warm the serving slots, calibrate on ``calibrate`` (if any), then run the jobs
+        and services on the clock."""
         cfg, ray = self.cfg, self.ray
         self.warm_up()
+        calibration = self.calibrate(calibrate) if calibrate else None
         t0 = self._t0 = time.monotonic()
         pending = sorted(self.jobs, key=lambda r: r.job.arrival_s)
         active: list[_RealJob] = []
         done: list[_RealJob] = []
+        last = 0.0
+        rounds: list[float] = []
         while (pending or active) and time.monotonic() - t0 < cfg.max_time_s:
             now = time.monotonic() - t0
+            rounds.append(now)
+            for r in active:
+                r.gpu_s += len(r.placement) * (now - last)
+            last = now
             while pending and pending[0].job.arrival_s <= now:
                 active.append(pending.pop(0))
             current = {r.job.name: r.placement for r in active if r.placement}
@@ -411,27 +513,31 @@ class RayRunner:
                 )
                 training = Cluster(servers) if servers else None
             local = {g: i for i, g in enumerate(ids)}
-            if active and training is not None:
-                views = [self._view(r, current.get(r.job.name, ()), local) for r in active]
-                alloc_local = {
-                    n: tuple(sorted(local[s] for s in p))
-                    for n, p in current.items()
-                    if all(s in local for s in p)
-                }
-                decision = self.policy.allocate(views, training, alloc_local, now)
-                check_allocation(decision.allocation, training, views)
+            if active:
+                # As the simulator's driver does: the policy sees the training VC, and with
+                # no training server left every job stops.
+                views = [self._view(r, current.get(r.job.name, ()), local, ids) for r in active]
+                decision = Decision({})
+                if training is not None:
+                    alloc_local = {
+                        n: tuple(sorted(local[s] for s in p))
+                        for n, p in current.items()
+                        if all(s in local for s in p)
+                    }
+                    decision = self.policy.allocate(views, training, alloc_local, now)
+                    check_allocation(decision.allocation, training, views)
                 for r in active:
                     new = tuple(sorted(ids[s] for s in decision.allocation.get(r.job.name, ())))
                     if new != r.placement:
                         self._start(r, new, now)
-            else:
-                for r in active:
-                    if r.placement:  # no training server left: every job stops
-                        self._start(r, (), now)
+                    r.waiting_rounds = 0 if new else r.waiting_rounds + 1
+                    if r.job.name in decision.plans:
+                        r.plan = _plan_back(decision.plans[r.job.name], ids)
+                    elif not new:
+                        r.plan = None
             self._serve_round(active, t0, now + cfg.round_s)
             for r in list(active):
                 if r.outcome.steps >= r.work:
-                    r.outcome.completion_s = time.monotonic() - t0
                     for w in r.workers:
                         ray.kill(w)
                     r.workers, r.placement = [], ()
@@ -454,9 +560,19 @@ class RayRunner:
             self.reclaimed,
             time.monotonic() - t0,
             sum(len(actors) for actors in self.slots.values()),
+            calibration,
+            rounds,
         )
 
-    def _view(self, r: _RealJob, placement: Placement, local: Mapping[int, int]) -> JobView:
+    def _view(
+        self,
+        r: _RealJob,
+        placement: Placement,
+        local: Mapping[int, int],
+        ids: tuple[int, ...],
+    ) -> JobView:
+        """What the policy sees of a job: what the simulator's driver shows it, except
+        ``observed`` (the MLP's step times are not the application's)."""
         model = self.models[r.job.application]
         work = model.work(r.job)
         return JobView(
@@ -465,8 +581,11 @@ class RayRunner:
             progress=work * r.outcome.steps / r.work,
             work=work,
             placement=tuple(sorted(local[s] for s in placement if s in local)),
+            attained_gpu_s=r.gpu_s,
             restarts=r.outcome.restarts,
+            waiting_rounds=r.waiting_rounds,
             started=r.outcome.start_s is not None,
+            plan=_plan_local(r.plan, ids),
         )
 
     def _serve_round(self, active: list[_RealJob], t0: float, end: float) -> None:
@@ -507,7 +626,7 @@ class RayRunner:
                 if r.inflight is not None:
                     ready, _ = ray.wait(r.inflight, num_returns=len(r.inflight), timeout=0)
                     if len(ready) == len(r.inflight):
-                        r.apply(ray.get(r.inflight))
+                        self._apply(r, ray.get(r.inflight))
                         r.inflight = None
             self._drain(t0)
 
@@ -555,8 +674,11 @@ def run_on_ray(
     policy: ClusterPolicy,
     config: RunConfig | None = None,
     services: Sequence[InferenceService] = (),
+    calibrate: Sequence[Placement] = (),
 ) -> RunResult:
     """Start a local Ray cluster (a head and one node per server), run, shut it down.
+    With ``calibrate`` placements, first measure step and restart times on them
+    (:meth:`RayRunner.calibrate`, for :mod:`faasml.cluster.ray_predict`).
     Node ``i`` has ``server<i>`` (its GPUs, for training workers) and ``serve<i>`` (a warm
     serving slot per GPU) resources. Ray's own defaults for addresses are kept: Ray 2.x's
     GCS and raylets listen on every interface whatever ``node_ip_address`` says, and
@@ -587,7 +709,7 @@ def run_on_ray(
         )
         with tempfile.TemporaryDirectory(prefix="faasml-ckpt-") as workdir:
             runner = RayRunner(ray, jobs, models, cluster, policy, config, services, Path(workdir))
-            return runner.run()
+            return runner.run(calibrate)
     finally:
         ray.shutdown()
         nodes.shutdown()
