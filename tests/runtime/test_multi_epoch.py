@@ -1,31 +1,23 @@
 """Segments of several epochs: one invocation per worker trains short epochs back to back and
 the results are those of one-epoch segments (losses, validation, the model and its buffers);
-a segment never crosses a stage's rung; a kill inside one (a worker, or the coordinator) is
-recovered from the last checkpoint with nothing changed."""
+a segment never crosses a stage's rung; a worker killed inside one is recovered from the last
+checkpoint with nothing changed (a killed coordinator: test_tune_resume.py)."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-import yaml
 
-from faasml.config import load_job
 from faasml.runtime.checkpoint import load_checkpoint
 from faasml.runtime.coordinator import Coordinator, CoordinatorOptions, TrialFault, TrialState
-from faasml.runtime.session import TuneRun, resume_run
+from faasml.runtime.session import TuneRun
 from faasml.runtime.worker import Fault, rounds_per_epoch
 from faasml.sync.stores import open_store
-from faasml.types import Allocation, Constraint
+from faasml.types import Allocation
 
 from .test_faults import _coordinator
 
@@ -162,78 +154,3 @@ def test_buffers_and_dropout_are_the_same_over_several_epochs(tmp_path: Path) ->
     np.testing.assert_array_equal(saved[0].params, saved[1].params)
     np.testing.assert_array_equal(saved[0].buffers, saved[1].buffers)
     assert saved[0].buffers.size > 0
-
-
-JOB = {
-    "name": "multi-epoch-tune",
-    "model": "logistic-regression",
-    "dataset": {"synthetic": "higgs-like", "samples": 1500, "test_fraction": 0.2},
-    "optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.5},
-    "search_space": {"optimizer.lr": {"loguniform": [0.01, 0.5]}},
-    "tuning": {"trials": 4, "reduction_factor": 2, "epochs_per_stage": 3, "stages": 2},
-    "batch_size": 100,
-    "seed": 1,
-    "catalog": "local",
-}
-
-# A tuning run of segments of up to three epochs, whose trial 3 hangs in its first epoch, so
-# that it is still running, whatever the machine's speed, when the test kills it.
-KILLED_RUN = """
-import sys
-from faasml.config import load_job
-from faasml.runtime.coordinator import CoordinatorOptions, TrialFault
-from faasml.runtime.session import TuneRun
-from faasml.runtime.worker import Fault
-from faasml.types import Constraint
-
-hang = TrialFault(3, 0, Fault(worker_id=0, round_id=1, during="hang"))
-options = CoordinatorOptions(silent_after_s=3600, epochs_per_segment=3)
-run = TuneRun(load_job(sys.argv[1]), Constraint(budget_usd=0.05), sys.argv[2], faults=[hang],
-              options=options)
-run.plan()
-run.execute()
-"""
-
-
-def test_a_killed_coordinator_resumes_a_run_of_several_epoch_segments(tmp_path: Path) -> None:
-    job_file = tmp_path / "job.yaml"
-    job_file.write_text(yaml.safe_dump(JOB))
-    options = CoordinatorOptions(epochs_per_segment=3)
-    clean = TuneRun(
-        load_job(job_file), Constraint(budget_usd=0.05), tmp_path / "clean", options=options
-    )
-    clean.plan()
-    expected = clean.execute()
-    assert any(h["invocations"] == 0 for t in expected["trials"] for h in t["history"])
-
-    run_dir = tmp_path / "killed"
-    with (tmp_path / "killed.stderr").open("wb") as err:
-        process = subprocess.Popen(
-            [sys.executable, "-c", KILLED_RUN, str(job_file), str(run_dir)],
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-        )
-    record = run_dir / "record.json"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and process.poll() is None:
-        if record.exists():
-            state = json.loads(record.read_text())
-            # a segment of two epochs has been committed (each trial's first is one epoch)
-            if any(t["epochs_done"] >= 3 for t in state["trials"]):
-                break
-        time.sleep(0.05)
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait()
-    state = json.loads(record.read_text())
-    assert state["status"] == "running"
-    assert any(t["epochs_done"] >= 3 for t in state["trials"])
-
-    resumed = resume_run(run_dir).execute()
-    assert resumed["status"] == "finished"
-    for trial, want in zip(resumed["trials"], expected["trials"], strict=True):
-        assert trial["status"] == want["status"]
-        assert [h["epoch"] for h in trial["history"]] == [h["epoch"] for h in want["history"]]
-        for got, wanted in zip(trial["history"], want["history"], strict=True):
-            assert abs(got["val_loss"] - wanted["val_loss"]) < 1e-6
-    assert resumed["best"]["trial"] == expected["best"]["trial"]
-    assert "Traceback" not in (tmp_path / "killed.stderr").read_text()

@@ -10,26 +10,21 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+import pytest
 import yaml
 
 from faasml.cli.main import main
 from faasml.config import load_job
+from faasml.runtime.coordinator import CoordinatorOptions
 from faasml.runtime.session import TuneRun, resume_run
 from faasml.sim.curves import read_curve
 from faasml.types import Constraint
 
-JOB = {
-    "name": "tiny-tune",
-    "model": "logistic-regression",
-    "dataset": {"synthetic": "higgs-like", "samples": 1500, "test_fraction": 0.2},
-    "optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.5},
-    "search_space": {"optimizer.lr": {"loguniform": [0.01, 0.5]}},
-    "tuning": {"trials": 4, "reduction_factor": 2, "epochs_per_stage": 1, "stages": 2},
-    "batch_size": 100,
-    "seed": 1,
-    "catalog": "local",
-}
+from .tiny_jobs import four_trial_tune_job
+
+JOB = four_trial_tune_job("tiny-tune", epochs_per_stage=1)
 
 
 def _job_file(folder: Path) -> Path:
@@ -66,7 +61,7 @@ from faasml.runtime.worker import Fault
 from faasml.types import Constraint
 
 hang = TrialFault(3, 0, Fault(worker_id=0, round_id=1, during="hang"))
-options = CoordinatorOptions(silent_after_s=3600)
+options = CoordinatorOptions(silent_after_s=3600, epochs_per_segment={segment})
 run = TuneRun(load_job(sys.argv[1]), Constraint(budget_usd=0.05), sys.argv[2], faults=[hang],
               options=options)
 run.plan()
@@ -74,33 +69,53 @@ run.execute()
 """
 
 
-def test_killed_coordinator_resumes_with_nothing_lost(tmp_path: Path) -> None:
-    job_file = _job_file(tmp_path)
-    clean = TuneRun(load_job(job_file), Constraint(budget_usd=0.05), tmp_path / "clean")
+def _far_enough(state: dict[str, Any], epochs_per_stage: int) -> bool:
+    """Two epochs committed, and a trial through its first stage: with stages of several
+    epochs, that trial's second segment trained more than one."""
+    done = [t["epochs_done"] for t in state["trials"]]
+    return sum(done) >= 2 and max(done) >= epochs_per_stage
+
+
+@pytest.mark.parametrize(
+    ("epochs_per_stage", "epochs_per_segment"),
+    [(1, None), (3, 3)],
+    ids=["one-epoch-segments", "several-epoch-segments"],
+)
+def test_killed_coordinator_resumes_with_nothing_lost(
+    tmp_path: Path, epochs_per_stage: int, epochs_per_segment: int | None
+) -> None:
+    job_file = tmp_path / "job.yaml"
+    job = four_trial_tune_job("tiny-tune", epochs_per_stage=epochs_per_stage)
+    job_file.write_text(yaml.safe_dump(job))
+    options = CoordinatorOptions(epochs_per_segment=epochs_per_segment)
+    clean = TuneRun(
+        load_job(job_file), Constraint(budget_usd=0.05), tmp_path / "clean", options=options
+    )
     clean.plan()
     expected = clean.execute()
+    if epochs_per_segment is not None:  # some epoch was trained inside a longer segment
+        assert any(h["invocations"] == 0 for t in expected["trials"] for h in t["history"])
 
     run_dir = tmp_path / "killed"
     err_path = tmp_path / "killed.stderr"
+    script = KILLED_RUN.replace("{segment}", repr(epochs_per_segment))
     with err_path.open("wb") as err:
         process = subprocess.Popen(
-            [sys.executable, "-c", KILLED_RUN, str(job_file), str(run_dir)],
+            [sys.executable, "-c", script, str(job_file), str(run_dir)],
             stdout=subprocess.DEVNULL,
             stderr=err,  # its functions' output too: they inherit it
         )
     record = run_dir / "record.json"
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 300  # a hang detector: the loop ends on the record
     while time.monotonic() < deadline and process.poll() is None:
-        if record.exists():
-            state = json.loads(record.read_text())
-            if sum(t["epochs_done"] for t in state["trials"]) >= 2:
-                break
+        if record.exists() and _far_enough(json.loads(record.read_text()), epochs_per_stage):
+            break
         time.sleep(0.05)
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
     state = json.loads(record.read_text())
     assert state["status"] == "running"
-    assert sum(t["epochs_done"] for t in state["trials"]) >= 2
+    assert _far_enough(state, epochs_per_stage)
 
     resumed = resume_run(run_dir).execute()
     assert resumed["status"] == "finished"

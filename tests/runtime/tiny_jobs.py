@@ -17,3 +17,24 @@ def tiny_tune_job(name: str) -> dict[str, Any]:
         "batch_size": 100,
         "seed": 2,
     }
+
+
+def four_trial_tune_job(name: str, epochs_per_stage: int) -> dict[str, Any]:
+    """Four logistic-regression trials on 1,500 synthetic samples, two successive-halving
+    stages of ``epochs_per_stage`` epochs: a run long enough to kill and resume."""
+    return {
+        "name": name,
+        "model": "logistic-regression",
+        "dataset": {"synthetic": "higgs-like", "samples": 1500, "test_fraction": 0.2},
+        "optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.5},
+        "search_space": {"optimizer.lr": {"loguniform": [0.01, 0.5]}},
+        "tuning": {
+            "trials": 4,
+            "reduction_factor": 2,
+            "epochs_per_stage": epochs_per_stage,
+            "stages": 2,
+        },
+        "batch_size": 100,
+        "seed": 1,
+        "catalog": "local",
+    }

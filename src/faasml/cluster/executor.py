@@ -53,6 +53,21 @@ class Executor(Protocol):
     def advance(self, state: JobState, t0: float, dt: float) -> None: ...
 
 
+def begin_interval(state: JobState, t0: float, dt: float) -> float | None:
+    """Account a job's next ``dt`` seconds from ``t0`` that do not depend on its speed:
+    queuing when it holds no GPUs, GPU-seconds and the restart it still pays when it does.
+    Returns when training starts in the interval, or None when it does not train."""
+    if dt <= 0:
+        return None
+    if not state.placement:
+        state.queued += max(dt - max(state.job.arrival_s - t0, 0.0), 0.0)
+        return None
+    state.gpu_s += dt * len(state.placement)
+    delay = min(state.restart_left, dt)
+    state.restart_left -= delay
+    return t0 + delay
+
+
 class SimulatedExecutor:
     """Advances jobs at their true goodput (the trace-driven model of the simulator)."""
 
@@ -64,15 +79,10 @@ class SimulatedExecutor:
 
     def advance(self, state: JobState, t0: float, dt: float) -> None:
         """Move a job ``dt`` seconds forward from ``t0`` at its true goodput."""
-        if dt <= 0:
+        start = begin_interval(state, t0, dt)
+        if start is None:
             return
-        if not state.placement:
-            state.queued += max(dt - max(state.job.arrival_s - t0, 0.0), 0.0)
-            return
-        state.gpu_s += dt * len(state.placement)
-        delay = min(state.restart_left, dt)
-        state.restart_left -= delay
-        t, end = t0 + delay, t0 + dt
+        t, end = start, t0 + dt
         layout = self.cluster.layout(state.placement)
         factor = 1.0
         if self.noise > 0:

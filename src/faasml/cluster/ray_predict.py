@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from faasml.cluster.executor import JobState
+from faasml.cluster.executor import JobState, begin_interval
 from faasml.cluster.goodput import AppModel, TopologyCommModel
 from faasml.cluster.inference import InferenceService, RateTrace
 from faasml.cluster.metrics import SimResult
@@ -125,15 +125,10 @@ class RunModelExecutor:
         self.steps_per_round = steps_per_round
 
     def advance(self, state: JobState, t0: float, dt: float) -> None:
-        if dt <= 0:
+        start = begin_interval(state, t0, dt)
+        if start is None:
             return
-        if not state.placement:
-            state.queued += max(dt - max(state.job.arrival_s - t0, 0.0), 0.0)
-            return
-        state.gpu_s += dt * len(state.placement)
-        delay = min(state.restart_left, dt)
-        state.restart_left -= delay
-        t, end = t0 + delay, t0 + dt
+        t, end = start, t0 + dt
         per_step = state.work / self.steps
         rate = per_step / self.model.step_s(self.cluster.layout(state.placement))
         limit = state.work
