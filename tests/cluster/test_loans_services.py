@@ -113,3 +113,11 @@ def test_a_negative_peak_and_a_missing_csv_are_refused(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match="cannot read rate trace"):
         load_services(path)
+
+
+def test_every_shipped_services_file_loads() -> None:
+    files = sorted((Path(__file__).parents[2] / "examples" / "services").glob("*.yaml"))
+    assert files
+    for path in files:
+        services = load_services(path)
+        assert services and all(s.min_scale <= s.max_scale for s in services)
