@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from faasml._ray_config import LOCAL_SYSTEM_CONFIG
+from faasml._ray_config import local_head_args
 from faasml.cluster.scavenge import IdleTrace, PoolChange, ScavengeJob, make_scavenge_policy
 
 ray = pytest.importorskip("ray")
@@ -33,11 +33,7 @@ def _job(name: str, submit: float, total: float) -> ScavengeJob:
 def test_elastic_jobs_survive_preemption_on_a_ray_cluster(tmp_path: Path) -> None:
     cluster = cluster_utils.Cluster(
         initialize_head=True,
-        head_node_args={
-            "num_cpus": 0,
-            "include_dashboard": False,
-            "_system_config": LOCAL_SYSTEM_CONFIG,
-        },
+        head_node_args=local_head_args(0),
     )
     try:
         ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)

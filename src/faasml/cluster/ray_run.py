@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from faasml._imports import optional_import
-from faasml._ray_config import LOCAL_SYSTEM_CONFIG
+from faasml._ray_config import local_head_args
 from faasml.cluster.goodput import AppModel
 from faasml.cluster.inference import InferenceService
 from faasml.cluster.loans import LoanManager, reserve_servers, serve_first
@@ -688,11 +688,7 @@ def run_on_ray(
     config = config or RunConfig()
     nodes = cluster_utils.Cluster(
         initialize_head=True,
-        head_node_args={
-            "num_cpus": 1,
-            "include_dashboard": False,
-            "_system_config": LOCAL_SYSTEM_CONFIG,
-        },
+        head_node_args=local_head_args(1),
     )
     try:
         for server in cluster.servers:

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from faasml._imports import optional_import
-from faasml._ray_config import LOCAL_SYSTEM_CONFIG
+from faasml._ray_config import local_head_args
 
 
 @contextmanager
@@ -18,11 +18,7 @@ def local_ray_cluster(nodes: int = 2, cpus_per_node: int = 2) -> Iterator[Any]:
     cluster_utils = optional_import("ray.cluster_utils", "ray")
     cluster = cluster_utils.Cluster(
         initialize_head=True,
-        head_node_args={
-            "num_cpus": cpus_per_node,
-            "include_dashboard": False,
-            "_system_config": LOCAL_SYSTEM_CONFIG,
-        },
+        head_node_args=local_head_args(cpus_per_node),
     )
     try:
         for _ in range(nodes - 1):

@@ -17,12 +17,14 @@ started and stopped on ``close``.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from faasml._imports import optional_import
+from faasml._ray_config import LOCAL_SYSTEM_CONFIG
 from faasml.catalog import Catalog
 from faasml.exceptions import ConfigError
 from faasml.runtime.platform import (
@@ -178,11 +180,16 @@ class RayPlatform(_common.PooledPlatform):
         self._owns_session = False
         if not self._ray.is_initialized():
             try:
+                # A new local instance runs its workers at the caller's priority; a running
+                # cluster (an address, or RAY_ADDRESS) keeps its own: Ray refuses them there.
+                new_local = address is None and not os.environ.get("RAY_ADDRESS")
+                local = {"_system_config": LOCAL_SYSTEM_CONFIG} if new_local else {}
                 self._ray.init(
                     address=address,
                     include_dashboard=False,
                     log_to_driver=False,
                     configure_logging=False,
+                    **local,
                 )
             except (ConnectionError, RuntimeError, ValueError) as err:
                 where = address or "a new local Ray instance"
