@@ -33,6 +33,7 @@ from faasml.sync.stores.infinicache._options import Options
 from faasml.sync.stores.infinicache._ring import HashRing
 from faasml.sync.stores.infinicache._state import (
     NODE_FUNCTION,
+    SETTLE_TIMEOUT_S,
     START_TIMEOUT_S,
     InfiniCacheStats,
     _NodeDownError,
@@ -73,6 +74,8 @@ class _NodePool:
         self._pool = ThreadPoolExecutor(max_workers=max(8, 2 * options.nodes))
         self._threads: list[threading.Thread] = []
         self._watchers: list[threading.Thread] = []
+        self._unbilled = 0
+        """Node invocations started and not yet billed (guarded by ``_changed``)."""
         self._server: socketserver.ThreadingTCPServer | None = None
 
     @property
@@ -93,6 +96,8 @@ class _NodePool:
             except BaseException as err:
                 future.set_exception(err)
                 continue
+            with self._changed:  # counted before anyone can use it: ``settle`` waits for it
+                self._unbilled += 1
             future.set_result(invocation)
             watcher = threading.Thread(
                 target=self._watch, args=(slot, invocation), name="infinicache-node", daemon=True
@@ -111,12 +116,16 @@ class _NodePool:
         with self._changed:
             self._changed.notify_all()
         billed = invocation.billed
-        if billed is not None:
-            self.meter.invocation(billed, time.monotonic() - self._t0)
-            with self._lock:
-                self.stats.invocations += 1
-                self.stats.gb_s += billed.duration_s * billed.memory_mb / 1024
-            self._note()
+        try:
+            if billed is not None:
+                self.meter.invocation(billed, time.monotonic() - self._t0)
+                with self._lock:
+                    self.stats.invocations += 1
+                    self.stats.gb_s += billed.duration_s * billed.memory_mb / 1024
+        finally:
+            with self._changed:
+                self._unbilled -= 1
+                self._changed.notify_all()
         with slot.lock:
             if slot.invocation is not invocation:
                 return
@@ -280,9 +289,19 @@ class _NodePool:
             self._release(slot)
 
     def settle(self) -> None:
-        """Let every node return and wait until their invocations are billed."""
+        """Let every node return and wait until every invocation started so far is billed.
+
+        It waits on a count kept from the moment an invocation starts, not on the watcher
+        threads seen at the call: a watcher registered a moment late (the invoker thread
+        descheduled on a busy machine) would otherwise be missed and its invocation left out
+        of a bill read right after."""
         self.release_idle()
-        self._join_watchers()
+        with self._changed:
+            if not self._changed.wait_for(lambda: self._unbilled == 0, SETTLE_TIMEOUT_S):
+                raise StoreUnavailableError(
+                    f"infinicache at {self.url}: {self._unbilled} node invocation(s) still "
+                    f"running {SETTLE_TIMEOUT_S:g} s after their nodes were let go"
+                )
 
     def _join_watchers(self) -> None:
         with self._lock:

@@ -12,6 +12,8 @@ from faasml.runtime.platform import Invocation, Platform
 NODE_FUNCTION = "faasml.sync.stores.infinicache.node:serve"
 START_TIMEOUT_S = 120.0
 """Longest wait for a node invocation to connect (a cold start under a small CPU share)."""
+SETTLE_TIMEOUT_S = 300.0
+"""Longest wait for let-go node invocations to end and be billed (``settle``)."""
 END_MARGIN = 0.1
 """A node returns when this fraction of its time limit is left."""
 
