@@ -10,7 +10,9 @@ evaluation and the checkpoint write), the coordinator's commit of the record, an
 start and end. A stage's wall time is sliced at every phase boundary; each slice is shared
 among the phases running then, so the measured components add up to the stage's time exactly;
 a slice where no segment runs and no commit is made is the coordinator's own time between
-segments (launching, polling, waiting for a slot): the line ``coordinator, no segment``.
+segments too (launching, polling, waiting for a slot): with the commits, the line
+``coordinator``, which the prediction prices as ``FunctionPlatform.coordinator_s`` per
+invocation.
 Between stages (ranking, re-calibration, re-planning, the record) no stage runs: a line of the
 run.
 """
@@ -37,8 +39,7 @@ COMPONENTS = (
     "evaluation + checkpoint write",
     "synchronisation",
     "invocation round trip",
-    "coordinator: commit (record)",
-    "coordinator: no segment",
+    "coordinator (commit, launch, poll)",
 )
 """Measured components; the prediction's terms map onto them (``predicted_parts``)."""
 
@@ -77,7 +78,7 @@ class SegmentTrace:
             if end > at:
                 out.append((name, at, end))
             at = end
-        out.append(("coordinator: commit (record)", self.ended, self.committed))
+        out.append(("coordinator (commit, launch, poll)", self.ended, self.committed))
         return out
 
 
@@ -180,7 +181,7 @@ def measured_parts(trace: RunTrace, stage: int) -> dict[str, float]:
     for a, b in itertools.pairwise(cuts):
         active = [name for name, x, y in phases if x < b and y > a]
         if not active:
-            out["coordinator: no segment"] += b - a
+            out["coordinator (commit, launch, poll)"] += b - a
             continue
         for name in active:
             out[name] += (b - a) / len(active)
@@ -227,8 +228,11 @@ def predicted_parts(
         slower = platform.contention(wave_demand(catalog, allocation, wave)) * epochs
         compute = float(table.compute_s[0])
         invoke = float(table.invoke_s[0])
-        trip = min(invoke, dispatch * invoke / max(platform.warm_start_s, 1e-12))
-        fixed = float(table.load_s[0]) + invoke - trip
+        invocations = invoke / max(platform.warm_start_s + platform.coordinator_s, 1e-12)
+        trip = min(invoke, dispatch * invocations)
+        coordinator = platform.coordinator_s * invocations
+        fixed = float(table.load_s[0]) + invoke - trip - coordinator
+        out["coordinator (commit, launch, poll)"] += coordinator * slower
         out["loading (data, model, checkpoint)"] += fixed * slower
         out["computation"] += compute * (1 - eval_share) * slower
         out["evaluation + checkpoint write"] += compute * eval_share * slower

@@ -26,7 +26,8 @@ class EpochTime:
     """k · t^p: k synchronisations per epoch, and for n > 1 the straggler wait (the
     workload's ``straggler_share`` of the computation)."""
     invoke_s: Array
-    """Warm invocation latency, once per invocation of a function in the epoch."""
+    """Warm invocation latency, once per invocation of a function in the epoch, with the
+    coordinator's time between invocations (``FunctionPlatform.coordinator_s``, not billed)."""
     iterations: NDArray[np.int64]
     invocations: NDArray[np.int64]
     """Invocations of each function per epoch: more than one when the epoch outlasts the
@@ -61,7 +62,9 @@ def epoch_time(
     memory_mb: ArrayLike,
 ) -> EpochTime:
     """t'(θ) = t^l + (D/n)·u(m) + k·t^p + invocation latency (CE-scaling eq. 2), plus for
-    n > 1 the straggler wait, ``straggler_share`` × (D/n)·u(m) (0 for a paper's workload).
+    n > 1 the straggler wait, ``straggler_share`` × (D/n)·u(m) (0 for a paper's workload), and
+    per invocation the coordinator's time between invocations (``coordinator_s``: 0 in a
+    catalog, measured for a real run; ``models.cost`` does not bill it).
 
     A function renewed before the duration limit reloads its partition, so the load time is
     paid once per invocation.
@@ -90,7 +93,7 @@ def epoch_time(
         load_s=load_once * invocations,
         compute_s=compute,
         sync_s=sync,
-        invoke_s=(invocations * platform.warm_start_s).astype(float),
+        invoke_s=(invocations * (platform.warm_start_s + platform.coordinator_s)).astype(float),
         iterations=np.broadcast_to(iterations, compute.shape).copy(),
         invocations=invocations,
     )

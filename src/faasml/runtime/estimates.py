@@ -138,6 +138,15 @@ class SegmentEstimator:
         self._floor_s[key] = max(2 * self._floor_s.get(key, 0.0), 2 * allowed)
 
 
+def coordinator_seconds(between_s: float, segments: int, poll_s: float) -> float:
+    """``FunctionPlatform.coordinator_s``: the coordinator's seconds between a trial's
+    invocations — its own time per segment (committing the record, launching the next:
+    ``between_s`` over ``segments``) and half a poll period (an end is noticed at the next
+    poll). Before any segment ran, ``between_s`` is one write of the run's record (what every
+    commit does) and ``segments`` 1."""
+    return max(between_s, 0.0) / max(segments, 1) + poll_s / 2
+
+
 def reservation(
     platform: FunctionPlatform, allocation: Allocation, estimate: float, left: float | None
 ) -> tuple[float, bool, float]:

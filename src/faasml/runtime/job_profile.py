@@ -350,7 +350,7 @@ def measure_job(
 
 
 def planning_inputs(
-    profile: JobProfile, workload: Workload, catalog: Catalog
+    profile: JobProfile, workload: Workload, catalog: Catalog, coordinator_s: float = 0.0
 ) -> tuple[Workload, Catalog]:
     """The workload and catalog the planners read for this job, from its measured profile.
 
@@ -363,7 +363,8 @@ def planning_inputs(
     platform, the vCPUs its machine delivered to the probe's functions side by side; the
     job's store, each scheme's latency fitted to the synchronised round the probe measured
     (``sync_probe.priced_storages``), and the straggler wait as the workload's share of a
-    round's computation.
+    round's computation; ``coordinator_s``, the run's coordinator's seconds between a trial's
+    invocations (in the time, not billed: ``estimates.coordinator_seconds``).
     """
     mb_per_sample = max(profile.bytes_per_sample / 1e6, 1e-12)
     ratio = profile.test_samples / max(profile.train_samples, 1)
@@ -376,6 +377,7 @@ def planning_inputs(
         cold_start_s=profile.cold_start_s,
         warm_start_s=profile.dispatch_s + profile.checkpoint_s,
         delivered_vcpus=delivered,
+        coordinator_s=coordinator_s,
     )
     storages = priced_storages(
         catalog.storages,

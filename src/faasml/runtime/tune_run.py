@@ -25,6 +25,7 @@ from faasml.runtime.calibration import (
     warm_pool,
 )
 from faasml.runtime.coordinator import Coordinator, TrialState
+from faasml.runtime.estimates import coordinator_seconds
 from faasml.runtime.run_base import BaseRun
 from faasml.types import Allocation, Constraint
 
@@ -172,6 +173,13 @@ class TuneRun(BaseRun):
             cold /= self.plan_catalog.platform.contention(demand)
             platform = dataclasses.replace(self.plan_catalog.platform, cold_start_s=cold)
             self.plan_catalog = dataclasses.replace(self.plan_catalog, platform=platform)
+        # The coordinator's own time between a trial's invocations, as this run measured it.
+        between = coordinator_seconds(
+            coordinator.between_s, coordinator.segments, coordinator.options.poll_s
+        )
+        self.state["coordinator_s"] = between
+        platform = dataclasses.replace(self.plan_catalog.platform, coordinator_s=between)
+        self.plan_catalog = dataclasses.replace(self.plan_catalog, platform=platform)
         rest = stages[index + 1 :]
         before = (sum(s["time_s"] for s in rest), sum(s["cost_usd"] for s in rest))
         estimates = stage_estimates(self.workload, self.plan_catalog, stages, self._probe_warm())[
