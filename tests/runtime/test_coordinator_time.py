@@ -63,11 +63,13 @@ def test_a_stage_pays_the_coordinators_time_once_per_epoch_of_each_wave(
     assert cost1 == pytest.approx(cost0, rel=1e-12)
 
 
-def test_coordinator_seconds_is_its_time_per_segment_and_half_a_poll() -> None:
-    assert coordinator_seconds(0.3, 10, 0.004) == pytest.approx(0.032)
-    assert coordinator_seconds(0.01, 1, 0.0) == pytest.approx(0.01)
-    assert coordinator_seconds(0.0, 0, 0.01) == pytest.approx(0.005)  # nothing ran yet
-    assert coordinator_seconds(-1.0, 3, 0.0) == 0.0
+def test_coordinator_seconds_is_a_median_commit_and_launch_and_half_a_poll() -> None:
+    commits = [0.02, 0.5, 0.01]  # one slow commit does not move the median
+    launches = [0.004, 0.9, 0.006, 0.005]  # nor a launch that started processes
+    assert coordinator_seconds(commits, launches, 0.004) == pytest.approx(0.02 + 0.0055 + 0.002)
+    assert coordinator_seconds([0.01], [], 0.0) == pytest.approx(0.01)  # before any segment
+    assert coordinator_seconds([], [], 0.01) == pytest.approx(0.005)
+    assert coordinator_seconds([-1.0], [-1.0], 0.0) == 0.0
 
 
 def test_planning_inputs_put_the_measured_coordinator_time_in_the_catalog(

@@ -124,9 +124,10 @@ class CoordinatorBase:
         """Wall seconds some segment was running (for the coordinator overhead figure)."""
         self.commit_s = 0.0
         """The coordinator's own seconds committing the last segment (record, clean-up)."""
-        self.between_s = 0.0
-        """The coordinator's own seconds committing finished segments and launching new ones,
-        summed (``estimates.coordinator_seconds`` prices it per invocation round)."""
+        self.commits_s: list[float] = []
+        self.launches_s: list[float] = []
+        """The coordinator's own seconds committing each finished segment and launching each
+        new one (``estimates.coordinator_seconds`` prices them per invocation round)."""
 
     def now(self) -> float:
         return time.monotonic() - self.origin

@@ -261,7 +261,7 @@ class BaseRun:
             # Measured once (a resumed run keeps its figure; a malformed one is measured again).
             began = time.monotonic()
             self.save()  # what the commit of every segment does: the coordinator's time, priced
-            seconds = coordinator_seconds(time.monotonic() - began, 1, self.options.poll_s)
+            seconds = coordinator_seconds([time.monotonic() - began], [], self.options.poll_s)
             self.state["coordinator_s"] = seconds
         self.workload, self.plan_catalog = planning_inputs(
             profile, self.workload, self.catalog, coordinator_s=float(self.state["coordinator_s"])

@@ -124,7 +124,7 @@ class SegmentLaunching(FailureHandling, DataPartitions):
             return None
         self.segments += 1
         started = time.monotonic()
-        self.between_s += started - entered
+        self.launches_s.append(started - entered)
         return Segment(
             trial,
             allocation,

@@ -175,7 +175,7 @@ class TuneRun(BaseRun):
             self.plan_catalog = dataclasses.replace(self.plan_catalog, platform=platform)
         # The coordinator's own time between a trial's invocations, as this run measured it.
         between = coordinator_seconds(
-            coordinator.between_s, coordinator.segments, coordinator.options.poll_s
+            coordinator.commits_s, coordinator.launches_s, coordinator.options.poll_s
         )
         self.state["coordinator_s"] = between
         platform = dataclasses.replace(self.plan_catalog.platform, coordinator_s=between)
