@@ -213,7 +213,9 @@ def predicted_parts(
     k = int(trials_per_wave(table, catalog)[0])
     first = platform.contention(wave_demand(catalog, allocation, min(trials, k)))
     if min(trials, k) * allocation.n > pool.get(allocation.memory_mb, 0):
-        out["cold start"] = float(table.startup_s[0]) * first
+        start = float(platform.cold_start_time(allocation.memory_mb))
+        out["cold start"] = start * first  # the rest of the start: reading the partition
+        out["loading (data, model, checkpoint)"] = (float(table.startup_s[0]) - start) * first
     evals = dict(profile.eval_points) if profile is not None else {}
     eval_share = 0.0
     if evals:

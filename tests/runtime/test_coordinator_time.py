@@ -1,6 +1,8 @@
-"""The coordinator's time between a trial's invocations (committing the record, launching the
-next, noticing an end): priced in every invocation round's time and never billed; measured by
-a real run before it plans and again as it runs."""
+"""What a real run pays per invocation and per function, priced as it pays it: the
+coordinator's time between a trial's invocations (committing the record, launching the next,
+noticing an end) in every invocation round's time and never billed, measured by a real run
+before it plans and again as it runs; the data partition read once per function, at its
+start, where warm functions keep it (faasml's workers do), not at every invocation."""
 
 from __future__ import annotations
 
@@ -63,6 +65,43 @@ def test_a_stage_pays_the_coordinators_time_once_per_epoch_of_each_wave(
     assert cost1 == pytest.approx(cost0, rel=1e-12)
 
 
+def _keeping(catalog: Catalog) -> Catalog:
+    platform = dataclasses.replace(catalog.platform, keeps_partition=True)
+    return dataclasses.replace(catalog, platform=platform)
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_a_kept_partition_is_read_at_the_start_not_every_epoch(workload: Workload, n: int) -> None:
+    catalog = load_catalog("local")
+    storage, scheme = catalog.sync_options()[0]
+    allocation = Allocation(n, 1024, storage, scheme)
+    plain = evaluate_allocation(workload, catalog, allocation)
+    kept = evaluate_allocation(workload, _keeping(catalog), allocation)
+    read = float(plain.load_s[0])  # one read of the partition (one invocation per epoch)
+    assert read > 0 and float(kept.load_s[0]) == 0.0
+    assert float(kept.time_s[0]) == pytest.approx(float(plain.time_s[0]) - read)
+    assert float(kept.startup_s[0]) == pytest.approx(float(plain.startup_s[0]) + read)
+    per_gb_s = catalog.platform.price_per_gb_s
+    billed = n * read * 1024 / 1024.0 * per_gb_s  # read inside the first invocation: billed
+    assert float(kept.startup_usd[0]) == pytest.approx(float(plain.startup_usd[0]) + billed)
+    assert float(kept.function_usd[0]) == pytest.approx(float(plain.function_usd[0]) - billed)
+
+
+def test_a_stage_reads_kept_partitions_once_and_not_at_all_on_warm_functions(
+    workload: Workload,
+) -> None:
+    catalog = load_catalog("aws-lambda")
+    kept = _keeping(catalog)
+    allocation = Allocation(1, 1024, catalog.platform.data_store)
+    read = float(evaluate_allocation(workload, catalog, allocation).load_s[0])
+    time0, _ = stage_estimate(workload, catalog, allocation, trials=4, epochs=5)
+    time1, _ = stage_estimate(workload, kept, allocation, trials=4, epochs=5)
+    assert time1 == pytest.approx(time0 - 5 * read + read)  # one wave of 4: read once
+    warm0, _ = stage_estimate(workload, catalog, allocation, trials=4, epochs=5, warm=4)
+    warm1, _ = stage_estimate(workload, kept, allocation, trials=4, epochs=5, warm=4)
+    assert warm1 == pytest.approx(warm0 - 5 * read)
+
+
 def test_coordinator_seconds_is_a_median_commit_and_launch_and_half_a_poll() -> None:
     commits = [0.02, 0.5, 0.01]  # one slow commit does not move the median
     launches = [0.004, 0.9, 0.006, 0.005]  # nor a launch that started processes
@@ -97,6 +136,7 @@ def test_planning_inputs_put_the_measured_coordinator_time_in_the_catalog(
     _, timed = planning_inputs(profile, workload, catalog, coordinator_s=0.025)
     assert plain.platform.coordinator_s == 0.0
     assert timed.platform.coordinator_s == 0.025
+    assert timed.platform.keeps_partition and not catalog.platform.keeps_partition
     assert timed.platform.warm_start_s == pytest.approx(0.003)  # dispatch + checkpoint
 
 

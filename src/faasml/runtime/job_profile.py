@@ -359,7 +359,8 @@ def planning_inputs(
     runtime_mb = footprint × (1 + margin) − the training data − the model copies, so that
     ``memory_needed_mb(1)`` is the measured footprint with its margin (the data term shrinks
     as D/n with more functions). The catalog's cold start is the measured one; its
-    per-invocation latency the warm round trip plus a checkpoint's save and load; on a bounded
+    per-invocation latency the warm round trip plus a checkpoint's save and load (a warm
+    function keeps its partition: it is read once, at the start); on a bounded
     platform, the vCPUs its machine delivered to the probe's functions side by side; the
     job's store, each scheme's latency fitted to the synchronised round the probe measured
     (``sync_probe.priced_storages``), and the straggler wait as the workload's share of a
@@ -378,6 +379,7 @@ def planning_inputs(
         warm_start_s=profile.dispatch_s + profile.checkpoint_s,
         delivered_vcpus=delivered,
         coordinator_s=coordinator_s,
+        keeps_partition=True,  # faasml's workers keep their partition while warm
     )
     storages = priced_storages(
         catalog.storages,
