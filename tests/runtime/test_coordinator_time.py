@@ -140,7 +140,9 @@ def test_planning_inputs_put_the_measured_coordinator_time_in_the_catalog(
     assert timed.platform.warm_start_s == pytest.approx(0.003)  # dispatch + checkpoint
 
 
-def test_a_run_measures_its_coordinator_before_planning_and_as_it_runs(tmp_path: Path) -> None:
+def test_a_run_measures_its_coordinator_and_recalibrates_from_the_kept_trials(
+    tmp_path: Path,
+) -> None:
     job = JobSpec.from_mapping({**four_trial_tune_job("coordinator-time", 1), "platform": "local"})
     run = TuneRun(job, Constraint(deadline_s=600.0), tmp_path / "run")
     run.plan()
@@ -154,3 +156,9 @@ def test_a_run_measures_its_coordinator_before_planning_and_as_it_runs(tmp_path:
     assert measured > poll / 2
     assert state["coordinator_s"] == measured
     assert "repredicted_time_s" in state["plan"]["stages"][1]
+    # Re-calibrated after stage 1 from the 2 trials kept (one epoch each), not all 4: the
+    # rest of the run trains those (a search over model sizes keeps the slower, wider ones).
+    kept = [t for t in state["trials"] if t["status"] != "pruned"]
+    assert len(kept) == 2
+    samples = sum(len(v) for v in state["calibration"].values())
+    assert samples == 2

@@ -151,14 +151,17 @@ class TuneRun(BaseRun):
     # ------------------------------------------------------------ re-calibration
 
     def _recalibrate(self, index: int, trials: list[TrialState], coordinator: Coordinator) -> None:
-        """Correct the model with stage ``index``'s epochs; re-predict the rest, and re-plan
-        it within what is left when the prediction moved by more than δ."""
+        """Correct the model with the epochs of the trials that go on (every epoch they ran so
+        far); re-predict the rest, and re-plan it within what is left when the prediction
+        moved by more than δ. Only the kept trials: where the search space sizes the model
+        (``model.width``), the ones kept are not a sample of it — wider models ranked best
+        train slower — and they are what the rest of the run trains."""
         stages = self.state["plan"]["stages"]
-        first = sum(s["epochs"] for s in stages[:index]) + 1
-        last = first + stages[index]["epochs"] - 1
-        calibration = Calibration.from_dict(self.state.get("calibration", {}))
-        histories = [t.history for t in trials]
-        calibration.observe(histories, range(first, last + 1), self.workload, self.plan_catalog)
+        last = sum(s["epochs"] for s in stages[: index + 1])
+        kept = [t for t in trials if t.status == "done"] or trials
+        calibration = Calibration()
+        histories = [t.history for t in kept]
+        calibration.observe(histories, range(1, last + 1), self.workload, self.plan_catalog)
         self.state["calibration"] = calibration.to_dict()
         self._grow_footprint(coordinator)
         self.workload, self.plan_catalog = calibration.recalibrated(
