@@ -54,7 +54,7 @@ __all__ = [
 from faasml.workload import ComputeProfile, Workload
 
 PROBE_FN = "faasml.runtime.job_probe:probe_job"
-PROBE_VERSION = 9
+PROBE_VERSION = 10
 """Bumped when the probe measures differently: older cached profiles are then re-measured."""
 MEASURE_S = 0.6
 """Seconds of computation each compute measurement covers at least (six CPU-quota periods)."""
