@@ -180,9 +180,15 @@ class LocalPlatform(_common.PooledPlatform):
         return invocation
 
     def warm_instances(self) -> dict[int, int]:
+        """Idle instances by memory size, the size idle longest first (its most recent one's
+        idle time): the order in which this platform stops them to make room."""
         with self._lock:
-            idle = [i.memory_mb for i in self._instances if i.invocation is None]
-        return {memory: idle.count(memory) for memory in sorted(set(idle))}
+            idle = [(i.idle_since, i.memory_mb) for i in self._instances if i.invocation is None]
+        latest: dict[int, float] = {}
+        for since, memory in idle:
+            latest[memory] = max(latest.get(memory, since), since)
+        order = sorted(latest, key=lambda memory: latest[memory])
+        return {memory: sum(1 for _, m in idle if m == memory) for memory in order}
 
     def take_standalone_bills(self) -> list[Billed]:
         with self._lock:
