@@ -224,26 +224,38 @@ def _pct(value: float | None) -> str:
 
 
 def run_job(
-    path: str, kind: str, constraint: Any, work: Path, plan_contention: bool = True
+    path: str,
+    kind: str,
+    constraint: Any,
+    work: Path,
+    plan_contention: bool = True,
+    audit: bool = False,
 ) -> dict[str, Any]:
     """One real run of ``path`` under ``constraint``; what the line and the medians need.
     ``plan_contention`` False plans as if every function had its share of the machine (the
-    predictions still price contention): the planning before the planners priced it."""
+    predictions still price contention): the planning before the planners priced it.
+    ``audit`` traces the run (``run_audit``) and keeps what the audit lines need."""
+    import contextlib
+    import copy
+
     from faasml.config import load_job
     from faasml.runtime.session import TrainRun, TuneRun
+    from run_audit import traced
 
     job = load_job(ROOT / path)
     cls = TrainRun if kind == "train" else TuneRun
     run = cls(job, constraint, work)
     run.plan_contention = plan_contention
     began = time.monotonic()
-    with LoadSampler() as load:
+    tracing = traced() if audit and kind == "tune" else contextlib.nullcontext()
+    with LoadSampler() as load, tracing as trace:
         try:
             plan = run.plan()
         except Exception:
             if run._platform is not None:  # measured, then could not plan: close its functions
                 run._platform.close()
             raise
+        first = (run.workload, run.plan_catalog, copy.deepcopy(run.state.get("plan", {})))
         state = run.execute()
     wall = time.monotonic() - began
     charges = state["charges"]
@@ -308,6 +320,7 @@ def run_job(
             for s in stages
         ],
         "profile": state["profile"],
+        "audit": None if trace is None else (run, (*first[:2], first[2].get("stages")), trace),
     }
 
 
@@ -360,7 +373,9 @@ def measure_only(path: str, kind: str, work: Path) -> None:
             run._platform.close()
 
 
-def job_set(names: list[str] | None, show_stages: bool, compare: bool = False) -> None:
+def job_set(
+    names: list[str] | None, show_stages: bool, compare: bool = False, audit: bool = False
+) -> None:
     from faasml.types import Constraint
 
     # The BatchNorm CNN is a user factory in benchmarks/jobs: importable here and in workers.
@@ -415,7 +430,7 @@ def job_set(names: list[str] | None, show_stages: bool, compare: bool = False) -
             if compare:
                 label = f"{label} {'k' if mode else 'f'}"
             try:
-                row = run_job(path, kind, constraint, work / f"{index}-{len(rows)}", mode)
+                row = run_job(path, kind, constraint, work / f"{index}-{len(rows)}", mode, audit)
             except Exception as err:  # an infeasible constraint, a failed measurement
                 print(f"{name:<17} {label:<9} error: {type(err).__name__}: {err}")
                 continue
@@ -430,8 +445,13 @@ def job_set(names: list[str] | None, show_stages: bool, compare: bool = False) -
                 f"{r['profiling_usd']:9.3e} {share:>6} {r['load']:4.1f}  {r['allocations']}",
                 flush=True,
             )
-            if show_stages:
+            if show_stages or audit:
                 _print_stages(r)
+            if r["audit"] is not None:
+                from run_audit import print_audit
+
+                print_audit(*r["audit"])
+                r["audit"] = None  # the run and its trace are not kept past their lines
     if not rows:
         return
     groups = [
@@ -551,6 +571,12 @@ def main() -> None:
         help="each run twice, planned at full vCPU shares (f) and with the vCPUs the probe "
         "measured the machine delivering (k), from one cached profile",
     )
+    parser.add_argument(
+        "--audit",
+        action="store_true",
+        help="per stage and component (cold start, loading, computation, evaluation, "
+        "synchronisation, round trip, the coordinator's time): predicted, re-predicted, measured",
+    )
     parser.add_argument("--samples", type=int, default=200000, help="--allocations: LR samples")
     parser.add_argument(
         "--epochs", type=int, default=3, help="--allocations: warm epochs per allocation"
@@ -559,7 +585,7 @@ def main() -> None:
     if args.allocations:
         allocations(args)
     else:
-        job_set(args.jobs, args.stages, args.compare_planning)
+        job_set(args.jobs, args.stages, args.compare_planning, args.audit)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from faasml.exceptions import ConfigError, StoreUnavailableError
 from faasml.sync import SCHEME_CLASSES, open_store
 from faasml.sync.harness import digest, expected_mean, run_reduce
 from faasml.sync.param_server import ParameterServer, ParameterServerStore
-from faasml.sync.schemes._base import shard_bounds
+from faasml.sync.schemes._base import mean_of, shard_bounds
 
 SIZE = 10_001  # not a multiple of the worker count: uneven shards
 
@@ -45,6 +45,24 @@ def test_every_worker_gets_the_exact_mean(
         assert stats.bytes_written + stats.bytes_read == rounds * (3 * n - 2) * model
     if scheme != "param-server":  # finished rounds are cleaned up as the run goes
         assert len(list(tmp_path.iterdir())) <= 2 * n * n
+
+
+@pytest.mark.parametrize("scheme", ["allreduce", "scatter-reduce"])
+def test_one_worker_gets_the_float64_mean_bit_for_bit_without_the_store(
+    scheme: str, tmp_path: Path
+) -> None:
+    """n = 1 copies the gradient instead of summing it in float64: the same bytes (tiny,
+    huge, negative zero, infinities and NaN included), a fresh array, no store request."""
+    store = open_store(f"embedded://{tmp_path}")
+    rng = np.random.default_rng(3)
+    gradient = (rng.standard_normal(SIZE) * 10.0 ** rng.integers(-40, 38, SIZE)).astype(np.float32)
+    gradient[:5] = [-0.0, np.inf, -np.inf, np.nan, np.finfo(np.float32).tiny / 4]
+    one = SCHEME_CLASSES.get(scheme)(store, 1, "ns")
+    mean = one.reduce(0, 0, gradient)
+    assert mean.dtype == np.float32
+    assert mean.tobytes() == mean_of([gradient]).tobytes()
+    assert mean is not gradient and not np.shares_memory(mean, gradient)
+    assert (store.stats.puts, store.stats.gets) == (0, 0)
 
 
 @pytest.mark.parametrize("scheme", ["allreduce", "scatter-reduce", "param-server"])

@@ -15,6 +15,7 @@ from faasml.runtime.calibration import (
     stage_estimate,
     stage_estimates,
     warm_after,
+    warm_pool,
 )
 from faasml.types import Allocation
 from faasml.workload import Workload, load_workload
@@ -206,6 +207,49 @@ def test_warm_functions_that_do_not_cover_the_first_wave_leave_the_cold_start(
     small, wide = _stage(1, 1024), _stage(4, 1024, n=2)
     alone = stage_estimate(workload, catalog, Allocation(**wide["allocation"]), 4, 1)  # type: ignore[arg-type]
     assert stage_estimates(workload, catalog, [small, wide])[1] == pytest.approx(alone)
+
+
+def _bounded(vcpus: float) -> Catalog:
+    """The local catalog on a machine of ``vcpus`` vCPUs (its memory unbounded)."""
+    local = load_catalog("local")
+    platform = dataclasses.replace(
+        local.platform, capacity_vcpus=vcpus, capacity_memory_mb=None, concurrency_limit=64
+    )
+    return dataclasses.replace(local, platform=platform)
+
+
+def _local_stage(trials: int, memory_mb: int) -> dict[str, object]:
+    allocation = Allocation(n=1, memory_mb=memory_mb, storage="embedded", scheme="allreduce")
+    return {"allocation": dataclasses.asdict(allocation), "trials": trials, "epochs": 1}
+
+
+def test_a_bounded_machine_stops_idle_functions_of_other_sizes_least_recent_first(
+    workload: Workload,
+) -> None:
+    catalog = _bounded(2.0)  # 1728 MB is 0.977 vCPU, 1792 MB 1.013, 640 MB 0.362
+    # The probe left two of 1728 MB idle, then one of 640 MB (used last).
+    probe = {1728: 2, 640: 1}
+    after = warm_pool(workload, catalog, [_local_stage(8, 1792)], probe)
+    # One 1792 MB function at a time (2 / 1.013): beside it 0.99 vCPU, so the 1728s (idle
+    # longest) are stopped first, both of them; the 640 MB one stays.
+    assert after == {640: 1, 1792: 1}
+    assert list(after) == [640, 1792]  # the stage's functions are now the most recent
+    # A stage on 1728 MB after it starts cold, as the run did.
+    stages = [_local_stage(8, 1792), _local_stage(1, 1728)]
+    cold = stage_estimate(workload, catalog, Allocation(1, 1728, "embedded"), 1, 1)
+    assert stage_estimates(workload, catalog, stages, probe)[1] == pytest.approx(cold)
+    # Had the 640 MB one been idle longest, it would have gone first and a 1728 stayed.
+    assert warm_pool(workload, catalog, [_local_stage(8, 1792)], {640: 1, 1728: 2}) == {
+        1728: 1,
+        1792: 1,
+    }
+
+
+def test_an_unbounded_platform_keeps_every_idle_function(workload: Workload) -> None:
+    catalog = load_catalog("aws-lambda")
+    stage = _stage(8, 1024)
+    after = warm_pool(workload, catalog, [stage], {1728: 2, 640: 1})
+    assert after[1728] == 2 and after[640] == 1 and after[1024] >= 1
 
 
 @pytest.mark.parametrize(

@@ -73,6 +73,10 @@ def test_warm_instances_counts_the_idle_instances_by_size() -> None:
         running.result(timeout=60)
         platform.invoke(f"{FN}:pid", None, 384).result(timeout=60)  # a cold one, idle after
         assert platform.warm_instances() == {320: 2, 384: 1}
+        # Sizes come idle-longest first (the order this platform stops them to make room).
+        assert list(platform.warm_instances()) == [320, 384]
+        platform.invoke(f"{FN}:pid", None, 320).result(timeout=60)
+        assert list(platform.warm_instances()) == [384, 320]
 
 
 def test_a_timeout_is_billed_up_to_its_limit_exactly() -> None:

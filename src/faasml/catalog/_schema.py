@@ -76,6 +76,17 @@ class FunctionPlatform:
     delivered_vcpus: float | None = None
     """vCPUs the machine behind a bounded platform was measured to deliver to functions
     running side by side (a job profile measures it; None: ``capacity_vcpus``)."""
+    keeps_partition: bool = False
+    """True where a warm instance keeps the data partition it loaded (its globals, as
+    faasml's workers do on every platform): a function loads its partition once, at its start
+    (priced with the cold start), not at every invocation as CE-scaling eq. 2 reloads it. A
+    real run's plans set it (``runtime.job_profile.planning_inputs``); False in catalogs."""
+    coordinator_s: float = 0.0
+    """Seconds a run's coordinator takes between one invocation of a trial ending and its
+    next starting (noticing the end, committing the run's record, launching): in the time of
+    every invocation round, not billed (no function runs then). A real run measures it
+    (``runtime.job_profile.planning_inputs``); 0 in catalogs, so plans made without running
+    are CE-scaling's."""
 
     @property
     def price_per_gb_s(self) -> float:

@@ -53,7 +53,8 @@ def epoch_cost(
     memory_mb: ArrayLike,
     time: EpochTime,
 ) -> EpochCost:
-    """c'(θ) = n·invocations·p_invk + n·t'·(m/1024)·p_f + c^s(θ) (CE-scaling eqs. 4–5).
+    """c'(θ) = n·invocations·p_invk + n·t'·(m/1024)·p_f + c^s(θ) (CE-scaling eqs. 4–5), t'
+    less the coordinator's time between invocations (``FunctionPlatform.coordinator_s``).
 
     c^s for request-priced storage: k · (puts · p_put + gets · p_get) for the scheme's requests
     (sync.sync_requests); for time-priced storage: t'/3600 · hourly price of the node, billed
@@ -64,7 +65,9 @@ def epoch_cost(
     count = np.asarray(n, dtype=float)
     memory = np.asarray(memory_mb, dtype=float)
     total_s = time.total_s
-    function = count * total_s * (memory / 1024.0) * platform.price_per_gb_s
+    # The coordinator's time between invocations runs no function: not billed.
+    billed_s = total_s - time.invocations * platform.coordinator_s
+    function = count * billed_s * (memory / 1024.0) * platform.price_per_gb_s
     invocation = (count * time.invocations * platform.price_per_invocation).astype(float)
     requests = sync_requests(scheme, count, workload.model_mb)
     if storage.billed_by_time:

@@ -19,18 +19,23 @@ class EpochTime:
     """Seconds per epoch, by part; arrays broadcast over the allocations evaluated."""
 
     load_s: Array
-    """t^l: each function reads its partition D/n from the object store."""
+    """t^l: each function reads its partition D/n from the object store (0 where warm
+    functions keep it: ``partition_s`` is then paid once, at the start)."""
     compute_s: Array
     """(D/n) · u(m): gradient computation on the partition."""
     sync_s: Array
     """k · t^p: k synchronisations per epoch, and for n > 1 the straggler wait (the
     workload's ``straggler_share`` of the computation)."""
     invoke_s: Array
-    """Warm invocation latency, once per invocation of a function in the epoch."""
+    """Warm invocation latency, once per invocation of a function in the epoch, with the
+    coordinator's time between invocations (``FunctionPlatform.coordinator_s``, not billed)."""
     iterations: NDArray[np.int64]
     invocations: NDArray[np.int64]
     """Invocations of each function per epoch: more than one when the epoch outlasts the
     platform's duration limit and the function is renewed from its checkpoint."""
+    partition_s: Array
+    """One read of the partition D/n: what a function's start adds where warm functions keep
+    their partition (``FunctionPlatform.keeps_partition``), else 0 (eq. 2's t^l has it)."""
 
     @property
     def total_s(self) -> Array:
@@ -61,10 +66,13 @@ def epoch_time(
     memory_mb: ArrayLike,
 ) -> EpochTime:
     """t'(θ) = t^l + (D/n)·u(m) + k·t^p + invocation latency (CE-scaling eq. 2), plus for
-    n > 1 the straggler wait, ``straggler_share`` × (D/n)·u(m) (0 for a paper's workload).
+    n > 1 the straggler wait, ``straggler_share`` × (D/n)·u(m) (0 for a paper's workload), and
+    per invocation the coordinator's time between invocations (``coordinator_s``: 0 in a
+    catalog, measured for a real run; ``models.cost`` does not bill it).
 
     A function renewed before the duration limit reloads its partition, so the load time is
-    paid once per invocation.
+    paid once per invocation; where warm functions keep it (``keeps_partition``, faasml's
+    runtime) it is paid once, at the function's start (``partition_s``).
     """
     count = np.asarray(n, dtype=float)
     memory = np.asarray(memory_mb, dtype=float)
@@ -86,11 +94,13 @@ def epoch_time(
     straggle = np.where(count > 1, compute * workload.straggler_share, 0.0)
     sync = iterations * per_sync + straggle
     invocations = invocations_per_epoch(load_once + compute + sync, platform.max_duration_s)
+    keeps = platform.keeps_partition
     return EpochTime(
-        load_s=load_once * invocations,
+        load_s=np.zeros(np.shape(load_once * invocations)) if keeps else load_once * invocations,
         compute_s=compute,
         sync_s=sync,
-        invoke_s=(invocations * platform.warm_start_s).astype(float),
+        invoke_s=(invocations * (platform.warm_start_s + platform.coordinator_s)).astype(float),
         iterations=np.broadcast_to(iterations, compute.shape).copy(),
         invocations=invocations,
+        partition_s=np.broadcast_to(load_once if keeps else 0.0, compute.shape).astype(float),
     )

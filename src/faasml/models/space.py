@@ -204,6 +204,10 @@ def evaluate(
 
     kept_n = rows(count).astype(np.int64)
     kept_memory = rows(memory).astype(np.int64)
+    # Where warm functions keep their partition, a function's start reads it (billed: it runs
+    # inside the first invocation), and eq. 2's epochs do not.
+    partition_s = rows(time.partition_s).astype(float)
+    partition_usd = kept_n * partition_s * kept_memory / 1024.0 * platform.price_per_gb_s
     return AllocationTable(
         n=kept_n,
         memory_mb=kept_memory,
@@ -216,8 +220,8 @@ def evaluate(
         function_usd=rows(cost.function_usd).astype(float),
         invocation_usd=rows(cost.invocation_usd).astype(float),
         storage_usd=rows(cost.storage_usd).astype(float),
-        startup_usd=startup_cost(platform, kept_n, kept_memory),
-        startup_s=platform.cold_start_time(kept_memory),
+        startup_usd=startup_cost(platform, kept_n, kept_memory) + partition_usd,
+        startup_s=platform.cold_start_time(kept_memory) + partition_s,
     )
 
 

@@ -263,13 +263,46 @@ def warm_pool(
     stages: list[dict[str, Any]],
     warm: Mapping[int, int] | None = None,
 ) -> dict[int, int]:
-    """Memory MB -> functions warm after ``stages`` ran in turn, from ``warm`` before them."""
+    """Memory MB -> functions warm after ``stages`` ran in turn, from ``warm`` before them
+    (least recently used first, as the dict's order). On a bounded machine a stage's functions
+    need room: idle ones of other sizes are stopped, the least recently used first (as the
+    local platform makes room), so only those that fit beside the stage's stay warm (a stage
+    planned onto the probe's size after stages on another found it stopped, and paid a cold
+    start no prediction had)."""
     pool = dict(warm or {})
     for stage in stages:
         allocation = Allocation(**stage["allocation"])
         left = warm_after(catalog, workload, allocation, stage["trials"])
-        pool[allocation.memory_mb] = max(pool.get(allocation.memory_mb, 0), left)
+        memory = allocation.memory_mb
+        own = max(pool.pop(memory, 0), left)
+        pool = {**_room(catalog, pool, memory, own), memory: own}
     return pool
+
+
+def _room(catalog: Catalog, idle: Mapping[int, int], memory: int, count: int) -> dict[int, int]:
+    """``idle`` (memory MB -> instances, least recently used first) less those a bounded
+    platform stops, the least recently used first, so that ``count`` functions of ``memory``
+    fit beside the rest within its vCPUs, memory and concurrency."""
+    platform = catalog.platform
+
+    def fits(pool: Mapping[int, int]) -> bool:
+        sizes = [*((m, c) for m, c in pool.items()), (memory, count)]
+        if sum(c for _, c in sizes) > platform.concurrency_limit:
+            return False
+        if platform.capacity_vcpus is not None:
+            vcpus = sum(c * float(platform.vcpus(m)) for m, c in sizes)
+            if vcpus > platform.capacity_vcpus + 1e-9:
+                return False
+        memory_mb = platform.capacity_memory_mb
+        return memory_mb is None or sum(c * m for m, c in sizes) <= memory_mb + 1e-9
+
+    kept = {m: c for m, c in idle.items() if c > 0}
+    for size in list(kept):
+        while kept[size] > 0 and not fits(kept):
+            kept[size] -= 1
+        if kept[size] == 0:
+            del kept[size]
+    return kept
 
 
 def moved(before: tuple[float, float], after: tuple[float, float], delta: float) -> bool:

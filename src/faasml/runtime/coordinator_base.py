@@ -124,6 +124,10 @@ class CoordinatorBase:
         """Wall seconds some segment was running (for the coordinator overhead figure)."""
         self.commit_s = 0.0
         """The coordinator's own seconds committing the last segment (record, clean-up)."""
+        self.commits_s: list[float] = []
+        self.launches_s: list[float] = []
+        """The coordinator's own seconds committing each finished segment and launching each
+        new one (``estimates.coordinator_seconds`` prices them per invocation round)."""
 
     def now(self) -> float:
         return time.monotonic() - self.origin

@@ -11,6 +11,7 @@ be billed.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 
 from faasml.catalog import FunctionPlatform
@@ -136,6 +137,19 @@ class SegmentEstimator:
         key = (allocation.n, allocation.memory_mb)
         allowed = timeout_s + KILL_SLACK_S
         self._floor_s[key] = max(2 * self._floor_s.get(key, 0.0), 2 * allowed)
+
+
+def coordinator_seconds(commits_s: list[float], launches_s: list[float], poll_s: float) -> float:
+    """``FunctionPlatform.coordinator_s``: the coordinator's seconds between a trial's
+    invocations — the median commit of a finished segment (its record written), the median
+    launch of the next (a rare launch that starts processes or makes room is a cold start's,
+    priced apart) and half a poll period (an end is noticed at the next poll). Before any
+    segment ran, the commit is one write of the run's record and no launch is known."""
+
+    def median(values: list[float]) -> float:
+        return max(statistics.median(values), 0.0) if values else 0.0
+
+    return median(commits_s) + median(launches_s) + poll_s / 2
 
 
 def reservation(

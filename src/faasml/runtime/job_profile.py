@@ -54,7 +54,7 @@ __all__ = [
 from faasml.workload import ComputeProfile, Workload
 
 PROBE_FN = "faasml.runtime.job_probe:probe_job"
-PROBE_VERSION = 9
+PROBE_VERSION = 10
 """Bumped when the probe measures differently: older cached profiles are then re-measured."""
 MEASURE_S = 0.6
 """Seconds of computation each compute measurement covers at least (six CPU-quota periods)."""
@@ -350,7 +350,7 @@ def measure_job(
 
 
 def planning_inputs(
-    profile: JobProfile, workload: Workload, catalog: Catalog
+    profile: JobProfile, workload: Workload, catalog: Catalog, coordinator_s: float = 0.0
 ) -> tuple[Workload, Catalog]:
     """The workload and catalog the planners read for this job, from its measured profile.
 
@@ -359,11 +359,13 @@ def planning_inputs(
     runtime_mb = footprint × (1 + margin) − the training data − the model copies, so that
     ``memory_needed_mb(1)`` is the measured footprint with its margin (the data term shrinks
     as D/n with more functions). The catalog's cold start is the measured one; its
-    per-invocation latency the warm round trip plus a checkpoint's save and load; on a bounded
+    per-invocation latency the warm round trip plus a checkpoint's save and load (a warm
+    function keeps its partition: it is read once, at the start); on a bounded
     platform, the vCPUs its machine delivered to the probe's functions side by side; the
     job's store, each scheme's latency fitted to the synchronised round the probe measured
     (``sync_probe.priced_storages``), and the straggler wait as the workload's share of a
-    round's computation.
+    round's computation; ``coordinator_s``, the run's coordinator's seconds between a trial's
+    invocations (in the time, not billed: ``estimates.coordinator_seconds``).
     """
     mb_per_sample = max(profile.bytes_per_sample / 1e6, 1e-12)
     ratio = profile.test_samples / max(profile.train_samples, 1)
@@ -376,6 +378,8 @@ def planning_inputs(
         cold_start_s=profile.cold_start_s,
         warm_start_s=profile.dispatch_s + profile.checkpoint_s,
         delivered_vcpus=delivered,
+        coordinator_s=coordinator_s,
+        keeps_partition=True,  # faasml's workers keep their partition while warm
     )
     storages = priced_storages(
         catalog.storages,

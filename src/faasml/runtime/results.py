@@ -56,6 +56,7 @@ class ResultCommits(FailureHandling):
         if previous is not None and previous != trial.checkpoint:
             self.objects.delete(previous)
         self.commit_s = time.monotonic() - began
+        self.commits_s.append(time.monotonic() - (segment.started + elapsed))
 
     def _commit_epochs(
         self, segment: Segment, reports: list[SegmentReport], elapsed: float

@@ -23,6 +23,7 @@ from faasml.reports.run_dir import RunDir
 from faasml.runtime.billing import Meter
 from faasml.runtime.calibration import Calibration
 from faasml.runtime.coordinator import Coordinator, CoordinatorOptions, TrialFault, TrialState
+from faasml.runtime.estimates import coordinator_seconds
 from faasml.runtime.job_profile import (
     MAX_GROUP,
     JobProfile,
@@ -255,7 +256,16 @@ class BaseRun:
             where = "from the cache" if profile.cached else f"in {profile.profiling_s:.1f} s"
             self.event(f"job profile {where}: {profile.summary()}")
         self.profile = profile
-        self.workload, self.plan_catalog = planning_inputs(profile, self.workload, self.catalog)
+        recorded = self.state.get("coordinator_s")
+        if not isinstance(recorded, int | float) or not 0 <= recorded < 60:
+            # Measured once (a resumed run keeps its figure; a malformed one is measured again).
+            began = time.monotonic()
+            self.save()  # what the commit of every segment does: the coordinator's time, priced
+            seconds = coordinator_seconds([time.monotonic() - began], [], self.options.poll_s)
+            self.state["coordinator_s"] = seconds
+        self.workload, self.plan_catalog = planning_inputs(
+            profile, self.workload, self.catalog, coordinator_s=float(self.state["coordinator_s"])
+        )
         if self.state.get("calibration"):  # corrections a resumed run had made
             try:
                 calibration = Calibration.from_dict(self.state["calibration"])

@@ -53,6 +53,7 @@ class SegmentLaunching(FailureHandling, DataPartitions):
     ) -> Segment | None:
         """Start the next segment of ``trial`` (whole epochs up to ``until_epoch`` where they
         are short, ``_segment_epochs``); None when it must wait (capacity, budget in use)."""
+        entered = time.monotonic()
         allocation = self.sized(trial, allocation)
         rounds = rounds_per_epoch(self.samples, allocation.n, self.recipe_of(trial).batch_size)
         stop = self._stop_batch(trial, allocation, rounds)
@@ -122,6 +123,8 @@ class SegmentLaunching(FailureHandling, DataPartitions):
             self._fail(failed, f"a worker could not be started: {err}")
             return None
         self.segments += 1
+        started = time.monotonic()
+        self.launches_s.append(started - entered)
         return Segment(
             trial,
             allocation,
@@ -129,7 +132,7 @@ class SegmentLaunching(FailureHandling, DataPartitions):
             stop,
             out,
             token,
-            time.monotonic(),
+            started,
             estimate,
             span,
             capped,

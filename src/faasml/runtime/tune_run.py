@@ -25,6 +25,7 @@ from faasml.runtime.calibration import (
     warm_pool,
 )
 from faasml.runtime.coordinator import Coordinator, TrialState
+from faasml.runtime.estimates import coordinator_seconds
 from faasml.runtime.run_base import BaseRun
 from faasml.types import Allocation, Constraint
 
@@ -150,14 +151,17 @@ class TuneRun(BaseRun):
     # ------------------------------------------------------------ re-calibration
 
     def _recalibrate(self, index: int, trials: list[TrialState], coordinator: Coordinator) -> None:
-        """Correct the model with stage ``index``'s epochs; re-predict the rest, and re-plan
-        it within what is left when the prediction moved by more than δ."""
+        """Correct the model with the epochs of the trials that go on (every epoch they ran so
+        far); re-predict the rest, and re-plan it within what is left when the prediction
+        moved by more than δ. Only the kept trials: where the search space sizes the model
+        (``model.width``), the ones kept are not a sample of it — wider models ranked best
+        train slower — and they are what the rest of the run trains."""
         stages = self.state["plan"]["stages"]
-        first = sum(s["epochs"] for s in stages[:index]) + 1
-        last = first + stages[index]["epochs"] - 1
-        calibration = Calibration.from_dict(self.state.get("calibration", {}))
-        histories = [t.history for t in trials]
-        calibration.observe(histories, range(first, last + 1), self.workload, self.plan_catalog)
+        last = sum(s["epochs"] for s in stages[: index + 1])
+        kept = [t for t in trials if t.status == "done"] or trials
+        calibration = Calibration()
+        histories = [t.history for t in kept]
+        calibration.observe(histories, range(1, last + 1), self.workload, self.plan_catalog)
         self.state["calibration"] = calibration.to_dict()
         self._grow_footprint(coordinator)
         self.workload, self.plan_catalog = calibration.recalibrated(
@@ -172,6 +176,13 @@ class TuneRun(BaseRun):
             cold /= self.plan_catalog.platform.contention(demand)
             platform = dataclasses.replace(self.plan_catalog.platform, cold_start_s=cold)
             self.plan_catalog = dataclasses.replace(self.plan_catalog, platform=platform)
+        # The coordinator's own time between a trial's invocations, as this run measured it.
+        between = coordinator_seconds(
+            coordinator.commits_s, coordinator.launches_s, coordinator.options.poll_s
+        )
+        self.state["coordinator_s"] = between
+        platform = dataclasses.replace(self.plan_catalog.platform, coordinator_s=between)
+        self.plan_catalog = dataclasses.replace(self.plan_catalog, platform=platform)
         rest = stages[index + 1 :]
         before = (sum(s["time_s"] for s in rest), sum(s["cost_usd"] for s in rest))
         estimates = stage_estimates(self.workload, self.plan_catalog, stages, self._probe_warm())[

@@ -141,20 +141,32 @@ class LocalPlatform(_common.PooledPlatform):
                 # None when it died while idle: a fresh instance takes the invocation.
                 invocation = self._dispatch(instance, ref, payload, limit, cold=False)
             if invocation is None:
+                # A cold start counts from here: making room (stopping idle instances) and
+                # starting the process are part of it, as a provider's sandbox start is.
+                requested = time.monotonic()
                 self._make_room(memory_mb)
                 instance = self._spawn(memory_mb)
-                invocation = self._dispatch(instance, ref, payload, limit, cold=True)
+                invocation = self._dispatch(
+                    instance, ref, payload, limit, cold=True, since=requested
+                )
             if invocation is None:
                 raise FunctionError("killed", "could not reach a newly started instance")
         self._wake()
         return invocation
 
     def _dispatch(
-        self, instance: _Instance, ref: str, payload: Any, limit: float, *, cold: bool
+        self,
+        instance: _Instance,
+        ref: str,
+        payload: Any,
+        limit: float,
+        *,
+        cold: bool,
+        since: float | None = None,
     ) -> LocalInvocation | None:
         """Send an invocation to ``instance`` (lock held); None, with the instance discarded,
-        when its process can no longer be reached."""
-        now = time.monotonic()
+        when its process can no longer be reached. ``since``: when a cold start began."""
+        now = time.monotonic() if since is None else since
         invocation = LocalInvocation(instance.memory_mb, now, now + limit, cold)
         instance.invocation = invocation
         try:
@@ -168,9 +180,15 @@ class LocalPlatform(_common.PooledPlatform):
         return invocation
 
     def warm_instances(self) -> dict[int, int]:
+        """Idle instances by memory size, the size idle longest first (its most recent one's
+        idle time): the order in which this platform stops them to make room."""
         with self._lock:
-            idle = [i.memory_mb for i in self._instances if i.invocation is None]
-        return {memory: idle.count(memory) for memory in sorted(set(idle))}
+            idle = [(i.idle_since, i.memory_mb) for i in self._instances if i.invocation is None]
+        latest: dict[int, float] = {}
+        for since, memory in idle:
+            latest[memory] = max(latest.get(memory, since), since)
+        order = sorted(latest, key=lambda memory: latest[memory])
+        return {memory: sum(1 for _, m in idle if m == memory) for memory in order}
 
     def take_standalone_bills(self) -> list[Billed]:
         with self._lock:

@@ -136,7 +136,9 @@ class RoundScheme(SyncScheme):
     ) -> NDArray[np.float32]:
         self._check(worker_id, round_id, gradient)
         if self.n_workers == 1:
-            return mean_of([gradient])
+            # The mean of one gradient is itself (float32 -> float64 -> / 1 -> float32 is
+            # exact): a copy, not the float64 sum, which took 2-5 % of a one-function epoch.
+            return np.array(gradient, dtype=np.float32)
         return self._reduce_round(worker_id, round_id, gradient)
 
     @abstractmethod
