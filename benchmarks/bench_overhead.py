@@ -24,7 +24,12 @@ the transformer of benchmarks/jobs, whose epochs last seconds):
 ``--epochs-per-stage K`` runs each job with K epochs per tuning stage (the examples have one:
 every segment then ends at a rung); ``--compare-segments`` runs each job twice, with the
 segments the coordinator chooses (``auto``: several short epochs to an invocation) and with one
-epoch per segment (``1-ep``), side by side in one sitting.
+epoch per segment (``1-ep``), side by side in one sitting. ``--breakdown`` prints, under each
+job's line, where faasml's time went (the record's ``timings``, ``coordinator_base.TIMINGS``):
+the workers' loading, training rounds and the rest of the function (evaluation, checkpoint),
+invocation and dispatch outside the function, cold starts, the coordinator's launching and
+commits (the record's rewrite among them), and the time between stages (re-calibration,
+re-planning). Profiling is never in the ratio: it runs before the run's clock starts.
 """
 
 from __future__ import annotations
@@ -130,6 +135,9 @@ def main() -> None:
         action="store_true",
         help="each job twice: segments as the coordinator chooses, and one epoch per segment",
     )
+    parser.add_argument(
+        "--breakdown", action="store_true", help="where faasml's time went, under each job's line"
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="faasml-bench-overhead-"))
     kinds: list[tuple[str, int | None]] = [("auto", None)]
@@ -155,7 +163,9 @@ def main() -> None:
         job_path = _with_epochs(ROOT / path, args.epochs_per_stage, work)
         for kind, epochs_per_segment in kinds:
             label = name if len(kinds) == 1 else f"{name} {kind}"
-            ratios.append(_row(label, job_path, budget, work / label, epochs_per_segment))
+            ratios.append(
+                _row(label, job_path, budget, work / label, epochs_per_segment, args.breakdown)
+            )
     missed = [f"{n} {r:.2f}x" for n, r in ratios if r > TARGET]
     print(
         f"\ntarget: faasml <= {TARGET}x the plain loop; "
@@ -179,7 +189,12 @@ def _with_epochs(path: Path, epochs: int | None, work: Path) -> Path:
 
 
 def _row(
-    name: str, path: Path, budget: float, folder: Path, epochs_per_segment: int | None
+    name: str,
+    path: Path,
+    budget: float,
+    folder: Path,
+    epochs_per_segment: int | None,
+    breakdown: bool = False,
 ) -> tuple[str, float]:
     """Run one job with faasml and as plain loops; print its line; (name, ratio)."""
     state = faasml_run(path, budget, folder, epochs_per_segment)
@@ -204,7 +219,44 @@ def _row(
         f"{ratio:>5.2f}x  ({state['status']}, {segments} segments)",
         flush=True,
     )
+    if breakdown:
+        print(_breakdown(state), flush=True)
     return name, ratio
+
+
+def _breakdown(state: dict[str, Any]) -> str:
+    """Where the run's time went, from the record's ``timings`` (seconds)."""
+    t = {key: float(value) for key, value in state.get("timings", {}).items()}
+    segments = max(int(state.get("segments", 0)), 1)
+    elapsed = float(state["elapsed_s"])
+    get = t.get
+    lines = [
+        f"    run {elapsed:.2f} s: in stages {get('run_s', 0):.2f}, between stages "
+        f"{elapsed - get('run_s', 0):.2f} (re-calibration, re-planning, record)",
+        f"    segments (summed; side by side they overlap): {get('segments_s', 0):.2f} s, "
+        f"{1000 * get('segments_s', 0) / segments:.1f} ms each",
+    ]
+    parts = [
+        ("train_s", "training rounds"),
+        ("load_s", "loading"),
+        ("end_s", "eval+checkpoint"),
+        ("invoke_s", "invocation"),
+        ("cold_start_s", "cold starts"),
+        ("notice_s", "dispatch+notice"),
+    ]
+    lines.append(
+        "      "
+        + ", ".join(f"{label} {1000 * get(key, 0) / segments:.1f}" for key, label in parts)
+        + " ms/segment"
+    )
+    launch, commit, record = (
+        1000 * get(k, 0) / segments for k in ("launch_s", "commit_s", "record_s")
+    )
+    lines.append(
+        f"    coordinator: launch {launch:.1f}, commit {commit:.1f} (record {record:.1f})"
+        " ms/segment"
+    )
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

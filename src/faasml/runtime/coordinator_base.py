@@ -66,6 +66,24 @@ class Segment:
     """Whole epochs the segment trains (more than one for epochs short against its fixed time)."""
 
 
+TIMINGS = {
+    "segments_s": "wall time of finished segments, launch to result handled (they overlap "
+    "where trials run side by side)",
+    "load_s": "workers' loading: data partition, model, checkpoint (the slowest worker's)",
+    "train_s": "workers' training rounds: computation and synchronisation (the slowest's)",
+    "end_s": "workers' time besides loading and rounds: evaluation, checkpoint, heartbeat",
+    "invoke_s": "invocations' time outside the worker function: transport, unpickling",
+    "cold_start_s": "cold starts (the longest of each segment's functions)",
+    "notice_s": "segment wall time outside its invocations: dispatch, result handed back, "
+    "the coordinator noticing it",
+    "launch_s": "the coordinator starting segments (tasks, reservations, invoking)",
+    "commit_s": "the coordinator committing segments (history, record, clean-up)",
+    "record_s": "writing the run record after segments (part of commit_s)",
+    "run_s": "inside Coordinator.run (the stages), the rest of a run is between stages",
+}
+"""The parts of a run's time the coordinator adds up (``CoordinatorBase.timings``)."""
+
+
 class BudgetExhaustedError(FaasmlError):
     """Internal: the next segment does not fit the budget."""
 
@@ -124,6 +142,8 @@ class CoordinatorBase:
         """Wall seconds some segment was running (for the coordinator overhead figure)."""
         self.commit_s = 0.0
         """The coordinator's own seconds committing the last segment (record, clean-up)."""
+        self.timings: dict[str, float] = dict.fromkeys(TIMINGS, 0.0)
+        """Where the run's time went, summed over segments (``TIMINGS``)."""
 
     def now(self) -> float:
         return time.monotonic() - self.origin

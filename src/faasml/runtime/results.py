@@ -51,6 +51,7 @@ class ResultCommits(FailureHandling):
         began = time.monotonic()
         if self.on_segment is not None:
             self.on_segment(trial, segment)
+            self.timings["record_s"] += time.monotonic() - began
         # Only now: on_segment records the new checkpoint, and a run killed before that resumes
         # from the previous one.
         if previous is not None and previous != trial.checkpoint:
