@@ -29,7 +29,7 @@ from faasml.runtime.trial import TrialState
 from faasml.sync.stores import open_store
 from faasml.types import Constraint
 
-from .tiny_jobs import tiny_tune_job
+from .tiny_jobs import four_trial_tune_job, tiny_tune_job
 
 
 def _fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -169,3 +169,33 @@ def test_the_records_plain_values_are_asdicts_copies() -> None:
     charges = [Charge(1.5, "function", 0.25, 2, "1x128"), Charge(2.0, "storage", 0.5)]
     meter = Meter(load_catalog("local"), charges)
     assert meter.to_list() == [dataclasses.asdict(c) for c in charges]
+
+
+def test_a_replaced_checkpoint_is_deleted_only_once_the_record_names_its_successor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The record is written after the next segments start; whatever the order, a checkpoint
+    the record on disk names is never deleted (a run killed at any moment resumes)."""
+    from faasml.sync.stores.embedded import EmbeddedStore
+
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(yaml.safe_dump(four_trial_tune_job("deferred-record", 1)))
+    run = TuneRun(load_job(job_file), Constraint(budget_usd=0.05), tmp_path / "run", measure=False)
+    run.plan()
+    deleted: list[str] = []
+    real = EmbeddedStore._delete_prefix
+
+    def delete_prefix(self: EmbeddedStore, prefix: str) -> int:
+        if "/ckpt/" in prefix:
+            on_disk = json.loads(run.dir.record_path.read_text())
+            assert prefix not in {t["checkpoint"] for t in on_disk["trials"]}
+            deleted.append(prefix)
+        return real(self, prefix)
+
+    monkeypatch.setattr(EmbeddedStore, "_delete_prefix", delete_prefix)
+    state = run.execute()
+    assert state["status"] == "finished"
+    assert deleted  # the two trials kept after stage 1 replaced their checkpoints
+    objects = open_store(f"embedded://{run.dir.path / 'objects'}")
+    for trial in state["trials"]:
+        assert objects.get(trial["checkpoint"]) is not None

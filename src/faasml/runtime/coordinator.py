@@ -77,6 +77,7 @@ class Coordinator(SegmentLaunching, ResultCommits):
                 if segment is not None:
                     running.append(segment)
                     launched = True
+            self._record()  # the segments committed last: after the next ones started
             if not running:
                 if (
                     not launched
@@ -118,6 +119,7 @@ class Coordinator(SegmentLaunching, ResultCommits):
             return True
         finally:
             self.options = options
+            self._record()
             self._collect_standalone()
 
     def _count_demand(self, running: list[Segment], seconds: float) -> None:
@@ -168,6 +170,7 @@ class Coordinator(SegmentLaunching, ResultCommits):
     def close(self) -> None:
         """Stop the parameter server and bill the time-priced services used (per second,
         from first use: a node the run needed is paid while the run holds it)."""
+        self._record()
         self._collect_standalone()
         self._bill_servers()
         self._stop_server()

@@ -141,7 +141,11 @@ class CoordinatorBase:
         self.busy_s = 0.0
         """Wall seconds some segment was running (for the coordinator overhead figure)."""
         self.commit_s = 0.0
-        """The coordinator's own seconds committing the last segment (record, clean-up)."""
+        """The coordinator's own seconds writing the record after the last segments and
+        deleting the checkpoints they replaced."""
+        self._unrecorded: list[tuple[TrialState, Segment, str | None]] = []
+        """Segments committed to their trials that the run record does not name yet: (trial,
+        segment, the checkpoint it replaced, deleted once the record is written)."""
         self.timings: dict[str, float] = dict.fromkeys(TIMINGS, 0.0)
         """Where the run's time went, summed over segments (``TIMINGS``)."""
 
