@@ -140,8 +140,9 @@ def test_one_heartbeat_thread_beats_for_every_segment_and_stops_on_its_key(
 
 def test_a_function_imports_its_worker_without_the_planners() -> None:
     code = (
+        "MODULES = ('scipy', 'faasml.planners'); "
         "import sys, faasml.runtime.worker, faasml.runtime.platforms._host; "
-        "print(sorted(m for m in ('scipy', 'faasml.planners') if m in sys.modules))"
+        "print(sorted(m for m in MODULES if m in sys.modules))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
