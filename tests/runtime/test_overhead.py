@@ -71,14 +71,14 @@ def test_a_run_fsyncs_its_record_at_most_once_a_period_after_segments(
     run.plan()  # a durable save
     calls = _fsyncs(monkeypatch)
     monkeypatch.setattr(run_base, "DURABLE_EVERY_S", 1e9)
-    run.save(lazy=True)
+    run.save_segment()
     assert calls == []
     assert json.loads(run.dir.record_path.read_text())["status"] == "planned"
     monkeypatch.setattr(run_base, "DURABLE_EVERY_S", 0.0)
-    run.save(lazy=True)  # the last fsync is old enough
+    run.save_segment()  # the last fsync is old enough
     assert len(calls) == 1
     monkeypatch.setattr(run_base, "DURABLE_EVERY_S", 1e9)
-    run.save()  # not lazy: always durable
+    run.save()  # not after a segment: always durable
     assert len(calls) == 2
 
 

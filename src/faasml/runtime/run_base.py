@@ -185,6 +185,7 @@ class BaseRun:
         self._started = time.monotonic()
         self._synced = 0.0
         """When the record was last made durable (monotonic)."""
+        self._lazy = False
         self._recipes: dict[int, ModelRecipe] = {}
         self.trials: list[TrialState] = [TrialState.from_dict(t) for t in self.state["trials"]]
 
@@ -213,10 +214,8 @@ class BaseRun:
         k = int(self.workload.iterations_per_epoch(allocation.n))
         return float(table.time_s[0]) / max(k, 1)
 
-    def save(self, *, lazy: bool = False) -> None:
-        """Write the record (atomically); ``lazy``: without the fsync unless the last one is
-        ``DURABLE_EVERY_S`` old (after a segment: an fsync costs tens of milliseconds on a busy
-        disk, against segments of as many)."""
+    def save(self) -> None:
+        """Write the record (atomically; durably, but for ``save_segment``'s)."""
         if self._counted is not None:  # counts so far, so a killed run's record keeps them
             coordinator, base = self._counted
             for key, value in (
@@ -232,7 +231,7 @@ class BaseRun:
         self.state["trials"] = [t.to_dict() for t in self.trials]
         self.state["charges"] = self.meter.to_list()
         now = time.monotonic()
-        durable = not lazy or now - self._synced >= DURABLE_EVERY_S
+        durable = not self._lazy or now - self._synced >= DURABLE_EVERY_S
         self.dir.write_record(self.state, durable=durable)
         if durable:
             self._synced = now
@@ -368,8 +367,18 @@ class BaseRun:
         self.state["enforcement"] = dataclasses.asdict(platform.enforcement)
         return platform, coordinator
 
+    def save_segment(self) -> None:
+        """The record after a segment: written whole, but fsynced only where the last fsync
+        is ``DURABLE_EVERY_S`` old (an fsync costs tens of milliseconds on a busy disk, against
+        segments of as many)."""
+        self._lazy = True
+        try:
+            self.save()
+        finally:
+            self._lazy = False
+
     def _on_segment(self, trial: TrialState, segment: object) -> None:
-        self.save(lazy=True)
+        self.save_segment()
         if self.progress is not None:
             self.progress(self.snapshot())
 

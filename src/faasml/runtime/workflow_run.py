@@ -336,14 +336,14 @@ class WorkflowRun(TrainRun):
             search.record(Allocation(**probe["allocation"]), _measurement_of(probe))
         return search
 
-    def save(self, *, lazy: bool = False) -> None:
+    def save(self) -> None:
         """The record, with the run's clock up to now while the phases run: a killed run
         resumes on it (online chunks land on it; events stay in order)."""
         if self._driving:
             now = time.monotonic()
             self.state["elapsed_s"] = float(self.state["elapsed_s"]) + (now - self._started)
             self._started = now
-        super().save(lazy=lazy)
+        super().save()
 
     def _drive(self, coordinator: Coordinator) -> None:
         self._driving = True
