@@ -2,8 +2,8 @@
 
     .venv/bin/python benchmarks/bench_overhead.py [--jobs tune-cnn tune-logreg]
 
-For each job (examples/tune-cnn.yaml and examples/tune-logreg.yaml, seconds long; the MLP and
-the transformer of benchmarks/jobs, whose epochs last seconds):
+For each job (examples/tune-cnn.yaml, tune-digits.yaml and tune-logreg.yaml, seconds long; the
+MLP, the BatchNorm CNN and the transformer of benchmarks/jobs, whose epochs last seconds):
 
 1. runs it with faasml for real (``TuneRun`` on the local platform, under the budget given
    below, with a fresh profile cache) and takes the run's wall time from its first stage to its
@@ -24,13 +24,19 @@ the transformer of benchmarks/jobs, whose epochs last seconds):
 ``--epochs-per-stage K`` runs each job with K epochs per tuning stage (the examples have one:
 every segment then ends at a rung); ``--compare-segments`` runs each job twice, with the
 segments the coordinator chooses (``auto``: several short epochs to an invocation) and with one
-epoch per segment (``1-ep``), side by side in one sitting.
+epoch per segment (``1-ep``), side by side in one sitting. ``--breakdown`` prints, under each
+job's line, where faasml's time went (the record's ``timings``, ``coordinator_base.TIMINGS``):
+the workers' loading, training rounds and the rest of the function (evaluation, checkpoint),
+invocation and dispatch outside the function, cold starts, the coordinator's launching and
+commits (the record's rewrite among them), and the time between stages (re-calibration,
+re-planning). Profiling is never in the ratio: it runs before the run's clock starts.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -41,11 +47,16 @@ ROOT = Path(__file__).resolve().parent.parent
 # job file, budget (USD): generous, so the planner minimises the run's time.
 JOBS: list[tuple[str, float]] = [
     ("examples/tune-cnn.yaml", 0.05),
+    ("examples/tune-digits.yaml", 0.05),
     ("examples/tune-logreg.yaml", 0.05),
     # Jobs whose epochs last seconds, as a user's do (benchmarks/jobs).
     ("benchmarks/jobs/tune-mlp.yaml", 0.05),
+    ("benchmarks/jobs/tune-bn-cnn.yaml", 0.05),
     ("benchmarks/jobs/tune-transformer.yaml", 0.05),
 ]
+JOBS_DIR = ROOT / "benchmarks" / "jobs"
+"""Where the benchmark jobs' own model code is (``bench_bn_cnn``): on the path of this process
+(the plain loop) and of the functions (``PYTHONPATH``)."""
 TARGET = 1.2
 
 
@@ -71,7 +82,6 @@ def faasml_run(
 def plain_loop(path: Path, trials: list[dict[str, Any]], one_thread: bool) -> tuple[float, int]:
     """The trials' epochs as a plain loop in this process; (wall seconds, epochs trained)."""
     import contextlib
-    import sys
 
     if not one_thread:
         return _plain_loop(path, trials)
@@ -130,7 +140,19 @@ def main() -> None:
         action="store_true",
         help="each job twice: segments as the coordinator chooses, and one epoch per segment",
     )
+    parser.add_argument(
+        "--breakdown", action="store_true", help="where faasml's time went, under each job's line"
+    )
+    parser.add_argument(
+        "--one-thread-only",
+        action="store_true",
+        help="run only the one-thread plain loop (on a loaded machine the other took 15x longer)",
+    )
     args = parser.parse_args()
+    sys.path.insert(0, str(JOBS_DIR))
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(JOBS_DIR), os.environ.get("PYTHONPATH", "")) if p
+    )
     work = Path(tempfile.mkdtemp(prefix="faasml-bench-overhead-"))
     kinds: list[tuple[str, int | None]] = [("auto", None)]
     if args.compare_segments:
@@ -155,7 +177,17 @@ def main() -> None:
         job_path = _with_epochs(ROOT / path, args.epochs_per_stage, work)
         for kind, epochs_per_segment in kinds:
             label = name if len(kinds) == 1 else f"{name} {kind}"
-            ratios.append(_row(label, job_path, budget, work / label, epochs_per_segment))
+            ratios.append(
+                _row(
+                    label,
+                    job_path,
+                    budget,
+                    work / label,
+                    epochs_per_segment,
+                    args.breakdown,
+                    args.one_thread_only,
+                )
+            )
     missed = [f"{n} {r:.2f}x" for n, r in ratios if r > TARGET]
     print(
         f"\ntarget: faasml <= {TARGET}x the plain loop; "
@@ -179,13 +211,19 @@ def _with_epochs(path: Path, epochs: int | None, work: Path) -> Path:
 
 
 def _row(
-    name: str, path: Path, budget: float, folder: Path, epochs_per_segment: int | None
+    name: str,
+    path: Path,
+    budget: float,
+    folder: Path,
+    epochs_per_segment: int | None,
+    breakdown: bool = False,
+    one_thread_only: bool = False,
 ) -> tuple[str, float]:
     """Run one job with faasml and as plain loops; print its line; (name, ratio)."""
     state = faasml_run(path, budget, folder, epochs_per_segment)
     trials = [t for t in state["trials"] if t["history"]]
-    plain_s, epochs = plain_loop(path, trials, one_thread=False)
-    single_s, _ = plain_loop(path, trials, one_thread=True)
+    single_s, epochs = plain_loop(path, trials, one_thread=True)
+    plain_s = float("nan") if one_thread_only else plain_loop(path, trials, one_thread=False)[0]
     run_s = float(state["elapsed_s"])
     compute_s = sum(h["compute_s"] for t in trials for h in t["history"])
     allocations = sorted(
@@ -195,7 +233,7 @@ def _row(
             if "measured_time_s" in s
         }
     )
-    ratio = run_s / min(plain_s, single_s)
+    ratio = run_s / (single_s if one_thread_only else min(plain_s, single_s))
     segments = int(state.get("segments", 0))
     print(
         f"{name:<16} {budget:>7g} {len(trials):>6} {epochs:>6} {','.join(allocations):<24} "
@@ -204,7 +242,44 @@ def _row(
         f"{ratio:>5.2f}x  ({state['status']}, {segments} segments)",
         flush=True,
     )
+    if breakdown:
+        print(_breakdown(state), flush=True)
     return name, ratio
+
+
+def _breakdown(state: dict[str, Any]) -> str:
+    """Where the run's time went, from the record's ``timings`` (seconds)."""
+    t = {key: float(value) for key, value in state.get("timings", {}).items()}
+    segments = max(int(state.get("segments", 0)), 1)
+    elapsed = float(state["elapsed_s"])
+    get = t.get
+    lines = [
+        f"    run {elapsed:.2f} s: in stages {get('run_s', 0):.2f}, between stages "
+        f"{elapsed - get('run_s', 0):.2f} (re-calibration, re-planning, record)",
+        f"    segments (summed; side by side they overlap): {get('segments_s', 0):.2f} s, "
+        f"{1000 * get('segments_s', 0) / segments:.1f} ms each",
+    ]
+    parts = [
+        ("train_s", "training rounds"),
+        ("load_s", "loading"),
+        ("end_s", "eval+checkpoint"),
+        ("invoke_s", "invocation"),
+        ("cold_start_s", "cold starts"),
+        ("notice_s", "dispatch+notice"),
+    ]
+    lines.append(
+        "      "
+        + ", ".join(f"{label} {1000 * get(key, 0) / segments:.1f}" for key, label in parts)
+        + " ms/segment"
+    )
+    launch, commit, record = (
+        1000 * get(k, 0) / segments for k in ("launch_s", "commit_s", "record_s")
+    )
+    lines.append(
+        f"    coordinator: launch {launch:.1f}, commit {commit:.1f} (record {record:.1f})"
+        " ms/segment"
+    )
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

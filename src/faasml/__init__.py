@@ -1,17 +1,23 @@
-"""faasml: ML training and tuning on serverless compute within a budget or a deadline."""
+"""faasml: ML training and tuning on serverless compute within a budget or a deadline.
+
+Every name below is imported on first use (PEP 562): a function instance imports this package
+before its worker module, and the planners behind ``plan_training`` and ``pareto_front`` pull in
+scipy, over a second of every cold start on a busy machine that no function uses.
+"""
 
 from __future__ import annotations
 
-from faasml.catalog import Catalog, load_catalog
-from faasml.exceptions import (
-    ConfigError,
-    FaasmlError,
-    InfeasibleConstraintError,
-)
-from faasml.models import allocation_space
-from faasml.planners import pareto_front, plan_training
-from faasml.types import Allocation, Breakdown, Constraint, Objective, TrainPlan
-from faasml.workload import Workload, load_workload
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from faasml.api import Result, ResultGrid, TorchTrainable, TuneConfig, Tuner, report
+    from faasml.catalog import Catalog, load_catalog
+    from faasml.exceptions import ConfigError, FaasmlError, InfeasibleConstraintError
+    from faasml.models import allocation_space
+    from faasml.planners import pareto_front, plan_training
+    from faasml.types import Allocation, Breakdown, Constraint, Objective, TrainPlan
+    from faasml.workload import Workload, load_workload
 
 __version__ = "0.1.0"
 
@@ -40,13 +46,27 @@ __all__ = [
     "report",
 ]
 
-_API = {"Tuner", "TuneConfig", "TorchTrainable", "Result", "ResultGrid", "report"}
+_MODULES = {
+    "faasml.api": ("Tuner", "TuneConfig", "TorchTrainable", "Result", "ResultGrid", "report"),
+    "faasml.catalog": ("Catalog", "load_catalog"),
+    "faasml.exceptions": ("ConfigError", "FaasmlError", "InfeasibleConstraintError"),
+    "faasml.models": ("allocation_space",),
+    "faasml.planners": ("pareto_front", "plan_training"),
+    "faasml.types": ("Allocation", "Breakdown", "Constraint", "Objective", "TrainPlan"),
+    "faasml.workload": ("Workload", "load_workload"),
+}
+_WHERE = {name: module for module, names in _MODULES.items() for name in names}
 
 
 def __getattr__(name: str) -> object:
-    """The Python API (``faasml.Tuner``, ``faasml.report``...), imported on first use."""
-    if name in _API:
-        from faasml import api
+    """The public names, imported from their modules on first use."""
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'faasml' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
-        return getattr(api, name)
-    raise AttributeError(f"module 'faasml' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

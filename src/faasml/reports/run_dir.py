@@ -70,10 +70,13 @@ class RunDir:
                 "empty folder (or pass --force to write into it)"
             )
 
-    def write_record(self, state: dict[str, Any]) -> None:
-        """Write ``record.json`` atomically (temporary file, fsync, rename)."""
+    def write_record(self, state: dict[str, Any], *, durable: bool = True) -> None:
+        """Write ``record.json`` atomically (temporary file, fsync, rename). ``durable=False``
+        (the rewrites after segments): without the fsync (see ``write_atomic``), and compact
+        (json's C encoder: the indented form is encoded in Python, milliseconds a segment)."""
         self.path.mkdir(parents=True, exist_ok=True)
-        write_atomic(self.record_path, json.dumps(state, indent=1, default=_plain))
+        text = json.dumps(state, indent=1 if durable else None, default=_plain)
+        write_atomic(self.record_path, text, durable=durable)
 
     def read_record(self) -> dict[str, Any]:
         """The record of the run, checked to hold what a resumed run reads; a missing,

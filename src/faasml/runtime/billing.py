@@ -10,7 +10,7 @@ per second it runs. Entries keep their time, so the run report can plot spend ov
 from __future__ import annotations
 
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from faasml.catalog import Catalog, StorageService
@@ -118,7 +118,7 @@ class Meter:
 
     def to_list(self) -> list[dict[str, Any]]:
         with self._lock:
-            return [asdict(charge) for charge in self.charges]
+            return [dict(vars(charge)) for charge in self.charges]  # flat: asdict's copy
 
     @staticmethod
     def from_list(catalog: Catalog, items: list[dict[str, Any]]) -> Meter:

@@ -42,6 +42,13 @@ class Coordinator(SegmentLaunching, ResultCommits):
         """Train every trial in ``trials`` on ``allocation`` until it has ``until_epoch``
         epochs done, running as many at once as the platform's capacity allows. Trials the
         budget cannot pay for are marked 'stopped' and ``stop_reason`` says why."""
+        entered = time.monotonic()
+        try:
+            self._run(trials, allocation, until_epoch)
+        finally:
+            self.timings["run_s"] += time.monotonic() - entered
+
+    def _run(self, trials: list[TrialState], allocation: Allocation, until_epoch: int) -> None:
         self.prepare_partitions(allocation.n)
         running: list[Segment] = []
         waiting = [t for t in trials if t.status in ("pending", "running", "done")]
@@ -59,14 +66,18 @@ class Coordinator(SegmentLaunching, ResultCommits):
                 sized = self.sized(trial, allocation)
                 if self.stop_reason is not None or not self._fits(running, sized):
                     continue
+                began = time.monotonic()
                 try:
                     segment = self._launch(trial, allocation, running, until_epoch)
                 except BudgetExhaustedError as stop:
                     self.stop_reason = str(stop)
                     continue
+                finally:
+                    self.timings["launch_s"] += time.monotonic() - began
                 if segment is not None:
                     running.append(segment)
                     launched = True
+            self._record()  # the segments committed last: after the next ones started
             if not running:
                 if (
                     not launched
@@ -108,6 +119,7 @@ class Coordinator(SegmentLaunching, ResultCommits):
             return True
         finally:
             self.options = options
+            self._record()
             self._collect_standalone()
 
     def _count_demand(self, running: list[Segment], seconds: float) -> None:
@@ -129,13 +141,36 @@ class Coordinator(SegmentLaunching, ResultCommits):
         reports: list[SegmentReport] = [i.result() for i in segment.invocations]
         for invocation in segment.invocations:
             self._bill(invocation, trial)
+        self._account(segment, reports)
         self._bill_requests(segment, reports)
+        began = time.monotonic()
         self._commit(segment, reports)
+        self.timings["commit_s"] += time.monotonic() - began
         return True
+
+    def _account(self, segment: Segment, reports: list[SegmentReport]) -> None:
+        """Add a finished segment's parts to ``timings`` (``coordinator_base.TIMINGS``)."""
+        wall = time.monotonic() - segment.started
+        bills = [i.billed for i in segment.invocations if i.billed is not None]
+        billed = max((b.duration_s for b in bills), default=0.0)
+        cold = max((b.init_s for b in bills if b.cold), default=0.0)
+        in_bill = cold if self.catalog.platform.bills_cold_start else 0.0
+        parts = {
+            "segments_s": wall,
+            "load_s": max(r.load_s for r in reports),
+            "train_s": max(r.compute_s + r.sync_s for r in reports),
+            "end_s": max(r.elapsed_s - r.load_s - r.compute_s - r.sync_s for r in reports),
+            "invoke_s": max(billed - in_bill - max(r.elapsed_s for r in reports), 0.0),
+            "cold_start_s": cold,
+            "notice_s": max(wall - billed - (cold - in_bill), 0.0),
+        }
+        for key, value in parts.items():
+            self.timings[key] += value
 
     def close(self) -> None:
         """Stop the parameter server and bill the time-priced services used (per second,
         from first use: a node the run needed is paid while the run holds it)."""
+        self._record()
         self._collect_standalone()
         self._bill_servers()
         self._stop_server()

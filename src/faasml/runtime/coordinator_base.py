@@ -66,6 +66,24 @@ class Segment:
     """Whole epochs the segment trains (more than one for epochs short against its fixed time)."""
 
 
+TIMINGS = {
+    "segments_s": "wall time of finished segments, launch to result handled (they overlap "
+    "where trials run side by side)",
+    "load_s": "workers' loading: data partition, model, checkpoint (the slowest worker's)",
+    "train_s": "workers' training rounds: computation and synchronisation (the slowest's)",
+    "end_s": "workers' time besides loading and rounds: evaluation, checkpoint, heartbeat",
+    "invoke_s": "invocations' time outside the worker function: transport, unpickling",
+    "cold_start_s": "cold starts (the longest of each segment's functions)",
+    "notice_s": "segment wall time outside its invocations: dispatch, result handed back, "
+    "the coordinator noticing it",
+    "launch_s": "the coordinator starting segments (tasks, reservations, invoking)",
+    "commit_s": "the coordinator committing segments (history, record, clean-up)",
+    "record_s": "writing the run record after segments (part of commit_s)",
+    "run_s": "inside Coordinator.run (the stages), the rest of a run is between stages",
+}
+"""The parts of a run's time the coordinator adds up (``CoordinatorBase.timings``)."""
+
+
 class BudgetExhaustedError(FaasmlError):
     """Internal: the next segment does not fit the budget."""
 
@@ -123,11 +141,18 @@ class CoordinatorBase:
         self.busy_s = 0.0
         """Wall seconds some segment was running (for the coordinator overhead figure)."""
         self.commit_s = 0.0
-        """The coordinator's own seconds committing the last segment (record, clean-up)."""
+        """The coordinator's own seconds writing the record after the last segments and
+        deleting the checkpoints they replaced."""
+        self._unrecorded: list[tuple[TrialState, Segment, str | None]] = []
+        """Segments committed to their trials that the run record does not name yet: (trial,
+        segment, the checkpoint it replaced, deleted once the record is written)."""
+        self.timings: dict[str, float] = dict.fromkeys(TIMINGS, 0.0)
+        """Where the run's time went, summed over segments (``TIMINGS``)."""
         self.commits_s: list[float] = []
         self.launches_s: list[float] = []
-        """The coordinator's own seconds committing each finished segment and launching each
-        new one (``estimates.coordinator_seconds`` prices them per invocation round)."""
+        """The coordinator's own seconds committing each finished segment (the record's write
+        comes after the next launch, not in it) and launching each new one
+        (``estimates.coordinator_seconds`` prices them per invocation round)."""
 
     def now(self) -> float:
         return time.monotonic() - self.origin

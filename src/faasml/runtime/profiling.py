@@ -32,7 +32,6 @@ from faasml.models.sync import item_mb, transfers
 from faasml.runtime.billing import Meter
 from faasml.runtime.coordinator import WORKER_FN, Coordinator
 from faasml.runtime.platform import open_platform
-from faasml.runtime.session import job_workload, stores_catalog
 from faasml.runtime.worker import ModelRecipe, SegmentReport, WorkerTask, rounds_per_epoch
 from faasml.sync.stores import open_store
 
@@ -112,6 +111,8 @@ def profile_job(
 ) -> ProfileResult:
     """Measure u(m), every store of the job and the platform by running ``rounds`` rounds of
     the job."""
+    from faasml.runtime.session import stores_catalog  # not in the probe's function: scipy
+
     catalog = stores_catalog(catalog or load_catalog(job.catalog), job.sync_stores())
     train, test = job.dataset.load()
     recipe = ModelRecipe(
@@ -278,6 +279,8 @@ def write_profile(
 ) -> tuple[Path, Path]:
     """Write ``workload.yaml`` (u(m) as a table) and ``catalog.yaml`` (the job's catalog with
     the measured store latency and bandwidth and cold / warm starts); returns their paths."""
+    from faasml.runtime.session import job_workload  # not in the probe's function: scipy
+
     folder = Path(out_dir)
     folder.mkdir(parents=True, exist_ok=True)
     train, _ = job.dataset.load()

@@ -48,15 +48,27 @@ class ResultCommits(FailureHandling):
         lost = self._cleanup(segment)
         if lost is not None:  # the segment is done, but the next one cannot be
             self._store_lost(segment, lost)
+        self._unrecorded.append((trial, segment, previous))
+        self.commits_s.append(time.monotonic() - (segment.started + elapsed))
+
+    def _record(self) -> None:
+        """Write the run record (``on_segment``) for the segments committed since the last
+        one, then delete the checkpoints they replaced: only now, so that a run killed before
+        the record names the new checkpoints resumes from the old ones. The run loop calls it
+        after launching the next segments: functions do not wait for the record's write."""
+        if not self._unrecorded:
+            return
+        pending, self._unrecorded = self._unrecorded, []
         began = time.monotonic()
         if self.on_segment is not None:
+            trial, segment, _ = pending[-1]
             self.on_segment(trial, segment)
-        # Only now: on_segment records the new checkpoint, and a run killed before that resumes
-        # from the previous one.
-        if previous is not None and previous != trial.checkpoint:
-            self.objects.delete(previous)
+            self.timings["record_s"] += time.monotonic() - began
+        for trial, _, previous in pending:
+            if previous is not None and previous != trial.checkpoint:
+                self.objects.delete(previous)
         self.commit_s = time.monotonic() - began
-        self.commits_s.append(time.monotonic() - (segment.started + elapsed))
+        self.timings["commit_s"] += self.commit_s
 
     def _commit_epochs(
         self, segment: Segment, reports: list[SegmentReport], elapsed: float

@@ -43,6 +43,11 @@ DEFAULT_PROFILE = "lr-higgs"
 
 Progress = Callable[[dict[str, Any]], None]
 
+DURABLE_EVERY_S = 1.0
+"""The record is rewritten after every segment, and made durable (fsync) at most this often
+then; always at a stage's end, on a stop and at the run's end. A killed coordinator loses none
+of it (the kernel holds what was written); a crash of the machine at most this much."""
+
 
 def job_workload(
     job: JobSpec, train: Dataset, model: Model, batch_size: int | None = None
@@ -176,7 +181,12 @@ class BaseRun:
         self.platform_options = platform_options_for(job, self.model, platform_options or {})
         self._platform: Platform | None = None
         self._counted: tuple[Coordinator, dict[str, int]] | None = None
+        self._timings_base: dict[str, float] = {}
+        """``timings`` of the record before this process continued it (a resumed run)."""
         self._started = time.monotonic()
+        self._synced = 0.0
+        """When the record was last made durable (monotonic)."""
+        self._lazy = False
         self._recipes: dict[int, ModelRecipe] = {}
         self.trials: list[TrialState] = [TrialState.from_dict(t) for t in self.state["trials"]]
 
@@ -206,6 +216,7 @@ class BaseRun:
         return float(table.time_s[0]) / max(k, 1)
 
     def save(self) -> None:
+        """Write the record (atomically; durably, but for ``save_segment``'s)."""
         if self._counted is not None:  # counts so far, so a killed run's record keeps them
             coordinator, base = self._counted
             for key, value in (
@@ -214,9 +225,17 @@ class BaseRun:
                 ("cold_starts", coordinator.platform.cold_starts),
             ):
                 self.state[key] = base[key] + value
+            previous = self._timings_base
+            self.state["timings"] = {
+                key: previous.get(key, 0.0) + value for key, value in coordinator.timings.items()
+            }
         self.state["trials"] = [t.to_dict() for t in self.trials]
         self.state["charges"] = self.meter.to_list()
-        self.dir.write_record(self.state)
+        now = time.monotonic()
+        durable = not self._lazy or now - self._synced >= DURABLE_EVERY_S
+        self.dir.write_record(self.state, durable=durable)
+        if durable:
+            self._synced = now
 
     def event(self, text: str) -> None:
         self.state["events"].append({"t_s": round(self._elapsed(), 3), "text": text})
@@ -348,12 +367,28 @@ class BaseRun:
         coordinator.estimator.platform = self.plan_catalog.platform
         keys = ("restarts", "segments", "cold_starts")
         self._counted = (coordinator, {key: int(self.state.get(key, 0)) for key in keys})
+        recorded = self.state.get("timings")
+        self._timings_base = {
+            key: float(value)
+            for key, value in (recorded.items() if isinstance(recorded, dict) else ())
+            if isinstance(value, int | float)
+        }
         coordinator.set_data(self.train, self.test)
         self.state["enforcement"] = dataclasses.asdict(platform.enforcement)
         return platform, coordinator
 
+    def save_segment(self) -> None:
+        """The record after a segment: written whole, but fsynced only where the last fsync
+        is ``DURABLE_EVERY_S`` old (an fsync costs tens of milliseconds on a busy disk, against
+        segments of as many)."""
+        self._lazy = True
+        try:
+            self.save()
+        finally:
+            self._lazy = False
+
     def _on_segment(self, trial: TrialState, segment: object) -> None:
-        self.save()
+        self.save_segment()
         if self.progress is not None:
             self.progress(self.snapshot())
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from faasml.runtime.worker import Fault
@@ -31,7 +31,14 @@ class TrialState:
     record so that a resumed run does not start it again where it cannot fit."""
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """A copy as plain values (the record's form): what ``asdict`` makes, without its
+        deep copy of every epoch's record (they are not changed once in the history)."""
+        data = dict(vars(self))
+        data["config"] = dict(self.config)
+        data["history"] = [dict(h) for h in self.history]
+        data["failures"] = list(self.failures)
+        data["partial"] = dict(self.partial)
+        return data
 
     @staticmethod
     def from_dict(data: dict[str, Any]) -> TrialState:

@@ -182,26 +182,54 @@ def rounds_per_epoch(samples: int, n: int, batch_size: int) -> int:
 
 class Heartbeat:
     """Writes ``time round pid`` under a key every HEARTBEAT_S from a thread, so the
-    coordinator can tell a slow worker (still beating) from a silent one."""
+    coordinator can tell a slow worker (still beating) from a silent one.
 
-    def __init__(self, store: Store, key: str) -> None:
-        self.store, self.key = store, key
+    One thread per instance beats for the segment in progress (``start``/``stop`` name and
+    clear its key) and sleeps between segments, as a warm function keeps its globals: a thread
+    started and joined per segment cost milliseconds of scheduling on a busy machine against
+    segments of tens. After ``stop`` returns, nothing more is written under the old key."""
+
+    def __init__(self) -> None:
         self.round_id = 0
-        self._stop = threading.Event()
-        self._beat()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+        self._lock = threading.Lock()
+        self._store: Store | None = None
+        self._key = ""
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self, store: Store, key: str) -> None:
+        """Beat under ``key`` now and every HEARTBEAT_S until ``stop``."""
+        with self._lock:
+            self._store, self._key, self.round_id = store, key, 0
+            self._beat()
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._run, name="faasml-heartbeat", daemon=True)
+            self._thread.start()
+        self._wake.set()
 
     def _beat(self) -> None:
-        self.store.put(self.key, f"{time.time():.3f} {self.round_id} {os.getpid()}".encode())
+        if self._store is not None:
+            value = f"{time.time():.3f} {self.round_id} {os.getpid()}".encode()
+            self._store.put(self._key, value)
 
     def _run(self) -> None:
-        while not self._stop.wait(HEARTBEAT_S):
-            self._beat()
+        while True:
+            self._wake.wait()
+            time.sleep(HEARTBEAT_S)
+            with self._lock:
+                if self._store is None:
+                    self._wake.clear()  # idle until the next segment starts
+                    continue
+                self._beat()
 
     def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
+        """No more beats under the segment's key (a beat being written finishes first)."""
+        with self._lock:
+            self._store = None
+
+
+_HEARTBEAT = Heartbeat()
+"""The instance's heartbeat (its thread lives while the instance is warm)."""
 
 
 def _inject(fault: Fault | None, worker_id: int, round_id: int) -> bool:
@@ -272,7 +300,8 @@ def run_segment(task: WorkerTask) -> SegmentReport:
     per_epoch: list[dict[str, Any]] = []
     val: dict[str, float] = {}
     context.open_context()
-    heartbeat = Heartbeat(objects, f"{task.namespace}/hb/w{task.worker_id}")
+    heartbeat = _HEARTBEAT
+    heartbeat.start(objects, f"{task.namespace}/hb/w{task.worker_id}")
     try:
         for epoch in range(task.epoch, task.epoch + epochs):
             began, first = time.monotonic(), (compute_s, sync_s, loss_sum, samples)
