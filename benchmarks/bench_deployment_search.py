@@ -20,7 +20,9 @@ the last posterior with at most 3 probes.
 "feas." counts only the instances where some deployment of the true job keeps the constraint.
 
 4. where GP + EI (warm) misses: each miss in one class (``sim.search_misses``), listed one
-by one with ``--explain``.
+by one with ``--explain``, and the most a search could reach at this dollar budget
+(``sim.search_misses.ceiling``: within where this one was, or wherever a good deployment's
+probe fits the budget), per phase.
 
 Run: .venv/bin/python benchmarks/bench_deployment_search.py [--seeds 5] [--probes 10]
 [--first-seed 0] [--only-warm] [--explain]
@@ -50,7 +52,7 @@ from faasml.search.deployment import (
     DeploymentSpace,
 )
 from faasml.sim.deployment import TrueLandscape, perturbed_workload
-from faasml.sim.search_misses import PICK, REASONS, why_missed
+from faasml.sim.search_misses import PICK, REASONS, ceiling, probe_fits, why_missed
 from faasml.types import Constraint, Objective
 from faasml.workload import Workload, builtin_workloads, load_workload
 
@@ -94,6 +96,8 @@ class Outcome:
     """Why it missed (``sim.search_misses.REASONS``), None for a hit."""
     where: str = ""
     """Which instance (profile, constraint, seed) and, for a miss, what the truth held."""
+    fits: bool = False
+    """Some good deployment's probe fits the search's dollar budget."""
 
 
 @dataclass
@@ -189,6 +193,7 @@ def run_search(
         share,
         why,
         where,
+        probe_fits(good, prices=searcher.costs, max_usd=searcher.budget.max_usd),
     )
 
 
@@ -394,6 +399,17 @@ def main() -> None:
         print(f"{reason:<44}" + "".join(f"{c:>9}" for c in counts))
     hits = [sum(o.why is None for o in outcomes) for outcomes in columns.values()]
     print(f"{'(within 5 %)':<44}" + "".join(f"{c:>9}" for c in hits))
+    fits = [sum(o.fits for o in outcomes) for outcomes in columns.values()]
+    label = "(a good deployment's probe fits the budget)"
+    print(f"{label:<44}" + "".join(f"{c:>9}" for c in fits))
+    tops = [ceiling([o.within for o in v], [o.fits for o in v]) for v in columns.values()]
+    reach = [round(top * len(v)) for top, v in zip(tops, columns.values(), strict=True)]
+    label = "(within, or a good deployment's probe fits)"
+    print(f"{label:<44}" + "".join(f"{c:>9}" for c in reach))
+    label = "the most any search could reach at this cost"
+    print(f"{label:<44}" + "".join(f"{top:>9.0%}" for top in tops))
+    print("(within where this search was, or wherever a good deployment's probe fits the")
+    print(" budget: sim.search_misses.ceiling)")
     if args.explain:
         print("\nMisses:")
         for outcomes in columns.values():
