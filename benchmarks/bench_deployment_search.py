@@ -369,24 +369,24 @@ def main() -> None:
     print("\n== 2. GP + EI (warm) per profile")
     print(f"{'profile':<18} {'within':>6} {'feas.':>6} {'strict':>6} ", end="")
     print(f"{'to 5%: med':>10} {'p90':>4} ", end="")
-    print(f"{'probes':>6} {'search cost':>11}")
+    print(f"{'probes':>6} {'search cost':>11} {'p90':>5}")
     for name, outcomes in per_profile.items():
-        within, feasible, strict, used, med, _ = summary(outcomes)
+        within, feasible, strict, used, med, p90 = summary(outcomes)
         print(
             f"{name:<18} {within:>6.0%} {feasible:>6.0%} {strict:>6.0%} "
             f"{firsts(outcomes, cap):>15} "
-            f"{used:>6.1f} {med:>11.1%}"
+            f"{used:>6.1f} {med:>11.1%} {p90:>5.1%}"
         )
     print("\n== 3. Re-trigger after a change (warm from the last posterior, at most 3 probes)")
     print(f"{'change':<18} {'within':>6} {'feas.':>6} {'strict':>6} ", end="")
     print(f"{'to 5%: med':>10} {'p90':>4} ", end="")
-    print(f"{'probes':>6} {'search cost':>11}")
+    print(f"{'probes':>6} {'search cost':>11} {'p90':>5}")
     for change, outcomes in retriggers.items():
-        within, feasible, strict, used, med, _ = summary(outcomes)
+        within, feasible, strict, used, med, p90 = summary(outcomes)
         print(
             f"{change:<18} {within:>6.0%} {feasible:>6.0%} {strict:>6.0%} "
             f"{firsts(outcomes, 3):>15} "
-            f"{used:>6.1f} {med:>11.1%}"
+            f"{used:>6.1f} {med:>11.1%} {p90:>5.1%}"
         )
     print("\n== 4. Where GP + EI (warm) misses: each miss in one class")
     columns = {"first": results["gp-ei (warm)"]}
