@@ -410,6 +410,12 @@ def main() -> None:
     print(f"{label:<44}" + "".join(f"{top:>9.0%}" for top in tops))
     print("(within where this search was, or wherever a good deployment's probe fits the")
     print(" budget: sim.search_misses.ceiling)")
+    blind = [(o.within, p[0]) for o, p in zip(columns["first"], planner, strict=True) if not o.fits]
+    print(
+        f"where no good deployment's probe fits ({len(blind)} first searches), within 5 %:\n"
+        f"  this search {sum(w for w, _ in blind)}, the model planner (no probe) "
+        f"{sum(m for _, m in blind)}"
+    )
     if args.explain:
         print("\nMisses:")
         for outcomes in columns.values():
