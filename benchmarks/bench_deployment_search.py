@@ -184,6 +184,7 @@ def run_search(
             f"{int(good.sum())} good, cheapest probe {cheapest:.2f}x budget; "
             f"{len(result.probes)} probes spent {spent:.2f}x"
         )
+        where += extrapolation(search, exact, index)
     return Outcome(
         math.isfinite(exact.best),
         exact.within(index, truth.noise),
@@ -195,6 +196,28 @@ def run_search(
         where,
         probe_fits(good, prices=searcher.costs, max_usd=searcher.budget.max_usd),
     )
+
+
+def extrapolation(search: DeploymentSearch, exact: Truth, index: int) -> str:
+    """The choice and the optimum (n × MB, probed or not) and, where the searcher has a
+    posterior, its time per epoch at each as a ratio to the truth's (1.00: exact)."""
+    kept = np.isfinite(exact.primary)
+    if exact.goal.limit is not None:
+        kept &= exact.secondary <= exact.goal.limit
+    if not kept.any():
+        return ""
+    best = int(np.flatnonzero(kept)[np.argmin(exact.primary[kept])])
+    tried = search.searcher.tried()
+    posterior = getattr(search.searcher, "posterior", None)
+    mean = posterior()[0] if posterior is not None else None
+    parts = []
+    for label, row in (("choice", index), ("optimum", best)):
+        a = search.space.allocation(row)
+        text = f"{label} {a.n}x{a.memory_mb}MB{'*' if row in tried else ''}"
+        if mean is not None and np.isfinite(exact.time_s[row]):
+            text += f" t {math.exp(float(mean[row])) / float(exact.time_s[row]):.2f}"
+        parts.append(text)
+    return "\n    " + "; ".join(parts) + " (*: probed; t: posterior / true time)"
 
 
 def constraints(workload: Workload, space: DeploymentSpace) -> list[Constraint]:
