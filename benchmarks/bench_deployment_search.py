@@ -20,7 +20,8 @@ the last posterior with at most 3 probes.
 "feas." counts only the instances where some deployment of the true job keeps the constraint.
 
 4. where GP + EI (warm) misses: each miss in one class (``sim.search_misses``), listed one
-by one with ``--explain``, and the most a search could reach at this dollar budget
+by one with ``--explain`` (with the choice and the optimum, and the posterior's time per
+epoch at each as a ratio to the truth's), and the most a search could reach at this dollar budget
 (``sim.search_misses.ceiling``: within where this one was, or wherever a good deployment's
 probe fits the budget), per phase.
 
