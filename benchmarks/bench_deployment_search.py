@@ -20,7 +20,10 @@ the last posterior with at most 3 probes.
 "feas." counts only the instances where some deployment of the true job keeps the constraint.
 
 4. where GP + EI (warm) misses: each miss in one class (``sim.search_misses``), listed one
-by one with ``--explain``.
+by one with ``--explain`` (with the choice and the optimum, and the posterior's time per
+epoch at each as a ratio to the truth's), and the most a search could reach at this dollar budget
+(``sim.search_misses.ceiling``: within where this one was, or wherever a good deployment's
+probe fits the budget), per phase.
 
 Run: .venv/bin/python benchmarks/bench_deployment_search.py [--seeds 5] [--probes 10]
 [--first-seed 0] [--only-warm] [--explain]
@@ -50,7 +53,7 @@ from faasml.search.deployment import (
     DeploymentSpace,
 )
 from faasml.sim.deployment import TrueLandscape, perturbed_workload
-from faasml.sim.search_misses import PICK, REASONS, why_missed
+from faasml.sim.search_misses import PICK, REASONS, ceiling, probe_fits, why_missed
 from faasml.types import Constraint, Objective
 from faasml.workload import Workload, builtin_workloads, load_workload
 
@@ -94,6 +97,8 @@ class Outcome:
     """Why it missed (``sim.search_misses.REASONS``), None for a hit."""
     where: str = ""
     """Which instance (profile, constraint, seed) and, for a miss, what the truth held."""
+    fits: bool = False
+    """Some good deployment's probe fits the search's dollar budget."""
 
 
 @dataclass
@@ -180,6 +185,7 @@ def run_search(
             f"{int(good.sum())} good, cheapest probe {cheapest:.2f}x budget; "
             f"{len(result.probes)} probes spent {spent:.2f}x"
         )
+        where += extrapolation(search, exact, index)
     return Outcome(
         math.isfinite(exact.best),
         exact.within(index, truth.noise),
@@ -189,7 +195,30 @@ def run_search(
         share,
         why,
         where,
+        probe_fits(good, prices=searcher.costs, max_usd=searcher.budget.max_usd),
     )
+
+
+def extrapolation(search: DeploymentSearch, exact: Truth, index: int) -> str:
+    """The choice and the optimum (n × MB, probed or not) and, where the searcher has a
+    posterior, its time per epoch at each as a ratio to the truth's (1.00: exact)."""
+    kept = np.isfinite(exact.primary)
+    if exact.goal.limit is not None:
+        kept &= exact.secondary <= exact.goal.limit
+    if not kept.any():
+        return ""
+    best = int(np.flatnonzero(kept)[np.argmin(exact.primary[kept])])
+    tried = search.searcher.tried()
+    posterior = getattr(search.searcher, "posterior", None)
+    mean = posterior()[0] if posterior is not None else None
+    parts = []
+    for label, row in (("choice", index), ("optimum", best)):
+        a = search.space.allocation(row)
+        text = f"{label} {a.n}x{a.memory_mb}MB{'*' if row in tried else ''}"
+        if mean is not None and np.isfinite(exact.time_s[row]):
+            text += f" t {math.exp(float(mean[row])) / float(exact.time_s[row]):.2f}"
+        parts.append(text)
+    return "\n    " + "; ".join(parts) + " (*: probed; t: posterior / true time)"
 
 
 def constraints(workload: Workload, space: DeploymentSpace) -> list[Constraint]:
@@ -364,24 +393,24 @@ def main() -> None:
     print("\n== 2. GP + EI (warm) per profile")
     print(f"{'profile':<18} {'within':>6} {'feas.':>6} {'strict':>6} ", end="")
     print(f"{'to 5%: med':>10} {'p90':>4} ", end="")
-    print(f"{'probes':>6} {'search cost':>11}")
+    print(f"{'probes':>6} {'search cost':>11} {'p90':>5}")
     for name, outcomes in per_profile.items():
-        within, feasible, strict, used, med, _ = summary(outcomes)
+        within, feasible, strict, used, med, p90 = summary(outcomes)
         print(
             f"{name:<18} {within:>6.0%} {feasible:>6.0%} {strict:>6.0%} "
             f"{firsts(outcomes, cap):>15} "
-            f"{used:>6.1f} {med:>11.1%}"
+            f"{used:>6.1f} {med:>11.1%} {p90:>5.1%}"
         )
     print("\n== 3. Re-trigger after a change (warm from the last posterior, at most 3 probes)")
     print(f"{'change':<18} {'within':>6} {'feas.':>6} {'strict':>6} ", end="")
     print(f"{'to 5%: med':>10} {'p90':>4} ", end="")
-    print(f"{'probes':>6} {'search cost':>11}")
+    print(f"{'probes':>6} {'search cost':>11} {'p90':>5}")
     for change, outcomes in retriggers.items():
-        within, feasible, strict, used, med, _ = summary(outcomes)
+        within, feasible, strict, used, med, p90 = summary(outcomes)
         print(
             f"{change:<18} {within:>6.0%} {feasible:>6.0%} {strict:>6.0%} "
             f"{firsts(outcomes, 3):>15} "
-            f"{used:>6.1f} {med:>11.1%}"
+            f"{used:>6.1f} {med:>11.1%} {p90:>5.1%}"
         )
     print("\n== 4. Where GP + EI (warm) misses: each miss in one class")
     columns = {"first": results["gp-ei (warm)"]}
@@ -394,6 +423,23 @@ def main() -> None:
         print(f"{reason:<44}" + "".join(f"{c:>9}" for c in counts))
     hits = [sum(o.why is None for o in outcomes) for outcomes in columns.values()]
     print(f"{'(within 5 %)':<44}" + "".join(f"{c:>9}" for c in hits))
+    fits = [sum(o.fits for o in outcomes) for outcomes in columns.values()]
+    label = "(a good deployment's probe fits the budget)"
+    print(f"{label:<44}" + "".join(f"{c:>9}" for c in fits))
+    tops = [ceiling([o.within for o in v], [o.fits for o in v]) for v in columns.values()]
+    reach = [round(top * len(v)) for top, v in zip(tops, columns.values(), strict=True)]
+    label = "(within, or a good deployment's probe fits)"
+    print(f"{label:<44}" + "".join(f"{c:>9}" for c in reach))
+    label = "the most any search could reach at this cost"
+    print(f"{label:<44}" + "".join(f"{top:>9.0%}" for top in tops))
+    print("(within where this search was, or wherever a good deployment's probe fits the")
+    print(" budget: sim.search_misses.ceiling)")
+    blind = [(o.within, p[0]) for o, p in zip(columns["first"], planner, strict=True) if not o.fits]
+    print(
+        f"where no good deployment's probe fits ({len(blind)} first searches), within 5 %:\n"
+        f"  this search {sum(w for w, _ in blind)}, the model planner (no probe) "
+        f"{sum(m for _, m in blind)}"
+    )
     if args.explain:
         print("\nMisses:")
         for outcomes in columns.values():

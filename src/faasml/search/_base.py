@@ -85,6 +85,10 @@ class Searcher(ABC):
         self.observed: list[tuple[int, float]] = []
         self.spent_usd = 0.0
         self.stop_reason: str | None = None
+        self.allowed = np.ones(x.shape[0], dtype=bool)
+        """Candidates that may be proposed (and recommended): see ``restrict``."""
+        self.choosable = np.ones(x.shape[0], dtype=bool)
+        """Candidates that may be recommended without a measurement of their own."""
 
     def __len__(self) -> int:
         return int(self.features.shape[0])
@@ -98,6 +102,39 @@ class Searcher(ABC):
         self.observed.append((int(index), float(value)))
         self.spent_usd += float(cost_usd)
         self._after_observe()
+
+    def restrict(
+        self,
+        propose: NDArray[np.bool_] | None = None,
+        choose: NDArray[np.bool_] | None = None,
+    ) -> None:
+        """What the caller's evidence rules out (replacing an earlier call's): a candidate
+        whose ``propose`` is False is never proposed nor recommended (e.g. a deployment a
+        failed probe showed to be too small); one whose ``choose`` is False is recommended
+        only once measured (e.g. one whose memory no probe has shown to be enough). None:
+        every candidate."""
+        masks = []
+        for mask in (propose, choose):
+            if mask is None:
+                masks.append(np.ones(len(self), dtype=bool))
+                continue
+            mask = np.asarray(mask, dtype=bool)
+            if mask.shape != (len(self),):
+                raise ConfigError(
+                    f"a restriction needs one flag per candidate ({len(self)}); "
+                    f"got shape {mask.shape}"
+                )
+            masks.append(mask.copy())
+        self.allowed, self.choosable = masks
+
+    def eligible(self) -> NDArray[np.bool_]:
+        """Candidates a recommendation may name: allowed, and choosable or measured; every
+        allowed one when none is, every candidate when none is allowed."""
+        measured = self._measured()
+        for mask in (self.allowed & (self.choosable | measured), self.allowed):
+            if mask.any():
+                return mask
+        return np.ones(len(self), dtype=bool)
 
     def _after_observe(self) -> None:  # noqa: B027 (a hook, empty by default)
         """Hook for searchers that refit a model after each observation."""
@@ -116,6 +153,8 @@ class Searcher(ABC):
             )
         elif len(self.tried()) >= len(self):
             self.stop_reason = "every candidate measured"
+        elif self.untried().size == 0 and not (self.allowed & ~self._measured()).any():
+            self.stop_reason = "no candidate left that the evidence allows"
         elif self.untried().size == 0:
             self.stop_reason = (
                 f"no probe left fits the search budget (${self.spent_usd:.6f} of "
@@ -140,10 +179,16 @@ class Searcher(ABC):
     def tried(self) -> set[int]:
         return {index for index, _ in self.observed}
 
+    def _measured(self) -> NDArray[np.bool_]:
+        mask = np.zeros(len(self), dtype=bool)
+        mask[list(self.tried())] = True
+        return mask
+
     def untried(self) -> NDArray[np.int64]:
         """Candidates not measured yet whose probe fits what is left of the dollar budget."""
         mask = np.ones(len(self), dtype=bool)
         mask[list(self.tried())] = False
+        mask &= self.allowed
         if self.costs is not None and self.budget.max_usd is not None:
             mask &= self.costs <= self.budget.max_usd - self.spent_usd
         return np.flatnonzero(mask)
@@ -155,4 +200,6 @@ class Searcher(ABC):
         sums: dict[int, list[float]] = {}
         for index, value in self.observed:
             sums.setdefault(index, []).append(value)
+        if any(self.allowed[i] for i in sums):
+            sums = {i: v for i, v in sums.items() if self.allowed[i]}
         return min(sums, key=lambda i: (sum(sums[i]) / len(sums[i]), i))

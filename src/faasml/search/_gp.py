@@ -233,7 +233,7 @@ class GPEISearcher(Searcher):
         if ok.size == 0:
             # No probe keeps the constraint yet: improve on the posterior's own choice (the
             # best posterior mean that keeps it), else find one that keeps it at all.
-            ok = np.flatnonzero(mean <= self.goal.limit)
+            ok = np.flatnonzero((mean <= self.goal.limit) & self.eligible())
             if ok.size == 0:
                 result: Array = keeps
                 return result
@@ -301,17 +301,20 @@ class GPEISearcher(Searcher):
         constraint, the lowest upper bound of the objective (posterior mean + one deviation,
         so a lucky measurement does not win over a well-measured candidate, and a candidate
         far from every probe wins only by a clear margin); else the least violation among the
-        measured ones. Unmeasured candidates count: a probe too dear for the search budget
-        may still be the best deployment."""
+        measured ones. Unmeasured candidates count (a probe too dear for the search budget
+        may still be the best deployment), but only those ``restrict`` lets it choose."""
         if self._gp is None:
             if not self.observed and self.prior is not None:
                 # No probe fitted the budget: the prior's own choice.
-                return self._ranked(self.prior, np.arange(len(self)))
+                rows = np.flatnonzero(self.eligible())
+                return int(rows[self._ranked(self.prior[rows], rows)])
             return super().best()
         mean, std = self.posterior()
-        keeps = mean <= self.goal.limit
+        keeps = (mean <= self.goal.limit) & self.eligible()
         if keeps.any():
             upper = np.where(keeps, mean + std + self.goal.offset, np.inf)
             return int(np.argmin(upper))
         rows = np.array(sorted(self.tried()))
+        if self.allowed[rows].any():
+            rows = rows[self.allowed[rows]]
         return int(rows[np.argmin(mean[rows] - self.goal.limit[rows])])

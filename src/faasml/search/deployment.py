@@ -12,6 +12,7 @@ warm-started from the last posterior.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -38,6 +39,13 @@ SCALE_DRIFT = 0.1
 """Deviation added to each learnt log scale at a re-trigger (the change may move them)."""
 MEMORY_STEP_MB = 128
 """Memory grid of the search (SMLT §3.2 searches 128 MB steps)."""
+MODEL_MARGIN = 1.5
+"""A deployment no probe ran is chosen only if its memory holds the model's footprint (its
+copies) this many times as large as the evidence says (the profile's, or more than a probe
+that ran out of memory showed), unless a probe that ran showed at least as little to be
+enough. A profile's data partition and runtime are known; its model footprint is estimated."""
+OUT_OF_MEMORY = re.compile(r"out[ -]of[ -]memory|memoryerror", re.IGNORECASE)
+"""A probe's failure that says the function ran out of memory (simulator, local platform)."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +118,9 @@ class DeploymentSpace:
     workload_rounds: NDArray[np.int64]
     """Rounds per epoch of each candidate (k of the model)."""
     exclusions: Exclusions = field(default_factory=Exclusions)
+    footprint: Array | None = None
+    """Per candidate, the memory the profile says a function needs (MB): apart from the
+    model (runtime and data partition, row 0) and the model's copies (row 1)."""
 
     def __len__(self) -> int:
         return len(self.table)
@@ -154,7 +165,26 @@ class DeploymentSpace:
             reasons = "; ".join(f"{k} ({v})" for k, v in out.counts.most_common())
             raise ConfigError(f"no deployment of {catalog.name} can run {workload.name}: {reasons}")
         rounds = workload.iterations_per_epoch(table.n)
-        return DeploymentSpace(table, features_of(table, catalog), rounds, out)
+        footprint = np.stack(
+            [
+                workload.memory_needed_mb(table.n) - workload.model_copies * workload.model_mb,
+                np.full(len(table), workload.model_copies * workload.model_mb),
+            ]
+        )
+        return DeploymentSpace(table, features_of(table, catalog), rounds, out, footprint)
+
+    def model_room(self) -> Array | None:
+        """How many times the profile's model footprint each candidate's memory holds beside
+        the runtime and its data partition (>= 1 where the profile says it fits; inf with
+        no model footprint); None when the space does not know its footprint."""
+        if self.footprint is None:
+            return None
+        rest, model = self.footprint
+        free = self.table.memory_mb - rest
+        with np.errstate(divide="ignore", invalid="ignore"):
+            room = np.where(model > 0, free / np.where(model > 0, model, 1.0), np.inf)
+        result: Array = np.where(free < 0, 0.0, room)
+        return result
 
     def prior(self, goal: DeploymentGoal) -> Array:
         """The model's score of every candidate."""
@@ -284,12 +314,15 @@ class DeploymentSearch:
         prior: Array | None = None,
         probe_costs: Array | None = None,
         scales: tuple[Array, Array] | None = None,
+        model_floor: float = 0.0,
     ) -> None:
         """``warm`` uses the model's prediction as the prior mean (a profile exists), its
         terms' scales learnt from the probes (``scales``: their prior centre and deviation,
         a re-trigger's); an explicit ``prior`` (a re-trigger's learnt residual) is added to
         it when warm and replaces it when cold. ``probe_costs`` (the predicted price of each
-        probe) keep the search within ``budget.max_usd``."""
+        probe) keep the search within ``budget.max_usd``. ``model_floor``: the true job's
+        model footprint is known to exceed this many times its profile's (a re-trigger's,
+        from probes that ran out of memory before the change)."""
         self.space, self.goal = space, goal
         self.name = searcher
         self.budget = budget or SearchBudget()
@@ -319,6 +352,32 @@ class DeploymentSearch:
             **model,
         )
         self.probes: list[Probe] = []
+        self._rows: list[int] = []
+        self.model_floor = model_floor
+        self._restrict_memory()
+
+    def _restrict_memory(self) -> None:
+        """What the probes say of the true job's memory (``MODEL_MARGIN``): a probe that ran
+        out of memory at model room r shows the true footprint is more than r × the
+        profile's, so no candidate with room <= r is proposed or chosen (that one, every
+        smaller memory, and fewer functions, whose partitions are larger); a probe that ran
+        at room r shows r is enough. A candidate no probe ran is chosen only with room of
+        ``MODEL_MARGIN`` × the larger of 1 and the first bound, or at least the least room a
+        probe ran at."""
+        room = self.space.model_room()
+        if room is None:
+            return
+        ran = [
+            float(room[i])
+            for i, p in zip(self._rows, self.probes, strict=True)
+            if p.measurement.failed is None
+        ]
+        for i, p in zip(self._rows, self.probes, strict=True):
+            failed = p.measurement.failed
+            if failed is not None and OUT_OF_MEMORY.search(failed):
+                self.model_floor = max(self.model_floor, float(room[i]))
+        enough = min(min(ran, default=math.inf), MODEL_MARGIN * max(1.0, self.model_floor))
+        self.searcher.restrict(room > self.model_floor, room >= enough)
 
     def step(self, measure: Measure) -> Probe | None:
         """Propose, measure and observe one candidate; None when the searcher is done."""
@@ -360,6 +419,8 @@ class DeploymentSearch:
             float(self.space.table.cost_usd[index]),
         )
         self.probes.append(probe)
+        self._rows.append(index)
+        self._restrict_memory()
         return probe
 
     def run(self, measure: Measure) -> SearchResult:
@@ -411,4 +472,5 @@ class DeploymentSearch:
             prior=prior,
             probe_costs=probe_costs,
             scales=scales if warm else None,
+            model_floor=self.model_floor,
         )
