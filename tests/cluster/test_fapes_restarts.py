@@ -59,7 +59,7 @@ def test_fapes_restarts_jobs_less_with_restart_avoidance(
 ) -> None:
     """On the first 20 jobs of Pollux workload 1 (3 epochs each), keeping servers, sticky
     back-fills and the take-back charge cut restarts by a quarter or more, and every job
-    still finishes."""
+    still finishes (heSRPT's linear weights, ``srpt=1``, in both runs)."""
     jobs = load_workload(resolve_workload("workload-1", traces_dir))[:20]
     jobs = [replace(j, epochs=3) for j in jobs]
     cluster = Cluster.uniform(4, 4, 2)
@@ -69,7 +69,7 @@ def test_fapes_restarts_jobs_less_with_restart_avoidance(
             jobs,
             models,
             cluster,
-            FapesPolicy(restart_s=restart_s, keep_servers=on, sticky=on, horizon=on),
+            FapesPolicy(restart_s=restart_s, srpt=1.0, keep_servers=on, sticky=on, horizon=on),
             config,
         )
         for on in (True, False)
