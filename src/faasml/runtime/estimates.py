@@ -141,10 +141,12 @@ class SegmentEstimator:
 
 def coordinator_seconds(commits_s: list[float], launches_s: list[float], poll_s: float) -> float:
     """``FunctionPlatform.coordinator_s``: the coordinator's seconds between a trial's
-    invocations — the median commit of a finished segment (its record written), the median
-    launch of the next (a rare launch that starts processes or makes room is a cold start's,
-    priced apart) and half a poll period (an end is noticed at the next poll). Before any
-    segment ran, the commit is one write of the run's record and no launch is known."""
+    invocations — the median commit of a finished segment (its history and clean-up; the
+    run's record is written after the next launch, off this path), the median launch of the
+    next (a rare launch that starts processes or makes room is a cold start's, priced apart)
+    and half a poll period (an end is noticed at the next poll). Before any segment ran, the
+    commit is priced as one write of the run's record (more than a commit takes) and no
+    launch is known."""
 
     def median(values: list[float]) -> float:
         return max(statistics.median(values), 0.0) if values else 0.0

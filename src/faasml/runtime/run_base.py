@@ -279,7 +279,7 @@ class BaseRun:
         if not isinstance(recorded, int | float) or not 0 <= recorded < 60:
             # Measured once (a resumed run keeps its figure; a malformed one is measured again).
             began = time.monotonic()
-            self.save()  # what the commit of every segment does: the coordinator's time, priced
+            self.save()  # a record's write: more than a segment's commit takes, a bound
             seconds = coordinator_seconds([time.monotonic() - began], [], self.options.poll_s)
             self.state["coordinator_s"] = seconds
         self.workload, self.plan_catalog = planning_inputs(
