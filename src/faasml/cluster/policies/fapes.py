@@ -466,10 +466,19 @@ def restore_servers(
     nothing) takes its servers back when the jobs now on them restart anyway — they did not
     hold those GPUs last round — and each of them can move its GPUs there to the GPUs so
     freed (or idle ones) without spanning more servers or switches. Placement is ours, not
-    the paper's: FaPES §5.3 keeps a job's servers only within its own plan (Fig. 9)."""
+    the paper's: FaPES §5.3 keeps a job's servers only within its own plan (Fig. 9).
+
+    The servers' use and the jobs on each server are kept up to date as jobs move, so a
+    job's attempt costs the servers and jobs it touches, not the whole allocation."""
     out = dict(allocation)
     cap = np.array(cluster.capacity(), dtype=np.int64)
     switch = np.array([s.switch for s in cluster.servers])
+    used = np.zeros(len(cap), dtype=np.int64)
+    on: list[set[str]] = [set() for _ in range(len(cap))]
+    for job, placement in out.items():
+        for sid, count in Counter(placement).items():
+            used[sid] += count
+            on[sid].add(job)
 
     def spans(placement: Placement) -> tuple[int, int]:
         servers = set(placement)
@@ -479,20 +488,20 @@ def restore_servers(
         old, new = current.get(name, ()), out[name]
         if not old or len(old) != len(new) or Counter(old) == Counter(new):
             continue
-        trial = dict(out)
-        trial[name] = tuple(sorted(old))
-        used = Counter(old)
-        for other, placement in trial.items():
-            if other != name:
-                used.update(placement)
-        over = {sid: used[sid] - int(cap[sid]) for sid in used if used[sid] > cap[sid]}
+        trial: dict[str, Placement] = {name: tuple(sorted(old))}
+        use = used.copy()
+        for sid, count in Counter(new).items():
+            use[sid] -= count
+        for sid, count in Counter(old).items():
+            use[sid] += count
+        over = {int(sid): int(use[sid] - cap[sid]) for sid in np.flatnonzero(use > cap)}
         # Victims: jobs on the over-full servers whose placement changes this round anyway.
         ok = True
         for sid, excess in sorted(over.items()):
-            for other in sorted(trial):
+            for other in sorted(on[sid]):
                 if excess <= 0:
                     break
-                mine = Counter(trial[other])
+                mine = Counter(trial.get(other, out[other]))
                 if other == name or not mine[sid]:
                     continue
                 if Counter(current.get(other, ())) == mine:
@@ -501,13 +510,13 @@ def restore_servers(
                 mine[sid] -= take
                 excess -= take
                 trial[other] = tuple(sorted(mine.elements()))
-                used[sid] -= take
+                use[sid] -= take
             if excess > 0:
                 ok = False
                 break
         if not ok:
             continue
-        free = cap - np.bincount(np.fromiter(used.elements(), dtype=np.int64), minlength=len(cap))
+        free = cap - use
         for other in sorted(trial):
             missing = len(out[other]) - len(trial[other])
             if other == name or missing <= 0:
@@ -520,8 +529,8 @@ def restore_servers(
                 free[sid] -= add
                 missing -= add
             while missing > 0 and int(free.sum()) > 0:
-                fits = [s for s in range(len(free)) if free[s] >= missing]
-                sid = min(fits, key=lambda s: (int(free[s]), s)) if fits else int(free.argmax())
+                fits = np.flatnonzero(free >= missing)
+                sid = int(fits[np.argmin(free[fits])]) if len(fits) else int(free.argmax())
                 add = int(min(free[sid], missing))
                 mine[sid] += add
                 free[sid] -= add
@@ -533,5 +542,12 @@ def restore_servers(
                 break
             trial[other] = placed
         if ok:
-            out = trial
+            for job, placement in trial.items():
+                for sid, count in Counter(out[job]).items():
+                    used[sid] -= count
+                    on[sid].discard(job)
+                for sid, count in Counter(placement).items():
+                    used[sid] += count
+                    on[sid].add(job)
+                out[job] = placement
     return out
