@@ -28,7 +28,7 @@
    GPUs lose the restart of their taking back, spread over the rounds the board leaves
    them free.
 5. Placement (ours): a job whose GPU count is unchanged takes its servers back from the jobs
-   that restart anyway (:func:`restore_servers`); plan conflicts move such jobs first.
+   that restart anyway (:func:`restore_servers`).
 
 Compensation for estimation error (end of §5.3): a job that outlives its plan keeps its last
 placement; one that finishes early leaves the board at once. Rescheduling never preempts a
@@ -184,9 +184,7 @@ class FapesPolicy(ClusterPolicy):
             at = plan.placement_at(r0)
             if at:
                 wanted[name] = at
-        allocation = _repair(
-            wanted, cluster, [v.name for v in order], current if self.keep_servers else {}
-        )
+        allocation = _repair(wanted, cluster, [v.name for v in order])
         if self.backfill:
             allocation = self._backfill(jobs, allocation, current, curves, cluster, weights, board)
         if self.keep_servers:
@@ -427,20 +425,15 @@ def _per_gpu(curve: FloatArray, gpus: int) -> float:
 
 
 def _repair(
-    wanted: dict[str, Placement],
-    cluster: Cluster,
-    priority: list[str],
-    current: ClusterAllocation,
+    wanted: dict[str, Placement], cluster: Cluster, priority: list[str]
 ) -> dict[str, Placement]:
-    """Resolve conflicts between plans made at different rounds: jobs outside the cohort
-    (those that keep their ``current`` placement first: a conflict then moves a job that
-    restarts anyway), then the cohort in priority order, keep their servers where free; the
-    rest are packed on free GPUs, or wait."""
+    """Resolve conflicts between plans made at different rounds: jobs outside the cohort,
+    then the cohort in priority order, keep their servers where free; the rest are packed
+    on free GPUs, or wait. (Serving first the jobs outside the cohort that keep their
+    placement was tried: it queued jobs longer where few GPUs are left to training —
+    docs/cluster.md; :func:`restore_servers` saves those restarts without that.)"""
     rank = {name: i for i, name in enumerate(priority)}
-    names = sorted(
-        wanted,
-        key=lambda n: (n in rank, rank.get(n, 0), wanted[n] != current.get(n, ()), n),
-    )
+    names = sorted(wanted, key=lambda n: (n in rank, rank.get(n, 0), n))
     free = np.array(cluster.capacity(), dtype=np.int64)
     switch = np.array([s.switch for s in cluster.servers])
     out: dict[str, Placement] = {}
