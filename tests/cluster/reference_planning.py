@@ -1,9 +1,11 @@
-"""FaPES's plan search and filtering as first written (one slot, one recycling depth at a
-time), kept as the references the vectorised versions must match exactly."""
+"""FaPES's plan search, filtering and server restoring as first written (one slot, one
+recycling depth, one rebuild of the servers' use at a time), kept as the references the
+faster versions must match exactly."""
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import numpy as np
 import numpy.typing as npt
@@ -198,3 +200,78 @@ class ReferenceFapes(FapesPolicy):
                 break
             chosen = k
         return candidates[:chosen]
+
+
+def reference_restore_servers(
+    allocation: dict[str, Placement], current: ClusterAllocation, cluster: Cluster
+) -> dict[str, Placement]:
+    """FaPES's :func:`restore_servers` as first written (the servers' use rebuilt for
+    every job it tries to move)."""
+    out = dict(allocation)
+    cap = np.array(cluster.capacity(), dtype=np.int64)
+    switch = np.array([s.switch for s in cluster.servers])
+
+    def spans(placement: Placement) -> tuple[int, int]:
+        servers = set(placement)
+        return len(servers), len({int(switch[s]) for s in servers})
+
+    for name in sorted(out):
+        old, new = current.get(name, ()), out[name]
+        if not old or len(old) != len(new) or Counter(old) == Counter(new):
+            continue
+        trial = dict(out)
+        trial[name] = tuple(sorted(old))
+        used = Counter(old)
+        for other, placement in trial.items():
+            if other != name:
+                used.update(placement)
+        over = {sid: used[sid] - int(cap[sid]) for sid in used if used[sid] > cap[sid]}
+        # Victims: jobs on the over-full servers whose placement changes this round anyway.
+        ok = True
+        for sid, excess in sorted(over.items()):
+            for other in sorted(trial):
+                if excess <= 0:
+                    break
+                mine = Counter(trial[other])
+                if other == name or not mine[sid]:
+                    continue
+                if Counter(current.get(other, ())) == mine:
+                    continue  # it keeps its placement: not ours to move
+                take = min(mine[sid], excess)
+                mine[sid] -= take
+                excess -= take
+                trial[other] = tuple(sorted(mine.elements()))
+                used[sid] -= take
+            if excess > 0:
+                ok = False
+                break
+        if not ok:
+            continue
+        free = cap - np.bincount(np.fromiter(used.elements(), dtype=np.int64), minlength=len(cap))
+        for other in sorted(trial):
+            missing = len(out[other]) - len(trial[other])
+            if other == name or missing <= 0:
+                continue
+            # Fill on the servers it already uses, then on the fullest-fitting free server.
+            mine = Counter(trial[other])
+            for sid in sorted(mine, key=lambda s: (-int(free[s]), s)):
+                add = int(min(free[sid], missing))
+                mine[sid] += add
+                free[sid] -= add
+                missing -= add
+            while missing > 0 and int(free.sum()) > 0:
+                fits = [s for s in range(len(free)) if free[s] >= missing]
+                sid = min(fits, key=lambda s: (int(free[s]), s)) if fits else int(free.argmax())
+                add = int(min(free[sid], missing))
+                mine[sid] += add
+                free[sid] -= add
+                missing -= add
+            placed = tuple(sorted(mine.elements()))
+            (servers, switches), (servers0, switches0) = spans(placed), spans(out[other])
+            if missing > 0 or servers > servers0 or switches > switches0:
+                ok = False
+                break
+            trial[other] = placed
+        if ok:
+            out = trial
+    return out

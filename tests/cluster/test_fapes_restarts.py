@@ -4,6 +4,7 @@ back-filled GPUs while they stay free."""
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,6 +19,9 @@ from faasml.cluster import (
     simulate,
 )
 from faasml.cluster.policies.fapes import FapesPolicy, restore_servers
+from faasml.cluster.records import Placement
+
+from .reference_planning import reference_restore_servers
 
 
 def test_a_moved_job_takes_its_servers_back_from_a_job_that_restarts_anyway() -> None:
@@ -51,6 +55,46 @@ def test_a_job_that_changes_its_gpu_count_is_left_alone() -> None:
     current = {"a": (0, 0)}
     new = {"a": (1, 1, 1), "c": (0, 0)}
     assert restore_servers(new, current, cluster) == new
+
+
+def _scatter(rng: random.Random, counts: dict[str, int], cap: list[int]) -> dict[str, Placement]:
+    """Each job's GPUs on random servers with room (jobs that do not fit get none)."""
+    free = list(cap)
+    out: dict[str, Placement] = {}
+    for name, n in counts.items():
+        if n > sum(free):
+            continue
+        home = rng.sample(range(len(free)), k=min(rng.choice((1, 2, 3)), len(free)))
+        gpus: list[int] = []
+        for sid in home + list(range(len(free))):
+            while len(gpus) < n and free[sid] > 0:
+                gpus.append(sid)
+                free[sid] -= 1
+        out[name] = tuple(sorted(gpus))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_restore_servers_decides_as_the_rebuild_every_job_reference(seed: int) -> None:
+    """The per-server index gives exactly the placements of rebuilding the servers' use for
+    every job (the first version), over random rounds where most jobs keep their GPU count
+    but many change servers; and some rounds do restore servers."""
+    rng = random.Random(seed)
+    restored = 0
+    for _ in range(150):
+        cluster = Cluster.uniform(rng.randint(2, 8), rng.choice((2, 4, 8)), rng.choice((1, 2)))
+        cap = cluster.capacity()
+        names = [f"j{i}" for i in range(rng.randint(1, 12))]
+        before = {n: rng.randint(1, 6) for n in names if rng.random() < 0.8}
+        current = {k: v for k, v in _scatter(rng, before, cap).items() if v}
+        after = {
+            n: before[n] if n in before and rng.random() < 0.7 else rng.randint(1, 6) for n in names
+        }
+        new = _scatter(rng, after, cap)
+        out = restore_servers(new, current, cluster)
+        assert out == reference_restore_servers(new, current, cluster)
+        restored += out != new
+    assert restored >= 10
 
 
 @pytest.mark.parametrize("restart_s", [5.68, 30.0])

@@ -28,7 +28,7 @@
    GPUs lose the restart of their taking back, spread over the rounds the board leaves
    them free.
 5. Placement (ours): a job whose GPU count is unchanged takes its servers back from the jobs
-   that restart anyway (:func:`restore_servers`); plan conflicts move such jobs first.
+   that restart anyway (:func:`restore_servers`).
 
 Compensation for estimation error (end of §5.3): a job that outlives its plan keeps its last
 placement; one that finishes early leaves the board at once. Rescheduling never preempts a
@@ -184,9 +184,7 @@ class FapesPolicy(ClusterPolicy):
             at = plan.placement_at(r0)
             if at:
                 wanted[name] = at
-        allocation = _repair(
-            wanted, cluster, [v.name for v in order], current if self.keep_servers else {}
-        )
+        allocation = _repair(wanted, cluster, [v.name for v in order])
         if self.backfill:
             allocation = self._backfill(jobs, allocation, current, curves, cluster, weights, board)
         if self.keep_servers:
@@ -427,20 +425,15 @@ def _per_gpu(curve: FloatArray, gpus: int) -> float:
 
 
 def _repair(
-    wanted: dict[str, Placement],
-    cluster: Cluster,
-    priority: list[str],
-    current: ClusterAllocation,
+    wanted: dict[str, Placement], cluster: Cluster, priority: list[str]
 ) -> dict[str, Placement]:
-    """Resolve conflicts between plans made at different rounds: jobs outside the cohort
-    (those that keep their ``current`` placement first: a conflict then moves a job that
-    restarts anyway), then the cohort in priority order, keep their servers where free; the
-    rest are packed on free GPUs, or wait."""
+    """Resolve conflicts between plans made at different rounds: jobs outside the cohort,
+    then the cohort in priority order, keep their servers where free; the rest are packed
+    on free GPUs, or wait. (Serving first the jobs outside the cohort that keep their
+    placement was tried: it queued jobs longer where few GPUs are left to training —
+    docs/cluster.md; :func:`restore_servers` saves those restarts without that.)"""
     rank = {name: i for i, name in enumerate(priority)}
-    names = sorted(
-        wanted,
-        key=lambda n: (n in rank, rank.get(n, 0), wanted[n] != current.get(n, ()), n),
-    )
+    names = sorted(wanted, key=lambda n: (n in rank, rank.get(n, 0), n))
     free = np.array(cluster.capacity(), dtype=np.int64)
     switch = np.array([s.switch for s in cluster.servers])
     out: dict[str, Placement] = {}
@@ -466,10 +459,19 @@ def restore_servers(
     nothing) takes its servers back when the jobs now on them restart anyway — they did not
     hold those GPUs last round — and each of them can move its GPUs there to the GPUs so
     freed (or idle ones) without spanning more servers or switches. Placement is ours, not
-    the paper's: FaPES §5.3 keeps a job's servers only within its own plan (Fig. 9)."""
+    the paper's: FaPES §5.3 keeps a job's servers only within its own plan (Fig. 9).
+
+    The servers' use and the jobs on each server are kept up to date as jobs move, so a
+    job's attempt costs the servers and jobs it touches, not the whole allocation."""
     out = dict(allocation)
     cap = np.array(cluster.capacity(), dtype=np.int64)
     switch = np.array([s.switch for s in cluster.servers])
+    used = np.zeros(len(cap), dtype=np.int64)
+    on: list[set[str]] = [set() for _ in range(len(cap))]
+    for job, placement in out.items():
+        for sid, count in Counter(placement).items():
+            used[sid] += count
+            on[sid].add(job)
 
     def spans(placement: Placement) -> tuple[int, int]:
         servers = set(placement)
@@ -479,20 +481,20 @@ def restore_servers(
         old, new = current.get(name, ()), out[name]
         if not old or len(old) != len(new) or Counter(old) == Counter(new):
             continue
-        trial = dict(out)
-        trial[name] = tuple(sorted(old))
-        used = Counter(old)
-        for other, placement in trial.items():
-            if other != name:
-                used.update(placement)
-        over = {sid: used[sid] - int(cap[sid]) for sid in used if used[sid] > cap[sid]}
+        trial: dict[str, Placement] = {name: tuple(sorted(old))}
+        use = used.copy()
+        for sid, count in Counter(new).items():
+            use[sid] -= count
+        for sid, count in Counter(old).items():
+            use[sid] += count
+        over = {int(sid): int(use[sid] - cap[sid]) for sid in np.flatnonzero(use > cap)}
         # Victims: jobs on the over-full servers whose placement changes this round anyway.
         ok = True
         for sid, excess in sorted(over.items()):
-            for other in sorted(trial):
+            for other in sorted(on[sid]):
                 if excess <= 0:
                     break
-                mine = Counter(trial[other])
+                mine = Counter(trial.get(other, out[other]))
                 if other == name or not mine[sid]:
                     continue
                 if Counter(current.get(other, ())) == mine:
@@ -501,13 +503,13 @@ def restore_servers(
                 mine[sid] -= take
                 excess -= take
                 trial[other] = tuple(sorted(mine.elements()))
-                used[sid] -= take
+                use[sid] -= take
             if excess > 0:
                 ok = False
                 break
         if not ok:
             continue
-        free = cap - np.bincount(np.fromiter(used.elements(), dtype=np.int64), minlength=len(cap))
+        free = cap - use
         for other in sorted(trial):
             missing = len(out[other]) - len(trial[other])
             if other == name or missing <= 0:
@@ -520,8 +522,8 @@ def restore_servers(
                 free[sid] -= add
                 missing -= add
             while missing > 0 and int(free.sum()) > 0:
-                fits = [s for s in range(len(free)) if free[s] >= missing]
-                sid = min(fits, key=lambda s: (int(free[s]), s)) if fits else int(free.argmax())
+                fits = np.flatnonzero(free >= missing)
+                sid = int(fits[np.argmin(free[fits])]) if len(fits) else int(free.argmax())
                 add = int(min(free[sid], missing))
                 mine[sid] += add
                 free[sid] -= add
@@ -533,5 +535,12 @@ def restore_servers(
                 break
             trial[other] = placed
         if ok:
-            out = trial
+            for job, placement in trial.items():
+                for sid, count in Counter(out[job]).items():
+                    used[sid] -= count
+                    on[sid].discard(job)
+                for sid, count in Counter(placement).items():
+                    used[sid] += count
+                    on[sid].add(job)
+                out[job] = placement
     return out
