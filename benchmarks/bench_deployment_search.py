@@ -207,6 +207,10 @@ def run_search(
             f"{int(good.sum())} good, cheapest probe {cheapest:.2f}x budget; "
             f"{len(result.probes)} probes spent {spent:.2f}x"
         )
+        if exact.goal.limit is not None and np.isfinite(exact.secondary[index]):
+            use = float(exact.secondary[index]) / exact.goal.limit
+            kind = "budget" if exact.goal.objective is Objective.MIN_TIME else "deadline"
+            where += f"; the choice uses {use:.2f}x the {kind}"
         where += extrapolation(search, exact, index)
     return Outcome(
         math.isfinite(exact.best),
