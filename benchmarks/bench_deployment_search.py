@@ -113,6 +113,8 @@ class Outcome:
     """The choice breaks the constraint (truth, exactly)."""
     over: bool = False
     """The choice breaks the constraint by more than the noise (a miss of "within" too)."""
+    measured: bool = False
+    """A probe of this search measured the choice."""
 
 
 @dataclass
@@ -224,6 +226,7 @@ def run_search(
         probe_fits(good, prices=searcher.costs, max_usd=searcher.budget.max_usd),
         exact.breaks(index, 0.0),
         exact.breaks(index, truth.noise),
+        index in searcher.tried(),
     )
 
 
@@ -454,6 +457,9 @@ def main() -> None:
     fits = [sum(o.fits for o in outcomes) for outcomes in columns.values()]
     label = "(a good deployment's probe fits the budget)"
     print(f"{label:<44}" + "".join(f"{c:>9}" for c in fits))
+    measured = [sum(o.measured for o in outcomes) for outcomes in columns.values()]
+    label = "(choice measured by a probe of the search)"
+    print(f"{label:<44}" + "".join(f"{c:>9}" for c in measured))
     broken = [sum(o.broken for o in outcomes) for outcomes in columns.values()]
     over = [sum(o.over for o in outcomes) for outcomes in columns.values()]
     label = "(choice breaks the constraint, at all)"
