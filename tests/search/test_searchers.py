@@ -197,3 +197,41 @@ def test_after_a_probe_that_breaks_the_constraint_the_next_aims_at_the_best_that
     assert x[second, 0] <= 0.2
     searcher.observe(second, float(g[second]))
     assert g[searcher.best()] <= 1e-9 and x[searcher.best(), 0] <= 0.2
+
+
+def _bowl_measured_beside_its_minimum(
+    budget: SearchBudget, costs: np.ndarray | None = None
+) -> GPEISearcher:
+    """A 1-D bowl whose prior is exact, measured on both sides of its minimum (x = 0.5) but
+    not at it: the posterior's choice is the unmeasured minimum."""
+    x = np.linspace(0.0, 1.0, 11)[:, None]
+    values = (x[:, 0] - 0.5) ** 2
+    searcher = GPEISearcher(x, budget, prior=values.copy(), costs=costs)
+    for index in (3, 7):
+        searcher.observe(index, float(values[index]), cost_usd=1.0)
+    return searcher
+
+
+def test_an_unmeasured_choice_is_measured_before_the_search_stops() -> None:
+    # The expected improvement is below the (high) threshold: the search would stop with a
+    # choice no probe measured; it measures the choice first, then stops.
+    searcher = _bowl_measured_beside_its_minimum(SearchBudget(max_probes=10, ei_threshold=0.5))
+    assert searcher.best() == 5 and 5 not in searcher.tried()
+    assert searcher.propose() == 5
+    searcher.observe(5, 0.0, cost_usd=1.0)
+    assert searcher.propose() is None and searcher.best() == 5
+    assert searcher.stop_reason is not None and "expected improvement" in searcher.stop_reason
+    # Without the rule, the same search stops at once on the unmeasured choice.
+    unconfirmed = _bowl_measured_beside_its_minimum(SearchBudget(max_probes=10, ei_threshold=0.5))
+    unconfirmed.confirm = False
+    assert unconfirmed.propose() is None and unconfirmed.best() == 5
+
+
+def test_a_choice_whose_probe_does_not_fit_the_dollars_left_stays_unmeasured() -> None:
+    costs = np.ones(11)
+    costs[5] = 5.0  # the minimum's probe costs more than the $2 left of $4
+    searcher = _bowl_measured_beside_its_minimum(
+        SearchBudget(max_probes=10, ei_threshold=0.5, max_usd=4.0), costs
+    )
+    assert searcher.propose() is None
+    assert searcher.best() == 5 and 5 not in searcher.tried()

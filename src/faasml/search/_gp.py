@@ -20,6 +20,11 @@ falls below ``SearchBudget.ei_threshold`` or the budget is spent. Warm, a search
 dollar budget cannot pay for two probes (the cheapest costs more than half of it) probes
 nothing and recommends the prior's choice: one probe would spend the whole budget and leave
 the choice an extrapolation from a single noisy point.
+
+Before recommending a candidate no probe measured, the search measures it where a probe is
+left (the count and the dollars): when the EI falls below the threshold, and with the last
+probe of the count. A choice then is an extrapolation only where its probe does not fit the
+budget (``confirm``).
 """
 
 from __future__ import annotations
@@ -54,6 +59,9 @@ class GPEISearcher(Searcher):
     """GP + (constrained) EI over the candidates, warm-started from ``prior``."""
 
     uses_prior = True
+    confirm = True
+    """Before recommending a candidate no probe measured, measure it where a probe is left
+    and its price fits (see ``_unconfirmed``)."""
 
     def __init__(
         self,
@@ -260,20 +268,39 @@ class GPEISearcher(Searcher):
         ei = self.expected_improvement()[self.untried()]
         top = float(ei.max()) if ei.size else 0.0
         if top < self.budget.ei_threshold:
+            if self._unconfirmed() is not None:
+                return None  # the choice is measured first (``_propose``)
             return (
                 f"expected improvement {top:.4f} below the threshold "
                 f"{self.budget.ei_threshold:g} after {count} probes"
             )
         return None
 
+    def _unconfirmed(self) -> int | None:
+        """The posterior's choice when no probe measured it and a probe of it fits what is
+        left (count and dollars); else None."""
+        if not self.confirm or self._gp is None:
+            return None
+        choice = self.best()
+        return choice if choice in set(self.untried().tolist()) else None
+
     def _propose(self) -> int:
         untried = self.untried()
+        last = len(self.observed) >= self.budget.max_probes - 1
+        if len(self.observed) >= self.initial and (last or self._ei_low()):
+            choice = self._unconfirmed()
+            if choice is not None:
+                return choice
         if len(self.observed) < self.initial:
             if self.prior is not None:
                 return int(untried[self._ranked(self.prior[untried], untried)])
             return self._spread(untried)
         ei = self.expected_improvement()[untried]
         return int(untried[np.argmax(ei)])
+
+    def _ei_low(self) -> bool:
+        ei = self.expected_improvement()[self.untried()]
+        return float(ei.max()) < self.budget.ei_threshold if ei.size else True
 
     def _ranked(self, value: Array, rows: np.ndarray) -> int:
         """Position in ``rows`` of the best by ``value``: the lowest objective among those
