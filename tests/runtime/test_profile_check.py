@@ -243,3 +243,20 @@ def test_beyond_the_threshold_every_size_is_rescaled(truth: JobProfile, catalog:
         assert s == pytest.approx(3.0 * s0)
     assert scaled.cold_start_s > truth.cold_start_s and scaled.load_avg == 4
     assert scaled.footprint_mb == truth.footprint_mb  # memory does not move with load
+
+
+def test_faasml_tune_says_it_re_checked_the_cached_profile(
+    truth: JobProfile, job: JobSpec, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from faasml.cli.main import main
+
+    _cache(truth, scale=10.0, load_avg=9.5)
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(JOB))
+    run_dir = tmp_path / "run"
+    assert main(["tune", str(path), "--budget", "0.05", "--run-dir", str(run_dir)]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # as one line, whatever the width
+    assert "profile re-checked at" in out and "(load 9.5 then" in out
+    assert "re-checked: rescaled" in out  # the run's summary
+    record = json.loads((run_dir / "record.json").read_text())
+    assert record["profile"]["check"]["action"] == "rescaled"
