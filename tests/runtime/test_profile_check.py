@@ -109,6 +109,15 @@ def test_the_load_average_is_recorded_and_round_trips(truth: JobProfile) -> None
         JobProfile.from_dict({**with_check.to_dict(), "check": {**check.__dict__, "action": "?"}})
 
 
+@pytest.fixture
+def wide_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rescale limit far from a 10x edit: the job's computation, timed now against the
+    truth's timing, may move 2x either way on a busy machine (10x of it would then cross
+    the 20x limit and the job would be measured again, a different test)."""
+    monkeypatch.setattr("faasml.runtime.profile_check.RESCALE_LIMIT", 1000.0)
+
+
+@pytest.mark.usefixtures("wide_limit")
 def test_a_tenfold_cached_profile_is_rescaled_before_the_plan(
     truth: JobProfile, job: JobSpec, catalog: Catalog, tmp_path: Path
 ) -> None:
@@ -137,9 +146,11 @@ def test_a_tenfold_cached_profile_is_rescaled_before_the_plan(
     # The planner plans from the rescaled figures, not the cached ones.
     base = dataclasses.replace(run.workload)
     planned = dict(run.workload.compute.points or ())
+    rescaled_plan, _ = planning_inputs(profile, base, catalog)
+    assert planned == pytest.approx(dict(rescaled_plan.compute.points or ()))
     cached_plan, _ = planning_inputs(inflated, base, catalog)
     stale = dict(cached_plan.compute.points or ())
-    assert planned and all(planned[m] < stale[m] / 2 for m in planned)
+    assert planned and all(planned[m] < stale[m] for m in planned)
     # The cache now holds the rescaled figures (and no run's check).
     kept = json.loads((cache_dir() / f"{truth.key}.json").read_text())
     assert kept["check"] is None
@@ -245,6 +256,7 @@ def test_beyond_the_threshold_every_size_is_rescaled(truth: JobProfile, catalog:
     assert scaled.footprint_mb == truth.footprint_mb  # memory does not move with load
 
 
+@pytest.mark.usefixtures("wide_limit")
 def test_faasml_tune_says_it_re_checked_the_cached_profile(
     truth: JobProfile, job: JobSpec, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

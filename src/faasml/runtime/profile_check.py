@@ -99,7 +99,8 @@ def checked_profile(
     first = results[0]
     compute_now = float(first["compute_s_per_sample"])
     compute_ratio = _ratio(compute_now, dict(profile.compute_points)[memory_mb])
-    eval_ratio = _ratio(float(first["eval_s_per_sample"]), dict(profile.eval_points)[memory_mb])
+    evals = dict(profile.eval_points)
+    eval_ratio = _ratio(float(first["eval_s_per_sample"]), evals.get(memory_mb, 0.0))
     if eval_ratio == 1.0:  # no test set, or too fast to time: as the computation moved
         eval_ratio = compute_ratio
     delivered, side = delivered_vcpus(results, float(catalog.platform.vcpus(memory_mb)), catalog)
