@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from faasml.runtime.job_profile import (
 from faasml.runtime.platform import open_platform
 from faasml.runtime.profile_check import (
     DRIFT_THRESHOLD,
+    LOAD_CHANGE_PER_CORE,
     RECHECK_ENV,
     RESCALE_LIMIT,
     checked_profile,
@@ -201,6 +203,11 @@ def test_rechecks_follows_the_platform_unless_told() -> None:
     with pytest.MonkeyPatch.context() as patch:
         patch.delenv(RECHECK_ENV, raising=False)
         assert rechecks(True) and not rechecks(False)
+        cores = os.cpu_count() or 1
+        moved = (LOAD_CHANGE_PER_CORE + 0.1) * cores
+        assert rechecks(True, None, 1.0, 1.0 + moved) and rechecks(True, None, 1.0 + moved, 1.0)
+        assert not rechecks(True, None, 1.0, 1.0 + moved / 2)  # the machine gives what it gave
+        assert rechecks(True, None, None, 1.0) and not rechecks(False, None, 1.0, 9.0)
         assert rechecks(False, True) and not rechecks(True, False)
         patch.setenv(RECHECK_ENV, "0")
         assert not rechecks(True)

@@ -191,7 +191,8 @@ def measure_job(
     if not refresh:
         found = cached_profile(key)
         if found is not None:
-            if not rechecks(platform.speed_drifts, recheck):
+            drifts = platform.speed_drifts
+            if not rechecks(drifts, recheck, found.load_avg, load_average()):
                 return found
             found = _recheck(found, job, catalog, platform, meter, clock)
             check = found.check

@@ -26,6 +26,7 @@ from faasml.runtime.profile_record import JobProfile, ProfileCheck
 
 __all__ = [
     "DRIFT_THRESHOLD",
+    "LOAD_CHANGE_PER_CORE",
     "RECHECK_ENV",
     "RECHECK_MEASURE_S",
     "RESCALE_LIMIT",
@@ -42,18 +43,34 @@ RESCALE_LIMIT = 20.0
 RECHECK_MEASURE_S = 0.3
 """Seconds of computation the re-check's measurement covers at least (half the probe's)."""
 RECHECK_ENV = "FAASML_PROFILE_RECHECK"
-"""Set to 0 to never re-check a cached profile, to 1 to re-check it on every platform."""
+"""Set to 0 to never re-check a cached profile, to 1 to re-check it on every platform (and
+whatever the load)."""
+LOAD_CHANGE_PER_CORE = 0.5
+"""Where the speed drifts, a cached profile is re-checked only when the machine's 1-minute
+load average moved by more than this per core since it was measured (or either load is
+unknown): the re-check costs a cold start and about a second, and within this the machine
+gives what it gave."""
 
 
-def rechecks(speed_drifts: bool, asked: bool | None = None) -> bool:
+def rechecks(
+    speed_drifts: bool,
+    asked: bool | None = None,
+    load_then: float | None = None,
+    load_now: float | None = None,
+) -> bool:
     """Whether a cached profile is re-checked: as ``asked``, else as ``RECHECK_ENV`` says,
-    else where the platform's speed can drift."""
+    else where the platform's speed can drift and the load moved since the profile was
+    measured (``LOAD_CHANGE_PER_CORE``)."""
     if asked is not None:
         return asked
     setting = os.environ.get(RECHECK_ENV, "").strip()
     if setting in ("0", "1"):
         return setting == "1"
-    return speed_drifts
+    if not speed_drifts:
+        return False
+    if load_then is None or load_now is None:
+        return True
+    return abs(load_now - load_then) > LOAD_CHANGE_PER_CORE * (os.cpu_count() or 1)
 
 
 def load_average() -> float | None:
