@@ -44,7 +44,9 @@ def register(commands: Any) -> None:
         "measured footprint + 20 %%, and one vCPU's worth)",
     )
     parser.add_argument(
-        "--reprofile", action="store_true", help="measure the job's footprint again (not cached)"
+        "--reprofile",
+        action="store_true",
+        help="measure the job again (not the cached profile, nor a re-check of it)",
     )
     parser.add_argument("--counts", default="2", help="function counts for the sync measurement")
     parser.add_argument("--rounds", type=int, default=8, help="rounds per measurement (default 8)")
@@ -78,6 +80,8 @@ def run_profile(args: argparse.Namespace) -> int:
             job, catalog, platform, platform_options=options, refresh=args.reprofile
         )
     out.print(escape(profile.summary()), soft_wrap=True)
+    if profile.check is not None:
+        out.print(escape(profile.check.line()), soft_wrap=True)
     floor = profile.memory_floor_mb()
     if asked is None:
         memories = tuple(sorted({fitting_memory_mb(floor, catalog), roomy_memory_mb(catalog)}))

@@ -144,6 +144,8 @@ def _plan(run: TuneRun | TrainRun) -> None:
         cost = run.meter.by_kind().get("profiling", 0.0)
         how = "cached" if profile.cached else f"{profile.profiling_s:.1f} s, {format_money(cost)}"
         out.print(f"{profile.summary()} [{how}]", soft_wrap=True)
+        if profile.check is not None:
+            out.print(profile.check.line(), soft_wrap=True)
 
 
 def print_plan(run: BaseRun) -> None:

@@ -68,6 +68,9 @@ def summary_lines(state: dict[str, Any]) -> list[str]:
     profile = state.get("profile")
     if profile:
         how = "cached" if state.get("profile_cached") else "measured"
+        check = profile.get("check")
+        if isinstance(check, dict) and "action" in check:
+            how += f", re-checked: {check['action']}"
         lines.append(
             f"job profile {how}: footprint {profile['footprint_mb']:.0f} MB, "
             f"{profile['params']:,} parameters, cold start {profile['cold_start_s']:.2f} s"

@@ -13,7 +13,6 @@ the planners read. Profiles are cached by a key of everything that changes them.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import itertools
@@ -32,12 +31,19 @@ from faasml.config import JobSpec
 from faasml.exceptions import FaasmlError
 from faasml.runtime.billing import Meter
 from faasml.runtime.contention import cold_start_alone, delivered_vcpus
-from faasml.runtime.job_probe import PEAK_ROUNDS
-from faasml.runtime.platform import Billed, FunctionError, Platform
+from faasml.runtime.platform import FunctionError, Platform
+from faasml.runtime.probe_calls import MAX_GROUP, ProbeCalls, job_recipes
+from faasml.runtime.profile_check import (
+    RECHECK_MEASURE_S,
+    checked_profile,
+    load_average,
+    rechecks,
+)
 from faasml.runtime.profile_record import MEMORY_MARGIN, JobProfile
 from faasml.runtime.sync_probe import measured_sync, priced_storages
 
 __all__ = [
+    "MAX_GROUP",
     "MEMORY_MARGIN",
     "JobProfile",
     "ProfilingError",
@@ -53,13 +59,10 @@ __all__ = [
 ]
 from faasml.workload import ComputeProfile, Workload
 
-PROBE_FN = "faasml.runtime.job_probe:probe_job"
-PROBE_VERSION = 10
+PROBE_VERSION = 11
 """Bumped when the probe measures differently: older cached profiles are then re-measured."""
 MEASURE_S = 0.6
 """Seconds of computation each compute measurement covers at least (six CPU-quota periods)."""
-MAX_GROUP = 4
-"""Functions the probe runs side by side at most (enough to fill a small machine)."""
 MAX_CONFIGS = 8
 """Model configurations measured at most (the largest are kept)."""
 
@@ -134,6 +137,7 @@ def cached_profile(key: str) -> JobProfile | None:
 
 
 def _store_profile(profile: JobProfile) -> None:
+    profile = dataclasses.replace(profile, check=None)  # a run's re-check stays in its record
     folder = cache_dir()
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -175,111 +179,55 @@ def measure_job(
     meter: Meter | None = None,
     platform_options: Mapping[str, Any] | None = None,
     refresh: bool = False,
+    recheck: bool | None = None,
     clock: Callable[[], float] | None = None,
 ) -> JobProfile:
     """The job's profile: from the cache, else measured on ``platform`` (billed to ``meter``
-    as 'profiling' charges when given)."""
+    as 'profiling' charges when given). A cached profile is first re-checked where the
+    platform's speed can drift (``recheck``: as ``profile_check.rechecks`` decides), and
+    comes back kept, rescaled or measured again, with its ``check``."""
     key = profile_key(job, catalog, platform_options or {})
+    check = None
     if not refresh:
         found = cached_profile(key)
         if found is not None:
-            return found
+            drifts = platform.speed_drifts
+            if not rechecks(drifts, recheck, found.load_avg, load_average()):
+                return found
+            found = _recheck(found, job, catalog, platform, meter, clock)
+            check = found.check
+            if check is None or check.action != "re-profiled":
+                if check is not None and check.action == "rescaled":
+                    _store_profile(found)
+                return found
     began = time.monotonic()
     train, test = job.dataset.load()
-    from faasml.runtime.worker import ModelRecipe
-    from faasml.sync.stores import open_store
-    from faasml.workloads._dataset import dataset_to_bytes
-
-    recipes = []
-    for config in model_configs(job):
-        variant = job.with_config(config) if config else job
-        recipes.append(
-            ModelRecipe(
-                model=variant.model.name,
-                model_options=dict(variant.model.options),
-                input_shape=tuple(train.input_shape),
-                num_classes=train.num_classes,
-                optimizer=variant.optimizer.name,
-                hyperparameters=dict(variant.optimizer.hyperparameters),
-                batch_size=variant.batch_size,
-                seed=variant.seed,
-            )
-        )
-    spent = 0.0
-    colds: list[tuple[float, float]] = []  # (start at one vCPU, vCPUs starting at once)
+    recipes = job_recipes(job, model_configs(job), train)
     platform_spec = catalog.platform
     with tempfile.TemporaryDirectory(prefix="faasml-probe-") as folder:
-        objects = open_store(f"embedded://{Path(folder).resolve() / 'objects'}")
-        objects.put("probe/train", dataset_to_bytes(train))
-        objects.put("probe/test", dataset_to_bytes(test))
-        max_rounds = max(PEAK_ROUNDS, math.ceil(len(train) / max(job.batch_size, 1)))
-        payload = {
-            "object_url": objects.url,
-            "train_key": "probe/train",
-            "test_key": "probe/test",
-            "recipes": recipes,
-            "measure_s": MEASURE_S,
-            "max_rounds": max_rounds,
-            "prefix": "probe",
-        }
-
-        def bill(billed: Billed) -> float:
-            now = clock() if clock is not None else 0.0
-            return (meter or Meter(catalog)).profiling(billed, now)
-
-        def call(
-            memory_mb: int, bodies: list[dict[str, Any]], fn: str = PROBE_FN
-        ) -> list[dict[str, Any]]:
-            """Run ``fn`` in ``len(bodies)`` functions of ``memory_mb`` started together;
-            one failing stops the others (a group's functions wait for each other)."""
-            nonlocal spent
-            invocations = [platform.invoke(fn, body, memory_mb) for body in bodies]
-            try:
-                while not all(i.done() for i in invocations):
-                    if any(i.billed is not None and not i.billed.ok for i in invocations):
-                        break
-                    time.sleep(0.01)
-                limit = platform_spec.max_duration_s + 60
-                for failed in [i for i in invocations if i.billed is not None and not i.billed.ok]:
-                    failed.result(timeout=limit)  # raises its FunctionError; the rest stop
-                return [i.result(timeout=limit) for i in invocations]
-            finally:
-                for invocation in invocations:
-                    if not invocation.done():
-                        invocation.cancel()
-                    with contextlib.suppress(Exception):  # its bill is what is wanted here
-                        invocation.result(timeout=60)
-                    billed = invocation.billed
-                    if billed is None:
-                        continue
-                    spent += bill(billed)
-                    if billed.cold and billed.init_s > 0:
-                        share = 1.0
-                        if platform_spec.cold_start_scales_with_cpu:
-                            share = min(1.0, float(platform_spec.vcpus(memory_mb)))
-                        demand = float(platform_spec.vcpus(memory_mb)) * len(bodies)
-                        colds.append((billed.init_s * share, demand))
-
+        calls = ProbeCalls(
+            job,
+            catalog,
+            platform,
+            folder,
+            recipes,
+            (train, test),
+            measure_s=MEASURE_S,
+            meter=meter,
+            clock=clock,
+        )
+        payload = calls.payload
         roomy = roomy_memory_mb(catalog)
         # Side by side at one vCPU's worth, as a stage runs its trials, where the platform's
         # machine is bounded (the local platform): k functions that fill its vCPUs.
-        group = 1
-        if platform_spec.capacity_vcpus is not None:
-            group = int(min(MAX_GROUP, max(1, int(platform_spec.max_concurrent(roomy)))))
-        bodies = [
-            payload
-            if group == 1
-            else {**payload, "group": {"prefix": "probe/group", "size": group, "index": i}}
-            for i in range(group)
-        ]
         try:
             try:
-                results = call(roomy, bodies)
+                results = calls.call(roomy, calls.group(roomy))
             except FunctionError as err:
                 if err.kind != "out-of-memory" or roomy >= roomy_memory_mb(catalog, largest=True):
                     raise
                 roomy = roomy_memory_mb(catalog, largest=True)
-                results = call(roomy, [payload])
+                results = calls.call(roomy, [payload])
         except FunctionError as err:
             fits = "; it fits no function of " + catalog.name if err.kind == "out-of-memory" else ""
             raise ProfilingError(
@@ -288,7 +236,7 @@ def measure_job(
             ) from None
         first = results[0]
         # Two functions synchronising, while the group's are still warm.
-        sync, notes = measured_sync(job, catalog, call, roomy, payload, first)
+        sync, notes = measured_sync(job, catalog, calls.call, roomy, payload, first)
         delivered, ratio = delivered_vcpus(results, float(platform_spec.vcpus(roomy)), catalog)
         footprint = float(first["peak_rss_mb"])
         fit = _round_up(footprint * (1.0 + MEMORY_MARGIN), catalog)
@@ -304,21 +252,14 @@ def measure_job(
             if size in points:
                 continue
             try:
-                points[size] = call(size, [payload])[0]
+                points[size] = calls.call(size, [payload])[0]
             except FunctionError as err:
                 if err.kind != "out-of-memory":
                     raise ProfilingError(f"the probe of job {job.name} failed: {err}") from None
                 # The base configuration needed more here than the roomy run suggested.
                 footprint = max(footprint, size / (1.0 + MEMORY_MARGIN) + 1)
-        warm = []
-        for _ in range(3):
-            start = time.monotonic()
-            invocation = platform.invoke("faasml.testing.functions:echo", 0, fit)
-            invocation.result(timeout=60)
-            warm.append(time.monotonic() - start)
-            if invocation.billed is not None:
-                spent += bill(invocation.billed)
-        objects.close()
+        warm = calls.round_trips(fit)
+        calls.close()
     ordered = sorted(points.items())
     profile = JobProfile(
         key=key,
@@ -329,7 +270,7 @@ def measure_job(
         compute_points=tuple((m, float(p["compute_s_per_sample"])) for m, p in ordered),
         eval_points=tuple((m, float(p["eval_s_per_sample"])) for m, p in ordered),
         checkpoint_s=statistics.median(float(p["checkpoint_s"]) for _, p in ordered),
-        cold_start_s=cold_start_alone(colds, delivered, catalog),
+        cold_start_s=cold_start_alone(calls.colds, delivered, catalog),
         dispatch_s=statistics.median(warm),
         train_samples=len(train),
         test_samples=len(test),
@@ -341,12 +282,66 @@ def measure_job(
         sync_rounds=sync.rounds,
         straggler_share=sync.straggler_share,
         notes=notes,
-        profiling_usd=spent,
+        profiling_usd=calls.spent,
         profiling_s=time.monotonic() - began,
         measured_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        load_avg=load_average(),
     )
     _store_profile(profile)
-    return profile
+    return dataclasses.replace(profile, check=check)
+
+
+def _recheck(
+    profile: JobProfile,
+    job: JobSpec,
+    catalog: Catalog,
+    platform: Platform,
+    meter: Meter | None,
+    clock: Callable[[], float] | None,
+) -> JobProfile:
+    """``profile`` re-checked by a short run of the job's probe at one memory size it measured
+    (one vCPU's worth, where it ran a group side by side, as it did; billed as 'profiling'):
+    kept, rescaled or marked to be measured again (``profile_check.checked_profile``)."""
+    began = time.monotonic()
+    load_now = load_average()
+    sizes = [m for m, _ in profile.compute_points]
+    memory = roomy_memory_mb(catalog)
+    if memory not in sizes:
+        memory = max(sizes)
+    train, test = job.dataset.load()
+    recipes = job_recipes(job, model_configs(job), train)
+    with tempfile.TemporaryDirectory(prefix="faasml-recheck-") as folder:
+        calls = ProbeCalls(
+            job,
+            catalog,
+            platform,
+            folder,
+            recipes,
+            (train, test),
+            measure_s=RECHECK_MEASURE_S,
+            meter=meter,
+            clock=clock,
+        )
+        group = profile.side_by_side_ratio > 0 and memory == roomy_memory_mb(catalog)
+        try:
+            results = calls.call(memory, calls.group(memory) if group else [calls.payload])
+        except FunctionError as err:
+            raise ProfilingError(
+                f"the re-check of job {job.name}'s cached profile failed in a {memory} MB "
+                f"function ({err.kind}: {err}); measure it again with --reprofile"
+            ) from None
+        finally:
+            calls.close()
+    return checked_profile(
+        profile,
+        memory,
+        results,
+        calls.colds,
+        catalog,
+        usd=calls.spent,
+        seconds=time.monotonic() - began,
+        load_now=load_now,
+    )
 
 
 def planning_inputs(

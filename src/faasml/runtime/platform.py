@@ -95,6 +95,9 @@ class Platform(ABC):
     """A FaaS-like platform described by a catalog (prices, memory range, limits)."""
 
     name: str = ""
+    speed_drifts: bool = False
+    """Whether the speed a function gets can drift between runs (a machine shared with other
+    work): a cached job profile is then re-checked before a run plans from it."""
 
     def __init__(self, catalog: Catalog) -> None:
         self.catalog = catalog

@@ -77,6 +77,12 @@ class JobProfile:
     measured_at: str = ""
     cached: bool = False
     notes: tuple[str, ...] = field(default=())
+    load_avg: float | None = None
+    """The machine's 1-minute load average when these figures were measured (None: not
+    recorded, a record older than the field)."""
+    check: ProfileCheck | None = None
+    """The re-check a run made of this cached profile before planning (``profile_check``);
+    None when it was not re-checked. Kept in run records, not in the cache."""
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -89,6 +95,9 @@ class JobProfile:
         if not isinstance(data, Mapping):
             raise ValueError("a profile is a mapping of its fields")
         values = dict(data)
+        values["load_avg"] = _load(values.get("load_avg"), "load_avg")
+        check = values.get("check")
+        values["check"] = None if check is None else ProfileCheck.from_dict(check)
         for name in ("delivered_vcpus", "side_by_side_ratio", "sync_memory_mb", "straggler_share"):
             values.setdefault(name, 0.0)  # absent from older records
         values["sync_memory_mb"] = _whole(values["sync_memory_mb"])
@@ -148,7 +157,73 @@ class JobProfile:
                 if self.sync_rounds
                 else ""
             )
+            + (f"; load {self.load_avg:.1f}" if self.load_avg is not None else "")
         )
+
+
+@dataclass(frozen=True)
+class ProfileCheck:
+    """A cached profile re-checked by a short real measurement at one memory size
+    (``profile_check.recheck_profile``): the measured over the cached figures there."""
+
+    memory_mb: int
+    compute_ratio: float
+    """Training seconds per sample measured now over the profile's, at ``memory_mb``."""
+    cold_start_ratio: float
+    vcpus_ratio: float
+    """vCPUs the machine delivered side by side now over the profile's (1: not measured)."""
+    load_then: float | None
+    load_now: float
+    action: str
+    """'kept' (within the threshold), 'rescaled' or 're-profiled'."""
+    usd: float
+    """What the re-check's functions cost (billed as 'profiling')."""
+    seconds: float
+    functions: int = 1
+    """Functions the re-check started at ``memory_mb`` (left warm on the run's platform)."""
+
+    def line(self) -> str:
+        """One console line, e.g. 'profile re-checked: computation 0.34x, ...: rescaled'."""
+        then = "?" if self.load_then is None else f"{self.load_then:.1f}"
+        vcpus = f", vCPUs delivered {self.vcpus_ratio:.2f}x" if self.vcpus_ratio != 1.0 else ""
+        return (
+            f"profile re-checked at {self.memory_mb} MB: computation {self.compute_ratio:.2f}x, "
+            f"cold start {self.cold_start_ratio:.2f}x{vcpus} of the cached figures (load "
+            f"{then} then, {self.load_now:.1f} now): {self.action} "
+            f"[{self.seconds:.1f} s, ${self.usd:.6f} profiling]"
+        )
+
+    @staticmethod
+    def from_dict(data: Any) -> ProfileCheck:
+        if not isinstance(data, Mapping):
+            raise ValueError("check must be a mapping of its fields")
+        values = dict(data)
+        values["load_then"] = _load(values.get("load_then"), "check.load_then")
+        for name in (
+            "compute_ratio",
+            "cold_start_ratio",
+            "vcpus_ratio",
+            "load_now",
+            "usd",
+            "seconds",
+        ):
+            value = values.get(name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise ValueError(f"check.{name} must be a number >= 0, not {value!r}")
+        if values.get("action") not in ("kept", "rescaled", "re-profiled"):
+            raise ValueError(f"check.action is {values.get('action')!r}")
+        values["memory_mb"] = int(values["memory_mb"])
+        values["functions"] = int(values.get("functions", 1))
+        return ProfileCheck(**values)
+
+
+def _load(value: Any, name: str) -> float | None:
+    """A load average read back: a number >= 0, or None (not recorded)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise ValueError(f"{name} must be a number >= 0 or null, not {value!r}")
+    return float(value)
 
 
 def _whole(value: Any) -> int:

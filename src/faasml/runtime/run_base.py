@@ -274,6 +274,8 @@ class BaseRun:
             self.state["profile_cached"] = profile.cached
             where = "from the cache" if profile.cached else f"in {profile.profiling_s:.1f} s"
             self.event(f"job profile {where}: {profile.summary()}")
+            if profile.check is not None:
+                self.event(profile.check.line())
         self.profile = profile
         recorded = self.state.get("coordinator_s")
         if not isinstance(recorded, int | float) or not 0 <= recorded < 60:
@@ -302,8 +304,10 @@ class BaseRun:
         the platform counts its idle instances when first asked, before the first stage (a
         bounded machine may have stopped some of the probe's to start the next), kept in the
         record; where the platform cannot tell, as the probe started them."""
-        if self.profile is None or self.state.get("profile_cached", True):
+        if self.profile is None:
             return {}
+        if self.state.get("profile_cached", True) and self.profile.check is None:
+            return {}  # a re-check's functions are warm as a probe's are
         if "probe_warm" not in self.state:
             counted = None if self._platform is None else self._platform.warm_instances()
             if counted is None:
@@ -330,6 +334,8 @@ class BaseRun:
             spent_s = 0.0
         else:
             spent_s = self.profile.profiling_s
+        if self.profile is not None and self.profile.check is not None:
+            spent_s += self.profile.check.seconds  # re-checking a cached profile
         budget = None if c.budget_usd is None else c.budget_usd - self.meter.total_usd
         deadline = None if c.deadline_s is None else c.deadline_s - spent_s
         if (budget is not None and budget <= 0) or (deadline is not None and deadline <= 0):

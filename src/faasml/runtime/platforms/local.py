@@ -89,6 +89,7 @@ class LocalPlatform(_common.PooledPlatform):
     """Worker processes on this machine, priced and bounded by a catalog (usually ``local``)."""
 
     name = "local"
+    speed_drifts = True  # the machine's other work changes what its functions get
 
     def __init__(
         self,

@@ -148,6 +148,7 @@ class RayPlatform(_common.PooledPlatform):
     """Function instances as Ray actors with CPUs = memory / mb_per_vcpu and a memory resource."""
 
     name = "ray"
+    speed_drifts = True  # a Ray cluster's nodes run other work too
 
     def __init__(
         self,

@@ -1,0 +1,281 @@
+"""A cached job profile is re-checked against the machine of the moment before a run plans
+from it (local platform, real functions): kept within the threshold, rescaled beyond it,
+measured again beyond the rescale limit; its load average recorded; bad cache files measured
+again. Ratios are asserted with wide margins (a 10x edit against a 2x margin), never times."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from faasml.catalog import Catalog, load_catalog
+from faasml.config import JobSpec, load_job
+from faasml.runtime.billing import Meter
+from faasml.runtime.job_profile import (
+    JobProfile,
+    cache_dir,
+    measure_job,
+    planning_inputs,
+    roomy_memory_mb,
+)
+from faasml.runtime.platform import open_platform
+from faasml.runtime.profile_check import (
+    DRIFT_THRESHOLD,
+    LOAD_CHANGE_PER_CORE,
+    RECHECK_ENV,
+    RESCALE_LIMIT,
+    checked_profile,
+    drift_action,
+    rechecks,
+)
+from faasml.runtime.profile_record import ProfileCheck
+from faasml.runtime.session import TuneRun
+from faasml.types import Constraint
+
+JOB: dict[str, Any] = {
+    "name": "recheck-logreg",
+    "model": "logistic-regression",
+    "dataset": {"synthetic": "higgs-like", "samples": 1200, "features": 28, "test_fraction": 0.2},
+    "optimizer": {"name": "sgd", "lr": 0.1},
+    "search_space": {"optimizer.lr": {"loguniform": [0.01, 0.5]}},
+    "tuning": {"trials": 2, "reduction_factor": 2, "epochs_per_stage": 1, "stages": 1},
+    "batch_size": 100,
+    "seed": 0,
+    "platform": "local",
+    "store": "embedded",
+    "catalog": "local",
+}
+
+
+@pytest.fixture(scope="module")
+def catalog() -> Catalog:
+    return load_catalog("local")
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory: pytest.TempPathFactory) -> JobSpec:
+    path = tmp_path_factory.mktemp("job") / "job.yaml"
+    path.write_text(yaml.safe_dump(JOB))
+    return load_job(path)
+
+
+@pytest.fixture(scope="module")
+def truth(
+    tmp_path_factory: pytest.TempPathFactory, job: JobSpec, catalog: Catalog
+) -> Iterator[JobProfile]:
+    """The job measured once into a cache of this module's own, re-checks switched on."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("FAASML_CACHE", str(tmp_path_factory.mktemp("profile-cache")))
+        patch.setenv(RECHECK_ENV, "1")
+        with open_platform("local", catalog) as platform:
+            yield measure_job(job, catalog, platform, refresh=True)
+
+
+def _cache(profile: JobProfile, scale: float = 1.0, **changes: Any) -> Path:
+    """Write ``profile`` as the cached one, its computation ``scale`` times what it measured."""
+    data = profile.to_dict()
+    data["compute_points"] = [[m, s * scale] for m, s in profile.compute_points]
+    data["eval_points"] = [[m, s * scale] for m, s in profile.eval_points]
+    data.update(changes)
+    path = cache_dir() / f"{profile.key}.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def _compute(profile: JobProfile, memory_mb: int) -> float:
+    return dict(profile.compute_points)[memory_mb]
+
+
+def test_the_load_average_is_recorded_and_round_trips(truth: JobProfile) -> None:
+    assert truth.load_avg is not None and truth.load_avg >= 0
+    assert truth.check is None and not truth.cached
+    kept = json.loads((cache_dir() / f"{truth.key}.json").read_text())
+    assert kept["load_avg"] == truth.load_avg and kept["check"] is None
+    assert JobProfile.from_dict(kept) == truth
+    check = ProfileCheck(1769, 0.3, 0.5, 1.0, 12.1, 1.8, "rescaled", 0.0001, 2.5, 2)
+    with_check = dataclasses.replace(truth, check=check)
+    assert JobProfile.from_dict(json.loads(json.dumps(with_check.to_dict()))) == with_check
+    older = {k: v for k, v in truth.to_dict().items() if k not in ("load_avg", "check")}
+    assert JobProfile.from_dict(older).load_avg is None  # a record from before the field
+    for bad in ("busy", -1.0, True):
+        with pytest.raises(ValueError, match="load_avg"):
+            JobProfile.from_dict({**truth.to_dict(), "load_avg": bad})
+    with pytest.raises(ValueError, match=r"check\.action"):
+        JobProfile.from_dict({**with_check.to_dict(), "check": {**check.__dict__, "action": "?"}})
+
+
+@pytest.fixture
+def wide_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rescale limit far from a 10x edit: the job's computation, timed now against the
+    truth's timing, may move 2x either way on a busy machine (10x of it would then cross
+    the 20x limit and the job would be measured again, a different test)."""
+    monkeypatch.setattr("faasml.runtime.profile_check.RESCALE_LIMIT", 1000.0)
+
+
+@pytest.mark.usefixtures("wide_limit")
+def test_a_tenfold_cached_profile_is_rescaled_before_the_plan(
+    truth: JobProfile, job: JobSpec, catalog: Catalog, tmp_path: Path
+) -> None:
+    _cache(truth, scale=10.0, load_avg=12.5)
+    inflated = JobProfile.from_dict(json.loads((cache_dir() / f"{truth.key}.json").read_text()))
+    run = TuneRun(job, Constraint(budget_usd=0.05), tmp_path / "run")
+    run.plan()
+    profile = run.profile
+    assert profile is not None and profile.check is not None
+    check = profile.check
+    assert check.action == "rescaled" and check.load_then == 12.5
+    assert check.memory_mb == roomy_memory_mb(catalog)
+    # Measured against figures 10x the truth: well under half of them (a 2x margin).
+    assert check.compute_ratio < 0.5
+    for memory, seconds in profile.compute_points:
+        assert seconds == pytest.approx(_compute(inflated, memory) * check.compute_ratio, rel=1e-3)
+        assert seconds < _compute(inflated, memory) / 2
+    assert profile.load_avg == check.load_now
+    # The record holds the re-checked profile, its line is an event, the re-check is billed.
+    recorded = JobProfile.from_dict(run.state["profile"])
+    assert recorded.compute_points == profile.compute_points and recorded.check == check
+    assert any(e["text"].startswith("profile re-checked") for e in run.state["events"])
+    assert "rescaled" in check.line() and "12.5 then" in check.line()
+    profiling = [c for c in run.state["charges"] if c["kind"] == "profiling"]
+    assert profiling and sum(c["usd"] for c in profiling) == pytest.approx(check.usd)
+    # The planner plans from the rescaled figures, not the cached ones.
+    base = dataclasses.replace(run.workload)
+    planned = dict(run.workload.compute.points or ())
+    rescaled_plan, _ = planning_inputs(profile, base, catalog)
+    assert planned == pytest.approx(dict(rescaled_plan.compute.points or ()))
+    cached_plan, _ = planning_inputs(inflated, base, catalog)
+    stale = dict(cached_plan.compute.points or ())
+    assert planned and all(planned[m] < stale[m] for m in planned)
+    # The cache now holds the rescaled figures (and no run's check).
+    kept = json.loads((cache_dir() / f"{truth.key}.json").read_text())
+    assert kept["check"] is None
+    assert kept["compute_points"] == [list(p) for p in profile.compute_points]
+
+
+def test_far_beyond_the_rescale_limit_the_job_is_measured_again(
+    truth: JobProfile, job: JobSpec, catalog: Catalog
+) -> None:
+    _cache(truth, scale=RESCALE_LIMIT * 50)
+    meter = Meter(catalog)
+    with open_platform("local", catalog) as platform:
+        profile = measure_job(job, catalog, platform, meter=meter)
+    assert profile.check is not None and profile.check.action == "re-profiled"
+    assert profile.check.compute_ratio < 1 / RESCALE_LIMIT
+    assert not profile.cached
+    memory = profile.check.memory_mb
+    assert _compute(profile, memory) < _compute(truth, memory) * RESCALE_LIMIT
+    assert meter.by_kind()["profiling"] > profile.check.usd > 0  # both billed
+
+
+def test_no_recheck_when_switched_off(truth: JobProfile, job: JobSpec, catalog: Catalog) -> None:
+    _cache(truth, scale=10.0)
+    meter = Meter(catalog)
+    with open_platform("local", catalog) as platform:
+        found = measure_job(job, catalog, platform, meter=meter, recheck=False)
+        assert platform.cold_starts == 0
+    assert found.cached and found.check is None and meter.charges == []
+    assert _compute(found, found.compute_points[0][0]) == pytest.approx(
+        _compute(truth, truth.compute_points[0][0]) * 10
+    )
+
+
+@pytest.mark.parametrize("bad", [{"load_avg": "busy"}, {"compute_points": []}, None])
+def test_a_bad_cache_file_is_measured_again(
+    bad: dict[str, Any] | None, truth: JobProfile, job: JobSpec, catalog: Catalog
+) -> None:
+    path = _cache(truth, **(bad or {}))
+    if bad is None:
+        path.write_text("{not json")
+    with open_platform("local", catalog) as platform:
+        profile = measure_job(job, catalog, platform)
+    assert not profile.cached and profile.check is None
+    assert profile.load_avg is not None
+
+
+def test_rechecks_follows_the_platform_unless_told() -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv(RECHECK_ENV, raising=False)
+        assert rechecks(True) and not rechecks(False)
+        cores = os.cpu_count() or 1
+        moved = (LOAD_CHANGE_PER_CORE + 0.1) * cores
+        assert rechecks(True, None, 1.0, 1.0 + moved) and rechecks(True, None, 1.0 + moved, 1.0)
+        assert not rechecks(True, None, 1.0, 1.0 + moved / 2)  # the machine gives what it gave
+        assert rechecks(True, None, None, 1.0) and not rechecks(False, None, 1.0, 9.0)
+        assert rechecks(False, True) and not rechecks(True, False)
+        patch.setenv(RECHECK_ENV, "0")
+        assert not rechecks(True)
+        patch.setenv(RECHECK_ENV, "1")
+        assert rechecks(False)
+    with open_platform("local", load_catalog("local")) as platform:
+        assert platform.speed_drifts
+
+
+def test_drift_action_thresholds() -> None:
+    assert drift_action((1.0, 1.0, 1.0)) == "kept"
+    assert drift_action((1.0 + DRIFT_THRESHOLD * 0.9, 1 / (1 + DRIFT_THRESHOLD * 0.9))) == "kept"
+    assert drift_action((1.0, 1.0 + DRIFT_THRESHOLD * 1.1)) == "rescaled"
+    assert drift_action((0.34, 0.41)) == "rescaled"
+    assert drift_action((1 / (RESCALE_LIMIT * 2), 1.0)) == "re-profiled"
+    assert drift_action((0.0,)) == "re-profiled"
+
+
+def _results(profile: JobProfile, memory: int, compute: float) -> list[dict[str, Any]]:
+    return [
+        {
+            "compute_s_per_sample": _compute(profile, memory) * compute,
+            "eval_s_per_sample": dict(profile.eval_points)[memory] * compute,
+            "checkpoint_s": profile.checkpoint_s,
+        }
+    ]
+
+
+def test_within_the_threshold_the_profile_is_kept(truth: JobProfile, catalog: Catalog) -> None:
+    memory = truth.compute_points[-1][0]
+    near = 1.0 + DRIFT_THRESHOLD / 2
+    kept = checked_profile(
+        truth, memory, _results(truth, memory, near), [], catalog, usd=0, seconds=1, load_now=3.0
+    )
+    assert kept.check is not None and kept.check.action == "kept"
+    assert kept.check.compute_ratio == pytest.approx(near, rel=1e-3)
+    assert dataclasses.replace(kept, check=None) == truth
+
+
+def test_beyond_the_threshold_every_size_is_rescaled(truth: JobProfile, catalog: Catalog) -> None:
+    memory = truth.compute_points[-1][0]
+    colds = [(truth.cold_start_s * 2, 1.0)]
+    scaled = checked_profile(
+        truth, memory, _results(truth, memory, 3.0), colds, catalog, usd=0, seconds=1, load_now=4
+    )
+    assert scaled.check is not None and scaled.check.action == "rescaled"
+    assert scaled.check.compute_ratio == pytest.approx(3.0)
+    for (m, s), (m0, s0) in zip(scaled.compute_points, truth.compute_points, strict=True):
+        assert m == m0 and s == pytest.approx(3.0 * s0)
+    for (_, s), (_, s0) in zip(scaled.eval_points, truth.eval_points, strict=True):
+        assert s == pytest.approx(3.0 * s0)
+    assert scaled.cold_start_s > truth.cold_start_s and scaled.load_avg == 4
+    assert scaled.footprint_mb == truth.footprint_mb  # memory does not move with load
+
+
+@pytest.mark.usefixtures("wide_limit")
+def test_faasml_tune_says_it_re_checked_the_cached_profile(
+    truth: JobProfile, job: JobSpec, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from faasml.cli.main import main
+
+    _cache(truth, scale=10.0, load_avg=9.5)
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(JOB))
+    run_dir = tmp_path / "run"
+    assert main(["tune", str(path), "--budget", "0.05", "--run-dir", str(run_dir)]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # as one line, whatever the width
+    assert "profile re-checked at" in out and "(load 9.5 then" in out
+    assert "re-checked: rescaled" in out  # the run's summary
+    record = json.loads((run_dir / "record.json").read_text())
+    assert record["profile"]["check"]["action"] == "rescaled"
