@@ -279,6 +279,18 @@ def _breakdown(state: dict[str, Any]) -> str:
         f"    coordinator: launch {launch:.1f}, commit {commit:.1f} (record {record:.1f})"
         " ms/segment"
     )
+    prewarmed = sum(1 for c in state.get("charges", []) if c.get("detail") == "prewarm")
+    lines.append(
+        f"    functions started: {int(state.get('cold_starts', 0))}, {prewarmed} of them "
+        f"prewarmed; cold starts waited for in segments {get('cold_start_s', 0):.2f} s"
+    )
+    for stage in state.get("plan", {}).get("stages", []):
+        a = stage["allocation"]
+        lines.append(
+            f"    stage {stage['index']}: {a['n']}x{a['memory_mb']}, predicted "
+            f"{float(stage.get('predicted_time_s', 0.0)):.1f} s, measured "
+            f"{float(stage.get('measured_time_s', 0.0)):.1f} s"
+        )
     return "\n".join(lines)
 
 
