@@ -62,6 +62,9 @@ class TuneRun(BaseRun):
 
     kind = "tune"
     delta = REPLAN_DELTA
+    prewarm = True
+    """Start the next stage's functions during each stage's last wave (off: only to measure
+    what that saves, ``bench_overhead.py --compare-prewarm``)."""
 
     def plan(self, planner: str = "exact") -> dict[str, Any]:
         from faasml.planners.tuning import SuccessiveHalving, plan_tuning
@@ -115,7 +118,7 @@ class TuneRun(BaseRun):
             self.event(f"stage {index + 1}: {len(alive)} trials on {allocation}")
             began, spent = self._elapsed(), self.meter.total_usd
             then = None
-            if index + 1 < len(stages):  # its functions start during this stage's last wave
+            if self.prewarm and index + 1 < len(stages):  # started in this last wave
                 following = stages[index + 1]
                 ahead = Allocation(**following["allocation"])
                 want = warm_after(self.plan_catalog, self.workload, ahead, following["trials"])
