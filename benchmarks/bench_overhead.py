@@ -27,7 +27,8 @@ segments the coordinator chooses (``auto``: several short epochs to an invocatio
 epoch per segment (``1-ep``), side by side in one sitting. ``--plan 1x1728,1x896,2x896`` fixes the
 plan (n x MB per stage, the last repeated; re-planning off) and ``--compare-prewarm`` runs each
 job twice on it, with the next stage's functions prewarmed during the last wave (``pre``) and
-without (``cold``): what prewarming saves, on one plan. ``--breakdown`` prints, under each
+without (``cold``): what prewarming saves, on one plan (``--no-prewarm`` runs without, in a
+process of its own, to alternate the order). ``--breakdown`` prints, under each
 job's line, where faasml's time went (the record's ``timings``, ``coordinator_base.TIMINGS``):
 the workers' loading, training rounds and the rest of the function (evaluation, checkpoint),
 invocation and dispatch outside the function, cold starts, the coordinator's launching and
@@ -169,6 +170,11 @@ def main() -> None:
         "re-planning off",
     )
     parser.add_argument(
+        "--no-prewarm",
+        action="store_true",
+        help="do not prewarm the next stage's functions (to compare, in separate processes)",
+    )
+    parser.add_argument(
         "--compare-prewarm",
         action="store_true",
         help="each job twice: the next stage prewarmed during the last wave (pre) and not "
@@ -185,7 +191,7 @@ def main() -> None:
         p for p in (str(JOBS_DIR), os.environ.get("PYTHONPATH", "")) if p
     )
     work = Path(tempfile.mkdtemp(prefix="faasml-bench-overhead-"))
-    kinds: list[tuple[str, int | None, bool]] = [("auto", None, True)]
+    kinds: list[tuple[str, int | None, bool]] = [("auto", None, not args.no_prewarm)]
     if args.compare_segments:
         kinds.append(("1-ep", 1, True))
     if args.compare_prewarm:
