@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import yaml
 from faasml.catalog import Catalog, load_catalog
 from faasml.config import load_job
 from faasml.runtime.calibration import prewarmed, stage_estimate, stage_estimates, warm_pool
-from faasml.runtime.platform import Invocation
+from faasml.runtime.platform import Invocation, open_platform
 from faasml.runtime.platforms.local import LocalPlatform
 from faasml.runtime.session import TuneRun
 from faasml.types import Allocation, Constraint
@@ -138,3 +139,19 @@ def test_a_run_whose_stages_share_a_size_prewarms_nothing(tmp_path: Path) -> Non
     assert record["status"] == "finished"
     assert not [c for c in record["charges"] if c["detail"] == "prewarm"]
     assert not any("prewarmed" in e["text"] for e in record["events"])
+
+
+def test_a_prewarmed_function_taken_before_it_is_ready_bills_no_second_twice() -> None:
+    """Its start is billed up to the invocation's dispatch; the invocation from there (a
+    Python process cannot be ready microseconds after it was started, so the two meet)."""
+    with open_platform("local", load_catalog("local")) as platform:
+        began = time.monotonic()
+        assert platform.prewarm(320, 1) == 1
+        invocation = platform.invoke("faasml.testing.functions:pid", None, 320)
+        invocation.result(timeout=60)
+        wall = time.monotonic() - began
+        billed = invocation.billed
+        assert billed is not None and not billed.cold
+        standalone = platform.take_standalone_bills()
+        assert len(standalone) == 1 and standalone[0].cold
+        assert standalone[0].duration_s + billed.duration_s <= wall
