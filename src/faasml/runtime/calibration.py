@@ -202,7 +202,7 @@ def stage_estimate(
     """T_i and C_i of one stage on ``allocation`` (CE-scaling eqs. 7–8 with waves); ``warm``
     functions of its memory size are left warm by the stage before, and when they cover the
     stage's first wave it pays no cold start (a platform reuses a warm function). ``prewarm``:
-    (functions started during the stage before, seconds of their start hidden behind it,
+    (functions started during the stage before, seconds of their start hidden behind it: see
     ``prewarmed``): where they complete the first wave its cold start is still billed (the
     prewarmed starts are) but only the part not hidden is waited for. On a bounded platform
     each wave runs ``contention`` times slower where its functions together demand more vCPUs
@@ -274,7 +274,8 @@ def prewarmed(
     following: Mapping[str, Any],
     pool: Mapping[int, int],
 ) -> tuple[int, float]:
-    """What the runtime's prewarm (``segments.StagePrewarming``) gives ``following``: (functions
+    """What the runtime's prewarm (``Coordinator.run(..., then=Prewarm(...))``, the rule of
+    ``SegmentLaunching._prewarm_next``) gives ``following``: (functions
     started during ``stage``'s last wave, seconds of their start hidden behind it). They are
     the functions its first wave needs beyond those warm after ``stage`` (``pool``), and only
     where all of them fit beside the last wave's functions within the platform's capacity
