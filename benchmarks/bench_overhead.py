@@ -24,7 +24,12 @@ MLP, the BatchNorm CNN and the transformer of benchmarks/jobs, whose epochs last
 ``--epochs-per-stage K`` runs each job with K epochs per tuning stage (the examples have one:
 every segment then ends at a rung); ``--compare-segments`` runs each job twice, with the
 segments the coordinator chooses (``auto``: several short epochs to an invocation) and with one
-epoch per segment (``1-ep``), side by side in one sitting. ``--breakdown`` prints, under each
+epoch per segment (``1-ep``), side by side in one sitting. ``--plan 1x1728,1x896,2x896`` fixes the
+plan (n x MB per stage, the last repeated; re-planning off) and ``--compare-prewarm`` runs each
+job twice on it, with the next stage's functions prewarmed during the last wave (``pre``) and
+without (``cold``): what prewarming saves, on one plan. On a loaded machine the second run in
+one process ran slower whatever it was (docs/runtime.md): there, compare runs in separate
+processes, alternated (``--no-prewarm`` runs without). ``--breakdown`` prints, under each
 job's line, where faasml's time went (the record's ``timings``, ``coordinator_base.TIMINGS``):
 the workers' loading, training rounds and the rest of the function (evaluation, checkpoint),
 invocation and dispatch outside the function, cold starts, the coordinator's launching and
@@ -61,9 +66,15 @@ TARGET = 1.2
 
 
 def faasml_run(
-    path: Path, budget: float, work: Path, epochs_per_segment: int | None = None
+    path: Path,
+    budget: float,
+    work: Path,
+    epochs_per_segment: int | None = None,
+    plan: list[tuple[int, int]] | None = None,
+    prewarm: bool = True,
 ) -> dict[str, Any]:
     from faasml.config import load_job
+    from faasml.runtime.calibration import stage_estimates
     from faasml.runtime.coordinator import CoordinatorOptions
     from faasml.runtime.session import TuneRun
     from faasml.types import Constraint
@@ -71,9 +82,20 @@ def faasml_run(
     os.environ["FAASML_CACHE"] = tempfile.mkdtemp(prefix="faasml-bench-cache-")
     options = CoordinatorOptions(epochs_per_segment=epochs_per_segment)
     run = TuneRun(load_job(path), Constraint(budget_usd=budget), work, options=options)
+    run.prewarm = prewarm
     began = time.monotonic()
     run.plan()
     planned = time.monotonic() - began
+    if plan:  # a fixed plan (n x MB per stage, the last repeated), re-planning off
+        run.delta = float("inf")
+        stages = run.state["plan"]["stages"]
+        for index, stage in enumerate(stages):
+            n, memory = plan[min(index, len(plan) - 1)]
+            stage["allocation"] = dict(stage["allocation"], n=n, memory_mb=memory)
+        estimates = stage_estimates(run.workload, run.plan_catalog, stages, run._probe_warm())
+        for stage, (time_s, cost_usd) in zip(stages, estimates, strict=True):
+            stage["time_s"] = stage["predicted_time_s"] = time_s
+            stage["cost_usd"] = stage["predicted_cost_usd"] = cost_usd
     state = run.execute()
     state["bench_plan_s"] = planned
     return state
@@ -144,6 +166,22 @@ def main() -> None:
         "--breakdown", action="store_true", help="where faasml's time went, under each job's line"
     )
     parser.add_argument(
+        "--plan",
+        help="a fixed plan, NxMB per stage (the last repeated), e.g. 1x1728,1x896,2x896; "
+        "re-planning off",
+    )
+    parser.add_argument(
+        "--no-prewarm",
+        action="store_true",
+        help="do not prewarm the next stage's functions (to compare, in separate processes)",
+    )
+    parser.add_argument(
+        "--compare-prewarm",
+        action="store_true",
+        help="each job twice: the next stage prewarmed during the last wave (pre) and not "
+        "(cold), alternately, with the same --plan",
+    )
+    parser.add_argument(
         "--one-thread-only",
         action="store_true",
         help="run only the one-thread plain loop (on a loaded machine the other took 15x longer)",
@@ -154,9 +192,19 @@ def main() -> None:
         p for p in (str(JOBS_DIR), os.environ.get("PYTHONPATH", "")) if p
     )
     work = Path(tempfile.mkdtemp(prefix="faasml-bench-overhead-"))
-    kinds: list[tuple[str, int | None]] = [("auto", None)]
+    kinds: list[tuple[str, int | None, bool]] = [("auto", None, not args.no_prewarm)]
     if args.compare_segments:
-        kinds.append(("1-ep", 1))
+        kinds.append(("1-ep", 1, True))
+    if args.compare_prewarm:
+        if not args.plan:
+            parser.error("--compare-prewarm needs --plan (both runs on the same plan)")
+        kinds = [("pre", None, True), ("cold", None, False)]
+    plan = None
+    if args.plan:
+        try:
+            plan = [(int(n), int(m)) for n, m in (a.split("x") for a in args.plan.split(","))]
+        except ValueError:
+            parser.error(f"--plan {args.plan!r}: expected NxMB,... e.g. 1x1728,2x896")
     print(
         "faasml run: wall time of the run itself (record elapsed_s), profiling and planning "
         "EXCLUDED\n(shown apart); compute s: the run's training steps inside the functions "
@@ -175,7 +223,7 @@ def main() -> None:
         if args.jobs and name not in args.jobs:
             continue
         job_path = _with_epochs(ROOT / path, args.epochs_per_stage, work)
-        for kind, epochs_per_segment in kinds:
+        for kind, epochs_per_segment, prewarm in kinds:
             label = name if len(kinds) == 1 else f"{name} {kind}"
             ratios.append(
                 _row(
@@ -186,6 +234,8 @@ def main() -> None:
                     epochs_per_segment,
                     args.breakdown,
                     args.one_thread_only,
+                    plan,
+                    prewarm,
                 )
             )
     missed = [f"{n} {r:.2f}x" for n, r in ratios if r > TARGET]
@@ -218,9 +268,11 @@ def _row(
     epochs_per_segment: int | None,
     breakdown: bool = False,
     one_thread_only: bool = False,
+    plan: list[tuple[int, int]] | None = None,
+    prewarm: bool = True,
 ) -> tuple[str, float]:
     """Run one job with faasml and as plain loops; print its line; (name, ratio)."""
-    state = faasml_run(path, budget, folder, epochs_per_segment)
+    state = faasml_run(path, budget, folder, epochs_per_segment, plan, prewarm)
     trials = [t for t in state["trials"] if t["history"]]
     single_s, epochs = plain_loop(path, trials, one_thread=True)
     plain_s = float("nan") if one_thread_only else plain_loop(path, trials, one_thread=False)[0]
@@ -279,6 +331,18 @@ def _breakdown(state: dict[str, Any]) -> str:
         f"    coordinator: launch {launch:.1f}, commit {commit:.1f} (record {record:.1f})"
         " ms/segment"
     )
+    prewarmed = sum(1 for c in state.get("charges", []) if c.get("detail") == "prewarm")
+    lines.append(
+        f"    functions started: {int(state.get('cold_starts', 0))}, {prewarmed} of them "
+        f"prewarmed; cold starts waited for in segments {get('cold_start_s', 0):.2f} s"
+    )
+    for stage in state.get("plan", {}).get("stages", []):
+        a = stage["allocation"]
+        lines.append(
+            f"    stage {stage['index']}: {a['n']}x{a['memory_mb']}, predicted "
+            f"{float(stage.get('predicted_time_s', 0.0)):.1f} s, measured "
+            f"{float(stage.get('measured_time_s', 0.0)):.1f} s"
+        )
     return "\n".join(lines)
 
 

@@ -12,6 +12,7 @@ from faasml.runtime.calibration import (
     REPLAN_DELTA,
     Calibration,
     moved,
+    prewarmed,
     stage_estimate,
     stage_estimates,
     warm_after,
@@ -196,8 +197,16 @@ def test_a_stage_on_the_memory_of_the_one_before_pays_no_cold_start(
         stage_estimate(workload, catalog, Allocation(**same["allocation"]), 4, 1, warm)  # type: ignore[arg-type]
     )
 
-    # On another memory size the next stage starts cold, as it does alone.
-    assert stage_estimates(workload, catalog, [first, other])[1] == pytest.approx(cold_other)
+    # On another memory size the next stage's functions start during the last wave of the
+    # one before (prewarmed): billed as they are alone, waited for only where not hidden.
+    t3, c3 = stage_estimates(workload, catalog, [first, other])[1]
+    pool = warm_pool(workload, catalog, [first])
+    early = prewarmed(workload, catalog, first, other, pool)
+    assert early[0] == 4 and c3 == pytest.approx(cold_other[1]) and t3 < cold_other[0]
+    other_allocation = Allocation(**other["allocation"])  # type: ignore[arg-type]
+    assert (t3, c3) == pytest.approx(
+        stage_estimate(workload, catalog, other_allocation, 4, 1, 0, early)
+    )
 
 
 def test_warm_functions_that_do_not_cover_the_first_wave_leave_the_cold_start(
@@ -205,8 +214,11 @@ def test_warm_functions_that_do_not_cover_the_first_wave_leave_the_cold_start(
 ) -> None:
     # One trial on one function leaves one warm; four trials on two functions each need 8.
     small, wide = _stage(1, 1024), _stage(4, 1024, n=2)
-    alone = stage_estimate(workload, catalog, Allocation(**wide["allocation"]), 4, 1)  # type: ignore[arg-type]
-    assert stage_estimates(workload, catalog, [small, wide])[1] == pytest.approx(alone)
+    allocation = Allocation(**wide["allocation"])  # type: ignore[arg-type]
+    alone = stage_estimate(workload, catalog, allocation, 4, 1)
+    assert stage_estimate(workload, catalog, allocation, 4, 1, warm=1) == pytest.approx(alone)
+    # After the small stage the 7 more start during it (prewarmed): billed as alone.
+    assert stage_estimates(workload, catalog, [small, wide])[1][1] == pytest.approx(alone[1])
 
 
 def _bounded(vcpus: float) -> Catalog:
@@ -234,10 +246,18 @@ def test_a_bounded_machine_stops_idle_functions_of_other_sizes_least_recent_firs
     # longest) are stopped first, both of them; the 640 MB one stays.
     assert after == {640: 1, 1792: 1}
     assert list(after) == [640, 1792]  # the stage's functions are now the most recent
-    # A stage on 1728 MB after it starts cold, as the run did.
+    # A stage on 1728 MB after it found no function of its size warm, as the run did: its
+    # one starts during the last 1792 MB trial (0.977 + 1.013 vCPUs fit in 2), billed whole.
     stages = [_local_stage(8, 1792), _local_stage(1, 1728)]
     cold = stage_estimate(workload, catalog, Allocation(1, 1728, "embedded"), 1, 1)
-    assert stage_estimates(workload, catalog, stages, probe)[1] == pytest.approx(cold)
+    early = prewarmed(workload, catalog, stages[0], stages[1], after)
+    assert early[0] == 1
+    time_s, cost = stage_estimates(workload, catalog, stages, probe)[1]
+    assert cost == pytest.approx(cold[1]) and time_s < cold[0]
+    # On 1.9 vCPUs it does not fit beside that trial: it starts cold.
+    tight = _bounded(1.9)
+    alone = stage_estimate(workload, tight, Allocation(1, 1728, "embedded"), 1, 1)
+    assert stage_estimates(workload, tight, stages, probe)[1] == pytest.approx(alone)
     # Had the 640 MB one been idle longest, it would have gone first and a 1728 stayed.
     assert warm_pool(workload, catalog, [_local_stage(8, 1792)], {640: 1, 1728: 2}) == {
         1728: 1,

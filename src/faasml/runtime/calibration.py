@@ -197,12 +197,16 @@ def stage_estimate(
     trials: int,
     epochs: int,
     warm: int = 0,
+    prewarm: tuple[int, float] = (0, 0.0),
 ) -> tuple[float, float]:
     """T_i and C_i of one stage on ``allocation`` (CE-scaling eqs. 7–8 with waves); ``warm``
     functions of its memory size are left warm by the stage before, and when they cover the
-    stage's first wave it pays no cold start (a platform reuses a warm function). On a bounded
-    platform each wave runs ``contention`` times slower where its functions together demand
-    more vCPUs than the machine delivers (a public FaaS has no such bound: factor 1)."""
+    stage's first wave it pays no cold start (a platform reuses a warm function). ``prewarm``:
+    (functions started during the stage before, seconds of their start hidden behind it: see
+    ``prewarmed``): where they complete the first wave its cold start is still billed (the
+    prewarmed starts are) but only the part not hidden is waited for. On a bounded platform
+    each wave runs ``contention`` times slower where its functions together demand more vCPUs
+    than the machine delivers (a public FaaS has no such bound: factor 1)."""
     table = evaluate_allocation(workload, catalog, allocation)
     if len(table) == 0:
         return float("inf"), float("inf")
@@ -210,8 +214,11 @@ def stage_estimate(
     platform = catalog.platform
     first = platform.contention(wave_demand(catalog, allocation, min(trials, k)))
     cold = 0.0 if min(trials, k) * allocation.n <= warm else 1.0
-    time = cold * float(table.startup_s[0]) * first
+    start_s = float(table.startup_s[0]) * first
+    time = cold * start_s
     cost = cold * min(trials, k) * float(table.startup_usd[0]) * first
+    if cold and min(trials, k) * allocation.n <= warm + prewarm[0]:
+        time = max(0.0, start_s - prewarm[1])
     epoch_s, function_usd = float(table.time_s[0]), float(table.function_usd[0])
     rest = float(table.cost_usd[0]) - function_usd
     left = trials
@@ -248,13 +255,50 @@ def stage_estimates(
     warm before the first, e.g. the probe's)."""
     pool = dict(warm or {})
     out: list[tuple[float, float]] = []
-    for stage in stages:
+    for index, stage in enumerate(stages):
         allocation = Allocation(**stage["allocation"])
         trials, epochs = stage["trials"], stage["epochs"]
         ready = pool.get(allocation.memory_mb, 0)
-        out.append(stage_estimate(workload, catalog, allocation, trials, epochs, ready))
+        early = (
+            (0, 0.0) if index == 0 else prewarmed(workload, catalog, stages[index - 1], stage, pool)
+        )
+        out.append(stage_estimate(workload, catalog, allocation, trials, epochs, ready, early))
         pool = warm_pool(workload, catalog, [stage], pool)
     return out
+
+
+def prewarmed(
+    workload: Workload,
+    catalog: Catalog,
+    stage: Mapping[str, Any],
+    following: Mapping[str, Any],
+    pool: Mapping[int, int],
+) -> tuple[int, float]:
+    """What the runtime's prewarm (``Coordinator.run(..., then=Prewarm(...))``, the rule of
+    ``SegmentLaunching._prewarm_next``) gives ``following``: (functions
+    started during ``stage``'s last wave, seconds of their start hidden behind it). They are
+    the functions its first wave needs beyond those warm after ``stage`` (``pool``), and only
+    where all of them fit beside the last wave's functions within the platform's capacity
+    (else none is counted: the runtime may still start some as that wave's trials finish,
+    which no prediction promises). Their start overlaps the last wave's epochs: hidden up to
+    the wave's length (the runtime starts them at most PREWARM_LEAD × a start before the
+    stage's predicted end, so a longer wave hides all of it)."""
+    before, after = Allocation(**stage["allocation"]), Allocation(**following["allocation"])
+    need = warm_after(catalog, workload, after, following["trials"])
+    extra = need - pool.get(after.memory_mb, 0)
+    table = evaluate_allocation(workload, catalog, before)
+    if extra <= 0 or len(table) == 0:
+        return 0, 0.0
+    k = int(trials_per_wave(table, catalog)[0])
+    trials = int(stage["trials"])
+    last = trials - (math.ceil(trials / k) - 1) * k
+    busy = last * before.n
+    idle = pool.get(after.memory_mb, 0) - (busy if after.memory_mb == before.memory_mb else 0)
+    sizes = [(before.memory_mb, busy), (after.memory_mb, max(idle, 0) + extra)]
+    if not fits_capacity(catalog, sizes):
+        return 0, 0.0
+    slower = catalog.platform.contention(wave_demand(catalog, before, last))
+    return extra, int(stage["epochs"]) * float(table.time_s[0]) * slower
 
 
 def warm_pool(
@@ -283,18 +327,9 @@ def _room(catalog: Catalog, idle: Mapping[int, int], memory: int, count: int) ->
     """``idle`` (memory MB -> instances, least recently used first) less those a bounded
     platform stops, the least recently used first, so that ``count`` functions of ``memory``
     fit beside the rest within its vCPUs, memory and concurrency."""
-    platform = catalog.platform
 
     def fits(pool: Mapping[int, int]) -> bool:
-        sizes = [*((m, c) for m, c in pool.items()), (memory, count)]
-        if sum(c for _, c in sizes) > platform.concurrency_limit:
-            return False
-        if platform.capacity_vcpus is not None:
-            vcpus = sum(c * float(platform.vcpus(m)) for m, c in sizes)
-            if vcpus > platform.capacity_vcpus + 1e-9:
-                return False
-        memory_mb = platform.capacity_memory_mb
-        return memory_mb is None or sum(c * m for m, c in sizes) <= memory_mb + 1e-9
+        return fits_capacity(catalog, [*((m, c) for m, c in pool.items()), (memory, count)])
 
     kept = {m: c for m, c in idle.items() if c > 0}
     for size in list(kept):
@@ -303,6 +338,20 @@ def _room(catalog: Catalog, idle: Mapping[int, int], memory: int, count: int) ->
         if kept[size] == 0:
             del kept[size]
     return kept
+
+
+def fits_capacity(catalog: Catalog, sizes: Sequence[tuple[int, int]]) -> bool:
+    """True when functions of (memory MB, count) ``sizes`` run at once within the platform's
+    concurrency, vCPUs and memory."""
+    platform = catalog.platform
+    if sum(c for _, c in sizes) > platform.concurrency_limit:
+        return False
+    if platform.capacity_vcpus is not None:
+        vcpus = sum(c * float(platform.vcpus(m)) for m, c in sizes)
+        if vcpus > platform.capacity_vcpus + 1e-9:
+            return False
+    memory_mb = platform.capacity_memory_mb
+    return memory_mb is None or sum(c * m for m, c in sizes) <= memory_mb + 1e-9
 
 
 def moved(before: tuple[float, float], after: tuple[float, float], delta: float) -> bool:

@@ -29,7 +29,7 @@ from faasml.runtime.coordinator_base import (
 )
 from faasml.runtime.failures import LOST_STORE
 from faasml.runtime.results import ResultCommits
-from faasml.runtime.segments import WORKER_FN, SegmentLaunching
+from faasml.runtime.segments import WORKER_FN, Prewarm, SegmentLaunching
 from faasml.runtime.trial import TrialFault, TrialState
 from faasml.runtime.worker import SegmentReport
 from faasml.types import Allocation
@@ -38,17 +38,30 @@ from faasml.types import Allocation
 class Coordinator(SegmentLaunching, ResultCommits):
     """Starts, tracks, restarts and bills the workers of trials (see the module docstring)."""
 
-    def run(self, trials: list[TrialState], allocation: Allocation, until_epoch: int) -> None:
+    def run(
+        self,
+        trials: list[TrialState],
+        allocation: Allocation,
+        until_epoch: int,
+        then: Prewarm | None = None,
+    ) -> None:
         """Train every trial in ``trials`` on ``allocation`` until it has ``until_epoch``
         epochs done, running as many at once as the platform's capacity allows. Trials the
-        budget cannot pay for are marked 'stopped' and ``stop_reason`` says why."""
+        budget cannot pay for are marked 'stopped' and ``stop_reason`` says why. ``then``: the
+        next stage's functions, started during this one's last wave (``_prewarm_next``)."""
         entered = time.monotonic()
         try:
-            self._run(trials, allocation, until_epoch)
+            self._run(trials, allocation, until_epoch, then)
         finally:
             self.timings["run_s"] += time.monotonic() - entered
 
-    def _run(self, trials: list[TrialState], allocation: Allocation, until_epoch: int) -> None:
+    def _run(
+        self,
+        trials: list[TrialState],
+        allocation: Allocation,
+        until_epoch: int,
+        then: Prewarm | None = None,
+    ) -> None:
         self.prepare_partitions(allocation.n)
         running: list[Segment] = []
         waiting = [t for t in trials if t.status in ("pending", "running", "done")]
@@ -78,6 +91,12 @@ class Coordinator(SegmentLaunching, ResultCommits):
                     running.append(segment)
                     launched = True
             self._record()  # the segments committed last: after the next ones started
+            if (
+                then is not None
+                and running
+                and self._prewarm_next(then, waiting, running, until_epoch)
+            ):
+                then = None
             if not running:
                 if (
                     not launched
@@ -183,6 +202,7 @@ __all__ = [
     "Coordinator",
     "CoordinatorBase",
     "CoordinatorOptions",
+    "Prewarm",
     "Segment",
     "TrialFault",
     "TrialState",

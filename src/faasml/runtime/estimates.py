@@ -65,9 +65,7 @@ class SegmentEstimator:
         already."""
         per_round = self.round_seconds(allocation)
         platform = self.platform
-        # A cold start is CPU-bound: below one vCPU it stretches by 1/vCPU.
-        share = min(1.0, float(platform.vcpus(allocation.memory_mb)))
-        init = max(self._init_s.get(allocation.memory_mb, 0.0), platform.cold_start_s / share)
+        init = self.cold_start_s(allocation.memory_mb)
         if self._started.get(allocation.memory_mb, 0) >= busy + allocation.n:
             init = 0.0  # enough instances of this size were started: they are likely warm
         key = (allocation.n, allocation.memory_mb)
@@ -78,6 +76,16 @@ class SegmentEstimator:
         return allocation.n * (
             seconds * gb * platform.price_per_gb_s + platform.price_per_invocation
         )
+
+    def cold_start_s(self, memory_mb: int) -> float:
+        """Predicted cold start of a function of ``memory_mb``: the longest measured there, at
+        least the catalog's, which is CPU-bound (below one vCPU it stretches by 1/vCPU)."""
+        share = min(1.0, float(self.platform.vcpus(memory_mb)))
+        return max(self._init_s.get(memory_mb, 0.0), self.platform.cold_start_s / share)
+
+    def observe_prewarm(self, memory_mb: int, count: int) -> None:
+        """``count`` instances of ``memory_mb`` were started ahead of use: warm, likely."""
+        self._started[memory_mb] = self._started.get(memory_mb, 0) + count
 
     def cold_start_at_one_vcpu(self) -> float | None:
         """The longest cold start measured, scaled to one vCPU where starts run under the CPU

@@ -7,7 +7,9 @@ from __future__ import annotations
 import math
 import time
 import uuid
+from dataclasses import dataclass
 
+from faasml.runtime.calibration import fits_capacity
 from faasml.runtime.coordinator_base import BudgetExhaustedError, Segment
 from faasml.runtime.estimates import BUDGET_MARGIN, reservation
 from faasml.runtime.failures import FailureHandling
@@ -22,6 +24,20 @@ SEGMENT_OVERHEAD_SHARE = 0.1
 """A segment of several epochs trains at least 1/this × its fixed time (invocation, loading,
 checkpoints, evaluation, the coordinator's commit): epochs short against that run several to
 an invocation."""
+PREWARM_LEAD = 2.0
+"""The next stage's functions start when the current stage's last wave has at most this many
+times their predicted cold start left (earlier, they would only hold the machine idle)."""
+
+
+@dataclass
+class Prewarm:
+    """Functions a tuning run wants warm for its next stage (delayed restart between stages)."""
+
+    allocation: Allocation
+    functions: int
+    """Functions of its memory size the next stage's first wave uses."""
+    started: int = 0
+    """How many the coordinator started ahead of the stage (set by ``Coordinator.run``)."""
 
 
 class SegmentLaunching(FailureHandling, DataPartitions):
@@ -196,8 +212,66 @@ class SegmentLaunching(FailureHandling, DataPartitions):
                 return item.fault
         return None
 
-    def prewarm(self, allocation: Allocation) -> int:
-        """Start the functions of ``allocation`` now, to take over at the next segment
-        (delayed restart, CE-scaling §III-D)."""
+    def prewarm(self, allocation: Allocation, count: int | None = None) -> int:
+        """Start ``count`` (default n) functions of ``allocation`` now, to take over at the
+        next segment (delayed restart, CE-scaling §III-D); returns how many started. Their
+        start is billed on its own where the platform bills cold starts; idle, they bill
+        nothing (as a warm Lambda instance between invocations)."""
         self.prepare_partitions(allocation.n)
-        return self.platform.prewarm(allocation.memory_mb, allocation.n)
+        wanted = allocation.n if count is None else count
+        started = self.platform.prewarm(allocation.memory_mb, wanted) if wanted > 0 else 0
+        self.estimator.observe_prewarm(allocation.memory_mb, started)
+        return started
+
+    def _prewarm_next(
+        self, then: Prewarm, trials: list[TrialState], running: list[Segment], until: int
+    ) -> bool:
+        """Start the next stage's functions (``then``) during this stage's last wave: once no
+        trial waits to start and the wave's predicted time left is within PREWARM_LEAD × their
+        cold start. Only as many as fit beside the running functions within the platform's
+        capacity (its vCPUs, memory and concurrency: a prewarmed function's start, CPU-bound,
+        takes no share a running trial is entitled to) and the budget left (two starts each,
+        as a segment's reservation allows). True when nothing is left to start."""
+        left = [t for t in trials if t.status == "running"]
+        segments = {id(s.trial): s for s in running}
+        if not left or any(id(t) not in segments for t in left):
+            return False  # not the last wave (or between its segments)
+        memory = then.allocation.memory_mb
+        cold = self.estimator.cold_start_s(memory)
+        now = time.monotonic()
+        if any(self._left_s(segments[id(t)], until, now) > PREWARM_LEAD * cold for t in left):
+            return False
+        warm = self.platform.warm_instances()
+        in_use = sum(s.allocation.n for s in running if s.allocation.memory_mb == memory)
+        idle = warm.get(memory, 0) if warm is not None else then.started
+        if idle + in_use >= then.functions:
+            return True
+        busy = [(s.allocation.memory_mb, s.allocation.n) for s in running]
+        count = 0
+        while idle + in_use + count < then.functions and fits_capacity(
+            self.catalog, [*busy, (memory, idle + count + 1)]
+        ):
+            count += 1
+        if self.budget_usd is not None:
+            platform = self.catalog.platform
+            each = 2 * cold * memory / 1024.0 * platform.price_per_gb_s
+            spare = self.budget_usd - self.spent_usd() - sum(s.reserve_usd for s in running)
+            count = min(count, math.floor(spare / each) if each > 0 else count)
+        if count > 0:
+            then.started += self.prewarm(then.allocation, count)
+        return False
+
+    def _left_s(self, segment: Segment, until: int, now: float) -> float:
+        """Predicted seconds until ``segment``'s trial ends its stage (at ``until`` epochs);
+        0 where nothing ran on its allocation yet (no prediction to wait on)."""
+        per_round = self.estimator.measured_round_s(segment.allocation)
+        if per_round is None:
+            return 0.0
+        overhead = self.estimator.segment_overhead_s(segment.allocation)
+        trial = segment.trial
+        rounds = rounds_per_epoch(
+            self.samples, segment.allocation.n, self.recipe_of(trial).batch_size
+        )
+        current = per_round * segment.rounds + overhead - (now - segment.started)
+        after = max(0, until - trial.epochs_done - segment.epochs)
+        return max(0.0, current) + after * (per_round * rounds + overhead)

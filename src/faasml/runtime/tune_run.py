@@ -24,7 +24,7 @@ from faasml.runtime.calibration import (
     warm_after,
     warm_pool,
 )
-from faasml.runtime.coordinator import Coordinator, TrialState
+from faasml.runtime.coordinator import Coordinator, Prewarm, TrialState
 from faasml.runtime.estimates import coordinator_seconds
 from faasml.runtime.run_base import BaseRun
 from faasml.types import Allocation, Constraint
@@ -62,6 +62,9 @@ class TuneRun(BaseRun):
 
     kind = "tune"
     delta = REPLAN_DELTA
+    prewarm = True
+    """Start the next stage's functions during each stage's last wave (off: only to measure
+    what that saves, ``bench_overhead.py --compare-prewarm``)."""
 
     def plan(self, planner: str = "exact") -> dict[str, Any]:
         from faasml.planners.tuning import SuccessiveHalving, plan_tuning
@@ -114,7 +117,18 @@ class TuneRun(BaseRun):
             alive = [t for t in self.trials if t.status in ("pending", "running", "done")]
             self.event(f"stage {index + 1}: {len(alive)} trials on {allocation}")
             began, spent = self._elapsed(), self.meter.total_usd
-            coordinator.run(alive, allocation, until)
+            then = None
+            if self.prewarm and index + 1 < len(stages):  # started in this last wave
+                following = stages[index + 1]
+                ahead = Allocation(**following["allocation"])
+                want = warm_after(self.plan_catalog, self.workload, ahead, following["trials"])
+                then = Prewarm(ahead, want)
+            coordinator.run(alive, allocation, until, then)
+            if then is not None and then.started:
+                self.event(
+                    f"stage {index + 2}: {then.started} function(s) of {then.allocation.memory_mb}"
+                    f" MB started during stage {index + 1}'s last wave (prewarmed)"
+                )
             stage["measured_time_s"] = self._elapsed() - began
             stage["measured_cost_usd"] = self.meter.total_usd - spent
             self._record_best(metric)

@@ -430,7 +430,9 @@ class LocalPlatform(_common.PooledPlatform):
             if invocation is not None and self._cpu_mode == "duty-cycle":
                 instance.throttle = DutyCycle(instance.pid, instance.vcpus, time.monotonic())
             if instance.prewarmed and self.platform.bills_cold_start:
-                init_s = max(0.0, instance.ready_at - instance.spawned)
+                # An invocation that took it before it was ready bills the rest of its start.
+                end = instance.ready_at if invocation is None else invocation.dispatched
+                init_s = max(0.0, min(end, instance.ready_at) - instance.spawned)
                 with self._lock:  # a prewarmed instance: its start is billed on its own
                     self._standalone.append(
                         Billed(init_s, instance.memory_mb, cold=True, init_s=init_s, ok=True)
