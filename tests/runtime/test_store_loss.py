@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from faasml.config import JobSpec
+from faasml.runtime.coordinator import CoordinatorOptions
 from faasml.runtime.session import TuneRun, resume_run
 from faasml.sync.stores import open_store
 from faasml.testing.servers import RedisServer
@@ -38,11 +39,19 @@ def test_a_store_that_dies_mid_run_stops_it_cleanly_and_says_which(tmp_path: Pat
         job = JobSpec.from_mapping({**JOB, "store": server.url})
 
         def stop_the_store(snapshot: dict[str, Any]) -> None:
-            # Called after the first segment is saved: the store dies between two segments.
+            # Called once a segment is committed and the next segments are launched (the
+            # record is written after the launch): each trial has at most its second epoch in
+            # flight, which may still finish, and its third starts after the store is gone.
             if snapshot["epochs_done"] >= 1:
                 server.stop()
 
-        run = TuneRun(job, Constraint(budget_usd=0.05), tmp_path / "run", progress=stop_the_store)
+        run = TuneRun(
+            job,
+            Constraint(budget_usd=0.05),
+            tmp_path / "run",
+            progress=stop_the_store,
+            options=CoordinatorOptions(epochs_per_segment=1),  # no trial ends in one segment
+        )
         plan = run.plan()
         plan["stages"][0]["allocation"].update(n=2, memory_mb=1024)  # gradients cross Redis
         record = run.execute()  # no exception: a stop, not a crash

@@ -22,6 +22,7 @@ from typing import Any
 from faasml.catalog import Catalog
 from faasml.models.space import evaluate_allocation
 from faasml.planners.tuning._problem import trials_per_wave
+from faasml.runtime.estimates import fits_capacity
 from faasml.types import Allocation, Constraint, Objective
 from faasml.workload import ComputeProfile, Workload
 
@@ -338,20 +339,6 @@ def _room(catalog: Catalog, idle: Mapping[int, int], memory: int, count: int) ->
         if kept[size] == 0:
             del kept[size]
     return kept
-
-
-def fits_capacity(catalog: Catalog, sizes: Sequence[tuple[int, int]]) -> bool:
-    """True when functions of (memory MB, count) ``sizes`` run at once within the platform's
-    concurrency, vCPUs and memory."""
-    platform = catalog.platform
-    if sum(c for _, c in sizes) > platform.concurrency_limit:
-        return False
-    if platform.capacity_vcpus is not None:
-        vcpus = sum(c * float(platform.vcpus(m)) for m, c in sizes)
-        if vcpus > platform.capacity_vcpus + 1e-9:
-            return False
-    memory_mb = platform.capacity_memory_mb
-    return memory_mb is None or sum(c * m for m, c in sizes) <= memory_mb + 1e-9
 
 
 def moved(before: tuple[float, float], after: tuple[float, float], delta: float) -> bool:

@@ -12,9 +12,9 @@ be billed.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from faasml.catalog import FunctionPlatform
+from faasml.catalog import Catalog, FunctionPlatform
 from faasml.runtime.platform import Billed
 from faasml.types import Allocation
 
@@ -145,6 +145,20 @@ class SegmentEstimator:
         key = (allocation.n, allocation.memory_mb)
         allowed = timeout_s + KILL_SLACK_S
         self._floor_s[key] = max(2 * self._floor_s.get(key, 0.0), 2 * allowed)
+
+
+def fits_capacity(catalog: Catalog, sizes: Sequence[tuple[int, int]]) -> bool:
+    """True when functions of (memory MB, count) ``sizes`` run at once within the platform's
+    concurrency, vCPUs and memory."""
+    platform = catalog.platform
+    if sum(c for _, c in sizes) > platform.concurrency_limit:
+        return False
+    if platform.capacity_vcpus is not None:
+        vcpus = sum(c * float(platform.vcpus(m)) for m, c in sizes)
+        if vcpus > platform.capacity_vcpus + 1e-9:
+            return False
+    memory_mb = platform.capacity_memory_mb
+    return memory_mb is None or sum(c * m for m, c in sizes) <= memory_mb + 1e-9
 
 
 def coordinator_seconds(commits_s: list[float], launches_s: list[float], poll_s: float) -> float:

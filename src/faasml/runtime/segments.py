@@ -9,9 +9,8 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from faasml.runtime.calibration import fits_capacity
 from faasml.runtime.coordinator_base import BudgetExhaustedError, Segment
-from faasml.runtime.estimates import BUDGET_MARGIN, reservation
+from faasml.runtime.estimates import BUDGET_MARGIN, fits_capacity, reservation
 from faasml.runtime.failures import FailureHandling
 from faasml.runtime.partitions import DataPartitions
 from faasml.runtime.platform import CapacityError, FunctionError, Invocation
