@@ -80,6 +80,20 @@ def test_plan_train_and_simulate_tune_tables_are_whole_when_piped() -> None:
     assert all(") │" in line for line in stage_rows)  # "(predicted)" closes on its own line
 
 
+def test_a_real_tune_prints_one_plain_progress_line_a_stage_when_piped(tmp_path: Path) -> None:
+    result = piped(
+        "tune", str(EXAMPLES / "tune-logreg.yaml"), "--budget", "0.05",
+        "--run-dir", str(tmp_path / "run"),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    progress = [line for line in result.stdout.splitlines() if " alive, spent " in line]
+    stages = [line.split(":")[0] for line in progress]
+    assert stages == [f"stage {k}/5" for k in range(1, 6)]  # the example's five stages
+    assert all(len(line) <= 80 for line in progress)
+    assert "━" not in result.stdout and "\x1b" not in result.stdout  # no bar, no escapes
+    assert "finished in" in result.stdout
+
+
 def test_job_check_lines_are_whole_when_piped() -> None:
     result = piped("job", "check", str(EXAMPLES / "tune-logreg.yaml"))
     assert result.returncode == 0, result.stderr

@@ -168,6 +168,7 @@ def _execute(run: BaseRun) -> int:
     out = console()
     print_plan(run)
     total = sum(s["trials"] * s["epochs"] for s in run.state["plan"]["stages"])
+    piped = not out.is_terminal  # a bar is for a terminal: piped, one plain line a stage
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -175,19 +176,26 @@ def _execute(run: BaseRun) -> int:
         TimeElapsedColumn(),
         console=out,
         transient=False,
+        disable=piped,
     ) as bar:
         task = bar.add_task("starting", total=total)
+        stages_shown: list[object] = []
 
         def show(snapshot: dict[str, Any]) -> None:
             budget = snapshot["budget_usd"]
             spend = format_money(snapshot["spent_usd"])
             if budget is not None:
                 spend += f" of {format_money(budget)}"
+            where = f"stage {snapshot['stage']}/{snapshot['stages']}"
+            if piped:
+                if stages_shown[-1:] != [snapshot["stage"]]:
+                    stages_shown.append(snapshot["stage"])
+                    out.print(escape(f"{where}: {snapshot['alive']} alive, spent {spend}"))
+                return
             bar.update(
                 task,
                 completed=min(total, snapshot["epochs_done"]),
-                description=f"stage {snapshot['stage']}/{snapshot['stages']} · "
-                f"{snapshot['alive']} alive · spent {spend}",
+                description=f"{where} · {snapshot['alive']} alive · spent {spend}",
             )
 
         run.progress = show
