@@ -100,10 +100,11 @@ def test_a_tune_run_records_where_its_time_went(
     monkeypatch.setattr(run_base, "DURABLE_EVERY_S", 1e9)
     state = run.execute()
     assert state["status"] == "finished"
-    # Two segments (two trials, one epoch), each rewrote the record lazily; the durable
-    # writes are the stage's end and the run's end, not one per segment more.
+    # Two segments (two trials, one epoch): the record is rewritten lazily once per poll that
+    # committed some (one for both where they end in the same poll); the durable writes are
+    # the stage's end and the run's end, not one per segment more.
     assert state["segments"] == 2
-    assert writes.count(False) == 2
+    assert 1 <= writes.count(False) <= 2
     assert 1 <= writes.count(True) <= 3 and writes[-1] is True
     timings = state["timings"]
     assert set(timings) == set(TIMINGS)
@@ -122,13 +123,16 @@ def test_one_heartbeat_thread_beats_for_every_segment_and_stops_on_its_key(
     monkeypatch.setattr(worker, "HEARTBEAT_S", 0.01)
     store = open_store(f"embedded://{tmp_path / 'objects'}")
     heartbeat = worker.Heartbeat()
-    before = threading.active_count()
     heartbeat.start(store, "seg-a/hb")
     assert store.get("seg-a/hb") is not None  # the first beat is written before training
+    beating = [t for t in threading.enumerate() if t.name == "faasml-heartbeat"]
     heartbeat.stop()
     store.delete("seg-a/hb")
     heartbeat.start(store, "seg-b/hb")
-    assert threading.active_count() == before + 1  # one thread for both segments
+    # One thread for both segments: the same one still beats (other tests' threads may come
+    # and go meanwhile, so the count of all threads says nothing).
+    assert [t for t in threading.enumerate() if t.name == "faasml-heartbeat"] == beating
+    assert len(beating) == 1 and beating[0].is_alive()
     first = store.get("seg-b/hb")
     deadline = time.monotonic() + 60  # a hang detector: the loop ends on the next beat
     while store.get("seg-b/hb") == first and time.monotonic() < deadline:
@@ -191,8 +195,10 @@ def test_the_records_plain_values_are_asdicts_copies() -> None:
 def test_a_replaced_checkpoint_is_deleted_only_once_the_record_names_its_successor(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The record is written after the next segments start; whatever the order, a checkpoint
-    the record on disk names is never deleted (a run killed at any moment resumes)."""
+    """The record is written after the next segments start, and after a segment without an
+    fsync; whatever the order, a checkpoint the record on disk names is never deleted, and one
+    is deleted only after a durable write names its successor (a run killed, or a machine
+    crashed, at any moment resumes)."""
     from faasml.sync.stores.embedded import EmbeddedStore
 
     job_file = tmp_path / "job.yaml"
@@ -200,16 +206,25 @@ def test_a_replaced_checkpoint_is_deleted_only_once_the_record_names_its_success
     run = TuneRun(load_job(job_file), Constraint(budget_usd=0.05), tmp_path / "run", measure=False)
     run.plan()
     deleted: list[str] = []
+    durable_writes: list[bool] = []
     real = EmbeddedStore._delete_prefix
+    real_write = RunDir.write_record
+
+    def write_record(self: RunDir, state: dict[str, object], *, durable: bool = True) -> None:
+        real_write(self, state, durable=durable)
+        durable_writes.append(durable)
 
     def delete_prefix(self: EmbeddedStore, prefix: str) -> int:
         if "/ckpt/" in prefix:
             on_disk = json.loads(run.dir.record_path.read_text())
             assert prefix not in {t["checkpoint"] for t in on_disk["trials"]}
+            assert durable_writes[-1]  # the last write was synced
             deleted.append(prefix)
         return real(self, prefix)
 
     monkeypatch.setattr(EmbeddedStore, "_delete_prefix", delete_prefix)
+    monkeypatch.setattr(RunDir, "write_record", write_record)
+    monkeypatch.setattr(run_base, "DURABLE_EVERY_S", 1e9)  # after a segment: never synced
     state = run.execute()
     assert state["status"] == "finished"
     assert deleted  # the two trials kept after stage 1 replaced their checkpoints

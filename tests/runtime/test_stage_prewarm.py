@@ -15,7 +15,9 @@ import yaml
 
 from faasml.catalog import Catalog, load_catalog
 from faasml.config import load_job
+from faasml.runtime import segments
 from faasml.runtime.calibration import prewarmed, stage_estimate, stage_estimates, warm_pool
+from faasml.runtime.coordinator import CoordinatorOptions
 from faasml.runtime.platform import Invocation, open_platform
 from faasml.runtime.platforms.local import LocalPlatform
 from faasml.runtime.session import TuneRun
@@ -92,7 +94,13 @@ def _forced_run(tmp_path: Path, name: str) -> TuneRun:
     and re-planning is off, so the test does not depend on what the planner prefers)."""
     job_file = tmp_path / "job.yaml"
     job_file.write_text(yaml.safe_dump(four_trial_tune_job(name, epochs_per_stage=2)))
-    run = TuneRun(load_job(job_file), Constraint(budget_usd=0.05), tmp_path / "run", measure=False)
+    run = TuneRun(
+        load_job(job_file),
+        Constraint(budget_usd=0.05),
+        tmp_path / "run",
+        measure=False,
+        options=CoordinatorOptions(epochs_per_segment=1),  # one invocation an epoch
+    )
     run.plan()
     run.delta = math.inf
     for stage, memory in zip(run.state["plan"]["stages"], (STAGE_1_MB, STAGE_2_MB), strict=True):
@@ -114,6 +122,9 @@ def test_the_next_stage_starts_on_functions_prewarmed_during_the_last_wave(
         return invocation
 
     monkeypatch.setattr(LocalPlatform, "invoke", spy)
+    # As soon as the last wave runs, whatever its predicted time left (a slow first epoch on
+    # a busy machine must not push the prewarm past the wave's end).
+    monkeypatch.setattr(segments, "PREWARM_LEAD", math.inf)
     run = _forced_run(tmp_path, "prewarm-stages")
     record = run.execute()
     assert record["status"] == "finished"

@@ -114,7 +114,6 @@ class Coordinator(SegmentLaunching, ResultCommits):
             for segment in list(running):
                 if self._poll(segment):
                     running.remove(segment)
-            self.busy_s += time.monotonic() - beat
             self._check_silent(running)
             self._collect_standalone()
         self._collect_standalone()
@@ -188,11 +187,14 @@ class Coordinator(SegmentLaunching, ResultCommits):
 
     def close(self) -> None:
         """Stop the parameter server and bill the time-priced services used (per second,
-        from first use: a node the run needed is paid while the run holds it)."""
-        self._record()
-        self._collect_standalone()
-        self._bill_servers()
-        self._stop_server()
+        from first use: a node the run needed is paid while the run holds it). The last
+        record is written first; if that fails, the services are still billed and stopped."""
+        try:
+            self._record()
+        finally:
+            self._collect_standalone()
+            self._bill_servers()
+            self._stop_server()
 
 
 __all__ = [

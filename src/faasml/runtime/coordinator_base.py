@@ -138,14 +138,15 @@ class CoordinatorBase:
         self.restarts = 0
         self.memory_moves: list[tuple[int, int, int]] = []
         """(trial, from MB, to MB) of every move after running out of memory."""
-        self.busy_s = 0.0
-        """Wall seconds some segment was running (for the coordinator overhead figure)."""
         self.commit_s = 0.0
         """The coordinator's own seconds writing the record after the last segments and
         deleting the checkpoints they replaced."""
         self._unrecorded: list[tuple[TrialState, Segment, str | None]] = []
         """Segments committed to their trials that the run record does not name yet: (trial,
         segment, the checkpoint it replaced, deleted once the record is written)."""
+        self._replaced: list[str] = []
+        """Checkpoints replaced by recorded segments, deleted at the record's next durable
+        write (``release_replaced``)."""
         self.timings: dict[str, float] = dict.fromkeys(TIMINGS, 0.0)
         """Where the run's time went, summed over segments (``TIMINGS``)."""
         self.commits_s: list[float] = []

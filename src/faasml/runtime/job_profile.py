@@ -199,6 +199,10 @@ def measure_job(
             if check is None or check.action != "re-profiled":
                 if check is not None and check.action == "rescaled":
                     _store_profile(found)
+                elif check is not None and check.load_now is not None:
+                    # Kept: the figures hold at this load too, so the next run compares its
+                    # load with this one (else every run at this load re-checks again).
+                    _store_profile(dataclasses.replace(found, load_avg=check.load_now))
                 return found
     began = time.monotonic()
     train, test = job.dataset.load()

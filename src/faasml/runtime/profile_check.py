@@ -133,7 +133,7 @@ def checked_profile(
         cold_start_ratio=round(cold_ratio, 4),
         vcpus_ratio=round(vcpus_ratio, 4),
         load_then=profile.load_avg,
-        load_now=load_now if load_now is not None else 0.0,
+        load_now=load_now,
         action=action,
         usd=usd,
         seconds=round(seconds, 3),

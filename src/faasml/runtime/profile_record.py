@@ -164,7 +164,7 @@ class JobProfile:
 @dataclass(frozen=True)
 class ProfileCheck:
     """A cached profile re-checked by a short real measurement at one memory size
-    (``profile_check.recheck_profile``): the measured over the cached figures there."""
+    (``profile_check.checked_profile``): the measured over the cached figures there."""
 
     memory_mb: int
     compute_ratio: float
@@ -173,7 +173,8 @@ class ProfileCheck:
     vcpus_ratio: float
     """vCPUs the machine delivered side by side now over the profile's (1: not measured)."""
     load_then: float | None
-    load_now: float
+    load_now: float | None
+    """1-minute load averages when the profile was measured and now (None: unknown)."""
     action: str
     """'kept' (within the threshold), 'rescaled' or 're-profiled'."""
     usd: float
@@ -185,11 +186,12 @@ class ProfileCheck:
     def line(self) -> str:
         """One console line, e.g. 'profile re-checked: computation 0.34x, ...: rescaled'."""
         then = "?" if self.load_then is None else f"{self.load_then:.1f}"
+        now = "?" if self.load_now is None else f"{self.load_now:.1f}"
         vcpus = f", vCPUs delivered {self.vcpus_ratio:.2f}x" if self.vcpus_ratio != 1.0 else ""
         return (
             f"profile re-checked at {self.memory_mb} MB: computation {self.compute_ratio:.2f}x, "
             f"cold start {self.cold_start_ratio:.2f}x{vcpus} of the cached figures (load "
-            f"{then} then, {self.load_now:.1f} now): {self.action} "
+            f"{then} then, {now} now): {self.action} "
             f"[{self.seconds:.1f} s, ${self.usd:.6f} profiling]"
         )
 
@@ -199,11 +201,11 @@ class ProfileCheck:
             raise ValueError("check must be a mapping of its fields")
         values = dict(data)
         values["load_then"] = _load(values.get("load_then"), "check.load_then")
+        values["load_now"] = _load(values.get("load_now"), "check.load_now")
         for name in (
             "compute_ratio",
             "cold_start_ratio",
             "vcpus_ratio",
-            "load_now",
             "usd",
             "seconds",
         ):

@@ -53,9 +53,10 @@ class ResultCommits(FailureHandling):
 
     def _record(self) -> None:
         """Write the run record (``on_segment``) for the segments committed since the last
-        one, then delete the checkpoints they replaced: only now, so that a run killed before
-        the record names the new checkpoints resumes from the old ones. The run loop calls it
-        after launching the next segments: functions do not wait for the record's write."""
+        one; the checkpoints they replaced are deleted once a record naming their successors
+        is durable (``release_replaced``), so that a run killed or a machine crashed before
+        that resumes from the old ones. The run loop calls it after launching the next
+        segments: functions do not wait for the record's write."""
         if not self._unrecorded:
             return
         pending, self._unrecorded = self._unrecorded, []
@@ -66,9 +67,20 @@ class ResultCommits(FailureHandling):
             self.timings["record_s"] += time.monotonic() - began
         for trial, _, previous in pending:
             if previous is not None and previous != trial.checkpoint:
-                self.objects.delete(previous)
+                self._replaced.append(previous)
+        if self.on_segment is None:  # no record to wait for
+            self.release_replaced()
         self.commit_s = time.monotonic() - began
         self.timings["commit_s"] += self.commit_s
+
+    def release_replaced(self) -> None:
+        """Delete the checkpoints replaced by segments the run's record names (the run calls
+        it after each durable write of its record): the record after a segment is written
+        without an fsync, and a crash of the machine, which loses what was not synced, must
+        still find every checkpoint the record on disk names."""
+        replaced, self._replaced = self._replaced, []
+        for key in replaced:
+            self.objects.delete(key)
 
     def _commit_epochs(
         self, segment: Segment, reports: list[SegmentReport], elapsed: float

@@ -46,7 +46,9 @@ Progress = Callable[[dict[str, Any]], None]
 DURABLE_EVERY_S = 1.0
 """The record is rewritten after every segment, and made durable (fsync) at most this often
 then; always at a stage's end, on a stop and at the run's end. A killed coordinator loses none
-of it (the kernel holds what was written); a crash of the machine at most this much."""
+of it (the kernel holds what was written); a crash of the machine at most this much of the
+run's progress, never a checkpoint the record on disk names (a replaced checkpoint is deleted
+only after a durable write)."""
 
 
 def job_workload(
@@ -236,6 +238,8 @@ class BaseRun:
         self.dir.write_record(self.state, durable=durable)
         if durable:
             self._synced = now
+            if self._counted is not None:  # the record on disk names their successors now
+                self._counted[0].release_replaced()
 
     def event(self, text: str) -> None:
         self.state["events"].append({"t_s": round(self._elapsed(), 3), "text": text})
@@ -280,8 +284,11 @@ class BaseRun:
         recorded = self.state.get("coordinator_s")
         if not isinstance(recorded, int | float) or not 0 <= recorded < 60:
             # Measured once (a resumed run keeps its figure; a malformed one is measured again).
+            self.save()  # durable: the profile is kept whatever follows
             began = time.monotonic()
-            self.save()  # a record's write: more than a segment's commit takes, a bound
+            # A lazy write of the record, as after a segment: of the order of a commit (which
+            # updates the trial's history and deletes the segment's keys), a little more.
+            self.dir.write_record(self.state, durable=False)
             seconds = coordinator_seconds([time.monotonic() - began], [], self.options.poll_s)
             self.state["coordinator_s"] = seconds
         self.workload, self.plan_catalog = planning_inputs(
@@ -310,6 +317,9 @@ class BaseRun:
             return {}  # a re-check's functions are warm as a probe's are
         if "probe_warm" not in self.state:
             counted = None if self._platform is None else self._platform.warm_instances()
+            check = self.profile.check
+            if counted is None and check is not None and self.state.get("profile_cached", True):
+                counted = {check.memory_mb: check.functions}  # what the re-check started
             if counted is None:
                 counted = {memory: 1 for memory, _ in self.profile.compute_points}
                 if self.profile.side_by_side_ratio > 0:  # a group at the largest size

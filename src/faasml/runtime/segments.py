@@ -36,7 +36,7 @@ class Prewarm:
     functions: int
     """Functions of its memory size the next stage's first wave uses."""
     started: int = 0
-    """How many the coordinator started ahead of the stage (set by ``Coordinator.run``)."""
+    """How many the coordinator started ahead of the stage (``SegmentLaunching._prewarm_next``)."""
 
 
 class SegmentLaunching(FailureHandling, DataPartitions):
