@@ -23,8 +23,9 @@ the choice an extrapolation from a single noisy point.
 
 Before recommending a candidate no probe measured, the search measures it where a probe is
 left (the count and the dollars): when the EI falls below the threshold, and with the last
-probe of the count. A choice then is an extrapolation only where its probe does not fit the
-budget (``confirm``).
+probe of the count. A choice then is an extrapolation only where its probe does not fit what
+is left (``confirm``), or where the warm search stops before any probe because no two probes
+fit its dollar budget (above): the prior's choice, whose one probe may fit.
 """
 
 from __future__ import annotations
