@@ -329,8 +329,9 @@ class GPEISearcher(Searcher):
         constraint, the lowest upper bound of the objective (posterior mean + one deviation,
         so a lucky measurement does not win over a well-measured candidate, and a candidate
         far from every probe wins only by a clear margin); else the least violation among the
-        measured ones. Unmeasured candidates count (a probe too dear for the search budget
-        may still be the best deployment), but only those ``restrict`` lets it choose."""
+        measured ones (the allowed ones, where any is). Unmeasured candidates count (a probe
+        too dear for the search budget may still be the best deployment), but only those
+        ``restrict`` lets it choose."""
         if self._gp is None:
             if not self.observed and self.prior is not None:
                 # No probe fitted the budget: the prior's own choice.
