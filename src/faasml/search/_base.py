@@ -109,10 +109,11 @@ class Searcher(ABC):
         choose: NDArray[np.bool_] | None = None,
     ) -> None:
         """What the caller's evidence rules out (replacing an earlier call's): a candidate
-        whose ``propose`` is False is never proposed nor recommended (e.g. a deployment a
-        failed probe showed to be too small); one whose ``choose`` is False is recommended
-        only once measured (e.g. one whose memory no probe has shown to be enough). None:
-        every candidate."""
+        whose ``propose`` is False is never proposed, and not recommended while another
+        may be (e.g. a deployment a failed probe showed to be too small; see
+        :meth:`eligible` and :meth:`best` for when nothing else may); one whose ``choose``
+        is False is recommended only once measured (e.g. one whose memory no probe has
+        shown to be enough). None: every candidate."""
         masks = []
         for mask in (propose, choose):
             if mask is None:
@@ -129,7 +130,9 @@ class Searcher(ABC):
 
     def eligible(self) -> NDArray[np.bool_]:
         """Candidates a recommendation may name: allowed, and choosable or measured; every
-        allowed one when none is, every candidate when none is allowed."""
+        allowed one when none is, every candidate when none is allowed (a recommendation is
+        always given, so it may then name one the evidence ruled out, e.g. a deployment a
+        probe showed runs out of memory)."""
         measured = self._measured()
         for mask in (self.allowed & (self.choosable | measured), self.allowed):
             if mask.any():
@@ -194,7 +197,9 @@ class Searcher(ABC):
         return np.flatnonzero(mask)
 
     def best(self) -> int:
-        """The recommended candidate: the lowest mean measured value (a repeat averages)."""
+        """The recommended candidate: the lowest mean measured value (a repeat averages)
+        among the allowed measured candidates, or among all measured ones when none of them
+        is allowed (so it may be one a probe showed runs out of memory)."""
         if not self.observed:
             raise ConfigError("no candidate has been measured yet")
         sums: dict[int, list[float]] = {}

@@ -23,8 +23,9 @@ the choice an extrapolation from a single noisy point.
 
 Before recommending a candidate no probe measured, the search measures it where a probe is
 left (the count and the dollars): when the EI falls below the threshold, and with the last
-probe of the count. A choice then is an extrapolation only where its probe does not fit the
-budget (``confirm``).
+probe of the count. A choice then is an extrapolation only where its probe does not fit what
+is left (``confirm``), or where the warm search stops before any probe because no two probes
+fit its dollar budget (above): the prior's choice, whose one probe may fit.
 """
 
 from __future__ import annotations
@@ -328,8 +329,9 @@ class GPEISearcher(Searcher):
         constraint, the lowest upper bound of the objective (posterior mean + one deviation,
         so a lucky measurement does not win over a well-measured candidate, and a candidate
         far from every probe wins only by a clear margin); else the least violation among the
-        measured ones. Unmeasured candidates count (a probe too dear for the search budget
-        may still be the best deployment), but only those ``restrict`` lets it choose."""
+        measured ones (the allowed ones, where any is). Unmeasured candidates count (a probe
+        too dear for the search budget may still be the best deployment), but only those
+        ``restrict`` lets it choose."""
         if self._gp is None:
             if not self.observed and self.prior is not None:
                 # No probe fitted the budget: the prior's own choice.

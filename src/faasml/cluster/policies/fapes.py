@@ -18,15 +18,19 @@
    job (shortest = most), ``(rank / mean rank) ** srpt`` — the marginal weights of heSRPT
    (Berg et al., 2020) for least mean completion time — so short jobs buy more GPUs and
    long ones leave room; ``srpt=0`` weighs all jobs alike (eq. 6 as printed). The default
-   exponent 2 is measured, not derived (docs/cluster.md: 1–3 % lower mean JCT than 1).
+   exponent 2 is measured, not derived (docs/cluster.md: 0.8–2.8 % lower mean JCT than 1,
+   measured with restart avoidance as first written, before the repair order was removed).
 4. Back-filling (our addition): GPUs that no plan uses in the current round (reserved for
    later rounds, or left by fragmentation) go for this round to the jobs whose weighted
    Pollux fitness (−1/speedup) they raise most, queued jobs first; a job back-filled in the
    last round keeps those GPUs while they stay free, so it does not restart. Restarts are
-   weighed: every choice but a running job's current GPUs (its plan's, or its plan's plus
-   last round's back-fill still free) loses a restart out of the round, and back-filled
-   GPUs lose the restart of their taking back, spread over the rounds the board leaves
-   them free.
+   weighed (``backfill_restarts`` > 0): every choice but a running job's current GPUs (its
+   plan's, or its plan's plus last round's back-fill still free) loses a restart out of
+   the round, and back-filled GPUs lose the restart of their taking back, spread over the
+   rounds the board leaves them free (not charged to a job keeping last round's back-fill).
+   A job counts as keeping its GPUs only when its plan's placement is exactly what it
+   holds: one its plan merely moved is charged as restarting anyway, though
+   :func:`restore_servers` (run after back-filling) would have kept it in place.
 5. Placement (ours): a job whose GPU count is unchanged takes its servers back from the jobs
    that restart anyway (:func:`restore_servers`).
 
@@ -114,16 +118,19 @@ class FapesPolicy(ClusterPolicy):
         self.backfill = backfill
         self.srpt = srpt
         self.backfill_restarts = backfill_restarts
-        """Restarts a back-filled running job is charged (0: back-filling ignores them)."""
+        """Restarts a back-filled running job is charged (0: back-filling ignores them, and
+        ``sticky`` and ``horizon`` do nothing)."""
         self.keep_servers = keep_servers
         """Whether a job whose GPU count is unchanged takes its servers back from jobs that
         restart anyway (:func:`restore_servers`)."""
         self.sticky = sticky
         """Whether back-filling charges a restart for every choice but keeping last round's
-        back-filled GPUs that are still free."""
+        back-filled GPUs that are still free (such a job is not charged ``horizon``'s
+        take-back restart). Does nothing when ``backfill_restarts`` is 0."""
         self.horizon = horizon
         """Whether back-filling charges the restart of taking the GPUs back, spread over the
-        rounds the board leaves them free."""
+        rounds the board leaves them free (not to a job ``sticky`` charges). Does nothing
+        when ``backfill_restarts`` is 0."""
 
     def allocate(
         self,
