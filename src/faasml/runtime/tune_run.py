@@ -11,7 +11,8 @@ per stage, the prediction before the run, the re-prediction and the measurement.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from faasml.exceptions import InfeasibleConstraintError
@@ -65,6 +66,9 @@ class TuneRun(BaseRun):
     prewarm = True
     """Start the next stage's functions during each stage's last wave (off: only to measure
     what that saves, ``bench_overhead.py --compare-prewarm``)."""
+    _prewarmed: Mapping[int, int] = MappingProxyType({})
+    """Functions (memory MB -> count) started during the last stage for the next: a re-plan
+    counts them warm, so it does not move the next stage off them without reason."""
 
     def plan(self, planner: str = "exact") -> dict[str, Any]:
         from faasml.planners.tuning import SuccessiveHalving, plan_tuning
@@ -124,6 +128,7 @@ class TuneRun(BaseRun):
                 want = warm_after(self.plan_catalog, self.workload, ahead, following["trials"])
                 then = Prewarm(ahead, want)
             coordinator.run(alive, allocation, until, then)
+            self._prewarmed = {} if then is None else {then.allocation.memory_mb: then.started}
             if then is not None and then.started:
                 self.event(
                     f"stage {index + 2}: {then.started} function(s) of {then.allocation.memory_mb}"
@@ -242,6 +247,9 @@ class TuneRun(BaseRun):
         # The stages run so far left their functions warm: the first stage re-planned may
         # start on them without a cold start (the planner knows it).
         warm = warm_pool(self.workload, self.plan_catalog, stages[:start], self._probe_warm())
+        for memory, started in self._prewarmed.items():  # started for the stage planned before
+            if started:
+                warm[memory] = warm.get(memory, 0) + started
         try:
             plan = plan_tuning(
                 self.workload,
