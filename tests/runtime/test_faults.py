@@ -179,7 +179,8 @@ def test_the_recorded_checkpoint_exists_until_the_next_record_is_saved(tmp_path:
     """``on_segment`` is where a run saves its record. Until it has returned, the checkpoint
     the previous record names must still be in the object store: a coordinator killed in
     between is resumed from that record (issue 12: it once deleted the checkpoint first, and
-    the resumed trial failed on a missing checkpoint)."""
+    the resumed trial failed on a missing checkpoint). The replaced checkpoints go when the
+    run says its record is durable (``release_replaced``; here after every save)."""
     recorded: list[str | None] = [None]
     missing: list[str] = []
     holder: list[Coordinator] = []
@@ -189,6 +190,7 @@ def test_the_recorded_checkpoint_exists_until_the_next_record_is_saved(tmp_path:
         if last is not None and holder[0].objects.get(last) is None:
             missing.append(last)
         recorded.append(trial.checkpoint)
+        holder[0].release_replaced()  # a durable save, as a run's at most once a second
 
     with _coordinator(
         tmp_path,
@@ -201,5 +203,6 @@ def test_the_recorded_checkpoint_exists_until_the_next_record_is_saved(tmp_path:
         coordinator.run([trial], Allocation(1, 256, "embedded"), until_epoch=2)
     assert trial.status == "done" and len(recorded) > 4  # several renewals per epoch
     assert missing == []
+    coordinator.release_replaced()  # the run's last durable save
     # and nothing leaks: only the last checkpoint is kept
     assert coordinator.objects.get(recorded[-2] or "") is None
