@@ -1,7 +1,7 @@
 """A cached job profile is re-checked against the machine of the moment before a run plans
 from it (local platform, real functions): kept within the threshold, rescaled beyond it,
 measured again beyond the rescale limit; its load average recorded; bad cache files measured
-again. Ratios are asserted with wide margins (a 10x edit against a 2x margin), never times."""
+again. Ratios are asserted with wide margins (a 100x edit against a 2x margin), never times."""
 
 from __future__ import annotations
 
@@ -113,17 +113,17 @@ def test_the_load_average_is_recorded_and_round_trips(truth: JobProfile) -> None
 
 @pytest.fixture
 def wide_limit(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A rescale limit far from a 10x edit: the job's computation, timed now against the
-    truth's timing, may move 2x either way on a busy machine (10x of it would then cross
-    the 20x limit and the job would be measured again, a different test)."""
-    monkeypatch.setattr("faasml.runtime.profile_check.RESCALE_LIMIT", 1000.0)
+    """A rescale limit far from a 100x edit: the job's computation, timed now against the
+    truth's timing, moved 6x on a busy machine (a CI run beside two busy loops), and a
+    100x edit must stay a rescale, a different test from measuring again."""
+    monkeypatch.setattr("faasml.runtime.profile_check.RESCALE_LIMIT", 1e6)
 
 
 @pytest.mark.usefixtures("wide_limit")
-def test_a_tenfold_cached_profile_is_rescaled_before_the_plan(
+def test_a_hundredfold_cached_profile_is_rescaled_before_the_plan(
     truth: JobProfile, job: JobSpec, catalog: Catalog, tmp_path: Path
 ) -> None:
-    _cache(truth, scale=10.0, load_avg=12.5)
+    _cache(truth, scale=100.0, load_avg=12.5)
     inflated = JobProfile.from_dict(json.loads((cache_dir() / f"{truth.key}.json").read_text()))
     run = TuneRun(job, Constraint(budget_usd=0.05), tmp_path / "run")
     run.plan()
@@ -132,7 +132,7 @@ def test_a_tenfold_cached_profile_is_rescaled_before_the_plan(
     check = profile.check
     assert check.action == "rescaled" and check.load_then == 12.5
     assert check.memory_mb == roomy_memory_mb(catalog)
-    # Measured against figures 10x the truth: well under half of them (a 2x margin).
+    # Measured against figures 100x the truth: well under half of them (a 50x margin).
     assert check.compute_ratio < 0.5
     for memory, seconds in profile.compute_points:
         assert seconds == pytest.approx(_compute(inflated, memory) * check.compute_ratio, rel=1e-3)
@@ -269,7 +269,7 @@ def test_faasml_tune_says_it_re_checked_the_cached_profile(
 ) -> None:
     from faasml.cli.main import main
 
-    _cache(truth, scale=10.0, load_avg=9.5)
+    _cache(truth, scale=100.0, load_avg=9.5)
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(JOB))
     run_dir = tmp_path / "run"

@@ -129,9 +129,9 @@ def checked_profile(
     action = drift_action((compute_ratio, cold_ratio, vcpus_ratio), threshold)
     check = ProfileCheck(
         memory_mb=memory_mb,
-        compute_ratio=round(compute_ratio, 4),
-        cold_start_ratio=round(cold_ratio, 4),
-        vcpus_ratio=round(vcpus_ratio, 4),
+        compute_ratio=compute_ratio,
+        cold_start_ratio=cold_ratio,
+        vcpus_ratio=vcpus_ratio,
         load_then=profile.load_avg,
         load_now=load_now,
         action=action,
