@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -62,13 +63,19 @@ def test_a_record_written_lazily_is_whole_and_compact_and_not_fsynced(
     assert len(calls) == 1
 
 
+def _planned_run(tmp_path: Path, job: dict[str, Any]) -> TuneRun:
+    """A tuning run of ``job`` in ``tmp_path``, planned from the catalog (durably saved)."""
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(yaml.safe_dump(job))
+    run = TuneRun(load_job(job_file), Constraint(budget_usd=0.05), tmp_path / "run", measure=False)
+    run.plan()
+    return run
+
+
 def test_a_run_fsyncs_its_record_at_most_once_a_period_after_segments(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    job_file = tmp_path / "job.yaml"
-    job_file.write_text(yaml.safe_dump(tiny_tune_job("lazy-record")))
-    run = TuneRun(load_job(job_file), Constraint(budget_usd=0.05), tmp_path / "run", measure=False)
-    run.plan()  # a durable save
+    run = _planned_run(tmp_path, tiny_tune_job("lazy-record"))  # a durable save
     calls = _fsyncs(monkeypatch)
     monkeypatch.setattr(run_base, "DURABLE_EVERY_S", 1e9)
     run.save_segment()
@@ -85,10 +92,7 @@ def test_a_run_fsyncs_its_record_at_most_once_a_period_after_segments(
 def test_a_tune_run_records_where_its_time_went(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    job_file = tmp_path / "job.yaml"
-    job_file.write_text(yaml.safe_dump(tiny_tune_job("timings")))
-    run = TuneRun(load_job(job_file), Constraint(budget_usd=0.05), tmp_path / "run", measure=False)
-    run.plan()
+    run = _planned_run(tmp_path, tiny_tune_job("timings"))
     writes: list[bool] = []
     real = RunDir.write_record
 
@@ -201,10 +205,7 @@ def test_a_replaced_checkpoint_is_deleted_only_once_the_record_names_its_success
     crashed, at any moment resumes)."""
     from faasml.sync.stores.embedded import EmbeddedStore
 
-    job_file = tmp_path / "job.yaml"
-    job_file.write_text(yaml.safe_dump(four_trial_tune_job("deferred-record", 1)))
-    run = TuneRun(load_job(job_file), Constraint(budget_usd=0.05), tmp_path / "run", measure=False)
-    run.plan()
+    run = _planned_run(tmp_path, four_trial_tune_job("deferred-record", 1))
     deleted: list[str] = []
     durable_writes: list[bool] = []
     real = EmbeddedStore._delete_prefix

@@ -171,6 +171,26 @@ def roomy_memory_mb(catalog: Catalog, *, largest: bool = False) -> int:
     return int(max(size, platform.memory_min_mb))
 
 
+def _probe_calls(
+    job: JobSpec,
+    catalog: Catalog,
+    platform: Platform,
+    folder: str,
+    measure_s: float,
+    meter: Meter | None,
+    clock: Callable[[], float] | None,
+) -> tuple[ProbeCalls, tuple[Any, Any], list[Any]]:
+    """The job's probe as a measurement and a re-check both run it: the data loaded, every
+    model configuration built; (calls, (train, test), recipes)."""
+    train, test = job.dataset.load()
+    recipes = job_recipes(job, model_configs(job), train)
+    calls = ProbeCalls(
+        job, catalog, platform, folder, recipes, (train, test), measure_s=measure_s, meter=meter,
+        clock=clock,
+    )  # fmt: skip
+    return calls, (train, test), recipes
+
+
 def measure_job(
     job: JobSpec,
     catalog: Catalog,
@@ -205,20 +225,10 @@ def measure_job(
                     _store_profile(dataclasses.replace(found, load_avg=check.load_now))
                 return found
     began = time.monotonic()
-    train, test = job.dataset.load()
-    recipes = job_recipes(job, model_configs(job), train)
     platform_spec = catalog.platform
     with tempfile.TemporaryDirectory(prefix="faasml-probe-") as folder:
-        calls = ProbeCalls(
-            job,
-            catalog,
-            platform,
-            folder,
-            recipes,
-            (train, test),
-            measure_s=MEASURE_S,
-            meter=meter,
-            clock=clock,
+        calls, (train, test), recipes = _probe_calls(
+            job, catalog, platform, folder, MEASURE_S, meter, clock
         )
         payload = calls.payload
         roomy = roomy_memory_mb(catalog)
@@ -312,20 +322,8 @@ def _recheck(
     memory = roomy_memory_mb(catalog)
     if memory not in sizes:
         memory = max(sizes)
-    train, test = job.dataset.load()
-    recipes = job_recipes(job, model_configs(job), train)
     with tempfile.TemporaryDirectory(prefix="faasml-recheck-") as folder:
-        calls = ProbeCalls(
-            job,
-            catalog,
-            platform,
-            folder,
-            recipes,
-            (train, test),
-            measure_s=RECHECK_MEASURE_S,
-            meter=meter,
-            clock=clock,
-        )
+        calls, _, _ = _probe_calls(job, catalog, platform, folder, RECHECK_MEASURE_S, meter, clock)
         group = profile.side_by_side_ratio > 0 and memory == roomy_memory_mb(catalog)
         try:
             results = calls.call(memory, calls.group(memory) if group else [calls.payload])
