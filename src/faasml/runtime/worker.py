@@ -405,10 +405,17 @@ def _evaluate(task: WorkerTask, objects: Store, model: Model, params: Any) -> di
 
 def seed_step(seed: int, worker_id: int, round_id: int) -> None:
     """Seed torch's generator for one step (when torch is loaded), so random layers such as
-    dropout draw the same numbers when a segment is rerun from its checkpoint."""
+    dropout draw the same numbers when a segment is rerun from its checkpoint.
+
+    The CPU generator alone, and the GPUs' only once CUDA is initialised: ``torch.manual_seed``
+    also queries every accelerator back-end, ~60 µs a call (measured: an MLP's rounds 16-22 %
+    slower than the job probe had timed them), against ~1 µs here."""
     torch = sys.modules.get("torch")
     if torch is not None:
-        torch.manual_seed(((seed * 1_000_003 + round_id) * 1_009 + worker_id) & (2**63 - 1))
+        value = ((seed * 1_000_003 + round_id) * 1_009 + worker_id) & (2**63 - 1)
+        torch.default_generator.manual_seed(value)
+        if torch.cuda.is_initialized():
+            torch.cuda.manual_seed_all(value)
 
 
 def _smallest_partition(task: WorkerTask, own: int) -> int:
