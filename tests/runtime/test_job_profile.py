@@ -16,6 +16,7 @@ import yaml
 from faasml.catalog import Catalog, load_catalog
 from faasml.config import JobSpec, load_job
 from faasml.runtime.billing import Meter
+from faasml.runtime.config_cost import config_text, mean_factor
 from faasml.runtime.job_profile import (
     MEMORY_MARGIN,
     JobProfile,
@@ -157,6 +158,26 @@ def test_footprint_and_compute_points(name: str, request: pytest.FixtureRequest)
     assert all(m % step == 0 for m in memories)
     assert memories[-1] == roomy_memory_mb(catalog)  # where the footprint was measured
     assert memories[0] >= profile.memory_floor_mb()  # the least that holds it
+
+
+def test_the_probe_times_each_configuration_and_a_tune_run_prices_its_trials(
+    logreg: Measured, cnn: Measured, tmp_path: Path
+) -> None:
+    assert logreg.profile.config_costs == ()  # no model.* key: every trial costs the same
+    costs = dict(cnn.profile.config_costs)
+    assert set(costs) == {config_text({"model.width": 4}), config_text({"model.width": 8})}
+    assert sum(costs.values()) / len(costs) == pytest.approx(1.0)
+    # Twice the channels of every layer: more computation per sample, whatever the machine.
+    assert costs[config_text({"model.width": 8})] > costs[config_text({"model.width": 4})]
+    run = TuneRun(cnn.job, Constraint(budget_usd=0.05), tmp_path / "run")
+    run.plan()  # from the cached profile
+    drawn = mean_factor(cnn.job.sample_configs(), cnn.profile.config_costs)
+    assert run.state["compute_factor"] == pytest.approx(drawn)
+    mean, _ = planning_inputs(cnn.profile, load_workload("mobilenet-cifar10"), run.catalog)
+    for (m, priced), (_, at_mean) in zip(
+        run.workload.compute.points, mean.compute.points, strict=True
+    ):
+        assert priced == pytest.approx(at_mean * drawn), m
 
 
 def test_a_torch_model_needs_more_memory_than_a_numpy_one(logreg: Measured, cnn: Measured) -> None:

@@ -212,4 +212,6 @@ def _probe_recipes(
     # (recipes after the first), the job's own configuration where there is no search.
     sampled = slice(1, None) if len(recipes) > 1 else slice(None)
     out["compute_s_per_sample"] = sum(computes[sampled]) / len(computes[sampled])
+    out["config_compute_s"] = computes  # per configuration, as ``recipes`` (config_cost)
+    out["config_eval_s"] = evals
     out["eval_s_per_sample"] = sum(evals[sampled]) / len(evals[sampled])

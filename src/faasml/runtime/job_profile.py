@@ -30,6 +30,7 @@ from faasml.catalog import Catalog
 from faasml.config import JobSpec
 from faasml.exceptions import FaasmlError
 from faasml.runtime.billing import Meter
+from faasml.runtime.config_cost import ConfigCosts, relative_costs
 from faasml.runtime.contention import cold_start_alone, delivered_vcpus
 from faasml.runtime.platform import FunctionError, Platform
 from faasml.runtime.probe_calls import MAX_GROUP, ProbeCalls, job_recipes
@@ -59,7 +60,7 @@ __all__ = [
 ]
 from faasml.workload import ComputeProfile, Workload
 
-PROBE_VERSION = 11
+PROBE_VERSION = 12
 """Bumped when the probe measures differently: older cached profiles are then re-measured."""
 MEASURE_S = 0.6
 """Seconds of computation each compute measurement covers at least (six CPU-quota periods)."""
@@ -276,6 +277,7 @@ def measure_job(
         calls.close()
     ordered = sorted(points.items())
     profile = JobProfile(
+        config_costs=_config_costs(job, first, train, test),
         key=key,
         params=int(first["params"]),
         model_mb=float(first["model_mb"]),
@@ -303,6 +305,19 @@ def measure_job(
     )
     _store_profile(profile)
     return dataclasses.replace(profile, check=check)
+
+
+def _config_costs(job: JobSpec, result: Mapping[str, Any], train: Any, test: Any) -> ConfigCosts:
+    """Each sampled configuration's training and evaluation seconds per training sample (the
+    mix ``planning_inputs`` prices) over their mean, from one probe function's timings."""
+    configs = model_configs(job)
+    computes = list(result.get("config_compute_s", ()))
+    evals = list(result.get("config_eval_s", ()))
+    if len(configs) < 2 or len(computes) != len(configs) or len(evals) != len(configs):
+        return ()
+    ratio = len(test) / max(len(train), 1)
+    seconds = [c + e * ratio for c, e in zip(computes, evals, strict=True)]
+    return relative_costs(configs[1:], seconds[1:])  # the first is the job's own
 
 
 def _recheck(
@@ -347,7 +362,11 @@ def _recheck(
 
 
 def planning_inputs(
-    profile: JobProfile, workload: Workload, catalog: Catalog, coordinator_s: float = 0.0
+    profile: JobProfile,
+    workload: Workload,
+    catalog: Catalog,
+    coordinator_s: float = 0.0,
+    compute_factor: float = 1.0,
 ) -> tuple[Workload, Catalog]:
     """The workload and catalog the planners read for this job, from its measured profile.
 
@@ -362,7 +381,9 @@ def planning_inputs(
     job's store, each scheme's latency fitted to the synchronised round the probe measured
     (``sync_probe.priced_storages``), and the straggler wait as the workload's share of a
     round's computation; ``coordinator_s``, the run's coordinator's seconds between a trial's
-    invocations (in the time, not billed: ``estimates.coordinator_seconds``).
+    invocations (in the time, not billed: ``estimates.coordinator_seconds``);
+    ``compute_factor``, the run's trials' training cost over the search space's mean
+    (``config_cost.mean_factor``), scaling u(m).
     """
     mb_per_sample = max(profile.bytes_per_sample / 1e6, 1e-12)
     ratio = profile.test_samples / max(profile.train_samples, 1)
@@ -393,6 +414,7 @@ def planning_inputs(
             float(m),
             max(
                 (s + evals.get(m, 0.0) * ratio)
+                * compute_factor
                 / mb_per_sample
                 / platform.contention(float(platform.vcpus(m))),
                 1e-12,

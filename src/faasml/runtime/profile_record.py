@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -80,6 +81,10 @@ class JobProfile:
     load_avg: float | None = None
     """The machine's 1-minute load average when these figures were measured (None: not
     recorded, a record older than the field)."""
+    config_costs: tuple[tuple[str, float], ...] = ()
+    """Each configuration the probe built of the search space (canonical JSON) and its training
+    and evaluation seconds per sample over their mean (``config_cost``; empty: not measured,
+    a record older than the field)."""
     check: ProfileCheck | None = None
     """The re-check a run made of this cached profile before planning (``profile_check``);
     None when it was not re-checked. Kept in run records, not in the cache."""
@@ -102,6 +107,7 @@ class JobProfile:
             values.setdefault(name, 0.0)  # absent from older records
         values["sync_memory_mb"] = _whole(values["sync_memory_mb"])
         values["sync_rounds"] = _sync_rounds(values.get("sync_rounds", ()))
+        values["config_costs"] = _config_costs(values.get("config_costs", ()))
         for name in _NUMBERS:
             value = values.get(name)
             if isinstance(value, bool) or not isinstance(value, int | float):
@@ -249,3 +255,23 @@ def _sync_rounds(value: Any) -> tuple[tuple[str, float, float], ...]:
             raise ValueError(f"sync_rounds has {entry!r}; each must be [scheme, seconds, seconds]")
         rounds.append((str(entry[0]), float(entry[1]), float(entry[2])))
     return tuple(rounds)
+
+
+def _config_costs(value: Any) -> tuple[tuple[str, float], ...]:
+    """``config_costs`` read back: [configuration JSON, relative cost > 0] each."""
+    if not isinstance(value, list | tuple):
+        raise ValueError("config_costs must be a list of [configuration JSON, relative cost]")
+    costs = []
+    for entry in value:
+        ok = isinstance(entry, list | tuple) and len(entry) == 2 and isinstance(entry[0], str)
+        cost = entry[1] if ok else None
+        if not ok or isinstance(cost, bool) or not isinstance(cost, int | float):
+            raise ValueError(f"config_costs has {entry!r}; each must be [JSON text, cost]")
+        if not 0 < cost < math.inf:
+            raise ValueError(f"config_costs has {entry!r}; a relative cost must be > 0")
+        try:
+            json.loads(entry[0])
+        except ValueError:
+            raise ValueError(f"config_costs has {entry[0]!r}, which is not JSON") from None
+        costs.append((entry[0], float(cost)))
+    return tuple(costs)

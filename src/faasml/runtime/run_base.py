@@ -291,8 +291,13 @@ class BaseRun:
             self.dir.write_record(self.state, durable=False)
             seconds = coordinator_seconds([time.monotonic() - began], [], self.options.poll_s)
             self.state["coordinator_s"] = seconds
+        factor = self._compute_factor(profile)
         self.workload, self.plan_catalog = planning_inputs(
-            profile, self.workload, self.catalog, coordinator_s=float(self.state["coordinator_s"])
+            profile,
+            self.workload,
+            self.catalog,
+            coordinator_s=float(self.state["coordinator_s"]),
+            compute_factor=factor,
         )
         if self.state.get("calibration"):  # corrections a resumed run had made
             try:
@@ -305,6 +310,11 @@ class BaseRun:
                     f"{self.dir.record_path}: its 'calibration' is malformed (memory MB -> "
                     "[measured seconds per MB, vCPU demand]); remove it to resume without"
                 ) from None
+
+    def _compute_factor(self, profile: JobProfile) -> float:
+        """The training cost of the configurations this run trains over the profile's mean of
+        the search space (``config_cost``): 1 where the run trains the job's own."""
+        return 1.0
 
     def _probe_warm(self) -> dict[int, int]:
         """Functions the job's probe left warm on this run's platform (none from a cache): as
