@@ -13,10 +13,10 @@ WIDTHS = relative_costs([{"model.width": 8}, {"model.width": 16}], [1.0, 3.0])
 
 
 def test_relative_costs_are_over_the_mean() -> None:
-    assert WIDTHS == (
+    assert (
         (config_text({"model.width": 8}), 0.5),
         (config_text({"model.width": 16}), 1.5),
-    )
+    ) == WIDTHS
     with pytest.raises(ValueError, match="2 configurations but 1 timings"):
         relative_costs([{"a": 1}, {"a": 2}], [1.0])
 

@@ -28,7 +28,7 @@ from faasml.runtime.job_profile import (
     roomy_memory_mb,
 )
 from faasml.runtime.platform import open_platform
-from faasml.runtime.session import TuneRun, resume_run
+from faasml.runtime.session import TrainRun, TuneRun, resume_run
 from faasml.types import Allocation, Constraint
 from faasml.workload import load_workload
 
@@ -173,11 +173,19 @@ def test_the_probe_times_each_configuration_and_a_tune_run_prices_its_trials(
     run.plan()  # from the cached profile
     drawn = mean_factor(cnn.job.sample_configs(), cnn.profile.config_costs)
     assert run.state["compute_factor"] == pytest.approx(drawn)
+    if abs(drawn - 1.0) >= 0.005:  # shown, and recorded once
+        assert run.compute_note is not None and f"{drawn:.2f}x" in run.compute_note
+        assert [e["text"] for e in run.state["events"]].count(run.compute_note) == 1
     mean, _ = planning_inputs(cnn.profile, load_workload("mobilenet-cifar10"), run.catalog)
     for (m, priced), (_, at_mean) in zip(
         run.workload.compute.points, mean.compute.points, strict=True
     ):
         assert priced == pytest.approx(at_mean * drawn), m
+    # A training run trains the job's own configuration (model.width 8): priced as that one.
+    train = TrainRun(cnn.job, Constraint(budget_usd=0.05), tmp_path / "train")
+    train.plan()
+    own = costs[config_text({"model.width": 8})]
+    assert train.state["compute_factor"] == pytest.approx(own)
 
 
 def test_a_torch_model_needs_more_memory_than_a_numpy_one(logreg: Measured, cnn: Measured) -> None:

@@ -146,6 +146,8 @@ def _plan(run: TuneRun | TrainRun) -> None:
         out.print(f"{profile.summary()} [{how}]", soft_wrap=True)
         if profile.check is not None:
             out.print(profile.check.line(), soft_wrap=True)
+        if run.compute_note is not None:
+            out.print(run.compute_note[0].upper() + run.compute_note[1:], soft_wrap=True)
 
 
 def print_plan(run: BaseRun) -> None:

@@ -9,6 +9,7 @@ file, not a paper's workload, and never choose a function smaller than its footp
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 import time
 from collections.abc import Callable, Mapping
@@ -22,6 +23,7 @@ from faasml.models.space import evaluate_allocation
 from faasml.reports.run_dir import RunDir
 from faasml.runtime.billing import Meter
 from faasml.runtime.calibration import Calibration
+from faasml.runtime.config_cost import factor
 from faasml.runtime.coordinator import Coordinator, CoordinatorOptions, TrialFault, TrialState
 from faasml.runtime.estimates import coordinator_seconds
 from faasml.runtime.job_profile import (
@@ -163,6 +165,9 @@ class BaseRun:
         overhead in place of the catalog's (prices unchanged)."""
         self.measure, self.reprofile = measure, reprofile
         self.profile: JobProfile | None = None
+        self.compute_note: str | None = None
+        """What the configurations this run trains cost against the profile's mean, where it
+        is not the mean (one console line; an event in the record)."""
         self.state: dict[str, Any] = state or {
             "kind": self.kind,
             "job": job.to_dict(redact=True),
@@ -291,7 +296,14 @@ class BaseRun:
             self.dir.write_record(self.state, durable=False)
             seconds = coordinator_seconds([time.monotonic() - began], [], self.options.poll_s)
             self.state["coordinator_s"] = seconds
-        factor = self._compute_factor(profile)
+        self.state["compute_factor"] = factor = self._compute_factor(profile)
+        if profile.config_costs and abs(factor - 1.0) >= 0.005:
+            self.compute_note = (
+                f"the {self._trained_what()} at {factor:.2f}x the search space's mean cost per "
+                "sample (the model configurations as the probe timed them)"
+            )
+            if not any(e["text"] == self.compute_note for e in self.state["events"]):
+                self.event(self.compute_note)  # once: a resumed run measures it again
         self.workload, self.plan_catalog = planning_inputs(
             profile,
             self.workload,
@@ -311,10 +323,18 @@ class BaseRun:
                     "[measured seconds per MB, vCPU demand]); remove it to resume without"
                 ) from None
 
+    def _trained_what(self) -> str:
+        return "job's own configuration trains"
+
     def _compute_factor(self, profile: JobProfile) -> float:
-        """The training cost of the configurations this run trains over the profile's mean of
-        the search space (``config_cost``): 1 where the run trains the job's own."""
-        return 1.0
+        """The training cost of the configuration this run trains, the job's own, over the
+        profile's mean of the search space's (``config_cost``; 1 without one)."""
+        own: dict[str, Any] = {"batch_size": self.job.batch_size}
+        for text, _ in profile.config_costs:
+            for key in json.loads(text):
+                if key.startswith("model."):
+                    own[key] = self.job.model.options.get(key.split(".", 1)[1])
+        return factor(own, profile.config_costs)
 
     def _probe_warm(self) -> dict[int, int]:
         """Functions the job's probe left warm on this run's platform (none from a cache): as

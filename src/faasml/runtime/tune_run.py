@@ -72,19 +72,14 @@ class TuneRun(BaseRun):
     """Functions (memory MB -> count) started during the last stage for the next: a re-plan
     counts them warm, so it does not move the next stage off them without reason."""
 
+    def _trained_what(self) -> str:
+        return f"{self.job.require_tuning().trials} trials drawn train"
+
     def _compute_factor(self, profile: JobProfile) -> float:
         """The sampled trials' mean cost over the search space's (``config_cost``): the first
         stage trains them all; the stages after, survivors not known yet, are priced at the
-        same mean until re-calibration measures the ones kept. Shown and recorded."""
-        configs = self.job.sample_configs()
-        factor = mean_factor(configs, profile.config_costs)
-        self.state["compute_factor"] = factor
-        if profile.config_costs and abs(factor - 1.0) >= 0.005:
-            self.event(
-                f"the {len(configs)} trials drawn train at {factor:.2f}x the search space's "
-                "mean cost per sample (their model configurations, as the probe timed them)"
-            )
-        return factor
+        same mean until re-calibration measures the ones kept."""
+        return mean_factor(self.job.sample_configs(), profile.config_costs)
 
     def plan(self, planner: str = "exact") -> dict[str, Any]:
         from faasml.planners.tuning import SuccessiveHalving, plan_tuning
