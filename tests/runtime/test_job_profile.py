@@ -167,6 +167,9 @@ def test_the_probe_times_each_configuration_and_a_tune_run_prices_its_trials(
     costs = dict(cnn.profile.config_costs)
     assert set(costs) == {config_text({"model.width": 4}), config_text({"model.width": 8})}
     assert sum(costs.values()) / len(costs) == pytest.approx(1.0)
+    low, high = min(costs.values()), max(costs.values())
+    assert f"its 2 model configurations cost {low:.2f}-{high:.2f}x" in cnn.profile.summary()
+    assert "model configurations" not in logreg.profile.summary()
     # Twice the channels of every layer: more computation per sample, whatever the machine.
     assert costs[config_text({"model.width": 8})] > costs[config_text({"model.width": 4})]
     run = TuneRun(cnn.job, Constraint(budget_usd=0.05), tmp_path / "run")

@@ -163,6 +163,13 @@ class JobProfile:
                 if self.sync_rounds
                 else ""
             )
+            + (
+                f"; its {len(self.config_costs)} model configurations cost "
+                f"{min(c for _, c in self.config_costs):.2f}-"
+                f"{max(c for _, c in self.config_costs):.2f}x their mean"
+                if len(self.config_costs) > 1
+                else ""
+            )
             + (f"; load {self.load_avg:.1f}" if self.load_avg is not None else "")
         )
 
