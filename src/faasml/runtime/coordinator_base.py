@@ -138,9 +138,6 @@ class CoordinatorBase:
         self.restarts = 0
         self.memory_moves: list[tuple[int, int, int]] = []
         """(trial, from MB, to MB) of every move after running out of memory."""
-        self.commit_s = 0.0
-        """The coordinator's own seconds writing the record after the last segments and
-        deleting the checkpoints they replaced."""
         self._unrecorded: list[tuple[TrialState, Segment, str | None]] = []
         """Segments committed to their trials that the run record does not name yet: (trial,
         segment, the checkpoint it replaced, deleted once the record is written)."""

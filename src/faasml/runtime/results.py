@@ -70,8 +70,7 @@ class ResultCommits(FailureHandling):
                 self._replaced.append(previous)
         if self.on_segment is None:  # no record to wait for
             self.release_replaced()
-        self.commit_s = time.monotonic() - began
-        self.timings["commit_s"] += self.commit_s
+        self.timings["commit_s"] += time.monotonic() - began
 
     def release_replaced(self) -> None:
         """Delete the checkpoints replaced by segments the run's record names (the run calls

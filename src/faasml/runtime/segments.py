@@ -161,8 +161,9 @@ class SegmentLaunching(FailureHandling, DataPartitions):
         self, trial: TrialState, allocation: Allocation, until_epoch: int | None
     ) -> int:
         """Whole epochs the next segment of ``trial`` trains: enough that its rounds last
-        1/SEGMENT_OVERHEAD_SHARE × its fixed time (measured: the estimator's overhead and the
-        coordinator's last commit, and the round time on this allocation), or
+        1/SEGMENT_OVERHEAD_SHARE × its fixed time (measured: the estimator's overhead, and the
+        round time on this allocation; the run's record is written after the next launch, off
+        the segment's path), or
         ``epochs_per_segment`` where set; never past ``until_epoch`` (a stage's rung, an epoch
         a scheduler decides after) nor ``renew_at`` of the duration limit. One where the fixed
         time is half the synchronisation timeout (the other workers wait in their next round
@@ -185,7 +186,7 @@ class SegmentLaunching(FailureHandling, DataPartitions):
         epoch_s = per_round * rounds + self.estimator.epoch_end_s(allocation)
         fits = math.floor(options.renew_at * self.catalog.platform.max_duration_s / epoch_s)
         if options.epochs_per_segment is None:
-            fixed = self.estimator.segment_overhead_s(allocation) + self.commit_s
+            fixed = self.estimator.segment_overhead_s(allocation)
             if fixed > options.sync_timeout_s / 2:  # the others would wait out an evaluation
                 return 1
             most = min(most, math.ceil(fixed / (SEGMENT_OVERHEAD_SHARE * epoch_s)))
