@@ -8,6 +8,7 @@ import dataclasses
 import pytest
 
 from faasml.catalog import Catalog, load_catalog
+from faasml.models.space import evaluate_allocation
 from faasml.runtime.calibration import (
     REPLAN_DELTA,
     Calibration,
@@ -17,6 +18,7 @@ from faasml.runtime.calibration import (
     stage_estimates,
     warm_after,
     warm_pool,
+    wave_demand,
 )
 from faasml.types import Allocation
 from faasml.workload import Workload, load_workload
@@ -207,6 +209,18 @@ def test_a_stage_on_the_memory_of_the_one_before_pays_no_cold_start(
     assert (t3, c3) == pytest.approx(
         stage_estimate(workload, catalog, other_allocation, 4, 1, 0, early)
     )
+    # Where warm functions keep their partition, the first invocation reads it after the
+    # start: however long the wave before, that read is waited for.
+    keeping = dataclasses.replace(
+        catalog, platform=dataclasses.replace(catalog.platform, keeps_partition=True)
+    )
+    cold = stage_estimate(workload, keeping, other_allocation, 4, 1)
+    hours = stage_estimate(workload, keeping, other_allocation, 4, 1, 0, (4, 3600.0))
+    table = evaluate_allocation(workload, keeping, other_allocation)
+    start = float(keeping.platform.cold_start_time(2048))
+    first = keeping.platform.contention(wave_demand(keeping, other_allocation, 4))
+    read = (float(table.startup_s[0]) - start) * first
+    assert read > 0 and hours[0] == pytest.approx(cold[0] - start * first)
 
 
 def test_warm_functions_that_do_not_cover_the_first_wave_leave_the_cold_start(

@@ -205,7 +205,8 @@ def stage_estimate(
     stage's first wave it pays no cold start (a platform reuses a warm function). ``prewarm``:
     (functions started during the stage before, seconds of their start hidden behind it: see
     ``prewarmed``): where they complete the first wave its cold start is still billed (the
-    prewarmed starts are) but only the part not hidden is waited for. On a bounded platform
+    prewarmed starts are) but only the part not hidden is waited for, and the partition's read
+    that follows the start always is. On a bounded platform
     each wave runs ``contention`` times slower where its functions together demand more vCPUs
     than the machine delivers (a public FaaS has no such bound: factor 1)."""
     table = evaluate_allocation(workload, catalog, allocation)
@@ -219,7 +220,10 @@ def stage_estimate(
     time = cold * start_s
     cost = cold * min(trials, k) * float(table.startup_usd[0]) * first
     if cold and min(trials, k) * allocation.n <= warm + prewarm[0]:
-        time = max(0.0, start_s - prewarm[1])
+        # Only the platform's start is hidden: the data partition is read by the first
+        # invocation (the rest of startup_s), after the prewarm.
+        hidden = min(prewarm[1], float(platform.cold_start_time(allocation.memory_mb)) * first)
+        time = start_s - hidden
     epoch_s, function_usd = float(table.time_s[0]), float(table.function_usd[0])
     rest = float(table.cost_usd[0]) - function_usd
     left = trials
