@@ -34,7 +34,7 @@ from faasml.sim.deployment import TrueLandscape, perturbed_workload
 from faasml.workload import load_workload
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_deployment_search import constraints, true_of  # noqa: E402
+from bench_deployment_search import constraints, true_of
 
 
 def kernel_rule(
