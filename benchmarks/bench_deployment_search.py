@@ -29,7 +29,7 @@ the GP + EI search may choose unprobed deployments, so its share may pass it); a
 what-if ``hybrid_reach`` (within, or a good deployment's probe fits: not a bound).
 
 Run: .venv/bin/python benchmarks/bench_deployment_search.py [--seeds 5] [--probes 10]
-[--first-seed 0] [--only-warm] [--explain]
+[--first-seed 0] [--only-warm] [--explain] [--choice likeliest|upper]
 """
 
 from __future__ import annotations
@@ -324,6 +324,12 @@ def main() -> None:
     parser.add_argument(
         "--explain", action="store_true", help="list every miss of GP + EI (warm) and why"
     )
+    parser.add_argument(
+        "--choice",
+        choices=("upper", "likeliest"),
+        default="likeliest",
+        help="GP + EI (warm)'s rule for its choice (see faasml.search.GPEISearcher)",
+    )
     args = parser.parse_args()
     searchers = SEARCHERS[:1] if args.only_warm else SEARCHERS
     catalog = load_catalog("aws-lambda").restricted_to(["s3"])
@@ -359,6 +365,7 @@ def main() -> None:
                         seed=seed,
                         warm=warm,
                         probe_costs=space.probe_cost(),
+                        choice=args.choice,
                     )
                     where = f"{name} {constraint_names[which]} seed {seed}"
                     outcome = run_search(search, truth, exact, where)
@@ -399,7 +406,8 @@ def main() -> None:
         f"{count} instances: {len(builtin_workloads())} profiles × 2 constraints × "
         f"{args.seeds} seeds (from {args.first_seed}); AWS Lambda + S3; noise 5 %; "
         f"budget {args.probes} probes and "
-        f"{SEARCH_SHARE:.0%} of the predicted bill; EI threshold {args.threshold:g}"
+        f"{SEARCH_SHARE:.0%} of the predicted bill; EI threshold {args.threshold:g}; "
+        f"GP + EI's choice: {args.choice}"
     )
     print(
         f"'feas.': within, of the {count - infeasible} instances where some deployment of "

@@ -30,6 +30,7 @@ fit its dollar budget (above): the prior's choice, whose one probe may fit.
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass
 
@@ -41,6 +42,12 @@ from faasml.search._base import Array, SearchBudget, Searcher
 
 NOISE = 0.05
 """Measurement noise (deviation, observation units) a GP assumes unless told."""
+CHOICES = ("upper", "likeliest")
+"""The rules ``GPEISearcher.best`` may choose by (its ``choice``)."""
+GOOD = math.log(1.05)
+"""A candidate is good when its objective is within this (log) of the best's: 5 %."""
+SAMPLES = 256
+"""Draws of the terms' scales behind ``GPEISearcher.chance_good``."""
 TERM_SD = 0.5
 """Prior deviation of each model term's log scale: the model's computation or
 synchronisation may be off by a factor of about e^±0.5 (0.6–1.6×) before any probe."""
@@ -78,6 +85,7 @@ class GPEISearcher(Searcher):
         terms: Array | None = None,
         center: Array | None = None,
         term_sd: float | Array = TERM_SD,
+        choice: str = "upper",
     ) -> None:
         """``prior``: a mean of the observed value per candidate. ``objective``: what the
         observations mean (default: the value itself, unconstrained). ``noise``: the
@@ -87,8 +95,16 @@ class GPEISearcher(Searcher):
         ``terms`` (k × candidates, positive): the prior mean is the log of a sum of terms
         (the analytical model's computation, synchronisation, rest), each with a scale e^θ
         learnt from the probes (θ ~ N(``center``, ``term_sd``²), default centre 0); ``prior``
-        is then added to it (a re-trigger's learnt residual)."""
+        is then added to it (a re-trigger's learnt residual).
+
+        ``choice``: how ``best`` chooses once a probe was measured: ``upper`` (the lowest
+        objective upper bound among the candidates whose posterior mean keeps the
+        constraint) or ``likeliest`` (with terms: the candidate most likely to keep the
+        constraint *and* be within 5 % of the best, ``chance_good``)."""
         super().__init__(features, budget, seed, costs=costs)
+        if choice not in CHOICES:
+            raise ConfigError(f"the choice rule is {choice!r}, but must be one of {CHOICES}")
+        self.choice = choice
         if prior is not None:
             prior = np.asarray(prior, dtype=float)
             if prior.shape != (len(self),) or not np.all(np.isfinite(prior)):
@@ -324,6 +340,47 @@ class GPEISearcher(Searcher):
         )
         return int(sample[np.argmax(gaps)])
 
+    def chance_good(self, eligible: np.ndarray | None = None) -> Array | None:
+        """Per candidate, the posterior probability that it keeps the constraint and its
+        objective is within ``GOOD`` (5 %) of the best among the ``eligible`` ones that keep
+        it: ``SAMPLES`` draws of the terms' log scales θ from their posterior (the Laplace
+        approximation of ``_fit_terms``, or the prior before any probe), each with the GP's
+        mean residual. The draws move every candidate together (the job's level of speed,
+        the error that moves the constraint's edge); None without terms."""
+        if self.terms is None:
+            return None
+        mask = self.eligible() if eligible is None else eligible
+        rng = np.random.default_rng(self.seed)
+        thetas = rng.multivariate_normal(self.theta, self._theta_cov, size=SAMPLES)
+        total = np.einsum("sk,kc->sc", np.exp(thetas), self.terms)
+        value = np.log(np.maximum(total, 1e-300)) + self._shift
+        if self._gp is not None:
+            mean, std = self.residual(self.features)
+            # The GP's doubt of the latent (its deviation less the measurement noise), drawn
+            # independently per candidate: an unprobed candidate is good in fewer draws.
+            latent = np.sqrt(np.maximum(std**2 - self.noise**2, 0.0))
+            value = value + mean + latent * rng.standard_normal(value.shape)
+        keeps = (value <= self.goal.limit) & mask
+        objective = value + self.goal.offset
+        top = np.where(keeps, objective, np.inf).min(axis=1, keepdims=True)
+        good = keeps & (objective <= top + GOOD)
+        result: Array = good.mean(axis=0)
+        return result
+
+    def _likeliest(self) -> int | None:
+        """The eligible candidate most likely good (ties: the lower posterior objective), or
+        None where no draw finds one (``chance_good``)."""
+        if self.choice != "likeliest" or self.terms is None:
+            return None
+        mask = self.eligible()
+        chance = self.chance_good(mask)
+        if chance is None or float(chance.max()) <= 0:
+            return None
+        mean, _ = self.posterior()
+        objective = mean + self.goal.offset
+        order = np.lexsort((objective, -chance))
+        return int(order[0])
+
     def best(self) -> int:
         """The posterior's choice: among the candidates whose posterior mean keeps the
         constraint, the lowest upper bound of the objective (posterior mean + one deviation,
@@ -332,6 +389,9 @@ class GPEISearcher(Searcher):
         measured ones (the allowed ones, where any is). Unmeasured candidates count (a probe
         too dear for the search budget may still be the best deployment), but only those
         ``restrict`` lets it choose."""
+        likeliest = self._likeliest() if self._gp is not None else None
+        if likeliest is not None:
+            return likeliest
         if self._gp is None:
             if not self.observed and self.prior is not None:
                 # No probe fitted the budget: the prior's own choice.

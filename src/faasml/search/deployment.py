@@ -315,6 +315,7 @@ class DeploymentSearch:
         probe_costs: Array | None = None,
         scales: tuple[Array, Array] | None = None,
         model_floor: float = 0.0,
+        choice: str = "likeliest",
     ) -> None:
         """``warm`` uses the model's prediction as the prior mean (a profile exists), its
         terms' scales learnt from the probes (``scales``: their prior centre and deviation,
@@ -322,7 +323,10 @@ class DeploymentSearch:
         it when warm and replaces it when cold. ``probe_costs`` (the predicted price of each
         probe) keep the search within ``budget.max_usd``. ``model_floor``: the true job's
         model footprint is known to exceed this many times its profile's (a re-trigger's,
-        from probes that ran out of memory before the change)."""
+        from probes that ran out of memory before the change). ``choice``: GP + EI's rule
+        for the recommendation once a probe was measured (``upper`` or ``likeliest``: the
+        deployment most likely to keep the constraint and be within 5 % of the best; see
+        ``GPEISearcher``); kept by its re-triggers."""
         self.space, self.goal = space, goal
         self.name = searcher
         self.budget = budget or SearchBudget()
@@ -330,10 +334,11 @@ class DeploymentSearch:
         self.latent = bool(getattr(SEARCHERS.get(searcher), "uses_prior", False))
         """A model-based searcher learns log time per epoch (the model's error), and scores
         it through the goal with the candidate's price per second; the others see the score."""
-        model: dict[str, Array] = {}
+        model: dict[str, Array | str] = {}
         self.prior: Array | None
         if warm and self.latent:
             model["terms"] = space.terms()
+            model["choice"] = choice
             if scales is not None:
                 model["center"], model["term_sd"] = scales
             self.prior = space.log_time() + (0.0 if prior is None else prior)
@@ -351,6 +356,7 @@ class DeploymentSearch:
             costs=probe_costs,
             **model,
         )
+        self.choice = choice
         self.probes: list[Probe] = []
         self._rows: list[int] = []
         self.model_floor = model_floor
@@ -473,4 +479,5 @@ class DeploymentSearch:
             probe_costs=probe_costs,
             scales=scales if warm else None,
             model_floor=self.model_floor,
+            choice=self.choice,
         )
