@@ -10,12 +10,14 @@ seconds of restart they cost), per loaning strategy; then FaPES loaning's JCT an
 against the better baseline (targets: JCT at least 9 % lower at every load and 25 % at low
 load, SLO >= 99 % of requests), and against one-way loaning when that is not the better
 (and against ``one-way-blind``, one-way without taking idle servers first, if asked for).
+``--bound`` adds training alone on the whole pool (no inference at all), which no loaning
+strategy can beat: how far below the better baseline any loaning could bring JCT.
 
 The trace starts at 06:00 (the training arrivals span about 8 hours of a day): "search"
 peaks at 14:00, "recommend" at 20:00; nights fall to a quarter of the peak.
 
     .venv/bin/python benchmarks/bench_fapes_loans.py [--workloads 1,2] [--policies fapes,fifo] \
-        [--loanings dedicated,one-way,fapes,one-way-blind]
+        [--loanings dedicated,one-way,fapes,one-way-blind] [--bound]
 """
 
 from __future__ import annotations
@@ -96,6 +98,7 @@ def _run_load(
     jobs: dict[int, list[Job]],
     load: str,
 ) -> None:
+    alone: dict[tuple[float, str], tuple[dict[str, float], float]] = {}
     for restart in (float(r) for r in args.restarts.split(",")):
         for level in args.levels.split(","):
             svc = services(LEVELS[level], cluster.total_gpus, seed=7)
@@ -106,7 +109,7 @@ def _run_load(
                     f"{len(workloads)} workloads"
                 )
                 print(
-                    f"{'loaning':10} {'avg JCT s':>9} {'p95 JCT s':>9} {'queue s':>8} "
+                    f"{'loaning':13} {'avg JCT s':>9} {'p95 JCT s':>9} {'queue s':>8} "
                     f"{'util':>6} {'SLO req':>8} {'loaned':>7} {'reclaim':>8} "
                     f"{'preempt':>8} {'lost GPU-s':>10} {'wall s':>7}"
                 )
@@ -129,11 +132,29 @@ def _run_load(
                     m["slo_min"] = min(r["slo_requests"] for r in rows)
                     means[loaning] = m
                     print(
-                        f"{loaning:10} {m['avg_jct_s']:9.0f} {m['p95_jct_s']:9.0f} "
+                        f"{loaning:13} {m['avg_jct_s']:9.0f} {m['p95_jct_s']:9.0f} "
                         f"{m['avg_queue_s']:8.0f} {100 * m['avg_utilization']:5.1f}% "
                         f"{100 * m['slo_min']:7.2f}% {m['servers_loaned']:7.0f} "
                         f"{m['servers_reclaimed']:8.0f} {m['reclaim_preemptions']:8.0f} "
                         f"{m['reclaim_lost_gpu_s']:10.0f} {time.perf_counter() - tic:7.1f}"
+                    )
+                if args.bound:
+                    if (restart, policy) not in alone:
+                        tic = time.perf_counter()
+                        config = SimConfig(restart_s=restart)
+                        rows = [
+                            simulate(
+                                jobs[w], models, cluster, make_policy(policy, 60.0, restart), config
+                            ).summary()
+                            for w in workloads
+                        ]
+                        m = {k: statistics.mean(r[k] for r in rows) for k in rows[0]}
+                        alone[restart, policy] = m, time.perf_counter() - tic
+                    m, wall = alone[restart, policy]
+                    print(
+                        f"{'no inference':13} {m['avg_jct_s']:9.0f} {m['p95_jct_s']:9.0f} "
+                        f"{m['avg_queue_s']:8.0f} {100 * m['avg_utilization']:5.1f}% "
+                        f"{'-':>8} {'-':>7} {'-':>8} {'-':>8} {'-':>10} {wall:7.1f}"
                     )
                 better = min(("dedicated", "one-way"), key=lambda k: means[k]["avg_jct_s"])
                 fapes, base = means["fapes"], means[better]
@@ -145,6 +166,12 @@ def _run_load(
                     f": {'met' if cut >= target else 'missed'}), queue {-100 * queue:+.1f}%, "
                     f"SLO {100 * fapes['slo_min']:.2f}% of requests (target >= 99%)"
                 )
+                if args.bound:
+                    bound = 1 - alone[restart, policy][0]["avg_jct_s"] / base["avg_jct_s"]
+                    print(
+                        f"bound: training with no inference at all is {-100 * bound:+.1f}% "
+                        f"against {better}; no loaning can do better than that"
+                    )
                 for other in ("one-way", "one-way-blind"):
                     if other in means and (other != better or other == "one-way-blind"):
                         one = means[other]
@@ -169,6 +196,12 @@ def main() -> int:
     )
     parser.add_argument(
         "--training-loads", default="1.0", help="Pollux job loads: 0.5, 1.0 and/or 1.5"
+    )
+    parser.add_argument(
+        "--bound",
+        action="store_true",
+        help="also run training alone on the whole pool (no inference): a bound no loaning "
+        "strategy can beat",
     )
     return run(parser.parse_args())
 
