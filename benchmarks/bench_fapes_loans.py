@@ -8,12 +8,16 @@ inference load and training policy, prints the mean over the workloads of traini
 manager's events (servers loaned and reclaimed, jobs preempted by reclaims and the GPU-
 seconds of restart they cost), per loaning strategy; then FaPES loaning's JCT and queuing
 against the better baseline (targets: JCT at least 9 % lower at every load and 25 % at low
-load, SLO >= 99 % of requests), and against one-way loaning when that is not the better.
+load, SLO >= 99 % of requests), and against one-way loaning when that is not the better
+(and against ``one-way-blind``, one-way without taking idle servers first, if asked for).
+``--bound`` adds training alone on the whole pool (no inference at all), which no loaning
+strategy can beat: how far below the better baseline any loaning could bring JCT.
 
 The trace starts at 06:00 (the training arrivals span about 8 hours of a day): "search"
 peaks at 14:00, "recommend" at 20:00; nights fall to a quarter of the peak.
 
-    .venv/bin/python benchmarks/bench_fapes_loans.py [--workloads 1,2] [--policies fapes,fifo]
+    .venv/bin/python benchmarks/bench_fapes_loans.py [--workloads 1,2] [--policies fapes,fifo] \
+        [--loanings dedicated,one-way,fapes,one-way-blind] [--bound]
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ from faasml.cluster import (
 )
 from faasml.cluster.inference import InferenceService, tidal_trace
 from faasml.cluster.loans import LOANING
+
+BASELINES = ("dedicated", "one-way", "fapes")
 
 LEVELS = {"low": 0.25, "medium": 0.5, "high": 0.75}
 TRAINING_LOADS = {"0.5": "workloads-0.5", "1.0": "workloads", "1.5": "workloads-1.5"}
@@ -65,6 +71,11 @@ def services(share: float, gpus: int, seed: int) -> list[InferenceService]:
 
 
 def run(args: argparse.Namespace) -> int:
+    loanings = args.loanings.split(",")
+    if not set(BASELINES) <= set(loanings) or not set(loanings) <= set(LOANING):
+        raise SystemExit(
+            f"--loanings {args.loanings!r}: {', '.join(BASELINES)} and any of {', '.join(LOANING)}"
+        )
     models = load_models()
     cluster = Cluster.uniform(16, 4)
     workloads = [int(w) for w in args.workloads.split(",")]
@@ -87,6 +98,7 @@ def _run_load(
     jobs: dict[int, list[Job]],
     load: str,
 ) -> None:
+    alone: dict[tuple[float, str], tuple[dict[str, float], float]] = {}
     for restart in (float(r) for r in args.restarts.split(",")):
         for level in args.levels.split(","):
             svc = services(LEVELS[level], cluster.total_gpus, seed=7)
@@ -97,12 +109,12 @@ def _run_load(
                     f"{len(workloads)} workloads"
                 )
                 print(
-                    f"{'loaning':10} {'avg JCT s':>9} {'p95 JCT s':>9} {'queue s':>8} "
+                    f"{'loaning':13} {'avg JCT s':>9} {'p95 JCT s':>9} {'queue s':>8} "
                     f"{'util':>6} {'SLO req':>8} {'loaned':>7} {'reclaim':>8} "
                     f"{'preempt':>8} {'lost GPU-s':>10} {'wall s':>7}"
                 )
                 means: dict[str, dict[str, float]] = {}
-                for loaning in LOANING:
+                for loaning in args.loanings.split(","):
                     tic = time.perf_counter()
                     config = SimConfig(restart_s=restart, loaning=loaning)
                     rows = [
@@ -120,11 +132,29 @@ def _run_load(
                     m["slo_min"] = min(r["slo_requests"] for r in rows)
                     means[loaning] = m
                     print(
-                        f"{loaning:10} {m['avg_jct_s']:9.0f} {m['p95_jct_s']:9.0f} "
+                        f"{loaning:13} {m['avg_jct_s']:9.0f} {m['p95_jct_s']:9.0f} "
                         f"{m['avg_queue_s']:8.0f} {100 * m['avg_utilization']:5.1f}% "
                         f"{100 * m['slo_min']:7.2f}% {m['servers_loaned']:7.0f} "
                         f"{m['servers_reclaimed']:8.0f} {m['reclaim_preemptions']:8.0f} "
                         f"{m['reclaim_lost_gpu_s']:10.0f} {time.perf_counter() - tic:7.1f}"
+                    )
+                if args.bound:
+                    if (restart, policy) not in alone:
+                        tic = time.perf_counter()
+                        config = SimConfig(restart_s=restart)
+                        rows = [
+                            simulate(
+                                jobs[w], models, cluster, make_policy(policy, 60.0, restart), config
+                            ).summary()
+                            for w in workloads
+                        ]
+                        m = {k: statistics.mean(r[k] for r in rows) for k in rows[0]}
+                        alone[restart, policy] = m, time.perf_counter() - tic
+                    m, wall = alone[restart, policy]
+                    print(
+                        f"{'no inference':13} {m['avg_jct_s']:9.0f} {m['p95_jct_s']:9.0f} "
+                        f"{m['avg_queue_s']:8.0f} {100 * m['avg_utilization']:5.1f}% "
+                        f"{'-':>8} {'-':>7} {'-':>8} {'-':>8} {'-':>10} {wall:7.1f}"
                     )
                 better = min(("dedicated", "one-way"), key=lambda k: means[k]["avg_jct_s"])
                 fapes, base = means["fapes"], means[better]
@@ -136,14 +166,21 @@ def _run_load(
                     f": {'met' if cut >= target else 'missed'}), queue {-100 * queue:+.1f}%, "
                     f"SLO {100 * fapes['slo_min']:.2f}% of requests (target >= 99%)"
                 )
-                if better != "one-way":
-                    one = means["one-way"]
+                if args.bound:
+                    bound = 1 - alone[restart, policy][0]["avg_jct_s"] / base["avg_jct_s"]
                     print(
-                        f"fapes vs one-way: JCT "
-                        f"{-100 * (1 - fapes['avg_jct_s'] / one['avg_jct_s']):+.1f}%, "
-                        f"preemptions {fapes['reclaim_preemptions']:.0f} vs "
-                        f"{one['reclaim_preemptions']:.0f}"
+                        f"bound: training with no inference at all is {-100 * bound:+.1f}% "
+                        f"against {better}; no loaning can do better than that"
                     )
+                for other in ("one-way", "one-way-blind"):
+                    if other in means and (other != better or other == "one-way-blind"):
+                        one = means[other]
+                        print(
+                            f"fapes vs {other}: JCT "
+                            f"{-100 * (1 - fapes['avg_jct_s'] / one['avg_jct_s']):+.1f}%, "
+                            f"preemptions {fapes['reclaim_preemptions']:.0f} vs "
+                            f"{one['reclaim_preemptions']:.0f}"
+                        )
 
 
 def main() -> int:
@@ -153,7 +190,18 @@ def main() -> int:
     parser.add_argument("--policies", default="fapes,fifo")
     parser.add_argument("--restarts", default="5.68,30", help="restart costs, seconds")
     parser.add_argument(
+        "--loanings",
+        default=",".join(BASELINES),
+        help=f"loaning strategies, dedicated, one-way and fapes among them: {', '.join(LOANING)}",
+    )
+    parser.add_argument(
         "--training-loads", default="1.0", help="Pollux job loads: 0.5, 1.0 and/or 1.5"
+    )
+    parser.add_argument(
+        "--bound",
+        action="store_true",
+        help="also run training alone on the whole pool (no inference): a bound no loaning "
+        "strategy can beat",
     )
     return run(parser.parse_args())
 

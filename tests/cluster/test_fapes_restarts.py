@@ -5,6 +5,8 @@ back-filled GPUs while they stay free."""
 from __future__ import annotations
 
 import random
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,8 +20,16 @@ from faasml.cluster import (
     resolve_workload,
     simulate,
 )
-from faasml.cluster.policies.fapes import FapesPolicy, restore_servers
-from faasml.cluster.records import Placement
+from faasml.cluster.policies.fapes import FapesPolicy, follow_plan, restore_servers
+from faasml.cluster.records import (
+    ClusterAllocation,
+    Decision,
+    Job,
+    JobView,
+    Placement,
+    SchedulePlan,
+    Segment,
+)
 
 from .reference_planning import reference_restore_servers
 
@@ -121,3 +131,95 @@ def test_fapes_restarts_jobs_less_with_restart_avoidance(
     for result in runs.values():
         assert all(r.completion_s is not None for r in result.jobs)
     assert runs[True].summary()["restarts"] <= 0.75 * runs[False].summary()["restarts"]
+
+
+def test_a_job_its_plan_merely_moved_is_back_filled_as_one_that_keeps_its_gpus(
+    models: dict[str, AppModel],
+) -> None:
+    """Its plan moves the job from server 0 to server 1 (same GPU count) and server 0 stays
+    free, so restore_servers keeps it on server 0. Back-filling runs after that, so it
+    weighs the restart growing the job would cost (55 s of a 60 s round): the job keeps its
+    two GPUs and does not restart; its plan follows it to server 0. (Back-filling first
+    saw a moved job, charged nothing, and grew it to the whole cluster.)"""
+    m = models["cifar10"]
+    job = Job("a", "cifar10", 0.0, 2, m.init_batch * 2)
+    work = m.work(job)
+    r0 = 10
+    plan = SchedulePlan((Segment(r0 - 2, r0 + 20, (1, 1)),))
+    view = JobView(job, m, 0.1 * work, work, (0, 0), started=True, plan=plan)
+    policy = FapesPolicy(restart_s=55.0, min_gain=1e9)  # min_gain: nothing is recycled
+    decision = policy.allocate([view], Cluster.uniform(2, 4), {"a": (0, 0)}, r0 * 60.0)
+    assert decision.allocation == {"a": (0, 0)}
+    assert decision.plans["a"].placement_at(r0) == (0, 0)
+    assert decision.plans["a"].placement_at(r0 + 19) == (0, 0)
+    # Without the restart charge the same job is grown: the charge is what keeps it.
+    free = FapesPolicy(restart_s=55.0, min_gain=1e9, backfill_restarts=0.0)
+    grown = free.allocate([view], Cluster.uniform(2, 4), {"a": (0, 0)}, r0 * 60.0)
+    assert len(grown.allocation["a"]) > 2
+
+
+def test_a_plan_follows_its_job_to_the_servers_it_got() -> None:
+    cluster = Cluster.uniform(3, 4)
+    plan = SchedulePlan(
+        (
+            Segment(0, 5, (2, 2)),  # past: left as it is
+            Segment(5, 10, (1, 1)),  # now (round 7)
+            Segment(10, 15, (1, 1, 2, 2)),  # grows later, keeping server 1
+        )
+    )
+    moved = follow_plan(plan, 7, (0, 0), (0, 0), cluster)
+    assert moved.segments == (
+        Segment(0, 5, (2, 2)),
+        Segment(5, 10, (0, 0)),
+        Segment(10, 15, (0, 0, 2, 2)),
+    )
+    # Back-filled this round (4 GPUs against 2 planned): the placement before back-filling
+    # is the one the plan follows.
+    assert follow_plan(plan, 7, (0, 0, 2, 2), (0, 0), cluster).placement_at(12) == (0, 0, 2, 2)
+    # Same servers, or no GPU count to match: the plan itself.
+    assert follow_plan(plan, 7, (1, 1), (1, 1), cluster) is plan
+    assert follow_plan(plan, 7, (0, 0, 0), (), cluster) is plan
+    # A later segment that would overfill a server keeps its own servers.
+    full = SchedulePlan((Segment(5, 10, (1, 1)), Segment(10, 15, (0, 0, 0, 1, 1))))
+    assert follow_plan(full, 7, (0, 0), (0, 0), cluster).segments[1] == full.segments[1]
+
+
+class _Recording(FapesPolicy):
+    """FaPES that checks, every round, that each plan wants this round what its job got."""
+
+    def __init__(self, restart_s: float) -> None:
+        super().__init__(restart_s=restart_s)
+        self.mismatches = 0
+        self.swaps = 0
+
+    def allocate(
+        self, jobs: Sequence[JobView], cluster: Cluster, current: ClusterAllocation, now: float
+    ) -> Decision:
+        decision = super().allocate(jobs, cluster, current, now)
+        r0 = round(now / self.round_s)
+        for view in jobs:
+            got, held = decision.allocation.get(view.name, ()), current.get(view.name, ())
+            wanted = view.plan.placement_at(r0) if view.plan is not None else None
+            if held and wanted and len(wanted) == len(held) != 0 and got == held:
+                self.swaps += Counter(wanted) != Counter(held)  # kept against its plan
+            plan = decision.plans.get(view.name, view.plan)
+            at = plan.placement_at(r0) if plan is not None else None
+            if got and at and len(at) == len(got) and at != got:
+                self.mismatches += 1
+        return decision
+
+
+def test_plans_follow_the_servers_restore_servers_kept(
+    models: dict[str, AppModel], traces_dir: Path
+) -> None:
+    """On the first 40 jobs of Pollux workload 1 (2 epochs each), 16 GPUs, 30 s restarts:
+    restore_servers keeps jobs on their servers against their plans, and every round each
+    plan wants, for the round, the placement its job got (not back-filled ones). Before
+    plans followed, 9 rounds' plans still wanted the servers the swap had undone."""
+    jobs = load_workload(resolve_workload("workload-1", traces_dir))[:40]
+    jobs = [replace(j, epochs=2) for j in jobs]
+    policy = _Recording(restart_s=30.0)
+    result = simulate(jobs, models, Cluster.uniform(4, 4, 2), policy, SimConfig(restart_s=30.0))
+    assert all(r.completion_s is not None for r in result.jobs)
+    assert policy.swaps >= 1
+    assert policy.mismatches == 0

@@ -124,3 +124,17 @@ def test_manager_loans_idle_servers_and_reclaims_by_mode() -> None:
     assert dedicated.rebalance(0, allocation).inference == {3, 4, 5}
     with pytest.raises(ConfigError, match="loaning"):
         LoanManager(cluster, reserve=3, mode="sometimes")
+
+
+def test_one_way_takes_idle_lent_servers_first_and_one_way_blind_the_first_lent() -> None:
+    cluster = Cluster.uniform(6, 4)
+    taken = {}
+    for mode in ("one-way", "one-way-blind"):
+        manager = LoanManager(cluster, reserve=3, mode=mode)
+        assert manager.rebalance(0, {}).loaned == (3, 4, 5)
+        # Training runs x on lent server 3 and y on lent server 4; server 5 stays idle.
+        event = manager.rebalance(4, {"x": (3, 3), "y": (4,)})
+        assert len(event.reclaimed) == 1 and manager.max_inference_gpus() == 12
+        taken[mode] = (event.reclaimed, event.preempted)
+    assert taken["one-way"] == ((5,), ())
+    assert taken["one-way-blind"] == ((3,), ("x",))

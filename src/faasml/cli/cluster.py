@@ -69,7 +69,7 @@ def register(commands: Any) -> None:
     sim.add_argument(
         "--loaning",
         default="fapes",
-        help="with --inference: dedicated, one-way or fapes (default: fapes)",
+        help="with --inference: dedicated, one-way, fapes or one-way-blind (default: fapes)",
     )
     sim.add_argument("--json", action="store_true", help="print the results as JSON")
     sim.add_argument("--plot", default=None, metavar="DIR", help="write plots into DIR")

@@ -19,8 +19,10 @@ whole (§3.3: "both events take one server as the moving unit").
 Loaning strategies (FaPES §7.1): ``dedicated`` reserves ``N_r^max`` servers (the most the
 services need at once) for inference and never lends them; ``one-way`` lends idle servers of
 that reserve to training and takes them back in the order lent (idle ones first), blind to
-what runs on them; ``fapes`` lends any idle inference server and reclaims any training server,
-chosen by reclaim cost and gain (two-way).
+what runs on them; ``one-way-blind`` is the same without taking idle ones first (§7.1's
+one-way as printed, which says nothing of idle servers; a diagnostic); ``fapes`` lends any
+idle inference server and reclaims any training server, chosen by reclaim cost and gain
+(two-way).
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ from faasml.cluster.inference import InferenceService
 from faasml.cluster.plain import Cluster, Placement
 from faasml.exceptions import ConfigError
 
-LOANING = ("dedicated", "one-way", "fapes")
+LOANING = ("dedicated", "one-way", "fapes", "one-way-blind")
+ONE_WAY = ("one-way", "one-way-blind")
 EXACT_MAX_JOBS = 14
 """``select_reclaim`` searches exactly when at most this many jobs run on the candidates."""
 
@@ -230,16 +233,18 @@ class LoanManager:
             spare = sorted(self.inference, reverse=True)[: have - want]
             for s in spare:
                 self.inference.discard(s)
-            if self.mode == "one-way":
+            if self.mode in ONE_WAY:
                 self._lent.extend(sorted(spare))
             return Rebalance(frozenset(self.inference), loaned=tuple(sorted(spare)))
         if want == have:
             return Rebalance(frozenset(self.inference))
         n = want - have
         training = [s for s in range(len(self.cluster.servers)) if s not in self.inference]
-        if self.mode == "one-way":
+        if self.mode in ONE_WAY:
             on = jobs_by_server(allocation)
-            order = sorted(self._lent, key=lambda s: (bool(on.get(s)), self._lent.index(s)))
+            order = list(self._lent)
+            if self.mode == "one-way":  # idle ones first
+                order.sort(key=lambda s: (bool(on.get(s)), self._lent.index(s)))
             chosen = tuple(sorted(order[:n]))
             for s in chosen:
                 self._lent.remove(s)

@@ -54,7 +54,8 @@ class SimConfig:
     """Give jobs without a deadline one: arrival + factor × their run time alone on the GPUs
     they asked for (ElasticFlow's deadline jobs)."""
     loaning: str = "fapes"
-    """With inference services: ``dedicated``, ``one-way`` or ``fapes`` (FaPES §7.1)."""
+    """With inference services: ``dedicated``, ``one-way``, ``fapes`` (FaPES §7.1) or
+    ``one-way-blind`` (one-way without taking idle servers first)."""
 
     def __post_init__(self) -> None:
         check_loaning(self.loaning)

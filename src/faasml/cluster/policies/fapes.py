@@ -28,11 +28,11 @@
    plan's, or its plan's plus last round's back-fill still free) loses a restart out of
    the round, and back-filled GPUs lose the restart of their taking back, spread over the
    rounds the board leaves them free (not charged to a job keeping last round's back-fill).
-   A job counts as keeping its GPUs only when its plan's placement is exactly what it
-   holds: one its plan merely moved is charged as restarting anyway, though
-   :func:`restore_servers` (run after back-filling) would have kept it in place.
+   A job counts as keeping its GPUs when its placement after :func:`restore_servers` (run
+   before back-filling, and again after it) is exactly what it holds.
 5. Placement (ours): a job whose GPU count is unchanged takes its servers back from the jobs
-   that restart anyway (:func:`restore_servers`).
+   that restart anyway (:func:`restore_servers`), and every plan follows the servers its job
+   got (:func:`follow_plan`), so the swap is not redone every round.
 
 Compensation for estimation error (end of §5.3): a job that outlives its plan keeps its last
 placement; one that finishes early leaves the board at once. Rescheduling never preempts a
@@ -192,10 +192,22 @@ class FapesPolicy(ClusterPolicy):
             if at:
                 wanted[name] = at
         allocation = _repair(wanted, cluster, [v.name for v in order])
+        if self.keep_servers:
+            # Before back-filling, so that a job its plan merely moved and that gets its
+            # servers back counts as keeping its GPUs (back-filling charges it the restart).
+            allocation = restore_servers(allocation, current, cluster)
+        settled = allocation
         if self.backfill:
             allocation = self._backfill(jobs, allocation, current, curves, cluster, weights, board)
-        if self.keep_servers:
-            allocation = restore_servers(allocation, current, cluster)
+            if self.keep_servers:
+                allocation = restore_servers(allocation, current, cluster)
+        # The plans follow the servers the jobs got (restored, or packed by the repair), so
+        # that the next round wants them again and the board counts them.
+        kept = {v.name: v.plan for v in running if v.name not in cohort and v.plan is not None}
+        for name, plan in {**kept, **plans}.items():
+            moved = follow_plan(plan, r0, allocation.get(name, ()), settled.get(name, ()), cluster)
+            if moved is not plan:
+                plans[name] = moved
         return Decision(allocation, plans)
 
     def _backfill(
@@ -457,6 +469,43 @@ def _repair(
         if int(free.sum()) >= len(wanted[name]):
             out[name] = pack(len(wanted[name]), free, switch)
     return out
+
+
+def follow_plan(
+    plan: SchedulePlan,
+    r0: int,
+    allocated: Placement,
+    settled: Placement,
+    cluster: Cluster,
+) -> SchedulePlan:
+    """``plan`` with the servers it wants at round ``r0`` replaced by those the job got with
+    the same GPU count: ``allocated`` (this round's decision) or else ``settled`` (before
+    back-filling added GPUs for this round only). Every segment from ``r0`` on that holds
+    the replaced GPUs gets the job's own instead, where the servers have room; ``plan``
+    itself is returned when nothing changes."""
+    at = plan.placement_at(r0)
+    if not at:
+        return plan
+    if len(allocated) == len(at):
+        got = allocated
+    elif len(settled) == len(at):
+        got = settled
+    else:
+        return plan
+    removed = Counter(at) - Counter(got)
+    if not removed:
+        return plan
+    added = Counter(got) - Counter(at)
+    cap = cluster.capacity()
+    segments: list[Segment] = []
+    for seg in plan.segments:
+        mine = Counter(seg.placement)
+        if seg.end > r0 and all(mine[s] >= c for s, c in removed.items()):
+            swapped = mine - removed + added
+            if all(c <= cap[s] for s, c in swapped.items()):
+                seg = Segment(seg.start, seg.end, tuple(sorted(swapped.elements())))
+        segments.append(seg)
+    return SchedulePlan(tuple(segments), plan.achievement)
 
 
 def restore_servers(
