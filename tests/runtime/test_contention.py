@@ -10,7 +10,12 @@ import pytest
 
 from faasml.catalog import Catalog, load_catalog
 from faasml.runtime.calibration import Calibration, stage_estimate, wave_demand
-from faasml.runtime.contention import cold_start_alone, delivered_vcpus
+from faasml.runtime.contention import (
+    cold_start_alone,
+    delivered_vcpus,
+    faster_solo,
+    solo_disturbed,
+)
 from faasml.runtime.job_profile import planning_inputs
 from faasml.runtime.profile_record import JobProfile
 from faasml.types import Allocation
@@ -181,3 +186,20 @@ def test_cold_starts_side_by_side_are_taken_back_to_one_alone() -> None:
     assert cold_start_alone([(2.0, 2.0), (2.2, 2.0)], 1.0, catalog) == pytest.approx(1.05)
     assert cold_start_alone([(0.7, 0.3)], 1.0, catalog) == pytest.approx(0.7)  # alone
     assert cold_start_alone([], 1.0, catalog) == catalog.platform.cold_start_s
+
+
+def test_a_solo_timing_slower_than_the_group_is_taken_again_and_the_faster_kept() -> None:
+    group = [
+        {"compute_s_per_sample": 3e-4, "side_by_side_s_per_sample": 2e-4},
+        {"side_by_side_s_per_sample": 2.2e-4},
+    ]
+    assert solo_disturbed(group)
+    assert not solo_disturbed([{**group[0], "compute_s_per_sample": 1.9e-4}, group[1]])
+    assert not solo_disturbed([{"compute_s_per_sample": 3e-4}])  # no group: nothing to compare
+    first = {"compute_s_per_sample": 3e-4, "eval_s_per_sample": 1e-4, "peak_rss_mb": 300.0}
+    again = {"compute_s_per_sample": 2e-4, "eval_s_per_sample": 0.8e-4, "peak_rss_mb": 310.0}
+    kept = faster_solo(first, again)
+    assert kept["compute_s_per_sample"] == 2e-4 and kept["eval_s_per_sample"] == 0.8e-4
+    assert kept["peak_rss_mb"] == 310.0
+    slower = faster_solo(first, {**again, "compute_s_per_sample": 4e-4, "peak_rss_mb": 290.0})
+    assert slower["compute_s_per_sample"] == 3e-4 and slower["peak_rss_mb"] == 300.0

@@ -44,3 +44,34 @@ def cold_start_alone(colds: list[tuple[float, float]], delivered: float, catalog
         return catalog.platform.cold_start_s
     platform = dataclasses.replace(catalog.platform, delivered_vcpus=delivered or None)
     return statistics.median(s / platform.contention(demand) for s, demand in colds)
+
+
+SOLO_TIMINGS = (
+    "compute_s_per_sample",
+    "eval_s_per_sample",
+    "config_compute_s",
+    "config_eval_s",
+    "checkpoint_s",
+)
+"""What a probe function times alone (``job_probe._probe_recipes``)."""
+
+
+def solo_disturbed(results: list[dict[str, Any]]) -> bool:
+    """True where the function timed alone ran slower per sample than the group had side by
+    side: on a machine the group fills, that timing was slowed by something else."""
+    side = [
+        float(r["side_by_side_s_per_sample"]) for r in results if "side_by_side_s_per_sample" in r
+    ]
+    if not side or len(results) < 2:
+        return False
+    return float(results[0]["compute_s_per_sample"]) > statistics.mean(side)
+
+
+def faster_solo(first: dict[str, Any], again: dict[str, Any]) -> dict[str, Any]:
+    """``first`` with the solo timings of ``again`` where it computed faster (the peak
+    memory the larger of the two)."""
+    out = dict(first)
+    out["peak_rss_mb"] = max(float(first["peak_rss_mb"]), float(again["peak_rss_mb"]))
+    if float(again["compute_s_per_sample"]) < float(first["compute_s_per_sample"]):
+        out.update({key: again[key] for key in SOLO_TIMINGS if key in again})
+    return out

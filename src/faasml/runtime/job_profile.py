@@ -31,7 +31,12 @@ from faasml.config import JobSpec
 from faasml.exceptions import FaasmlError
 from faasml.runtime.billing import Meter
 from faasml.runtime.config_cost import ConfigCosts, relative_costs
-from faasml.runtime.contention import cold_start_alone, delivered_vcpus
+from faasml.runtime.contention import (
+    cold_start_alone,
+    delivered_vcpus,
+    faster_solo,
+    solo_disturbed,
+)
 from faasml.runtime.platform import FunctionError, Platform
 from faasml.runtime.probe_calls import MAX_GROUP, ProbeCalls, job_recipes
 from faasml.runtime.profile_check import (
@@ -249,9 +254,19 @@ def measure_job(
                 f"job {job.name} could not be measured in a {roomy} MB function "
                 f"({err.kind}: {err}){fits}"
             ) from None
+        retimed = ""
+        if solo_disturbed(results):  # timed alone slower than side by side: time it again
+            before = float(results[0]["compute_s_per_sample"])
+            results[0] = faster_solo(results[0], calls.call(roomy, [payload])[0])
+            after = float(results[0]["compute_s_per_sample"])
+            retimed = (
+                f"the function timed alone ran slower than the group side by side: timed "
+                f"again, {before * 1e3:.3g} -> {after * 1e3:.3g} ms per sample kept"
+            )
         first = results[0]
         # Two functions synchronising, while the group's are still warm.
         sync, notes = measured_sync(job, catalog, calls.call, roomy, payload, first)
+        notes = (*notes, retimed) if retimed else notes
         delivered, ratio = delivered_vcpus(results, float(platform_spec.vcpus(roomy)), catalog)
         footprint = float(first["peak_rss_mb"])
         fit = _round_up(footprint * (1.0 + MEMORY_MARGIN), catalog)

@@ -171,6 +171,7 @@ class JobProfile:
                 else ""
             )
             + (f"; load {self.load_avg:.1f}" if self.load_avg is not None else "")
+            + "".join(f"; note: {note}" for note in self.notes)
         )
 
 
