@@ -77,7 +77,11 @@ def test_probes_are_real_billed_runs_shown_as_search_cost(
     search = [c for c in record["charges"] if c["kind"] == "search"]
     assert search and all(c["usd"] > 0 for c in search)
     probes = [q for p in record["workflow"]["phases"] for q in p["probes"]]
-    assert all(q["failed"] is None and q["epoch_s"] > 0 for q in probes)
+    # A probe measures, or says why it could not (on a loaded machine one may run past what
+    # is left of the search budget): never both, never neither.
+    measured = [q for q in probes if q["failed"] is None]
+    assert measured and all(q["epoch_s"] > 0 for q in measured)
+    assert all(isinstance(q["failed"], str) and q["epoch_s"] is None for q in probes if q["failed"])
     assert sum(c["usd"] for c in search) == pytest.approx(sum(q["probe_usd"] for q in probes))
     report = (folder / "report.md").read_text()
     assert "## Deployment search (dynamic-batching)" in report
