@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from faasml.cluster.executor import Executor, JobState, SimulatedExecutor
+from faasml.cluster.forecast import check_forecast, provision_rate
 from faasml.cluster.goodput import AppModel
 from faasml.cluster.inference import InferenceService, ServiceTally
 from faasml.cluster.loans import LoanManager, check_loaning, reserve_servers, serve_first
@@ -56,9 +57,16 @@ class SimConfig:
     loaning: str = "fapes"
     """With inference services: ``dedicated``, ``one-way``, ``fapes`` (FaPES §7.1) or
     ``one-way-blind`` (one-way without taking idle servers first)."""
+    forecast: str = "exact"
+    """How inference is sized each round (``faasml.cluster.forecast``): ``exact`` (the
+    coming round's true load, a bound), ``last`` or ``max`` (over ``forecast_window``
+    observed rounds), times ``headroom``."""
+    forecast_window: int = 5
+    headroom: float = 1.0
 
     def __post_init__(self) -> None:
         check_loaning(self.loaning)
+        check_forecast(self.forecast, self.forecast_window, self.headroom)
         if not self.round_s > 0:
             raise ConfigError(f"the value of round is {self.round_s}, but must be > 0 seconds")
         if self.restart_s < 0:
@@ -332,7 +340,8 @@ def _plan_back(plan: SchedulePlan, to_global: tuple[int, ...] | None) -> Schedul
 
 class _Pool:
     """Inference services and FaPES-Manager inside the simulator: every round the services
-    are sized first (SLO first) for their peak load over the coming round, the manager moves
+    are sized first (SLO first) for the load ``cfg.forecast`` predicts for the coming round
+    (requests above what was provisioned miss the SLO, ``ServiceTally``), the manager moves
     servers between the virtual clusters, and training sees only the training VC."""
 
     def __init__(
@@ -367,7 +376,13 @@ class _Pool:
     ) -> dict[str, Placement]:
         """Size inference, move servers, and return the training allocation left after any
         reclaim (a preempted job keeps its GPUs elsewhere if it is elastic)."""
-        rates = [s.rate.peak_between(now, now + self.cfg.round_s) for s in self.services]
+        cfg = self.cfg
+        rates = [
+            provision_rate(
+                s.rate, now, cfg.round_s, cfg.forecast, cfg.forecast_window, cfg.headroom
+            )
+            for s in self.services
+        ]
         self.gpus = serve_first(self.services, rates, self.manager.max_inference_gpus())
         event = self.manager.rebalance(sum(self.gpus), current)
         self.loaned += len(event.loaned)
