@@ -13,7 +13,9 @@ load, SLO >= 99 % of requests), and against one-way loaning when that is not the
 ``--forecasts`` chooses how the manager forecasts each round's inference load
 (``faasml.cluster.forecast``: ``exact``, the coming round's true load, is the bound; ``last``
 and ``max`` see only the rounds before, times a headroom: ``max*1.1``); requests above what
-was provisioned miss the SLO (``SLO req``, ``SLO time``: the lowest over the workloads).
+was provisioned miss the SLO (``SLO req``, ``SLO time``: the lowest over the workloads),
+and so do those a worker added at a round cannot serve while it starts
+(``--inference-start``).
 ``--bound`` adds training alone on the whole pool (no inference at all), which no loaning
 strategy can beat: how far below the better baseline any loaning could bring JCT.
 
@@ -22,7 +24,7 @@ peaks at 14:00, "recommend" at 20:00; nights fall to a quarter of the peak.
 
     .venv/bin/python benchmarks/bench_fapes_loans.py [--workloads 1,2] [--policies fapes,fifo] \
         [--loanings dedicated,one-way,fapes,one-way-blind] [--forecasts exact,last,max*1.1] \
-        [--rate-noise 0.05] [--bound]
+        [--inference-start 5.14] [--rate-noise 0.05] [--bound]
 """
 
 from __future__ import annotations
@@ -137,7 +139,8 @@ def _run_load(
                 print(
                     f"\n== inference load {level} (peak {LEVELS[level]:.0%} of 64 GPUs), "
                     f"training policy {policy}, job load {load}, restart {restart:g} s, "
-                    f"{len(workloads)} workloads, forecast {forecast} x {headroom:g}"
+                    f"{len(workloads)} workloads, forecast {forecast} x {headroom:g}, "
+                    f"worker start {args.inference_start:g} s"
                 )
                 print(
                     f"{'loaning':13} {'avg JCT s':>9} {'p95 JCT s':>9} {'queue s':>8} "
@@ -148,7 +151,11 @@ def _run_load(
                 for loaning in args.loanings.split(","):
                     tic = time.perf_counter()
                     config = SimConfig(
-                        restart_s=restart, loaning=loaning, forecast=forecast, headroom=headroom
+                        restart_s=restart,
+                        loaning=loaning,
+                        forecast=forecast,
+                        headroom=headroom,
+                        inference_start_s=args.inference_start,
                     )
                     rows = [
                         simulate(
@@ -241,6 +248,12 @@ def main() -> int:
         help="how inference load is forecast each round: NAME or NAME*HEADROOM, "
         "comma-separated, NAME one of exact (the true load: a bound), last, max "
         "(over 5 rounds); e.g. exact,last,max*1.1 (default: exact)",
+    )
+    parser.add_argument(
+        "--inference-start",
+        type=float,
+        default=0.0,
+        help="seconds an added inference worker takes to start serving (default 0)",
     )
     parser.add_argument(
         "--rate-noise",

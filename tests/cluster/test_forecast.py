@@ -94,14 +94,24 @@ def test_bad_forecast_settings_get_one_line_naming_value_and_rule(
 
 
 def _run(
-    traces_dir: Path, models: dict[str, AppModel], forecast: str, headroom: float = 1.0
+    traces_dir: Path,
+    models: dict[str, AppModel],
+    forecast: str,
+    headroom: float = 1.0,
+    start_s: float = 0.0,
 ) -> dict[str, float]:
     # One job, arriving after the end: the service alone runs every round up to 1200 s.
     job = load_workload(resolve_workload("workload-1", traces_dir))[0]
     jobs = [replace(job, arrival_s=5000.0, epochs=1)]
     # 10 requests/s until 600 s, then 50: a step up of 4 GPUs (capacity 10 per GPU).
     svc = InferenceService("s", step(10.0, 50.0, 600.0), 10.0, 100.0, min_scale=1, max_scale=8)
-    config = SimConfig(forecast=forecast, headroom=headroom, max_time_s=1200.0, loaning="fapes")
+    config = SimConfig(
+        forecast=forecast,
+        headroom=headroom,
+        max_time_s=1200.0,
+        loaning="fapes",
+        inference_start_s=start_s,
+    )
     return simulate(
         jobs, models, Cluster.uniform(4, 4), make_policy("pollux"), config, [svc]
     ).summary()
@@ -123,6 +133,26 @@ def test_requests_above_the_provisioned_capacity_miss_the_slo(
     assert roomy["inference_gpu_s"] > exact["inference_gpu_s"]
 
 
+def test_added_workers_serve_only_after_their_start(
+    models: dict[str, AppModel], traces_dir: Path
+) -> None:
+    total = 10 * 600 + 50 * 600
+    # The first worker starts at 0 s (10 requests/s unserved until 10 s); exact scales
+    # 1 -> 5 GPUs at 600 s, and the 4 new ones serve from 610 s.
+    exact = _run(traces_dir, models, "exact", start_s=10.0)
+    assert exact["slo_requests"] == pytest.approx(1 - (10 * 10 + 40 * 10) / total)
+    assert exact["slo_time"] == pytest.approx(1 - 20 / 1200)
+    # last: the round from 600 s on 1 GPU, then the new ones start at 660 s.
+    last = _run(traces_dir, models, "last", start_s=10.0)
+    assert last["slo_requests"] == pytest.approx(1 - (10 * 10 + 40 * 70) / total)
+    # The starting workers hold their GPUs all the same.
+    assert exact["inference_gpu_s"] == _run(traces_dir, models, "exact")["inference_gpu_s"]
+    with pytest.raises(
+        ConfigError, match=re.escape("inference_start_s is 61.0, but must be from 0")
+    ):
+        SimConfig(inference_start_s=61.0)
+
+
 def test_the_cli_takes_a_forecast_and_refuses_a_bad_one(
     tmp_path: Path, traces_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -133,9 +163,37 @@ def test_the_cli_takes_a_forecast_and_refuses_a_bad_one(
     )
     args = ["cluster", "simulate", "workload-1", "--servers", "4", "--until", "20m"]
     args += ["--traces", str(traces_dir), "--inference", str(services)]
-    assert main([*args, "--forecast", "max", "--headroom", "1.2", "--json"]) == 0
+    extra = ["--forecast", "max", "--headroom", "1.2", "--inference-start", "5s", "--json"]
+    assert main([*args, *extra]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["forecast"] == "max" and data["headroom"] == 1.2
+    assert data["inference_start_s"] == 5.0
     assert main([*args, "--forecast", "psychic"]) == 2
     err = capsys.readouterr().err.strip()
     assert "forecast is 'psychic', but must be one of: exact, last, max" in err.replace("\n", " ")
+
+
+def test_a_reclaim_decided_late_still_preempts_with_its_overheads(
+    models: dict[str, AppModel], traces_dir: Path
+) -> None:
+    """Training fills the pool; the load steps up 10x at 600 s. `exact` reclaims at 600 s,
+    `last` a round later, after a round of misses; both preempt training jobs, which pay
+    the restart overhead and lose no progress."""
+    picked = load_workload(resolve_workload("workload-1", traces_dir))[:8]
+    busy = [replace(j, arrival_s=0.0, epochs=50) for j in picked]
+    svc = InferenceService("s", step(10.0, 100.0, 600.0), 10.0, 100.0, max_scale=12)
+    out = {}
+    for forecast in ("exact", "last"):
+        config = SimConfig(forecast=forecast, max_time_s=1200.0, loaning="fapes", restart_s=30.0)
+        result = simulate(busy, models, Cluster.uniform(4, 4), make_policy("pollux"), config, [svc])
+        s = result.summary()
+        assert s["reclaim_preemptions"] > 0
+        assert s["reclaim_preemptions"] == sum(r.reclaim_preemptions for r in result.jobs)
+        # Every preempted job paid the restart on each of its GPUs (FaPES Table 2).
+        assert s["reclaim_lost_gpu_s"] >= 30.0 * s["reclaim_preemptions"]
+        assert all(r.progress > 0 for r in result.jobs if r.reclaim_preemptions)
+        out[forecast] = s
+    assert out["exact"]["slo_requests"] == 1.0
+    missed = (100.0 - 10.0) * 60.0  # the round [600, 660) served on 1 GPU
+    total = 10.0 * 600.0 + 100.0 * 600.0
+    assert out["last"]["slo_requests"] == pytest.approx(1 - missed / total)

@@ -80,6 +80,11 @@ def register(commands: Any) -> None:
     sim.add_argument(
         "--headroom", type=float, default=1.0, help="with --inference: forecast × this (>= 1)"
     )
+    sim.add_argument(
+        "--inference-start",
+        default="0",
+        help="with --inference: time an added inference worker takes to serve (default 0)",
+    )
     sim.add_argument("--json", action="store_true", help="print the results as JSON")
     sim.add_argument("--plot", default=None, metavar="DIR", help="write plots into DIR")
     sim.set_defaults(func=run_simulate)
@@ -166,6 +171,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         loaning=args.loaning,
         forecast=args.forecast,
         headroom=args.headroom,
+        inference_start_s=_seconds(args.inference_start, "--inference-start") or 0.0,
     )
     results = [
         simulate(
@@ -193,6 +199,7 @@ def run_simulate(args: argparse.Namespace) -> int:
                 "loaning": config.loaning if services else None,
                 "forecast": config.forecast if services else None,
                 "headroom": config.headroom if services else None,
+                "inference_start_s": config.inference_start_s if services else None,
                 "results": [result_to_dict(r) for r in results],
                 "plots": plots,
             }

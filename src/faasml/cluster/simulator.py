@@ -63,6 +63,9 @@ class SimConfig:
     observed rounds), times ``headroom``."""
     forecast_window: int = 5
     headroom: float = 1.0
+    inference_start_s: float = 0.0
+    """Seconds an inference worker added at a round takes before it serves (its start; on a
+    reclaimed server after the training job's checkpoint); 0: at once."""
 
     def __post_init__(self) -> None:
         check_loaning(self.loaning)
@@ -71,6 +74,11 @@ class SimConfig:
             raise ConfigError(f"the value of round is {self.round_s}, but must be > 0 seconds")
         if self.restart_s < 0:
             raise ConfigError(f"the value of restart_s is {self.restart_s}, but must be >= 0")
+        if not 0 <= self.inference_start_s <= self.round_s:
+            raise ConfigError(
+                f"the value of inference_start_s is {self.inference_start_s}, but must be "
+                f"from 0 to the round ({self.round_s:g} s)"
+            )
         if self.noise < 0:
             raise ConfigError(f"the value of noise is {self.noise}, but must be >= 0")
         if self.deadline_factor is not None and self.deadline_factor <= 0:
@@ -353,6 +361,8 @@ class _Pool:
         reserve = reserve_servers(services, cfg.round_s, cluster.gpus_per_server)
         self.manager = LoanManager(cluster, reserve, cfg.loaning)
         self.gpus = [0] * len(services)
+        self.before = [0] * len(services)
+        """Each service's GPUs in the round before (workers added since are starting)."""
         self.tallies = [ServiceTally() for _ in services]
         self.loaned = 0
         self.reclaimed = 0
@@ -363,8 +373,9 @@ class _Pool:
         """Before this time no service has any load (rates start at their first point)."""
 
     def tally(self, t0: float, t1: float) -> None:
-        for service, gpus, tally in zip(self.services, self.gpus, self.tallies, strict=True):
-            tally.add(service, gpus, t0, t1)
+        start = self.cfg.inference_start_s
+        for i, (service, tally) in enumerate(zip(self.services, self.tallies, strict=True)):
+            tally.add(service, self.gpus[i], t0, t1, self.before[i], start)
         self.inference_gpu_s += sum(self.gpus) * max(t1 - t0, 0.0)
 
     def rebalance(
@@ -383,6 +394,7 @@ class _Pool:
             )
             for s in self.services
         ]
+        self.before = self.gpus
         self.gpus = serve_first(self.services, rates, self.manager.max_inference_gpus())
         event = self.manager.rebalance(sum(self.gpus), current)
         self.loaned += len(event.loaned)
