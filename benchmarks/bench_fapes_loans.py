@@ -10,6 +10,12 @@ seconds of restart they cost), per loaning strategy; then FaPES loaning's JCT an
 against the better baseline (targets: JCT at least 9 % lower at every load and 25 % at low
 load, SLO >= 99 % of requests), and against one-way loaning when that is not the better
 (and against ``one-way-blind``, one-way without taking idle servers first, if asked for).
+``--forecasts`` chooses how the manager forecasts each round's inference load
+(``faasml.cluster.forecast``: ``exact``, the coming round's true load, is the bound; ``last``
+and ``max`` see only the rounds before, times a headroom: ``max*1.1``); requests above what
+was provisioned miss the SLO (``SLO req``, ``SLO time``: the lowest over the workloads),
+and so do those a worker added at a round cannot serve while it starts
+(``--inference-start``).
 ``--bound`` adds training alone on the whole pool (no inference at all), which no loaning
 strategy can beat: how far below the better baseline any loaning could bring JCT.
 
@@ -17,12 +23,14 @@ The trace starts at 06:00 (the training arrivals span about 8 hours of a day): "
 peaks at 14:00, "recommend" at 20:00; nights fall to a quarter of the peak.
 
     .venv/bin/python benchmarks/bench_fapes_loans.py [--workloads 1,2] [--policies fapes,fifo] \
-        [--loanings dedicated,one-way,fapes,one-way-blind] [--bound]
+        [--loanings dedicated,one-way,fapes,one-way-blind] [--forecasts exact,last,max*1.1] \
+        [--inference-start 5.14] [--rate-noise 0.05] [--bound]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import statistics
 import sys
@@ -39,8 +47,10 @@ from faasml.cluster import (
     resolve_workload,
     simulate,
 )
+from faasml.cluster.forecast import check_forecast
 from faasml.cluster.inference import InferenceService, tidal_trace
 from faasml.cluster.loans import LOANING
+from faasml.exceptions import ConfigError
 
 BASELINES = ("dedicated", "one-way", "fapes")
 
@@ -50,8 +60,9 @@ CAPACITY_RPS = 25.0
 START_HOUR = 6.0
 
 
-def services(share: float, gpus: int, seed: int) -> list[InferenceService]:
-    """Two services whose tides peak (bursts aside) at ``share`` of the GPUs together."""
+def services(share: float, gpus: int, seed: int, noise: float = 0.05) -> list[InferenceService]:
+    """Two services whose tides peak (bursts aside) at ``share`` of the GPUs together
+    (``noise``: the std of the tidal trace's log-normal noise, 5 % by default)."""
     out = []
     for i, (name, part, peak_hour) in enumerate((("search", 0.6, 14.0), ("recommend", 0.4, 20.0))):
         peak_gpus = share * gpus * part
@@ -60,6 +71,7 @@ def services(share: float, gpus: int, seed: int) -> list[InferenceService]:
             days=3,
             peak_hour=peak_hour - START_HOUR,
             seed=seed + i,
+            noise=noise,
         )
         low = max(math.ceil(0.1 * peak_gpus), 1)
         out.append(
@@ -70,8 +82,26 @@ def services(share: float, gpus: int, seed: int) -> list[InferenceService]:
     return out
 
 
+def parse_forecasts(text: str) -> list[tuple[str, float]]:
+    """``NAME`` or ``NAME*HEADROOM``, comma-separated (e.g. ``exact,last,max*1.1``)."""
+    out = []
+    for item in text.split(","):
+        name, _, room = item.partition("*")
+        try:
+            headroom = float(room) if room else 1.0
+        except ValueError:
+            raise SystemExit(f"--forecasts: the headroom of {item!r} is not a number") from None
+        try:
+            check_forecast(name, headroom=headroom)
+        except ConfigError as err:
+            raise SystemExit(f"--forecasts: {err}") from None
+        out.append((name, headroom))
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     loanings = args.loanings.split(",")
+    forecasts = parse_forecasts(args.forecasts)
     if not set(BASELINES) <= set(loanings) or not set(loanings) <= set(LOANING):
         raise SystemExit(
             f"--loanings {args.loanings!r}: {', '.join(BASELINES)} and any of {', '.join(LOANING)}"
@@ -86,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
             w: load_workload(resolve_workload(f"{TRAINING_LOADS[load]}/workload-{w}.csv"))
             for w in workloads
         }
-        _run_load(args, models, cluster, workloads, jobs, load)
+        _run_load(args, models, cluster, workloads, jobs, load, forecasts)
     return 0
 
 
@@ -97,26 +127,36 @@ def _run_load(
     workloads: list[int],
     jobs: dict[int, list[Job]],
     load: str,
+    forecasts: list[tuple[str, float]],
 ) -> None:
     alone: dict[tuple[float, str], tuple[dict[str, float], float]] = {}
     for restart in (float(r) for r in args.restarts.split(",")):
         for level in args.levels.split(","):
-            svc = services(LEVELS[level], cluster.total_gpus, seed=7)
-            for policy in args.policies.split(","):
+            svc = services(LEVELS[level], cluster.total_gpus, seed=7, noise=args.rate_noise)
+            for policy, (forecast, headroom) in itertools.product(
+                args.policies.split(","), forecasts
+            ):
                 print(
                     f"\n== inference load {level} (peak {LEVELS[level]:.0%} of 64 GPUs), "
                     f"training policy {policy}, job load {load}, restart {restart:g} s, "
-                    f"{len(workloads)} workloads"
+                    f"{len(workloads)} workloads, forecast {forecast} x {headroom:g}, "
+                    f"worker start {args.inference_start:g} s"
                 )
                 print(
                     f"{'loaning':13} {'avg JCT s':>9} {'p95 JCT s':>9} {'queue s':>8} "
-                    f"{'util':>6} {'SLO req':>8} {'loaned':>7} {'reclaim':>8} "
+                    f"{'util':>6} {'SLO req':>8} {'SLO time':>8} {'loaned':>7} {'reclaim':>8} "
                     f"{'preempt':>8} {'lost GPU-s':>10} {'wall s':>7}"
                 )
                 means: dict[str, dict[str, float]] = {}
                 for loaning in args.loanings.split(","):
                     tic = time.perf_counter()
-                    config = SimConfig(restart_s=restart, loaning=loaning)
+                    config = SimConfig(
+                        restart_s=restart,
+                        loaning=loaning,
+                        forecast=forecast,
+                        headroom=headroom,
+                        inference_start_s=args.inference_start,
+                    )
                     rows = [
                         simulate(
                             jobs[w],
@@ -130,11 +170,13 @@ def _run_load(
                     ]
                     m = {k: statistics.mean(r[k] for r in rows) for k in rows[0]}
                     m["slo_min"] = min(r["slo_requests"] for r in rows)
+                    m["slo_time_min"] = min(r["slo_time"] for r in rows)
                     means[loaning] = m
                     print(
                         f"{loaning:13} {m['avg_jct_s']:9.0f} {m['p95_jct_s']:9.0f} "
                         f"{m['avg_queue_s']:8.0f} {100 * m['avg_utilization']:5.1f}% "
-                        f"{100 * m['slo_min']:7.2f}% {m['servers_loaned']:7.0f} "
+                        f"{100 * m['slo_min']:7.2f}% {100 * m['slo_time_min']:7.2f}% "
+                        f"{m['servers_loaned']:7.0f} "
                         f"{m['servers_reclaimed']:8.0f} {m['reclaim_preemptions']:8.0f} "
                         f"{m['reclaim_lost_gpu_s']:10.0f} {time.perf_counter() - tic:7.1f}"
                     )
@@ -154,7 +196,7 @@ def _run_load(
                     print(
                         f"{'no inference':13} {m['avg_jct_s']:9.0f} {m['p95_jct_s']:9.0f} "
                         f"{m['avg_queue_s']:8.0f} {100 * m['avg_utilization']:5.1f}% "
-                        f"{'-':>8} {'-':>7} {'-':>8} {'-':>8} {'-':>10} {wall:7.1f}"
+                        f"{'-':>8} {'-':>8} {'-':>7} {'-':>8} {'-':>8} {'-':>10} {wall:7.1f}"
                     )
                 better = min(("dedicated", "one-way"), key=lambda k: means[k]["avg_jct_s"])
                 fapes, base = means["fapes"], means[better]
@@ -164,7 +206,9 @@ def _run_load(
                 print(
                     f"fapes vs {better}: JCT {-100 * cut:+.1f}% (target <= {-100 * target:.0f}%"
                     f": {'met' if cut >= target else 'missed'}), queue {-100 * queue:+.1f}%, "
-                    f"SLO {100 * fapes['slo_min']:.2f}% of requests (target >= 99%)"
+                    f"SLO {100 * fapes['slo_min']:.2f}% of requests (target >= 99%: "
+                    f"{'met' if fapes['slo_min'] >= 0.99 else 'missed'}), "
+                    f"{100 * fapes['slo_time_min']:.2f}% of time"
                 )
                 if args.bound:
                     bound = 1 - alone[restart, policy][0]["avg_jct_s"] / base["avg_jct_s"]
@@ -196,6 +240,26 @@ def main() -> int:
     )
     parser.add_argument(
         "--training-loads", default="1.0", help="Pollux job loads: 0.5, 1.0 and/or 1.5"
+    )
+    parser.add_argument(
+        "--forecasts",
+        "--forecast",
+        default="exact",
+        help="how inference load is forecast each round: NAME or NAME*HEADROOM, "
+        "comma-separated, NAME one of exact (the true load: a bound), last, max "
+        "(over 5 rounds); e.g. exact,last,max*1.1 (default: exact)",
+    )
+    parser.add_argument(
+        "--inference-start",
+        type=float,
+        default=0.0,
+        help="seconds an added inference worker takes to start serving (default 0)",
+    )
+    parser.add_argument(
+        "--rate-noise",
+        type=float,
+        default=0.05,
+        help="std of the tidal traces' log-normal noise (default 0.05)",
     )
     parser.add_argument(
         "--bound",

@@ -71,6 +71,20 @@ def register(commands: Any) -> None:
         default="fapes",
         help="with --inference: dedicated, one-way, fapes or one-way-blind (default: fapes)",
     )
+    sim.add_argument(
+        "--forecast",
+        default="exact",
+        help="with --inference, how each round's load is forecast: exact (the true load, a "
+        "bound), last or max (over 5 rounds) (default: exact)",
+    )
+    sim.add_argument(
+        "--headroom", type=float, default=1.0, help="with --inference: forecast × this (>= 1)"
+    )
+    sim.add_argument(
+        "--inference-start",
+        default="0",
+        help="with --inference: time an added inference worker takes to serve (default 0)",
+    )
     sim.add_argument("--json", action="store_true", help="print the results as JSON")
     sim.add_argument("--plot", default=None, metavar="DIR", help="write plots into DIR")
     sim.set_defaults(func=run_simulate)
@@ -155,6 +169,9 @@ def run_simulate(args: argparse.Namespace) -> int:
         max_time_s=_seconds(args.until, "--until"),
         deadline_factor=args.deadline_factor,
         loaning=args.loaning,
+        forecast=args.forecast,
+        headroom=args.headroom,
+        inference_start_s=_seconds(args.inference_start, "--inference-start") or 0.0,
     )
     results = [
         simulate(
@@ -180,6 +197,9 @@ def run_simulate(args: argparse.Namespace) -> int:
                 "restart_s": config.restart_s,
                 "inference": [s.name for s in services],
                 "loaning": config.loaning if services else None,
+                "forecast": config.forecast if services else None,
+                "headroom": config.headroom if services else None,
+                "inference_start_s": config.inference_start_s if services else None,
                 "results": [result_to_dict(r) for r in results],
                 "plots": plots,
             }
@@ -225,7 +245,8 @@ def run_simulate(args: argparse.Namespace) -> int:
         )
     out.print(table)
     if services:
-        _print_loans(out, results, services, config.loaning)
+        loaning = f"{config.loaning}, forecast {config.forecast} × {config.headroom:g}"
+        _print_loans(out, results, services, loaning)
     for plot in plots:
         out.print(f"plot: {plot}")
     return 0

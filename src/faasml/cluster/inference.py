@@ -257,16 +257,34 @@ class ServiceTally:
     requests_ok: float = 0.0
     gpu_s: float = 0.0
 
-    def add(self, service: InferenceService, gpus: int, t0: float, t1: float) -> None:
+    def add(
+        self,
+        service: InferenceService,
+        gpus: int,
+        t0: float,
+        t1: float,
+        before: int | None = None,
+        start_s: float = 0.0,
+    ) -> None:
         """Serve ``[t0, t1)`` on ``gpus`` GPUs: the requests beyond their capacity miss the
-        SLO (they queue), those within it meet it."""
+        SLO (they queue), those within it meet it. With ``before`` (the GPUs of the round
+        before) below ``gpus``, the added workers serve only from ``t0 + start_s`` (they are
+        starting); they hold their GPUs from ``t0``."""
+        self.gpu_s += gpus * max(t1 - t0, 0.0)
+        if before is not None and before < gpus and start_s > 0:
+            mid = min(t0 + start_s, t1)
+            self._serve(service, before, t0, mid)
+            self._serve(service, gpus, mid, t1)
+        else:
+            self._serve(service, gpus, t0, t1)
+
+    def _serve(self, service: InferenceService, gpus: int, t0: float, t1: float) -> None:
         durations, rates = service.rate.pieces(t0, t1)
         capacity = gpus * service.capacity_rps
         self.seconds += float(durations.sum())
         self.seconds_ok += float(durations[rates <= capacity + 1e-9].sum())
         self.requests += float((durations * rates).sum())
         self.requests_ok += float((durations * np.minimum(rates, capacity)).sum())
-        self.gpu_s += gpus * (t1 - t0)
 
     @property
     def time_share(self) -> float:

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from faasml.cluster.executor import Executor, JobState, SimulatedExecutor
+from faasml.cluster.forecast import check_forecast, provision_rate
 from faasml.cluster.goodput import AppModel
 from faasml.cluster.inference import InferenceService, ServiceTally
 from faasml.cluster.loans import LoanManager, check_loaning, reserve_servers, serve_first
@@ -56,13 +57,28 @@ class SimConfig:
     loaning: str = "fapes"
     """With inference services: ``dedicated``, ``one-way``, ``fapes`` (FaPES §7.1) or
     ``one-way-blind`` (one-way without taking idle servers first)."""
+    forecast: str = "exact"
+    """How inference is sized each round (``faasml.cluster.forecast``): ``exact`` (the
+    coming round's true load, a bound), ``last`` or ``max`` (over ``forecast_window``
+    observed rounds), times ``headroom``."""
+    forecast_window: int = 5
+    headroom: float = 1.0
+    inference_start_s: float = 0.0
+    """Seconds an inference worker added at a round takes before it serves (its start; on a
+    reclaimed server after the training job's checkpoint); 0: at once."""
 
     def __post_init__(self) -> None:
         check_loaning(self.loaning)
+        check_forecast(self.forecast, self.forecast_window, self.headroom)
         if not self.round_s > 0:
             raise ConfigError(f"the value of round is {self.round_s}, but must be > 0 seconds")
         if self.restart_s < 0:
             raise ConfigError(f"the value of restart_s is {self.restart_s}, but must be >= 0")
+        if not 0 <= self.inference_start_s <= self.round_s:
+            raise ConfigError(
+                f"the value of inference_start_s is {self.inference_start_s}, but must be "
+                f"from 0 to the round ({self.round_s:g} s)"
+            )
         if self.noise < 0:
             raise ConfigError(f"the value of noise is {self.noise}, but must be >= 0")
         if self.deadline_factor is not None and self.deadline_factor <= 0:
@@ -332,7 +348,8 @@ def _plan_back(plan: SchedulePlan, to_global: tuple[int, ...] | None) -> Schedul
 
 class _Pool:
     """Inference services and FaPES-Manager inside the simulator: every round the services
-    are sized first (SLO first) for their peak load over the coming round, the manager moves
+    are sized first (SLO first) for the load ``cfg.forecast`` predicts for the coming round
+    (requests above what was provisioned miss the SLO, ``ServiceTally``), the manager moves
     servers between the virtual clusters, and training sees only the training VC."""
 
     def __init__(
@@ -344,6 +361,8 @@ class _Pool:
         reserve = reserve_servers(services, cfg.round_s, cluster.gpus_per_server)
         self.manager = LoanManager(cluster, reserve, cfg.loaning)
         self.gpus = [0] * len(services)
+        self.before = [0] * len(services)
+        """Each service's GPUs in the round before (workers added since are starting)."""
         self.tallies = [ServiceTally() for _ in services]
         self.loaned = 0
         self.reclaimed = 0
@@ -354,8 +373,9 @@ class _Pool:
         """Before this time no service has any load (rates start at their first point)."""
 
     def tally(self, t0: float, t1: float) -> None:
-        for service, gpus, tally in zip(self.services, self.gpus, self.tallies, strict=True):
-            tally.add(service, gpus, t0, t1)
+        start = self.cfg.inference_start_s
+        for i, (service, tally) in enumerate(zip(self.services, self.tallies, strict=True)):
+            tally.add(service, self.gpus[i], t0, t1, self.before[i], start)
         self.inference_gpu_s += sum(self.gpus) * max(t1 - t0, 0.0)
 
     def rebalance(
@@ -367,7 +387,14 @@ class _Pool:
     ) -> dict[str, Placement]:
         """Size inference, move servers, and return the training allocation left after any
         reclaim (a preempted job keeps its GPUs elsewhere if it is elastic)."""
-        rates = [s.rate.peak_between(now, now + self.cfg.round_s) for s in self.services]
+        cfg = self.cfg
+        rates = [
+            provision_rate(
+                s.rate, now, cfg.round_s, cfg.forecast, cfg.forecast_window, cfg.headroom
+            )
+            for s in self.services
+        ]
+        self.before = self.gpus
         self.gpus = serve_first(self.services, rates, self.manager.max_inference_gpus())
         event = self.manager.rebalance(sum(self.gpus), current)
         self.loaned += len(event.loaned)
