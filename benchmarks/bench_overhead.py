@@ -331,7 +331,8 @@ def _breakdown(state: dict[str, Any]) -> str:
         f"    coordinator: launch {launch:.1f}, commit {commit:.1f} (record {record:.1f})"
         " ms/segment"
     )
-    prewarmed = sum(1 for c in state.get("charges", []) if c.get("detail") == "prewarm")
+    details = [str(c.get("detail", "")) for c in state.get("charges", [])]
+    prewarmed = sum(1 for d in details if d.startswith("prewarm"))
     lines.append(
         f"    functions started: {int(state.get('cold_starts', 0))}, {prewarmed} of them "
         f"prewarmed; cold starts waited for in segments {get('cold_start_s', 0):.2f} s"

@@ -230,11 +230,13 @@ def run_job(
     work: Path,
     plan_contention: bool = True,
     audit: bool = False,
+    epochs_per_stage: int | None = None,
 ) -> dict[str, Any]:
     """One real run of ``path`` under ``constraint``; what the line and the medians need.
     ``plan_contention`` False plans as if every function had its share of the machine (the
     predictions still price contention): the planning before the planners priced it.
-    ``audit`` traces the run (``run_audit``) and keeps what the audit lines need."""
+    ``audit`` traces the run (``run_audit``) and keeps what the audit lines need.
+    ``epochs_per_stage`` replaces the tuning job's (a longer run of the same job)."""
     import contextlib
     import copy
 
@@ -243,6 +245,9 @@ def run_job(
     from run_audit import traced
 
     job = load_job(ROOT / path)
+    if epochs_per_stage is not None and job.tuning is not None:
+        tuning = dataclasses.replace(job.tuning, epochs_per_stage=epochs_per_stage)
+        job = dataclasses.replace(job, tuning=tuning)
     cls = TrainRun if kind == "train" else TuneRun
     run = cls(job, constraint, work)
     run.plan_contention = plan_contention
@@ -374,7 +379,11 @@ def measure_only(path: str, kind: str, work: Path) -> None:
 
 
 def job_set(
-    names: list[str] | None, show_stages: bool, compare: bool = False, audit: bool = False
+    names: list[str] | None,
+    show_stages: bool,
+    compare: bool = False,
+    audit: bool = False,
+    epochs_per_stage: int | None = None,
 ) -> None:
     from faasml.types import Constraint
 
@@ -430,7 +439,15 @@ def job_set(
             if compare:
                 label = f"{label} {'k' if mode else 'f'}"
             try:
-                row = run_job(path, kind, constraint, work / f"{index}-{len(rows)}", mode, audit)
+                row = run_job(
+                    path,
+                    kind,
+                    constraint,
+                    work / f"{index}-{len(rows)}",
+                    mode,
+                    audit,
+                    epochs_per_stage,
+                )
             except Exception as err:  # an infeasible constraint, a failed measurement
                 print(f"{name:<17} {label:<9} error: {type(err).__name__}: {err}")
                 continue
@@ -577,6 +594,12 @@ def main() -> None:
         help="per stage and component (cold start, loading, computation, evaluation, "
         "synchronisation, round trip, the coordinator's time): predicted, re-predicted, measured",
     )
+    parser.add_argument(
+        "--epochs-per-stage",
+        type=int,
+        help="replace each tuning job's epochs per stage (a longer run of the same job: "
+        "profiling's share of a bill the size of a user's)",
+    )
     parser.add_argument("--samples", type=int, default=200000, help="--allocations: LR samples")
     parser.add_argument(
         "--epochs", type=int, default=3, help="--allocations: warm epochs per allocation"
@@ -585,7 +608,7 @@ def main() -> None:
     if args.allocations:
         allocations(args)
     else:
-        job_set(args.jobs, args.stages, args.compare_planning, args.audit)
+        job_set(args.jobs, args.stages, args.compare_planning, args.audit, args.epochs_per_stage)
 
 
 if __name__ == "__main__":

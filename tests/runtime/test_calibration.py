@@ -8,11 +8,14 @@ import dataclasses
 import pytest
 
 from faasml.catalog import Catalog, load_catalog
+from faasml.models.cost import startup_cost
 from faasml.models.space import evaluate_allocation
 from faasml.runtime.calibration import (
     REPLAN_DELTA,
     Calibration,
+    EarlyStart,
     moved,
+    overlap_delay,
     prewarmed,
     stage_estimate,
     stage_estimates,
@@ -215,7 +218,7 @@ def test_a_stage_on_the_memory_of_the_one_before_pays_no_cold_start(
         catalog, platform=dataclasses.replace(catalog.platform, keeps_partition=True)
     )
     cold = stage_estimate(workload, keeping, other_allocation, 4, 1)
-    hours = stage_estimate(workload, keeping, other_allocation, 4, 1, 0, (4, 3600.0))
+    hours = stage_estimate(workload, keeping, other_allocation, 4, 1, 0, EarlyStart(4, 3600.0))
     table = evaluate_allocation(workload, keeping, other_allocation)
     start = float(keeping.platform.cold_start_time(2048))
     first = keeping.platform.contention(wave_demand(keeping, other_allocation, 4))
@@ -277,6 +280,48 @@ def test_a_bounded_machine_stops_idle_functions_of_other_sizes_least_recent_firs
         1728: 1,
         1792: 1,
     }
+
+
+def test_functions_started_beside_a_wave_the_machine_cannot_feed_slow_it(
+    workload: Workload,
+) -> None:
+    # The machine delivers 1 vCPU: the last 1792 MB trial (1.013 vCPU) and the 1728 MB
+    # function starting beside it (0.977) share it, so both run slower while they overlap.
+    fed = _bounded(2.0)
+    starved = dataclasses.replace(
+        fed, platform=dataclasses.replace(fed.platform, delivered_vcpus=1.0)
+    )
+    stages = [_local_stage(3, 1792), _local_stage(1, 1728)]
+    big, small = Allocation(1, 1792, "embedded"), Allocation(1, 1728, "embedded")
+    platform = starved.platform
+    alone = platform.contention(wave_demand(starved, big, 1))
+    both = platform.contention(wave_demand(starved, big, 1) + float(platform.vcpus(1728)))
+    assert both > alone > 1.0
+
+    early = prewarmed(workload, starved, stages[0], stages[1], {})
+    assert early.functions == 1 and early.contention == pytest.approx(both)
+    delay_s, delay_usd = overlap_delay(workload, starved, stages[0], stages[1], early)
+    overlap = min(float(platform.cold_start_time(1728)) * both, early.hidden_s)
+    assert delay_s == pytest.approx(overlap * (1 - alone / both)) and delay_s > 0
+    table = evaluate_allocation(workload, starved, big)
+    assert delay_usd == pytest.approx(delay_s * float(table.function_usd[0] / table.time_s[0]))
+
+    (t0, c0), (_, c1) = stage_estimates(workload, starved, stages)
+    lone = stage_estimate(workload, starved, big, 3, 1)
+    assert (t0, c0) == pytest.approx((lone[0] + delay_s, lone[1] + delay_usd))
+    # The early start is billed as long as it ran beside the wave, not as alone.
+    cold = stage_estimate(workload, starved, small, 1, 1)
+    start_usd = float(startup_cost(platform, 1, 1728))
+    first = platform.contention(wave_demand(starved, small, 1))
+    assert c1 == pytest.approx(cold[1] + start_usd * (both - first)) and c1 > cold[1]
+
+    # Where the machine delivers what both demand, the wave is not slowed.
+    fed_early = prewarmed(workload, fed, stages[0], stages[1], {})
+    assert fed_early.functions == 1
+    assert overlap_delay(workload, fed, stages[0], stages[1], fed_early) == (0.0, 0.0)
+    assert stage_estimates(workload, fed, stages)[0] == pytest.approx(
+        stage_estimate(workload, fed, big, 3, 1)
+    )
 
 
 def test_an_unbounded_platform_keeps_every_idle_function(workload: Workload) -> None:

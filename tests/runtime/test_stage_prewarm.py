@@ -16,7 +16,13 @@ import yaml
 from faasml.catalog import Catalog, load_catalog
 from faasml.config import load_job
 from faasml.runtime import segments
-from faasml.runtime.calibration import prewarmed, stage_estimate, stage_estimates, warm_pool
+from faasml.runtime.calibration import (
+    NO_EARLY_START,
+    prewarmed,
+    stage_estimate,
+    stage_estimates,
+    warm_pool,
+)
 from faasml.runtime.coordinator import CoordinatorOptions
 from faasml.runtime.platform import Invocation, open_platform
 from faasml.runtime.platforms.local import LocalPlatform
@@ -50,7 +56,7 @@ def test_a_stage_on_a_new_size_waits_only_for_the_part_of_its_start_not_hidden(
     plan = [_stage(8, 1024, epochs=3), _stage(4, 2048, epochs=3)]
     estimates = stage_estimates(workload, catalog, plan)
     pool = warm_pool(workload, catalog, plan[:1])
-    started, hidden = prewarmed(workload, catalog, plan[0], plan[1], pool)
+    started, hidden, _ = prewarmed(workload, catalog, plan[0], plan[1], pool)
     assert started == 4 and hidden > 0  # 4 trials on one function each, none of 2048 MB warm
     allocation = Allocation(**plan[1]["allocation"])
     cold = stage_estimate(workload, catalog, allocation, 4, 3)
@@ -61,12 +67,8 @@ def test_a_stage_on_a_new_size_waits_only_for_the_part_of_its_start_not_hidden(
     assert estimates[1][1] == pytest.approx(cold[1])  # the prewarmed starts are billed
     # The same size as the stage before: its functions are warm, nothing to start.
     same = [_stage(8, 1024), _stage(4, 1024)]
-    assert prewarmed(
-        workload, catalog, same[0], same[1], warm_pool(workload, catalog, same[:1])
-    ) == (
-        0,
-        0.0,
-    )
+    pool = warm_pool(workload, catalog, same[:1])
+    assert prewarmed(workload, catalog, same[0], same[1], pool) == NO_EARLY_START
 
 
 def test_no_prewarm_is_priced_where_it_does_not_fit_beside_the_last_wave(
@@ -77,7 +79,7 @@ def test_no_prewarm_is_priced_where_it_does_not_fit_beside_the_last_wave(
     roomy, tight = _bounded(catalog, 8.0), _bounded(catalog, 2.0)
     assert prewarmed(workload, roomy, plan[0], plan[1], {})[0] == 1
     # Two functions of one vCPU in the last wave fill two vCPUs: no room for one of two.
-    assert prewarmed(workload, tight, plan[0], plan[1], {}) == (0, 0.0)
+    assert prewarmed(workload, tight, plan[0], plan[1], {}) == NO_EARLY_START
     allocation = Allocation(**plan[1]["allocation"])
     assert stage_estimates(workload, tight, plan)[1] == pytest.approx(
         stage_estimate(workload, tight, allocation, 1, 1)
@@ -135,11 +137,24 @@ def test_the_next_stage_starts_on_functions_prewarmed_during_the_last_wave(
     assert all(b is not None and b.ok for b in bills)
     assert [b.cold for b in bills if b is not None] == [False] * 4  # every start warm
     # Its two functions were started ahead and billed on their own; none other.
-    prewarms = [c for c in record["charges"] if c["detail"] == "prewarm"]
+    prewarms = [c for c in record["charges"] if c["detail"].startswith("prewarm")]
     assert len(prewarms) == 2 and all(c["usd"] > 0 for c in prewarms)
     first_cold = sum(1 for memory, i in invoked if memory == STAGE_1_MB and i.billed.cold)
     assert record["cold_starts"] == first_cold + 2
     assert any("prewarmed" in e["text"] for e in record["events"])
+    # Each stage is measured with what it ran on: the prewarmed starts, billed during the
+    # first stage's last wave, are the second stage's (as its prediction has them).
+    charges = [c for c in record["charges"] if c["kind"] != "profiling"]
+
+    def ran_on(memory_mb: int) -> float:
+        times = {c["t_s"] for c in charges if c["detail"] == f"{memory_mb} MB"}
+        return sum(c["usd"] for c in charges if c["t_s"] in times and c["trial"] >= 0)
+
+    first, second_stage = record["plan"]["stages"]
+    assert first["measured_cost_usd"] == pytest.approx(ran_on(STAGE_1_MB))
+    assert second_stage["measured_cost_usd"] == pytest.approx(
+        ran_on(STAGE_2_MB) + sum(c["usd"] for c in prewarms)
+    )
 
 
 def test_a_run_whose_stages_share_a_size_prewarms_nothing(tmp_path: Path) -> None:
@@ -148,7 +163,7 @@ def test_a_run_whose_stages_share_a_size_prewarms_nothing(tmp_path: Path) -> Non
         stage["allocation"]["memory_mb"] = STAGE_1_MB
     record = run.execute()
     assert record["status"] == "finished"
-    assert not [c for c in record["charges"] if c["detail"] == "prewarm"]
+    assert not [c for c in record["charges"] if c["detail"].startswith("prewarm")]
     assert not any("prewarmed" in e["text"] for e in record["events"])
 
 

@@ -31,6 +31,11 @@ class Charge:
     detail: str = ""
 
 
+def prewarm_detail(memory_mb: int) -> str:
+    """The detail of a prewarmed function's charge (its start, billed on its own)."""
+    return f"prewarm {memory_mb} MB"
+
+
 class Meter:
     """Accumulates charges; thread-safe; totals by kind."""
 
@@ -57,8 +62,15 @@ class Meter:
         """Charge a cold start not tied to an invocation (a prewarmed instance)."""
         usd = self.function_usd(billed)
         with self._lock:
-            self.charges.append(Charge(t_s, "function", usd, -1, "prewarm"))
+            self.charges.append(Charge(t_s, "function", usd, -1, prewarm_detail(billed.memory_mb)))
         return usd
+
+    def prewarm_usd(self, memory_mb: int, since: int = 0) -> float:
+        """Dollars charged for starting prewarmed functions of ``memory_mb``, in the charges
+        from index ``since`` on."""
+        detail = prewarm_detail(memory_mb)
+        with self._lock:
+            return sum(c.usd for c in self.charges[since:] if c.detail == detail)
 
     def profiling(self, billed: Billed, t_s: float) -> float:
         """Charge one invocation of the job's probe (duration × GB × price + request), kept

@@ -131,7 +131,7 @@ class TuneRun(BaseRun):
             until = sum(s["epochs"] for s in stages[: index + 1])
             alive = [t for t in self.trials if t.status in ("pending", "running", "done")]
             self.event(f"stage {index + 1}: {len(alive)} trials on {allocation}")
-            began, spent = self._elapsed(), self.meter.total_usd
+            began, spent, mark = self._elapsed(), self.meter.total_usd, len(self.meter.charges)
             then = None
             if self.prewarm and index + 1 < len(stages):  # started in this last wave
                 following = stages[index + 1]
@@ -146,7 +146,15 @@ class TuneRun(BaseRun):
                     f" MB started during stage {index + 1}'s last wave (prewarmed)"
                 )
             stage["measured_time_s"] = self._elapsed() - began
-            stage["measured_cost_usd"] = self.meter.total_usd - spent
+            # The next stage's prewarmed starts are billed during this one, and predicted
+            # with the stage they start (``stage_estimates``): measured there too.
+            next_usd = 0.0
+            if then is not None and then.started:
+                next_usd = self.meter.prewarm_usd(then.allocation.memory_mb, since=mark)
+                stages[index + 1]["prewarm_usd"] = next_usd
+            stage["measured_cost_usd"] = (
+                self.meter.total_usd - spent - next_usd + stage.get("prewarm_usd", 0.0)
+            )
             self._record_best(metric)
             if coordinator.stop_reason:
                 return
@@ -295,6 +303,7 @@ class TuneRun(BaseRun):
                     f"stage {old['index']} re-planned: {Allocation(**old['allocation'])} -> "
                     f"{Allocation(**fresh['allocation'])}"
                 )
+            carried = {k: old[k] for k in ("prewarm_usd",) if k in old}  # already billed
             old.clear()
-            old.update(fresh)
+            old.update(fresh, **carried)
         self.state["plan"]["replans"] = self.state["plan"].get("replans", 0) + 1
