@@ -10,11 +10,9 @@ import pytest
 from faasml.catalog import Catalog, load_catalog
 from faasml.models.cost import startup_cost
 from faasml.models.space import evaluate_allocation
-from faasml.runtime.calibration import (
-    REPLAN_DELTA,
-    Calibration,
+from faasml.runtime.calibration import REPLAN_DELTA, Calibration, moved
+from faasml.runtime.stage_pricing import (
     EarlyStart,
-    moved,
     overlap_delay,
     prewarmed,
     stage_estimate,

@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 
 from faasml.catalog import Catalog, load_catalog
-from faasml.runtime.calibration import Calibration, stage_estimate, wave_demand
+from faasml.runtime.calibration import Calibration
 from faasml.runtime.contention import (
     cold_start_alone,
     delivered_vcpus,
@@ -18,6 +18,7 @@ from faasml.runtime.contention import (
 )
 from faasml.runtime.job_profile import planning_inputs
 from faasml.runtime.profile_record import JobProfile
+from faasml.runtime.stage_pricing import stage_estimate, wave_demand
 from faasml.types import Allocation
 from faasml.workload import Workload
 

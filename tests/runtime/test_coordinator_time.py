@@ -14,9 +14,9 @@ import pytest
 from faasml.catalog import Catalog, load_catalog
 from faasml.config import JobSpec
 from faasml.models.space import evaluate_allocation
-from faasml.runtime.calibration import stage_estimate
 from faasml.runtime.estimates import coordinator_seconds
 from faasml.runtime.job_profile import JobProfile, planning_inputs
+from faasml.runtime.stage_pricing import stage_estimate
 from faasml.runtime.tune_run import TuneRun
 from faasml.types import Allocation, Constraint
 from faasml.workload import Workload

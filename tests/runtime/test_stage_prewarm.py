@@ -16,17 +16,17 @@ import yaml
 from faasml.catalog import Catalog, load_catalog
 from faasml.config import load_job
 from faasml.runtime import segments
-from faasml.runtime.calibration import (
+from faasml.runtime.coordinator import CoordinatorOptions
+from faasml.runtime.platform import Invocation, open_platform
+from faasml.runtime.platforms.local import LocalPlatform
+from faasml.runtime.session import TuneRun
+from faasml.runtime.stage_pricing import (
     NO_EARLY_START,
     prewarmed,
     stage_estimate,
     stage_estimates,
     warm_pool,
 )
-from faasml.runtime.coordinator import CoordinatorOptions
-from faasml.runtime.platform import Invocation, open_platform
-from faasml.runtime.platforms.local import LocalPlatform
-from faasml.runtime.session import TuneRun
 from faasml.types import Allocation, Constraint
 from faasml.workload import Workload
 

@@ -12,9 +12,9 @@ import dataclasses
 from typing import Any
 
 from faasml.models.space import evaluate_allocation
-from faasml.runtime.calibration import stage_estimate
 from faasml.runtime.coordinator import Coordinator, TrialState
 from faasml.runtime.run_base import BaseRun
+from faasml.runtime.stage_pricing import stage_estimate
 from faasml.types import Allocation
 
 

@@ -16,20 +16,13 @@ from types import MappingProxyType
 from typing import Any
 
 from faasml.exceptions import InfeasibleConstraintError
-from faasml.runtime.calibration import (
-    REPLAN_DELTA,
-    Calibration,
-    keep_warm,
-    moved,
-    stage_estimates,
-    warm_after,
-    warm_pool,
-)
+from faasml.runtime.calibration import REPLAN_DELTA, Calibration, moved
 from faasml.runtime.config_cost import mean_factor
 from faasml.runtime.coordinator import Coordinator, Prewarm, TrialState
 from faasml.runtime.estimates import coordinator_seconds
 from faasml.runtime.profile_record import JobProfile
 from faasml.runtime.run_base import BaseRun
+from faasml.runtime.stage_pricing import keep_warm, stage_estimates, warm_after, warm_pool
 from faasml.types import Allocation, Constraint
 
 

@@ -1,0 +1,282 @@
+"""What each planned stage of a run takes and costs on the run's platform (pure): CE-scaling
+eqs. 7–8 with waves of trials, the cold starts a stage pays or finds warm (the functions the
+stages before left, those the runtime prewarms during the stage before), and the contention of
+functions sharing a bounded machine. The tuning and training runs predict and re-predict their
+stages with it; ``keep_warm`` moves a stage onto the size the one before left warm where that
+is no worse."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from faasml.catalog import Catalog
+from faasml.models.cost import startup_cost
+from faasml.models.space import evaluate_allocation
+from faasml.planners.tuning._problem import trials_per_wave
+from faasml.runtime.estimates import fits_capacity
+from faasml.types import Allocation, Constraint, Objective
+from faasml.workload import Workload
+
+
+class EarlyStart(NamedTuple):
+    """A stage's functions started during the last wave of the stage before (the runtime's
+    prewarm: ``prewarmed``)."""
+
+    functions: int
+    hidden_s: float
+    """Seconds of their start that the wave before can hide (its length)."""
+    contention: float = 1.0
+    """How much slower the starts run beside that wave (``Platform.contention`` of the two
+    together's vCPU demand)."""
+
+
+NO_EARLY_START = EarlyStart(0, 0.0)
+
+
+def stage_estimate(
+    workload: Workload,
+    catalog: Catalog,
+    allocation: Allocation,
+    trials: int,
+    epochs: int,
+    warm: int = 0,
+    prewarm: EarlyStart = NO_EARLY_START,
+) -> tuple[float, float]:
+    """T_i and C_i of one stage on ``allocation`` (CE-scaling eqs. 7–8 with waves); ``warm``
+    functions of its memory size are left warm by the stage before, and when they cover the
+    stage's first wave it pays no cold start (a platform reuses a warm function). ``prewarm``:
+    functions started during the stage before (``prewarmed``); where they complete the first
+    wave their start is still billed, at the contention it ran at beside that stage, but only
+    the part not hidden is waited for, and the partition's read that follows the start always
+    is. On a bounded platform each wave runs ``contention`` times slower where its functions
+    together demand more vCPUs than the machine delivers (a public FaaS has no such bound:
+    factor 1)."""
+    table = evaluate_allocation(workload, catalog, allocation)
+    if len(table) == 0:
+        return float("inf"), float("inf")
+    k = int(trials_per_wave(table, catalog)[0])
+    platform = catalog.platform
+    wave = min(trials, k)
+    first = platform.contention(wave_demand(catalog, allocation, wave))
+    start_s = float(platform.cold_start_time(allocation.memory_mb))
+    start_usd = float(startup_cost(platform, allocation.n, allocation.memory_mb))
+    read_s = float(table.startup_s[0]) - start_s
+    read_usd = float(table.startup_usd[0]) - start_usd
+    time = cost = 0.0
+    if wave * allocation.n > warm + prewarm.functions:  # a cold first wave
+        time = (start_s + read_s) * first
+        cost = wave * (start_usd + read_usd) * first
+    elif wave * allocation.n > warm:
+        # Started early: only the platform's start is hidden; the data partition is read by
+        # the first invocation, after it.
+        started = start_s * prewarm.contention
+        time = max(0.0, started - prewarm.hidden_s) + read_s * first
+        cost = wave * (start_usd * prewarm.contention + read_usd * first)
+    epoch_s, function_usd = float(table.time_s[0]), float(table.function_usd[0])
+    rest = float(table.cost_usd[0]) - function_usd
+    left = trials
+    while left > 0:
+        wave = min(left, k)
+        slower = platform.contention(wave_demand(catalog, allocation, wave))
+        time += epochs * epoch_s * slower
+        cost += wave * epochs * (function_usd * slower + rest)
+        left -= wave
+    return time, cost
+
+
+def wave_demand(catalog: Catalog, allocation: Allocation, trials: int) -> float:
+    """vCPUs that ``trials`` trials of ``allocation`` running at once demand."""
+    return trials * allocation.n * float(catalog.platform.vcpus(allocation.memory_mb))
+
+
+def warm_after(catalog: Catalog, workload: Workload, allocation: Allocation, trials: int) -> int:
+    """Functions of ``allocation``'s size a stage of ``trials`` trials leaves warm."""
+    table = evaluate_allocation(workload, catalog, allocation)
+    if len(table) == 0:
+        return 0
+    return min(trials, int(trials_per_wave(table, catalog)[0])) * allocation.n
+
+
+def stage_estimates(
+    workload: Workload,
+    catalog: Catalog,
+    stages: list[dict[str, Any]],
+    warm: Mapping[int, int] | None = None,
+) -> list[tuple[float, float]]:
+    """T_i and C_i of each planned stage (dicts with allocation, trials, epochs) in turn, each
+    starting on the functions the stages before left warm (``warm``: memory MB -> functions
+    warm before the first, e.g. the probe's). A stage whose last wave the next stage's
+    functions start beside is slowed by them (``overlap_delay``)."""
+    pool = dict(warm or {})
+    out: list[tuple[float, float]] = []
+    for index, stage in enumerate(stages):
+        allocation = Allocation(**stage["allocation"])
+        trials, epochs = stage["trials"], stage["epochs"]
+        ready = pool.get(allocation.memory_mb, 0)
+        early = NO_EARLY_START
+        if index > 0:
+            before = stages[index - 1]
+            early = prewarmed(workload, catalog, before, stage, pool)
+            delay_s, delay_usd = overlap_delay(workload, catalog, before, stage, early)
+            out[-1] = (out[-1][0] + delay_s, out[-1][1] + delay_usd)
+        out.append(stage_estimate(workload, catalog, allocation, trials, epochs, ready, early))
+        pool = warm_pool(workload, catalog, [stage], pool)
+    return out
+
+
+def _last_wave(workload: Workload, catalog: Catalog, stage: Mapping[str, Any]) -> int:
+    """Trials in ``stage``'s last wave (0 where its allocation cannot run)."""
+    table = evaluate_allocation(workload, catalog, Allocation(**stage["allocation"]))
+    if len(table) == 0:
+        return 0
+    k = int(trials_per_wave(table, catalog)[0])
+    trials = int(stage["trials"])
+    return trials - (math.ceil(trials / k) - 1) * k
+
+
+def prewarmed(
+    workload: Workload,
+    catalog: Catalog,
+    stage: Mapping[str, Any],
+    following: Mapping[str, Any],
+    pool: Mapping[int, int],
+) -> EarlyStart:
+    """What the runtime's prewarm (``Coordinator.run(..., then=Prewarm(...))``, the rule of
+    ``SegmentLaunching._prewarm_next``) gives ``following``: the functions started during
+    ``stage``'s last wave, the seconds of their start hidden behind it, and the contention
+    they start at beside it. They are the functions its first wave needs beyond those warm
+    after ``stage`` (``pool``), and only where all of them fit beside the last wave's
+    functions within the platform's capacity (else none is counted: the runtime may still
+    start some as that wave's trials finish, which no prediction promises). Their start
+    overlaps the last wave's epochs: hidden up to the wave's length (the runtime starts them
+    at most PREWARM_LEAD × a start before the stage's predicted end, so a longer wave hides
+    all of it)."""
+    before, after = Allocation(**stage["allocation"]), Allocation(**following["allocation"])
+    need = warm_after(catalog, workload, after, following["trials"])
+    extra = need - pool.get(after.memory_mb, 0)
+    last = _last_wave(workload, catalog, stage)
+    if extra <= 0 or last == 0:
+        return NO_EARLY_START
+    busy = last * before.n
+    idle = pool.get(after.memory_mb, 0) - (busy if after.memory_mb == before.memory_mb else 0)
+    sizes = [(before.memory_mb, busy), (after.memory_mb, max(idle, 0) + extra)]
+    if not fits_capacity(catalog, sizes):
+        return NO_EARLY_START
+    platform = catalog.platform
+    demand = wave_demand(catalog, before, last)
+    beside = platform.contention(demand + extra * float(platform.vcpus(after.memory_mb)))
+    slower = platform.contention(demand)
+    epoch_s = float(evaluate_allocation(workload, catalog, before).time_s[0])
+    return EarlyStart(extra, int(stage["epochs"]) * epoch_s * slower, beside)
+
+
+def overlap_delay(
+    workload: Workload,
+    catalog: Catalog,
+    stage: Mapping[str, Any],
+    following: Mapping[str, Any],
+    early: EarlyStart,
+) -> tuple[float, float]:
+    """Seconds and dollars ``stage`` gains from ``following``'s functions starting beside its
+    last wave (``early``). While both run the wave runs at c_wave / c_both of its speed (each
+    the platform's contention at their vCPU demand), so an overlap of o seconds delays it by
+    o·(1 − c_wave / c_both), billed to the wave's functions; 0 where the machine delivers
+    what both demand."""
+    if early.functions == 0:
+        return 0.0, 0.0
+    before = Allocation(**stage["allocation"])
+    last = _last_wave(workload, catalog, stage)
+    alone = catalog.platform.contention(wave_demand(catalog, before, last))
+    if early.contention <= alone:
+        return 0.0, 0.0
+    after = Allocation(**following["allocation"])
+    started = float(catalog.platform.cold_start_time(after.memory_mb)) * early.contention
+    overlap = min(started, early.hidden_s)
+    delay = overlap * (1.0 - alone / early.contention)
+    table = evaluate_allocation(workload, catalog, before)
+    per_second = float(table.function_usd[0]) / float(table.time_s[0])  # one trial's functions
+    return delay, last * per_second * delay
+
+
+def warm_pool(
+    workload: Workload,
+    catalog: Catalog,
+    stages: list[dict[str, Any]],
+    warm: Mapping[int, int] | None = None,
+) -> dict[int, int]:
+    """Memory MB -> functions warm after ``stages`` ran in turn, from ``warm`` before them
+    (least recently used first, as the dict's order). On a bounded machine a stage's functions
+    need room: idle ones of other sizes are stopped, the least recently used first (as the
+    local platform makes room), so only those that fit beside the stage's stay warm (a stage
+    planned onto the probe's size after stages on another found it stopped, and paid a cold
+    start no prediction had)."""
+    pool = dict(warm or {})
+    for stage in stages:
+        allocation = Allocation(**stage["allocation"])
+        left = warm_after(catalog, workload, allocation, stage["trials"])
+        memory = allocation.memory_mb
+        own = max(pool.pop(memory, 0), left)
+        pool = {**_room(catalog, pool, memory, own), memory: own}
+    return pool
+
+
+def _room(catalog: Catalog, idle: Mapping[int, int], memory: int, count: int) -> dict[int, int]:
+    """``idle`` (memory MB -> instances, least recently used first) less those a bounded
+    platform stops, the least recently used first, so that ``count`` functions of ``memory``
+    fit beside the rest within its vCPUs, memory and concurrency."""
+
+    def fits(pool: Mapping[int, int]) -> bool:
+        return fits_capacity(catalog, [*((m, c) for m, c in pool.items()), (memory, count)])
+
+    kept = {m: c for m, c in idle.items() if c > 0}
+    for size in list(kept):
+        while kept[size] > 0 and not fits(kept):
+            kept[size] -= 1
+        if kept[size] == 0:
+            del kept[size]
+    return kept
+
+
+def keep_warm(
+    workload: Workload,
+    catalog: Catalog,
+    stages: list[dict[str, Any]],
+    constraint: Constraint,
+    warm: Mapping[int, int] | None = None,
+    start: int = 0,
+) -> list[dict[str, Any]]:
+    """Stages ``start``… moved, one at a time in order, onto the allocation of the stage before
+    where ``stage_estimates`` (which knows the functions each stage leaves warm) says the rest
+    is then no worse for the constraint's goal and still within it. The planner prices every
+    stage's start on its own (stages are independent in its knapsack); a stage on the size the
+    one before left warm pays no cold start, which only this pass sees."""
+    best = [dict(s) for s in stages]
+
+    def totals(plan: list[dict[str, Any]]) -> tuple[float, float]:
+        estimates = stage_estimates(workload, catalog, plan, warm)[start:]
+        return sum(t for t, _ in estimates), sum(c for _, c in estimates)
+
+    def key(value: tuple[float, float]) -> tuple[float, float]:
+        return value if constraint.goal is Objective.MIN_TIME else (value[1], value[0])
+
+    current = totals(best)
+    for index in range(max(start, 1), len(best)):
+        before = best[index - 1]["allocation"]
+        if best[index]["allocation"] == before:
+            continue
+        table = evaluate_allocation(workload, catalog, Allocation(**before))
+        if len(table) == 0:
+            continue
+        moved_stage = {
+            **best[index],
+            "allocation": dict(before),
+            "epoch_time_s": float(table.time_s[0]),
+            "epoch_cost_usd": float(table.cost_usd[0]),
+        }
+        candidate = [*best[:index], moved_stage, *best[index + 1 :]]
+        value = totals(candidate)
+        if constraint.admits(*value) and key(value) <= key(current):
+            best, current = candidate, value
+    return best
