@@ -299,15 +299,19 @@ def test_functions_started_beside_a_wave_the_machine_cannot_feed_slow_it(
     early = prewarmed(workload, starved, stages[0], stages[1], {})
     assert early.functions == 1 and early.contention == pytest.approx(both)
     delay_s, delay_usd = overlap_delay(workload, starved, stages[0], stages[1], early)
-    overlap = min(float(platform.cold_start_time(1728)) * both, early.hidden_s)
+    # The overlap lasts the start, or the wave lengthened by the delay itself (L / r).
+    overlap = min(float(platform.cold_start_time(1728)) * both, early.hidden_s * both / alone)
     assert delay_s == pytest.approx(overlap * (1 - alone / both)) and delay_s > 0
     table = evaluate_allocation(workload, starved, big)
     assert delay_usd == pytest.approx(delay_s * float(table.function_usd[0] / table.time_s[0]))
 
-    (t0, c0), (_, c1) = stage_estimates(workload, starved, stages)
+    (t0, c0), (t1, c1) = stage_estimates(workload, starved, stages)
     lone = stage_estimate(workload, starved, big, 3, 1)
     assert (t0, c0) == pytest.approx((lone[0] + delay_s, lone[1] + delay_usd))
-    # The early start is billed as long as it ran beside the wave, not as alone.
+    # The early start is billed as long as it ran beside the wave, not as alone, and hidden
+    # behind the wave as the delay lengthened it.
+    longer = early._replace(hidden_s=early.hidden_s + delay_s)
+    assert t1 == pytest.approx(stage_estimate(workload, starved, small, 1, 1, 0, longer)[0])
     cold = stage_estimate(workload, starved, small, 1, 1)
     start_usd = float(startup_cost(platform, 1, 1728))
     first = platform.contention(wave_demand(starved, small, 1))

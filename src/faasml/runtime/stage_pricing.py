@@ -121,6 +121,7 @@ def stage_estimates(
             early = prewarmed(workload, catalog, before, stage, pool)
             delay_s, delay_usd = overlap_delay(workload, catalog, before, stage, early)
             out[-1] = (out[-1][0] + delay_s, out[-1][1] + delay_usd)
+            early = early._replace(hidden_s=early.hidden_s + delay_s)  # a longer wave hides more
         out.append(stage_estimate(workload, catalog, allocation, trials, epochs, ready, early))
         pool = warm_pool(workload, catalog, [stage], pool)
     return out
@@ -180,10 +181,11 @@ def overlap_delay(
     early: EarlyStart,
 ) -> tuple[float, float]:
     """Seconds and dollars ``stage`` gains from ``following``'s functions starting beside its
-    last wave (``early``). While both run the wave runs at c_wave / c_both of its speed (each
-    the platform's contention at their vCPU demand), so an overlap of o seconds delays it by
-    o·(1 − c_wave / c_both), billed to the wave's functions; 0 where the machine delivers
-    what both demand."""
+    last wave (``early``). While both run the wave runs at r = c_wave / c_both of its speed
+    (each the platform's contention at their vCPU demand), so an overlap of o seconds delays
+    it by o·(1 − r), billed to the wave's functions; the overlap lasts the start (at c_both)
+    or the wave, which the delay itself lengthens: o = min(start·c_both, L / r) for a wave of
+    L seconds. 0 where the machine delivers what both demand."""
     if early.functions == 0:
         return 0.0, 0.0
     before = Allocation(**stage["allocation"])
@@ -193,8 +195,9 @@ def overlap_delay(
         return 0.0, 0.0
     after = Allocation(**following["allocation"])
     started = float(catalog.platform.cold_start_time(after.memory_mb)) * early.contention
-    overlap = min(started, early.hidden_s)
-    delay = overlap * (1.0 - alone / early.contention)
+    ratio = alone / early.contention
+    overlap = min(started, early.hidden_s / ratio)
+    delay = overlap * (1.0 - ratio)
     table = evaluate_allocation(workload, catalog, before)
     per_second = float(table.function_usd[0]) / float(table.time_s[0])  # one trial's functions
     return delay, last * per_second * delay
