@@ -74,9 +74,9 @@ def faasml_run(
     prewarm: bool = True,
 ) -> dict[str, Any]:
     from faasml.config import load_job
-    from faasml.runtime.calibration import stage_estimates
     from faasml.runtime.coordinator import CoordinatorOptions
     from faasml.runtime.session import TuneRun
+    from faasml.runtime.stage_pricing import stage_estimates
     from faasml.types import Constraint
 
     os.environ["FAASML_CACHE"] = tempfile.mkdtemp(prefix="faasml-bench-cache-")

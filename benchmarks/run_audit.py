@@ -1,6 +1,6 @@
 """Where a run's time goes, predicted against measured, by component (``--audit``).
 
-A stage's predicted time is CE-scaling eqs. 7–8 with waves (``runtime.calibration.
+A stage's predicted time is CE-scaling eqs. 7–8 with waves (``runtime.stage_pricing.
 stage_estimate``): a cold start, then per wave ``epochs`` × t'(θ) (eq. 2: loading, computation
 with evaluation folded in, synchronisation, the per-invocation latency) slowed by the wave's
 contention. The measured side comes from probes on the coordinator (installed for one run,
@@ -29,7 +29,7 @@ from typing import Any
 
 from faasml.models.space import evaluate_allocation
 from faasml.planners.tuning._problem import trials_per_wave
-from faasml.runtime.calibration import warm_pool, wave_demand
+from faasml.runtime.stage_pricing import warm_pool, wave_demand
 from faasml.types import Allocation
 
 COMPONENTS = (

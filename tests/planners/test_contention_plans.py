@@ -2,7 +2,7 @@
 
 The planners stay pure: the delivered vCPUs come in with the catalog
 (``FunctionPlatform.delivered_vcpus``); a crowded wave runs ``contention`` times slower. The
-planner's stage totals must equal the run's own stage estimate (``runtime.calibration``, a
+planner's stage totals must equal the run's own stage estimate (``runtime.stage_pricing``, a
 separate loop over waves), and pruning the candidates must keep every stage's optimum.
 """
 
@@ -21,7 +21,7 @@ from faasml.planners.tuning import (
 )
 from faasml.planners.tuning._problem import StageOptions, TuningProblem, trial_vcpus
 from faasml.planners.tuning._problem import trials_per_wave as per_wave
-from faasml.runtime.calibration import stage_estimate
+from faasml.runtime.stage_pricing import stage_estimate
 from faasml.types import Constraint
 
 from .fixed_machine import SHA, machine, workload

@@ -12,7 +12,7 @@ import pytest
 from faasml.planners._space import searchable_space
 from faasml.planners.pareto import pareto_indices
 from faasml.planners.tuning import build_problem, plan_tuning
-from faasml.runtime.calibration import stage_estimates
+from faasml.runtime.stage_pricing import stage_estimates
 from faasml.types import Constraint
 
 from .fixed_machine import SHA, machine, workload
@@ -66,7 +66,12 @@ def test_a_plan_with_warm_functions_is_priced_as_the_run_predicts_it(
     catalog = machine(1.0)
     warm = {1728: 2, 896: 1}
     plan = plan_tuning(workload(), catalog, constraint, SHA, warm=warm)
-    estimates = stage_estimates(workload(), catalog, _stages(plan), warm)
+    # Priced apart, as the planner prices stages: without what the next stage's functions,
+    # started beside a stage's last wave on this 1-vCPU machine, cost it and themselves.
+    estimates = stage_estimates(workload(), catalog, _stages(plan), warm, beside=False)
+    beside = stage_estimates(workload(), catalog, _stages(plan), warm)
+    for (t_beside, c_beside), (t_apart, c_apart) in zip(beside, estimates, strict=True):
+        assert t_beside >= t_apart and c_beside >= c_apart
     for stage, (time_s, cost_usd) in zip(plan.stages, estimates, strict=True):
         if stage.index == 1:  # the planner knows the first stage's pool exactly
             assert (stage.time_s, stage.cost_usd) == pytest.approx((time_s, cost_usd), rel=1e-9)

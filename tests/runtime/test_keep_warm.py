@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from faasml.catalog import Catalog, load_catalog
-from faasml.runtime.calibration import keep_warm, stage_estimates
+from faasml.runtime.stage_pricing import keep_warm, stage_estimates
 from faasml.types import Allocation, Constraint
 from faasml.workload import Workload
 

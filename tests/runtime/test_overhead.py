@@ -162,7 +162,7 @@ the modules named by the function references faasml invokes, torch models aside)
 
 def test_a_function_imports_its_worker_without_the_planners() -> None:
     # scipy alone maps more than a 128 MB function's address space: a module a function
-    # imports must not reach the planners (faasml.runtime.calibration imports them).
+    # imports must not reach the planners (faasml.runtime.stage_pricing imports them).
     code = (
         "MODULES = ('scipy', 'faasml.planners'); "
         f"import sys, {', '.join(FUNCTION_MODULES)}; "

@@ -27,9 +27,9 @@ class EarlyStart(NamedTuple):
     functions: int
     hidden_s: float
     """Seconds of their start that the wave before can hide (its length)."""
-    contention: float = 1.0
+    contention: float | None = None
     """How much slower the starts run beside that wave (``Platform.contention`` of the two
-    together's vCPU demand)."""
+    together's vCPU demand); None: as the stage's own first wave (priced apart)."""
 
 
 NO_EARLY_START = EarlyStart(0, 0.0)
@@ -71,9 +71,9 @@ def stage_estimate(
     elif wave * allocation.n > warm:
         # Started early: only the platform's start is hidden; the data partition is read by
         # the first invocation, after it.
-        started = start_s * prewarm.contention
-        time = max(0.0, started - prewarm.hidden_s) + read_s * first
-        cost = wave * (start_usd * prewarm.contention + read_usd * first)
+        beside = first if prewarm.contention is None else prewarm.contention
+        time = max(0.0, start_s * beside - prewarm.hidden_s) + read_s * first
+        cost = wave * (start_usd * beside + read_usd * first)
     epoch_s, function_usd = float(table.time_s[0]), float(table.function_usd[0])
     rest = float(table.cost_usd[0]) - function_usd
     left = trials
@@ -104,11 +104,13 @@ def stage_estimates(
     catalog: Catalog,
     stages: list[dict[str, Any]],
     warm: Mapping[int, int] | None = None,
+    beside: bool = True,
 ) -> list[tuple[float, float]]:
     """T_i and C_i of each planned stage (dicts with allocation, trials, epochs) in turn, each
     starting on the functions the stages before left warm (``warm``: memory MB -> functions
     warm before the first, e.g. the probe's). A stage whose last wave the next stage's
-    functions start beside is slowed by them (``overlap_delay``)."""
+    functions start beside is slowed by them (``overlap_delay``), and their start by it;
+    ``beside`` False leaves both out (stages priced apart, as the planners price them)."""
     pool = dict(warm or {})
     out: list[tuple[float, float]] = []
     for index, stage in enumerate(stages):
@@ -119,6 +121,8 @@ def stage_estimates(
         if index > 0:
             before = stages[index - 1]
             early = prewarmed(workload, catalog, before, stage, pool)
+            if not beside:
+                early = early._replace(contention=None)
             delay_s, delay_usd = overlap_delay(workload, catalog, before, stage, early)
             out[-1] = (out[-1][0] + delay_s, out[-1][1] + delay_usd)
             early = early._replace(hidden_s=early.hidden_s + delay_s)  # a longer wave hides more
@@ -186,7 +190,7 @@ def overlap_delay(
     it by o·(1 − r), billed to the wave's functions; the overlap lasts the start (at c_both)
     or the wave, which the delay itself lengthens: o = min(start·c_both, L / r) for a wave of
     L seconds. 0 where the machine delivers what both demand."""
-    if early.functions == 0:
+    if early.functions == 0 or early.contention is None:
         return 0.0, 0.0
     before = Allocation(**stage["allocation"])
     last = _last_wave(workload, catalog, stage)
