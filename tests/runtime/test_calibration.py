@@ -10,7 +10,7 @@ import pytest
 from faasml.catalog import Catalog, load_catalog
 from faasml.models.cost import startup_cost
 from faasml.models.space import evaluate_allocation
-from faasml.runtime.calibration import REPLAN_DELTA, Calibration, moved
+from faasml.runtime.calibration import REPLAN_DELTA, Calibration, moved, trial_factors
 from faasml.runtime.stage_pricing import (
     EarlyStart,
     overlap_delay,
@@ -105,6 +105,53 @@ def test_observe_reads_only_the_epochs_asked_for(workload: Workload, catalog: Ca
     again.observe([history, other], range(2, 3), workload, catalog)
     assert len(again.samples[1024]) == 2
     assert again.samples[1024][1] < again.samples[1024][0]
+
+
+def test_trial_factors_are_each_trials_computation_over_theirs_together(
+    workload: Workload, catalog: Catalog
+) -> None:
+    # Epoch 1 of each is its first on 1024 MB (left out); after it, the wide trial's epochs
+    # compute for 4.0 s and the narrow one's for 2.0 s (each less 0.75 s of sync and loading).
+    warm = catalog.platform.warm_start_s
+    wide = [_epoch(e, 1024, 4.75 + warm) for e in (1, 2, 3)]
+    narrow = [_epoch(e, 1024, 2.75 + warm) for e in (1, 2, 3)]
+    # Together their median u is the mean of 4 and 2: the wide one costs 4/3 of it.
+    factors = trial_factors([wide, narrow], range(1, 4), workload, catalog)
+    assert factors == [pytest.approx(4 / 3), pytest.approx(2 / 3)]
+    # One trial alone, or trials alike, cost what they cost together.
+    assert trial_factors([wide], range(1, 4), workload, catalog) == [pytest.approx(1.0)]
+    assert trial_factors([wide, wide], range(1, 4), workload, catalog) == [1.0, 1.0]
+    # A trial with no epoch on a size the others ran on is priced at their mean.
+    other = [_epoch(e, 2048, 9.0) for e in (1, 2)]
+    assert trial_factors([wide, other], range(1, 3), workload, catalog) == [
+        pytest.approx(1.0),
+        pytest.approx(1.0),
+    ]
+
+
+def test_a_stage_lasts_as_long_as_its_slowest_trial(workload: Workload, catalog: Catalog) -> None:
+    allocation = Allocation(1, 1024, "s3")
+    table = evaluate_allocation(workload, catalog, allocation)
+    epoch_s, compute_s = float(table.time_s[0]), float(table.compute_s[0])
+    even = stage_estimate(workload, catalog, allocation, 2, 3)
+    # Factors all 1: the same as none.
+    assert stage_estimate(workload, catalog, allocation, 2, 3, factors=[1.0, 1.0]) == even
+    # Two trials side by side, one computing 1.5x the mean, the other 0.5x: the stage takes
+    # the slower one's three epochs; the bill is the two trials' together, as before.
+    uneven = stage_estimate(workload, catalog, allocation, 2, 3, factors=[1.5, 0.5])
+    assert uneven[0] == pytest.approx(even[0] + 3 * 0.5 * compute_s)
+    assert uneven[1] == pytest.approx(even[1])
+    assert epoch_s > compute_s > 0
+    # Waves of trials that interleave: their mean epoch, unless one trial alone lasts longer.
+    catalog_two = dataclasses.replace(
+        catalog, platform=dataclasses.replace(catalog.platform, concurrency_limit=2)
+    )
+    four = stage_estimate(workload, catalog_two, allocation, 4, 3)
+    shared = stage_estimate(workload, catalog_two, allocation, 4, 3, factors=[1.2, 0.8, 1.2, 0.8])
+    assert shared == pytest.approx(four)
+    lone = stage_estimate(workload, catalog_two, allocation, 4, 3, factors=[4.0, 0.0, 0.0, 0.0])
+    start = lone[0] - 3 * (epoch_s + 3.0 * compute_s)
+    assert start == pytest.approx(four[0] - 2 * 3 * epoch_s)  # the cold start, unchanged
 
 
 def test_apply_takes_the_measured_u_and_scales_the_rest_by_the_same_ratio(

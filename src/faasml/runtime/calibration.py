@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from faasml.catalog import Catalog
+from faasml.catalog import Catalog, FunctionPlatform
 from faasml.workload import ComputeProfile, Workload
 
 REPLAN_DELTA = 0.1
@@ -138,6 +138,16 @@ class Calibration:
             c for c, score in zip(grid, scores, strict=True) if score <= least * 1.01 + 1e-12
         )
 
+    def alone(self, platform: FunctionPlatform) -> dict[float, float]:
+        """Memory MB -> the median u of its epochs, each taken back to a function alone (its
+        demand's ``platform.contention`` divided out)."""
+        return {
+            float(m): statistics.median(
+                u / platform.contention(d) for u, d in zip(v, self._demands(m), strict=True)
+            )
+            for m, v in self.samples.items()
+        }
+
     def recalibrated(self, workload: Workload, catalog: Catalog) -> tuple[Workload, Catalog]:
         """``apply``'s workload and the catalog with the vCPUs the machine delivered."""
         platform = dataclasses.replace(catalog.platform, delivered_vcpus=self.delivered(catalog))
@@ -154,12 +164,7 @@ class Calibration:
         points = dict(_points(workload.compute))
         # Each epoch taken back to a function alone (what the machine delivered, fitted).
         platform = dataclasses.replace(catalog.platform, delivered_vcpus=self.delivered(catalog))
-        measured = {
-            float(m): statistics.median(
-                u / platform.contention(d) for u, d in zip(v, self._demands(m), strict=True)
-            )
-            for m, v in self.samples.items()
-        }
+        measured = self.alone(platform)
         memories = list(measured)
         before = workload.compute.seconds_per_mb(catalog.platform.vcpus(memories), memories)
         ratio = statistics.median(
@@ -176,6 +181,30 @@ class Calibration:
         ]
         table = ComputeProfile("table", points=tuple(fixed))
         return dataclasses.replace(workload, compute=table)
+
+
+def trial_factors(
+    histories: Sequence[Sequence[Mapping[str, Any]]],
+    epochs: range,
+    workload: Workload,
+    catalog: Catalog,
+) -> list[float]:
+    """Each trial's computation over the trials' together (``Calibration.apply``'s u(m), the
+    median of all their epochs): its own median u over theirs at each memory size both ran
+    on, the median of those ratios (1 where none). ``stage_estimate`` prices a stage of these
+    trials with them: where the search space sizes the model, one wide trial kept can outlast
+    the rest."""
+    together = Calibration()
+    together.observe(histories, epochs, workload, catalog)
+    platform = dataclasses.replace(catalog.platform, delivered_vcpus=together.delivered(catalog))
+    base = together.alone(platform)
+    factors = []
+    for history in histories:
+        own = Calibration()
+        own.observe([history], epochs, workload, catalog)
+        ratios = [u / base[m] for m, u in own.alone(platform).items() if base.get(m, 0) > 0]
+        factors.append(statistics.median(ratios) if ratios else 1.0)
+    return factors
 
 
 def _points(compute: ComputeProfile) -> tuple[tuple[float, float], ...]:

@@ -8,7 +8,7 @@ is no worse."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from faasml.catalog import Catalog
@@ -43,6 +43,7 @@ def stage_estimate(
     epochs: int,
     warm: int = 0,
     prewarm: EarlyStart = NO_EARLY_START,
+    factors: Sequence[float] | None = None,
 ) -> tuple[float, float]:
     """T_i and C_i of one stage on ``allocation`` (CE-scaling eqs. 7–8 with waves); ``warm``
     functions of its memory size are left warm by the stage before, and when they cover the
@@ -52,7 +53,10 @@ def stage_estimate(
     the part not hidden is waited for, and the partition's read that follows the start always
     is. On a bounded platform each wave runs ``contention`` times slower where its functions
     together demand more vCPUs than the machine delivers (a public FaaS has no such bound:
-    factor 1)."""
+    factor 1). ``factors``: each trial's computation over the workload's (in the order they
+    start; all 1 where not given): a wave takes its trials' mean epoch, and the stage no less
+    than its slowest trial, which the trials beside it cannot share (the coordinator
+    interleaves a stage's trials epoch by epoch)."""
     table = evaluate_allocation(workload, catalog, allocation)
     if len(table) == 0:
         return float("inf"), float("inf")
@@ -75,15 +79,20 @@ def stage_estimate(
         time = max(0.0, start_s * beside - prewarm.hidden_s) + read_s * first
         cost = wave * (start_usd * beside + read_usd * first)
     epoch_s, function_usd = float(table.time_s[0]), float(table.function_usd[0])
+    compute_s = float(table.compute_s[0])
     rest = float(table.cost_usd[0]) - function_usd
-    left = trials
-    while left > 0:
-        wave = min(left, k)
-        slower = platform.contention(wave_demand(catalog, allocation, wave))
-        time += epochs * epoch_s * slower
-        cost += wave * epochs * (function_usd * slower + rest)
-        left -= wave
-    return time, cost
+    relative = list(factors or ()) + [1.0] * max(0, trials - len(factors or ()))
+    usd_per_s = function_usd / epoch_s if epoch_s > 0 else 0.0
+    train = longest = 0.0
+    for first_trial in range(0, trials, k):
+        together = relative[first_trial : first_trial + k]
+        slower = platform.contention(wave_demand(catalog, allocation, len(together)))
+        # A trial's epoch: the workload's, its computation scaled by the trial's factor.
+        lengths = [epochs * (epoch_s + (f - 1.0) * compute_s) * slower for f in together]
+        train += sum(lengths) / len(lengths)
+        longest = max(longest, *lengths)
+        cost += sum(length * usd_per_s + epochs * rest for length in lengths)
+    return time + max(train, longest), cost
 
 
 def wave_demand(catalog: Catalog, allocation: Allocation, trials: int) -> float:
@@ -105,12 +114,14 @@ def stage_estimates(
     stages: list[dict[str, Any]],
     warm: Mapping[int, int] | None = None,
     beside: bool = True,
+    factors: Mapping[int, Sequence[float]] | None = None,
 ) -> list[tuple[float, float]]:
     """T_i and C_i of each planned stage (dicts with allocation, trials, epochs) in turn, each
     starting on the functions the stages before left warm (``warm``: memory MB -> functions
     warm before the first, e.g. the probe's). A stage whose last wave the next stage's
     functions start beside is slowed by them (``overlap_delay``), and their start by it;
-    ``beside`` False leaves both out (stages priced apart, as the planners price them)."""
+    ``beside`` False leaves both out (stages priced apart, as the planners price them).
+    ``factors``: stage index -> its trials' ``stage_estimate`` factors, where known."""
     pool = dict(warm or {})
     out: list[tuple[float, float]] = []
     for index, stage in enumerate(stages):
@@ -126,7 +137,10 @@ def stage_estimates(
             delay_s, delay_usd = overlap_delay(workload, catalog, before, stage, early)
             out[-1] = (out[-1][0] + delay_s, out[-1][1] + delay_usd)
             early = early._replace(hidden_s=early.hidden_s + delay_s)  # a longer wave hides more
-        out.append(stage_estimate(workload, catalog, allocation, trials, epochs, ready, early))
+        relative = (factors or {}).get(index)
+        out.append(
+            stage_estimate(workload, catalog, allocation, trials, epochs, ready, early, relative)
+        )
         pool = warm_pool(workload, catalog, [stage], pool)
     return out
 

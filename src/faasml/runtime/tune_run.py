@@ -16,8 +16,8 @@ from types import MappingProxyType
 from typing import Any
 
 from faasml.exceptions import InfeasibleConstraintError
-from faasml.runtime.calibration import REPLAN_DELTA, Calibration, moved
-from faasml.runtime.config_cost import mean_factor
+from faasml.runtime.calibration import REPLAN_DELTA, Calibration, moved, trial_factors
+from faasml.runtime.config_cost import factor, mean_factor
 from faasml.runtime.coordinator import Coordinator, Prewarm, TrialState
 from faasml.runtime.estimates import coordinator_seconds
 from faasml.runtime.profile_record import JobProfile
@@ -74,6 +74,17 @@ class TuneRun(BaseRun):
         same mean until re-calibration measures the ones kept."""
         return mean_factor(self.job.sample_configs(), profile.config_costs)
 
+    def _first_stage_factors(self) -> list[float] | None:
+        """Each drawn trial's cost over their mean (``config_cost``), in the order the first
+        stage starts them; None where the probe timed one configuration or all cost alike."""
+        if self.profile is None or not self.profile.config_costs:
+            return None
+        costs = [factor(c, self.profile.config_costs) for c in self.job.sample_configs()]
+        mean = sum(costs) / len(costs) if costs else 0.0
+        if mean <= 0 or max(costs) - min(costs) < 0.005 * mean:
+            return None
+        return [c / mean for c in costs]
+
     def plan(self, planner: str = "exact") -> dict[str, Any]:
         from faasml.planners.tuning import SuccessiveHalving, plan_tuning
 
@@ -96,7 +107,16 @@ class TuneRun(BaseRun):
         stages = keep_warm(
             self.workload, self.plan_catalog, stages, plan.constraint, self._probe_warm()
         )
-        estimates = stage_estimates(self.workload, self.plan_catalog, stages, self._probe_warm())
+        first = self._first_stage_factors()
+        if first is not None:
+            stages[0]["trial_factors"] = first
+        estimates = stage_estimates(
+            self.workload,
+            self.plan_catalog,
+            stages,
+            self._probe_warm(),
+            factors=_trial_factors(stages),
+        )
         for stage, (time_s, cost_usd) in zip(stages, estimates, strict=True):
             stage["time_s"] = stage["predicted_time_s"] = time_s
             stage["cost_usd"] = stage["predicted_cost_usd"] = cost_usd
@@ -193,6 +213,7 @@ class TuneRun(BaseRun):
         calibration = Calibration()
         histories = [t.history for t in kept]
         calibration.observe(histories, range(1, last + 1), self.workload, self.plan_catalog)
+        factors = trial_factors(histories, range(1, last + 1), self.workload, self.plan_catalog)
         self.state["calibration"] = calibration.to_dict()
         self._grow_footprint(coordinator)
         self.workload, self.plan_catalog = calibration.recalibrated(
@@ -215,10 +236,16 @@ class TuneRun(BaseRun):
         platform = dataclasses.replace(self.plan_catalog.platform, coordinator_s=between)
         self.plan_catalog = dataclasses.replace(self.plan_catalog, platform=platform)
         rest = stages[index + 1 :]
+        if rest:  # the next stage trains the trials kept: priced each as it measured
+            rest[0]["trial_factors"] = factors
         before = (sum(s["time_s"] for s in rest), sum(s["cost_usd"] for s in rest))
-        estimates = stage_estimates(self.workload, self.plan_catalog, stages, self._probe_warm())[
-            index + 1 :
-        ]
+        estimates = stage_estimates(
+            self.workload,
+            self.plan_catalog,
+            stages,
+            self._probe_warm(),
+            factors=_trial_factors(stages),
+        )[index + 1 :]
         for stage, estimate in zip(rest, estimates, strict=True):
             stage["repredicted_time_s"], stage["repredicted_cost_usd"] = estimate
         after = (
@@ -283,7 +310,11 @@ class TuneRun(BaseRun):
             start,
         )[start:]
         estimates = stage_estimates(
-            self.workload, self.plan_catalog, [*stages[:start], *fresh_stages], self._probe_warm()
+            self.workload,
+            self.plan_catalog,
+            [*stages[:start], *fresh_stages],
+            self._probe_warm(),
+            factors=_trial_factors(stages),  # the same trials, stage by stage
         )[start:]
         for old, fresh, estimate in zip(rest, fresh_stages, estimates, strict=True):
             fresh["index"] = old["index"]
@@ -296,7 +327,13 @@ class TuneRun(BaseRun):
                     f"stage {old['index']} re-planned: {Allocation(**old['allocation'])} -> "
                     f"{Allocation(**fresh['allocation'])}"
                 )
-            carried = {k: old[k] for k in ("prewarm_usd",) if k in old}  # already billed
+            # Already billed; already measured.
+            carried = {k: old[k] for k in ("prewarm_usd", "trial_factors") if k in old}
             old.clear()
             old.update(fresh, **carried)
         self.state["plan"]["replans"] = self.state["plan"].get("replans", 0) + 1
+
+
+def _trial_factors(stages: list[dict[str, Any]]) -> dict[int, list[float]]:
+    """Stage index -> its trials' cost factors, for the stages whose trials are known."""
+    return {i: s["trial_factors"] for i, s in enumerate(stages) if "trial_factors" in s}
