@@ -142,16 +142,23 @@ def test_a_stage_lasts_as_long_as_its_slowest_trial(workload: Workload, catalog:
     assert uneven[0] == pytest.approx(even[0] + 3 * 0.5 * compute_s)
     assert uneven[1] == pytest.approx(even[1])
     assert epoch_s > compute_s > 0
-    # Waves of trials that interleave: their mean epoch, unless one trial alone lasts longer.
+    # Four trials, two at a time, each taking the first functions freed: the fast first one
+    # frees its function for the third (fast) one, after which the fourth (slow) one starts;
+    # it ends at 0.5 + 0.5 + 1.5 of the trials' mean, where equal trials end at 2 of it.
     catalog_two = dataclasses.replace(
         catalog, platform=dataclasses.replace(catalog.platform, concurrency_limit=2)
     )
     four = stage_estimate(workload, catalog_two, allocation, 4, 3)
-    shared = stage_estimate(workload, catalog_two, allocation, 4, 3, factors=[1.2, 0.8, 1.2, 0.8])
-    assert shared == pytest.approx(four)
-    lone = stage_estimate(workload, catalog_two, allocation, 4, 3, factors=[4.0, 0.0, 0.0, 0.0])
-    start = lone[0] - 3 * (epoch_s + 3.0 * compute_s)
-    assert start == pytest.approx(four[0] - 2 * 3 * epoch_s)  # the cold start, unchanged
+    mixed = stage_estimate(workload, catalog_two, allocation, 4, 3, factors=[0.5, 1.5, 0.5, 1.5])
+
+    def trial(f: float) -> float:
+        return 3 * (epoch_s + (f - 1.0) * compute_s)
+
+    assert mixed[0] - four[0] == pytest.approx(2 * trial(0.5) + trial(1.5) - 2 * trial(1.0))
+    assert mixed[1] == pytest.approx(four[1])
+    # Alternating, they balance: no longer than equal trials.
+    balanced = stage_estimate(workload, catalog_two, allocation, 4, 3, factors=[1.2, 0.8, 1.2, 0.8])
+    assert balanced == pytest.approx(four)
 
 
 def test_apply_takes_the_measured_u_and_scales_the_rest_by_the_same_ratio(

@@ -7,6 +7,7 @@ is no worse."""
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
@@ -54,9 +55,10 @@ def stage_estimate(
     is. On a bounded platform each wave runs ``contention`` times slower where its functions
     together demand more vCPUs than the machine delivers (a public FaaS has no such bound:
     factor 1). ``factors``: each trial's computation over the workload's (in the order they
-    start; all 1 where not given): a wave takes its trials' mean epoch, and the stage no less
-    than its slowest trial, which the trials beside it cannot share (the coordinator
-    interleaves a stage's trials epoch by epoch)."""
+    start; all 1 where not given). A trial holds its functions for the whole stage (its
+    segments span the stage's epochs wherever they are short against a segment's fixed
+    costs) and the next trial takes the first functions freed (``_makespan``): a stage of a
+    slow and a fast trial lasts as long as the slow one; equal trials run in waves."""
     table = evaluate_allocation(workload, catalog, allocation)
     if len(table) == 0:
         return float("inf"), float("inf")
@@ -83,16 +85,23 @@ def stage_estimate(
     rest = float(table.cost_usd[0]) - function_usd
     relative = list(factors or ()) + [1.0] * max(0, trials - len(factors or ()))
     usd_per_s = function_usd / epoch_s if epoch_s > 0 else 0.0
-    train = longest = 0.0
+    lengths: list[float] = []
     for first_trial in range(0, trials, k):
         together = relative[first_trial : first_trial + k]
         slower = platform.contention(wave_demand(catalog, allocation, len(together)))
         # A trial's epoch: the workload's, its computation scaled by the trial's factor.
-        lengths = [epochs * (epoch_s + (f - 1.0) * compute_s) * slower for f in together]
-        train += sum(lengths) / len(lengths)
-        longest = max(longest, *lengths)
-        cost += sum(length * usd_per_s + epochs * rest for length in lengths)
-    return time + max(train, longest), cost
+        lengths += [epochs * (epoch_s + (f - 1.0) * compute_s) * slower for f in together]
+    cost += sum(length * usd_per_s + epochs * rest for length in lengths)
+    return time + _makespan(lengths, k), cost
+
+
+def _makespan(lengths: Sequence[float], slots: int) -> float:
+    """When the last of ``lengths`` ends, each started in turn on the first of ``slots`` to
+    free (list scheduling; as the coordinator launches a stage's trials in order)."""
+    free = [0.0] * max(1, slots)
+    for length in lengths:
+        heapq.heappush(free, heapq.heappop(free) + length)
+    return max(free)
 
 
 def wave_demand(catalog: Catalog, allocation: Allocation, trials: int) -> float:
