@@ -78,6 +78,10 @@ class Workload:
     straggler_share: float = 0.0
     """What a synchronised round of several functions waits for its slowest, as a share of a
     round's computation (measured by the job probe, ``runtime.sync_probe``; 0: not priced)."""
+    evaluation_share: float = 0.0
+    """The share of one function's u(m) that is the epoch's evaluation of the test set
+    (measured by the job probe; 0 for a paper's workload): with n functions, worker 0
+    evaluates it all while the others wait, so it is not divided among them (eq. 2)."""
     target_loss: float | None = None
     learning_rate: float | None = None
     sources: tuple[Source, ...] = field(default=())

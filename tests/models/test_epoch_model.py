@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 
 from faasml.catalog import load_catalog
 from faasml.models import Exclusions, allocation_space, evaluate
+from faasml.models.perf import epoch_time
 from faasml.models.sync import sync_requests, sync_time, transfers
 from faasml.workload import builtin_workloads, load_workload
 
@@ -164,3 +166,20 @@ def test_one_function_needs_no_sync_node_and_appears_once_in_the_space() -> None
     space = allocation_space(w, AWS, memory_step_mb=1024)
     singles = space.option[space.n == 1]
     assert singles.size and np.unique(singles).size == 1
+
+
+def test_worker_0_evaluates_the_whole_test_set_while_the_others_wait() -> None:
+    service = AWS.storage("s3")
+    plain = WORKLOADS["lr-higgs"]
+    evaluating = dataclasses.replace(plain, evaluation_share=0.25)
+    for n in (1, 2, 4, 16):
+        base = epoch_time(plain, AWS.platform, service, service, "allreduce", n, 1769)
+        with_eval = epoch_time(evaluating, AWS.platform, service, service, "allreduce", n, 1769)
+        # Eq. 2's (D/n)·u(m), of which a quarter (the evaluation) is not divided among n.
+        assert float(with_eval.compute_s) == pytest.approx(
+            float(base.compute_s) * (0.75 + 0.25 * n), rel=1e-12
+        )
+    # One function: eq. 2 as printed.
+    one = epoch_time(evaluating, AWS.platform, service, service, "allreduce", 1, 1769)
+    alone = epoch_time(plain, AWS.platform, service, service, "allreduce", 1, 1769)
+    assert float(one.compute_s) == float(alone.compute_s)

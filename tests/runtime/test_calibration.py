@@ -91,6 +91,19 @@ def test_observe_takes_a_lone_first_epoch_less_the_cold_start(
     assert calibration.samples[512] == [pytest.approx(0.3 / (workload.dataset_mb / 4))]
 
 
+def test_an_epoch_of_several_functions_counts_worker_0s_whole_evaluation(
+    workload: Workload, catalog: Catalog
+) -> None:
+    # Half of one function's u(m) is evaluation: at n = 2 worker 0 evaluates it all, so the
+    # epoch computed (D/2)·u·(1/2 + 2/2) and u is that over 1.5 partitions' worth.
+    evaluating = dataclasses.replace(workload, evaluation_share=0.5)
+    history = [_epoch(1, 1024, 30.0, n=2), _epoch(2, 1024, 4.75, n=2)]
+    plain, halved = Calibration(), Calibration()
+    plain.observe([history], range(1, 3), workload, catalog)
+    halved.observe([history], range(1, 3), evaluating, catalog)
+    assert halved.samples[1024] == [pytest.approx(plain.samples[1024][0] / 1.5)]
+
+
 def test_observe_reads_only_the_epochs_asked_for(workload: Workload, catalog: Catalog) -> None:
     history = [_epoch(1, 1024, 30.0), _epoch(2, 1024, 6.75), _epoch(3, 2048, 20.0)]
     calibration = Calibration()

@@ -429,6 +429,12 @@ def test_the_probe_measures_a_synchronised_round_and_plans_price_it(
     # for the slower function the measured share of its computation.
     workload, planning = planning_inputs(profile, load_workload("lr-higgs"), catalog)
     assert workload.straggler_share == profile.straggler_share
+    # What of u(m) is evaluation (worker 0 evaluates the whole test set at every n).
+    ratio = profile.test_samples / profile.train_samples
+    evals = dict(profile.eval_points)
+    shares = [evals[m] * ratio / (s + evals[m] * ratio) for m, s in profile.compute_points]
+    assert 0 < workload.evaluation_share < 1
+    assert workload.evaluation_share == pytest.approx(sum(shares) / len(shares))
     platform, service = planning.platform, planning.storage("embedded")
     kappa = platform.contention(2 * float(platform.vcpus(profile.sync_memory_mb)))
     for scheme, transfer, _ in profile.sync_rounds:

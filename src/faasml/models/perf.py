@@ -65,8 +65,10 @@ def epoch_time(
     n: ArrayLike,
     memory_mb: ArrayLike,
 ) -> EpochTime:
-    """t'(θ) = t^l + (D/n)·u(m) + k·t^p + invocation latency (CE-scaling eq. 2), plus for
-    n > 1 the straggler wait, ``straggler_share`` × (D/n)·u(m) (0 for a paper's workload), and
+    """t'(θ) = t^l + (D/n)·u(m)·(1 − φ + nφ) + k·t^p + invocation latency (CE-scaling eq. 2
+    with φ, the ``evaluation_share`` of u(m) that worker 0 evaluates alone each epoch while
+    the others wait: 0 for a paper's workload, which gives eq. 2 as printed), plus for
+    n > 1 the straggler wait, ``straggler_share`` × that computation (0 for a paper's workload), and
     per invocation the coordinator's time between invocations (``coordinator_s``: 0 in a
     catalog, measured for a real run; ``models.cost`` does not bill it).
 
@@ -79,7 +81,8 @@ def epoch_time(
     partition_mb = workload.dataset_mb / count
     load_once = partition_mb / network_mbps(platform, data_store, memory) + data_store.latency_s
     u = workload.compute.seconds_per_mb(platform.vcpus(memory), memory) / platform.compute_speed
-    compute = partition_mb * u
+    share = workload.evaluation_share
+    compute = partition_mb * u * ((1.0 - share) + share * count)
     iterations = workload.iterations_per_epoch(count)
     per_sync = sync_time(
         scheme,

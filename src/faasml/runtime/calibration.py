@@ -77,7 +77,10 @@ class Calibration:
         # The epoch shared the machine with the functions running beside it (their mean vCPU
         # demand while it ran): kept with the sample, ``apply`` takes it back to one alone.
         alone = float(catalog.platform.vcpus(memory)) * n
-        self.samples.setdefault(memory, []).append(busy / max(partition_mb, 1e-12))
+        # Worker 0 evaluated the whole test set (eq. 2's φ): u of one function's partition.
+        share = workload.evaluation_share
+        per_mb = partition_mb * ((1.0 - share) + share * n)
+        self.samples.setdefault(memory, []).append(busy / max(per_mb, 1e-12))
         demand = max(alone, float(record.get("vcpu_demand", 0.0)))
         self.demands.setdefault(memory, []).append(demand)
 

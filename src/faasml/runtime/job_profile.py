@@ -437,6 +437,12 @@ def planning_inputs(
         )
         for m, s in profile.compute_points
     )
+    # What of a function's u(m) is the epoch's evaluation (worker 0 alone, at every n).
+    shares = [
+        evals.get(m, 0.0) * ratio / (s + evals.get(m, 0.0) * ratio)
+        for m, s in profile.compute_points
+        if s + evals.get(m, 0.0) * ratio > 0
+    ]
     dataset_mb = workload.dataset_mb
     copies_mb = workload.model_copies * profile.model_mb
     runtime = max(profile.memory_floor_mb() - dataset_mb - copies_mb, 0.0)
@@ -446,6 +452,7 @@ def planning_inputs(
         model_mb=max(profile.model_mb, 1e-6),
         runtime_mb=runtime,
         straggler_share=profile.straggler_share,
+        evaluation_share=sum(shares) / len(shares) if shares else 0.0,
     )
     return measured, dataclasses.replace(catalog, platform=platform, storages=storages)
 
