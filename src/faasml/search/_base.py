@@ -19,6 +19,18 @@ from faasml.exceptions import ConfigError
 
 Array = NDArray[np.float64]
 
+CHOICES = ("likeliest", "upper")
+"""The rules GP + EI's recommendation may follow once a probe was measured (``GPEISearcher``'s
+``choice``): the deployment most likely to keep the constraint and be within 5 % of the best,
+or the lowest upper bound of the objective among those whose posterior mean keeps it."""
+
+
+def check_choice(choice: object, where: str = "the choice rule") -> str:
+    """``choice`` if it names one of ``CHOICES``; else a ``ConfigError`` naming it."""
+    if not isinstance(choice, str) or choice not in CHOICES:
+        raise ConfigError(f"{where} is {choice!r}, but must be one of: {', '.join(CHOICES)}")
+    return choice
+
 
 @dataclass(frozen=True)
 class SearchBudget:

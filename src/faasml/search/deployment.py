@@ -22,7 +22,7 @@ from numpy.typing import NDArray
 from faasml.catalog import Catalog
 from faasml.exceptions import ConfigError
 from faasml.models.space import AllocationTable, Exclusions, evaluate
-from faasml.search import SEARCHERS, SearchBudget, Searcher, create_searcher
+from faasml.search import SEARCHERS, SearchBudget, Searcher, check_choice, create_searcher
 from faasml.search._base import Array
 from faasml.search._gp import LatentObjective
 from faasml.types import Allocation, Constraint, Objective
@@ -326,7 +326,10 @@ class DeploymentSearch:
         from probes that ran out of memory before the change). ``choice``: GP + EI's rule
         for the recommendation once a probe was measured (``upper`` or ``likeliest``: the
         deployment most likely to keep the constraint and be within 5 % of the best; see
-        ``GPEISearcher``); kept by its re-triggers."""
+        ``GPEISearcher``); kept by its re-triggers. It applies to a warm GP + EI search (a
+        cold one has no model terms to draw, so it chooses by ``upper``; the other searchers
+        recommend their best measured candidate), and is checked whatever the searcher."""
+        self.choice = check_choice(choice)
         self.space, self.goal = space, goal
         self.name = searcher
         self.budget = budget or SearchBudget()
@@ -356,7 +359,6 @@ class DeploymentSearch:
             costs=probe_costs,
             **model,
         )
-        self.choice = choice
         self.probes: list[Probe] = []
         self._rows: list[int] = []
         self.model_floor = model_floor
