@@ -33,7 +33,7 @@ class SearchOptions:
     retrigger_probes: int = 3
     """Probes of each search re-triggered by a change (warm from the last posterior)."""
     max_usd: float | None = None
-    """Dollars a search may spend; None: 5 % of the phase's predicted bill."""
+    """Dollars a search may spend; None: no cap but the probe count."""
     ei_threshold: float = 0.01
     probe_rounds: int = 3
     """Training rounds of one probe."""
