@@ -7,7 +7,9 @@ or a deadline of 1.5 × the fastest run → least cost), and a *true* job that d
 profile (``sim.deployment.perturbed_workload``: computation ×0.6–1.6 with a memory tilt, model
 ×0.7–1.4). A probe measures the truth with 5 % lognormal noise and is billed (cold start plus
 up to 5 rounds, at most 10 s of them); every searcher has the same budget: 10 probes and 5 %
-of the job's predicted bill. The exhaustive optimum is the best candidate of the noiseless
+of the job's predicted bill (and, for a searcher with a posterior, 5 % of the bill it predicts
+for its choice after each probe: ``DeploymentSearch``'s ``bill_share``; ``--no-bill-share``:
+without it). The exhaustive optimum is the best candidate of the noiseless
 truth that keeps the constraint. "Within 5 %": the choice's true objective is within 5 % of
 the optimum's and it keeps the constraint within the measurement noise (5 %); "strict": it
 keeps the constraint exactly.
@@ -29,7 +31,7 @@ the GP + EI search may choose unprobed deployments, so its share may pass it); a
 what-if ``hybrid_reach`` (within, or a good deployment's probe fits: not a bound).
 
 Run: .venv/bin/python benchmarks/bench_deployment_search.py [--seeds 5] [--probes 10]
-[--first-seed 0] [--only-warm] [--explain] [--choice likeliest|upper]
+[--first-seed 0] [--only-warm] [--explain] [--choice likeliest|upper] [--no-bill-share]
 """
 
 from __future__ import annotations
@@ -330,6 +332,12 @@ def main() -> None:
         default="likeliest",
         help="GP + EI (warm)'s rule for its choice (see faasml.search.GPEISearcher)",
     )
+    parser.add_argument(
+        "--no-bill-share",
+        action="store_true",
+        help="no dollar cap that follows the posterior's bill (the rule before issue 13's "
+        "third pass: 5 %% of the model's predicted bill only)",
+    )
     args = parser.parse_args()
     searchers = SEARCHERS[:1] if args.only_warm else SEARCHERS
     catalog = load_catalog("aws-lambda").restricted_to(["s3"])
@@ -366,6 +374,7 @@ def main() -> None:
                         warm=warm,
                         probe_costs=space.probe_cost(),
                         choice=args.choice,
+                        bill_share=None if args.no_bill_share else SEARCH_SHARE,
                     )
                     where = f"{name} {constraint_names[which]} seed {seed}"
                     outcome = run_search(search, truth, exact, where)
@@ -406,7 +415,9 @@ def main() -> None:
         f"{count} instances: {len(builtin_workloads())} profiles × 2 constraints × "
         f"{args.seeds} seeds (from {args.first_seed}); AWS Lambda + S3; noise 5 %; "
         f"budget {args.probes} probes and "
-        f"{SEARCH_SHARE:.0%} of the predicted bill; EI threshold {args.threshold:g}; "
+        f"{SEARCH_SHARE:.0%} of the predicted bill"
+        f"{'' if args.no_bill_share else ' (and of the posterior bill after each probe)'}; "
+        f"EI threshold {args.threshold:g}; "
         f"GP + EI's choice: {args.choice}"
     )
     print(

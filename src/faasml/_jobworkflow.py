@@ -33,13 +33,15 @@ class SearchOptions:
     retrigger_probes: int = 3
     """Probes of each search re-triggered by a change (warm from the last posterior)."""
     max_usd: float | None = None
-    """Dollars a search may spend; None: 5 % of the phase's predicted bill."""
+    """Dollars a search may spend; None: no cap but the probe count."""
     ei_threshold: float = 0.01
     probe_rounds: int = 3
     """Training rounds of one probe."""
     retrigger: bool = True
     """False: search once and keep the choice (the static baseline of SMLT Figs. 12–14)."""
     max_functions: int | None = None
+    choice: str = "likeliest"
+    """GP + EI's rule for its recommendation (``faasml.search.CHOICES``; a warm search's)."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,7 @@ class WorkflowSpec:
             "ei_threshold": s.ei_threshold,
             "probe_rounds": s.probe_rounds,
             "retrigger": s.retrigger,
+            "choice": s.choice,
         }
         if s.max_usd is not None:
             data["search"]["max_usd"] = s.max_usd
@@ -221,7 +224,7 @@ def _chunks(f: Fields) -> tuple[float, ...]:
 
 
 def _search(f: Fields) -> SearchOptions:
-    from faasml.search import SEARCHERS
+    from faasml.search import CHOICES, SEARCHERS
 
     searcher = f.text("searcher", "gp-ei")
     if searcher not in SEARCHERS:
@@ -236,6 +239,7 @@ def _search(f: Fields) -> SearchOptions:
         probe_rounds=f.integer("probe_rounds", 3, minimum=1),
         retrigger=f.boolean("retrigger", True),
         max_functions=f.integer("max_functions", minimum=1) if f.has("max_functions") else None,
+        choice=f.choice("choice", CHOICES, "likeliest"),
     )
     f.finish()
     return options

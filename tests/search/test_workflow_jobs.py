@@ -49,6 +49,15 @@ def test_the_workflow_round_trips_through_to_dict() -> None:
     assert again.workflow == spec.workflow
 
 
+def test_the_search_choice_rule_is_read_kept_and_likeliest_by_default() -> None:
+    plain = job({"batch_size_schedule": {0: 32}})
+    assert plain.workflow is not None and plain.workflow.search.choice == "likeliest"
+    spec = job({"batch_size_schedule": {0: 32}, "search": {"choice": "upper"}})
+    assert spec.workflow is not None and spec.workflow.search.choice == "upper"
+    again = JobSpec.from_mapping(spec.to_dict(redact=False))
+    assert again.workflow is not None and again.workflow.search.choice == "upper"
+
+
 @pytest.mark.parametrize(
     ("workflow", "message"),
     [
@@ -66,6 +75,14 @@ def test_the_workflow_round_trips_through_to_dict() -> None:
         ({"batch_size_schedule": {0: 8}, "search": {"searcher": "bayes"}}, "searcher is 'bayes'"),
         ({"batch_size_schedule": {0: 8}, "search": {"max_probes": 0}}, "max_probes is 0"),
         ({"batch_size_schedule": {0: 8}, "search": {"probes": 3}}, "unknown field\\(s\\): probes"),
+        (
+            {"batch_size_schedule": {0: 8}, "search": {"choice": "best"}},
+            "workflow.search.choice is 'best', but must be one of: likeliest, upper",
+        ),
+        (
+            {"batch_size_schedule": {0: 8}, "search": {"choice": 1}},
+            "workflow.search.choice is 1, but must be a non-empty string",
+        ),
     ],
 )
 def test_a_workflow_that_cannot_run_is_a_one_line_error(workflow: Any, message: str) -> None:

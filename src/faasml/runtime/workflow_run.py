@@ -279,8 +279,11 @@ class WorkflowRun(TrainRun):
                 }
             )
         search = self.spec.search
+        how = "cold" if self.profile is None else "warm"
+        if self.profile is not None and search.searcher == "gp-ei":
+            how += f", choice {search.choice}"  # the rule applies to a warm GP + EI search
         self.state["plan"] = {
-            "planner": f"search ({search.searcher}, {'warm' if self.profile else 'cold'})",
+            "planner": f"search ({search.searcher}, {how})",
             "stages": stages,
             "time_s": total_s,
             "cost_usd": total_usd,
@@ -294,14 +297,15 @@ class WorkflowRun(TrainRun):
 
     # ------------------------------------------------------------------ run
 
-    def _search_for(
+    def search_for(
         self,
         phase: Phase,
         last: DeploymentSearch | None,
         space: DeploymentSpace,
         goal: DeploymentGoal,
     ) -> DeploymentSearch:
-        """The phase's search: the first one, or ``last`` re-triggered."""
+        """The phase's search (not yet run): the first one, or ``last`` re-triggered (which
+        keeps its choice rule, ``workflow.search.choice``)."""
         options = self.spec.search
         budget = SearchBudget(
             max_probes=options.max_probes if last is None else options.retrigger_probes,
@@ -319,6 +323,7 @@ class WorkflowRun(TrainRun):
                 seed=self.job.seed,
                 warm=warm,
                 probe_costs=costs,
+                choice=options.choice,
             )
         return last.retrigger(
             space, goal, budget=budget, seed=self.job.seed, warm=warm, probe_costs=costs
@@ -331,7 +336,7 @@ class WorkflowRun(TrainRun):
         the posterior the next re-trigger starts from; nothing is probed again)."""
         space = self.phase_space(phase)
         goal = _goal_of(record["goal"])
-        search = self._search_for(phase, last, space, goal)
+        search = self.search_for(phase, last, space, goal)
         for probe in record["probes"]:
             search.record(Allocation(**probe["allocation"]), _measurement_of(probe))
         return search
@@ -420,7 +425,7 @@ class WorkflowRun(TrainRun):
                 if resumed:  # the probes done before the resume, then the rest of them
                     search = self._replay(phase, search, record)
                 else:
-                    search = self._search_for(phase, search, space, goal)
+                    search = self.search_for(phase, search, space, goal)
                 if retrigger and not resumed:
                     self.event(f"phase {phase.index + 1}: {phase.change}; search re-triggered")
                 measure = functools.partial(self._measure, coordinator, phase, trial, space, record)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from faasml.registry import Registry
-from faasml.search._base import SearchBudget, Searcher
+from faasml.search._base import CHOICES, SearchBudget, Searcher, check_choice
 
 SEARCHERS: Registry[type[Searcher]] = Registry("searcher")
 SEARCHERS.register("gp-ei", "faasml.search._gp:GPEISearcher")
@@ -57,10 +57,12 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "CHOICES",
     "SEARCHERS",
     "GPEISearcher",
     "LatentObjective",
     "SearchBudget",
     "Searcher",
+    "check_choice",
     "create_searcher",
 ]

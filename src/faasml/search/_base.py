@@ -19,6 +19,18 @@ from faasml.exceptions import ConfigError
 
 Array = NDArray[np.float64]
 
+CHOICES = ("likeliest", "upper")
+"""The rules GP + EI's recommendation may follow once a probe was measured (``GPEISearcher``'s
+``choice``): the deployment most likely to keep the constraint and be within 5 % of the best,
+or the lowest upper bound of the objective among those whose posterior mean keeps it."""
+
+
+def check_choice(choice: object, where: str = "the choice rule") -> str:
+    """``choice`` if it names one of ``CHOICES``; else a ``ConfigError`` naming it."""
+    if not isinstance(choice, str) or choice not in CHOICES:
+        raise ConfigError(f"{where} is {choice!r}, but must be one of: {', '.join(CHOICES)}")
+    return choice
+
 
 @dataclass(frozen=True)
 class SearchBudget:
@@ -89,6 +101,8 @@ class Searcher(ABC):
         """Candidates that may be proposed (and recommended): see ``restrict``."""
         self.choosable = np.ones(x.shape[0], dtype=bool)
         """Candidates that may be recommended without a measurement of their own."""
+        self.cap_usd: float | None = None
+        """A dollar cap the caller learnt as the search went (``limit_usd``)."""
 
     def __len__(self) -> int:
         return int(self.features.shape[0])
@@ -128,6 +142,19 @@ class Searcher(ABC):
             masks.append(mask.copy())
         self.allowed, self.choosable = masks
 
+    def limit_usd(self, cap_usd: float | None) -> None:
+        """What the caller learnt of the dollars this search may spend (replacing an earlier
+        call's): at most ``cap_usd`` (e.g. a share of the bill the probes now predict), and
+        never more than ``budget.max_usd``. None: the budget's dollars."""
+        if cap_usd is not None and not (math.isfinite(cap_usd) and cap_usd > 0):
+            raise ConfigError(f"the value of cap_usd is {cap_usd}, but must be positive")
+        self.cap_usd = cap_usd
+
+    def max_usd(self) -> float | None:
+        """The dollars this search may spend: the budget's, or the tighter ``cap_usd``."""
+        caps = [c for c in (self.budget.max_usd, self.cap_usd) if c is not None]
+        return min(caps) if caps else None
+
     def eligible(self) -> NDArray[np.bool_]:
         """Candidates a recommendation may name: allowed, and choosable or measured; every
         allowed one when none is, every candidate when none is allowed (a recommendation is
@@ -150,10 +177,8 @@ class Searcher(ABC):
         count = len(self.observed)
         if count >= self.budget.max_probes:
             self.stop_reason = f"probe budget spent ({count} probes)"
-        elif self.budget.max_usd is not None and self.spent_usd >= self.budget.max_usd:
-            self.stop_reason = (
-                f"search budget spent (${self.spent_usd:.6f} of ${self.budget.max_usd:.6f})"
-            )
+        elif (cap := self.max_usd()) is not None and self.spent_usd >= cap:
+            self.stop_reason = f"search budget spent (${self.spent_usd:.6f} of ${cap:.6f})"
         elif len(self.tried()) >= len(self):
             self.stop_reason = "every candidate measured"
         elif self.untried().size == 0 and not (self.allowed & ~self._measured()).any():
@@ -161,7 +186,7 @@ class Searcher(ABC):
         elif self.untried().size == 0:
             self.stop_reason = (
                 f"no probe left fits the search budget (${self.spent_usd:.6f} of "
-                f"${self.budget.max_usd:.6f} spent)"
+                f"${self.max_usd():.6f} spent)"
             )
         else:
             self.stop_reason = self._own_stop()
@@ -192,8 +217,9 @@ class Searcher(ABC):
         mask = np.ones(len(self), dtype=bool)
         mask[list(self.tried())] = False
         mask &= self.allowed
-        if self.costs is not None and self.budget.max_usd is not None:
-            mask &= self.costs <= self.budget.max_usd - self.spent_usd
+        cap = self.max_usd()
+        if self.costs is not None and cap is not None:
+            mask &= self.costs <= cap - self.spent_usd
         return np.flatnonzero(mask)
 
     def best(self) -> int:

@@ -38,12 +38,10 @@ import numpy as np
 from scipy.stats import norm
 
 from faasml.exceptions import ConfigError
-from faasml.search._base import Array, SearchBudget, Searcher
+from faasml.search._base import Array, SearchBudget, Searcher, check_choice
 
 NOISE = 0.05
 """Measurement noise (deviation, observation units) a GP assumes unless told."""
-CHOICES = ("upper", "likeliest")
-"""The rules ``GPEISearcher.best`` may choose by (its ``choice``)."""
 GOOD = math.log(1.05)
 """A candidate is good when its objective is within this (log) of the best's: 5 %."""
 SAMPLES = 256
@@ -102,9 +100,7 @@ class GPEISearcher(Searcher):
         constraint) or ``likeliest`` (with terms: the candidate most likely to keep the
         constraint *and* be within 5 % of the best, ``chance_good``)."""
         super().__init__(features, budget, seed, costs=costs)
-        if choice not in CHOICES:
-            raise ConfigError(f"the choice rule is {choice!r}, but must be one of {CHOICES}")
-        self.choice = choice
+        self.choice = check_choice(choice)
         if prior is not None:
             prior = np.asarray(prior, dtype=float)
             if prior.shape != (len(self),) or not np.all(np.isfinite(prior)):

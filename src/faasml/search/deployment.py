@@ -22,7 +22,7 @@ from numpy.typing import NDArray
 from faasml.catalog import Catalog
 from faasml.exceptions import ConfigError
 from faasml.models.space import AllocationTable, Exclusions, evaluate
-from faasml.search import SEARCHERS, SearchBudget, Searcher, create_searcher
+from faasml.search import SEARCHERS, SearchBudget, Searcher, check_choice, create_searcher
 from faasml.search._base import Array
 from faasml.search._gp import LatentObjective
 from faasml.types import Allocation, Constraint, Objective
@@ -316,6 +316,7 @@ class DeploymentSearch:
         scales: tuple[Array, Array] | None = None,
         model_floor: float = 0.0,
         choice: str = "likeliest",
+        bill_share: float | None = None,
     ) -> None:
         """``warm`` uses the model's prediction as the prior mean (a profile exists), its
         terms' scales learnt from the probes (``scales``: their prior centre and deviation,
@@ -326,7 +327,14 @@ class DeploymentSearch:
         from probes that ran out of memory before the change). ``choice``: GP + EI's rule
         for the recommendation once a probe was measured (``upper`` or ``likeliest``: the
         deployment most likely to keep the constraint and be within 5 % of the best; see
-        ``GPEISearcher``); kept by its re-triggers."""
+        ``GPEISearcher``); kept by its re-triggers. It applies to a warm GP + EI search (a
+        cold one has no model terms to draw, so it chooses by ``upper``; the other searchers
+        recommend their best measured candidate), and is checked whatever the searcher.
+        ``bill_share``: after each probe, the search spends at most this share of the bill
+        its posterior predicts for its choice (searchers with a posterior: GP + EI), besides
+        ``budget.max_usd``; kept by its re-triggers. The search cost is then a share of the
+        job's bill as the probes see it, not only of the model's prediction."""
+        self.choice = check_choice(choice)
         self.space, self.goal = space, goal
         self.name = searcher
         self.budget = budget or SearchBudget()
@@ -356,11 +364,27 @@ class DeploymentSearch:
             costs=probe_costs,
             **model,
         )
-        self.choice = choice
         self.probes: list[Probe] = []
         self._rows: list[int] = []
         self.model_floor = model_floor
+        if bill_share is not None and not (math.isfinite(bill_share) and bill_share > 0):
+            raise ConfigError(f"the value of bill_share is {bill_share}, but must be positive")
+        self.bill_share = bill_share
         self._restrict_memory()
+
+    def _limit_spend(self) -> None:
+        """With ``bill_share``: after each probe, the search may spend at most that share of
+        the bill its posterior now predicts for its choice (``goal.epochs`` epochs at the
+        posterior's time per epoch, the candidate's price per second, and its start)."""
+        posterior = getattr(self.searcher, "posterior", None)
+        if self.bill_share is None or posterior is None or not self.searcher.observed:
+            return
+        mean, _ = posterior()
+        choice = self.searcher.best()
+        epoch_usd = math.exp(float(mean[choice])) * float(self.space.cost_per_s()[choice])
+        bill = self.goal.epochs * epoch_usd + float(self.space.table.startup_usd[choice])
+        if math.isfinite(bill) and bill > 0:
+            self.searcher.limit_usd(self.bill_share * bill)
 
     def _restrict_memory(self) -> None:
         """What the probes say of the true job's memory (``MODEL_MARGIN``): a probe that ran
@@ -427,6 +451,7 @@ class DeploymentSearch:
         self.probes.append(probe)
         self._rows.append(index)
         self._restrict_memory()
+        self._limit_spend()
         return probe
 
     def run(self, measure: Measure) -> SearchResult:
@@ -480,4 +505,5 @@ class DeploymentSearch:
             scales=scales if warm else None,
             model_floor=self.model_floor,
             choice=self.choice,
+            bill_share=self.bill_share,
         )
