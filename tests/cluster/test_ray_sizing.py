@@ -60,13 +60,17 @@ def test_a_late_round_observes_the_time_it_really_covered() -> None:
     assert provision_rate(spike, 5.0 * SCALE, 2.0 * SCALE, "last") == 10
 
 
-@pytest.mark.parametrize(("forecast", "headroom"), [("exact", 1.0), ("last", 1.1), ("max", 1.2)])
+@pytest.mark.parametrize(
+    ("forecast", "headroom"), [("exact", 1.0), ("last", 1.1), ("max", 1.2), ("seasonal", 1.1)]
+)
 def test_rounds_on_time_size_as_the_simulator_does(forecast: str, headroom: float) -> None:
     """With rounds exactly ``round_s`` apart, the run provisions what the simulator's
-    ``provision_rate`` does on the run's clock (so ``--predict`` sizes alike)."""
-    rate = tidal_trace(600.0, days=1, seed=3)
+    ``provision_rate`` does on the run's clock (so ``--predict`` sizes alike): over two
+    compressed days, so ``seasonal`` falls back to ``max`` on the first and reads the
+    first on the second."""
+    rate = tidal_trace(600.0, days=2, seed=3)
     config = RunConfig(round_s=2.0, forecast=forecast, headroom=headroom)
-    rounds = [2.0 * k for k in range(30)]
+    rounds = [2.0 * k for k in range(60)]
     expected = [provision_rate(rate, t * SCALE, 2.0 * SCALE, forecast, 5, headroom) for t in rounds]
     got = _sizes(config, rounds, rate)
     assert got == pytest.approx(expected, rel=1e-12)

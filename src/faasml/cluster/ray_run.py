@@ -49,7 +49,7 @@ import numpy as np
 
 from faasml._imports import optional_import
 from faasml._ray_config import local_head_args
-from faasml.cluster.forecast import check_forecast, predict
+from faasml.cluster.forecast import check_forecast, predict, seasonal_peak
 from faasml.cluster.goodput import AppModel
 from faasml.cluster.inference import InferenceService
 from faasml.cluster.loans import LoanManager, reserve_servers, serve_first
@@ -202,7 +202,8 @@ class RunResult:
 class InferenceSizer:
     """The rate the run provisions each service for in the coming round, under
     ``config.forecast`` (:mod:`faasml.cluster.forecast`, as the simulator's
-    ``provision_rate``): ``exact`` reads the coming round's true peak; ``last`` and ``max``
+    ``provision_rate``): ``exact`` reads the coming round's true peak, ``seasonal`` the
+    same round's a day earlier (falling back to ``max``); ``last`` and ``max``
     see only the peaks observed between the run's own earlier round starts (rounds slip when
     the driver is busy, so they are not ``round_s`` apart: a real manager observes the
     rounds it had). Times are wall seconds since the run began; ``scale`` trace seconds per
@@ -227,9 +228,17 @@ class InferenceSizer:
                 seen.append(service.rate.peak_between(self._last, t))
                 del seen[: -cfg.forecast_window]  # no forecast looks further back
         self._last = t
+        window = cfg.round_s * self.scale
         if cfg.forecast == "exact":
-            window = cfg.round_s * self.scale
             return [cfg.headroom * s.rate.peak_between(t, t + window) for s in self.services]
+        if cfg.forecast == "seasonal":  # the trace a day ago (on the trace's clock)
+            past = [seasonal_peak(s.rate, t, window) for s in self.services]
+            return [
+                cfg.headroom * p
+                if p is not None
+                else predict("max", seen, cfg.forecast_window, cfg.headroom)
+                for p, seen in zip(past, self.history, strict=True)
+            ]
         return [
             predict(cfg.forecast, seen, cfg.forecast_window, cfg.headroom) for seen in self.history
         ]
