@@ -255,7 +255,7 @@ def main() -> int:
         default="exact",
         help="how inference load is forecast each round: NAME or NAME*HEADROOM, "
         "comma-separated, NAME one of exact (the true load: a bound), last, max "
-        "(over 5 rounds), seasonal (the same round a day earlier); e.g. "
+        "(over 5 rounds), seasonal (the same round a day earlier), seasonal-last; e.g. "
         "exact,last,max*1.1,seasonal (default: exact)",
     )
     parser.add_argument(

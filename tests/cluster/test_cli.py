@@ -177,7 +177,7 @@ def test_simulate_with_inference_services_and_loaning(
         (["--steps", "0"], "steps is 0, but must be >= 1"),
         (
             ["--forecast", "ewma"],
-            "forecast is 'ewma', but must be one of: exact, last, max, seasonal",
+            "forecast is 'ewma', but must be one of: exact, last, max, seasonal, seasonal-last",
         ),
         (["--headroom", "0.5"], "headroom is 0.5, but must be from 1 to 10"),
         (["--inference-start", "3s"], "inference_start_s is 3.0, but must be from 0 to the"),

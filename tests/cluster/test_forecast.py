@@ -150,12 +150,21 @@ def test_seasonal_misses_a_burst_today_and_provisions_yesterdays_again() -> None
     assert provision_rate(trace, DAY + 7200.0, ROUND, "seasonal") == 10.0  # today's: missed
     assert provision_rate(trace, DAY + 7260.0, ROUND, "seasonal") == 10.0
     assert provision_rate(trace, DAY + 7260.0, ROUND, "last") == 80.0
+    # The larger of day-ahead and last: today's burst a round late, yesterday's foreseen.
+    combined = [provision_rate(trace, DAY + t, ROUND, "seasonal-last") for t in (7200, 7260)]
+    assert combined == [10.0, 80.0]
+    assert provision_rate(trace, DAY + 3600.0, ROUND, "seasonal-last") == 80.0
 
 
 @pytest.mark.parametrize(
     ("name", "window", "headroom", "message"),
     [
-        ("ewma", 5, 1.0, "forecast is 'ewma', but must be one of: exact, last, max, seasonal"),
+        (
+            "ewma",
+            5,
+            1.0,
+            "forecast is 'ewma', but must be one of: exact, last, max, seasonal, seasonal-last",
+        ),
         ("max", 0, 1.0, "forecast_window is 0, but must be an integer from 1 to 1440"),
         ("last", 5, 0.5, "headroom is 0.5, but must be from 1 to 10"),
         ("last", 5, float("nan"), "headroom is nan, but must be from 1 to 10"),
@@ -169,7 +178,7 @@ def test_bad_forecast_settings_get_one_line_naming_value_and_rule(
     assert "\n" not in str(err.value)
     with pytest.raises(ConfigError, match=re.escape(message)):
         SimConfig(forecast=name, forecast_window=window, headroom=headroom)
-    assert FORECASTS == ("exact", "last", "max", "seasonal")
+    assert FORECASTS == ("exact", "last", "max", "seasonal", "seasonal-last")
 
 
 def _run(
@@ -249,8 +258,9 @@ def test_the_cli_takes_a_forecast_and_refuses_a_bad_one(
     assert data["inference_start_s"] == 5.0
     assert main([*args, "--forecast", "psychic"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "forecast is 'psychic', but must be one of: exact, last, max, seasonal" in err.replace(
-        "\n", " "
+    assert (
+        "forecast is 'psychic', but must be one of: exact, last, max, seasonal, seasonal-last"
+        in err.replace("\n", " ")
     )
 
 

@@ -61,7 +61,8 @@ def test_a_late_round_observes_the_time_it_really_covered() -> None:
 
 
 @pytest.mark.parametrize(
-    ("forecast", "headroom"), [("exact", 1.0), ("last", 1.1), ("max", 1.2), ("seasonal", 1.1)]
+    ("forecast", "headroom"),
+    [("exact", 1.0), ("last", 1.1), ("max", 1.2), ("seasonal", 1.1), ("seasonal-last", 1.0)],
 )
 def test_rounds_on_time_size_as_the_simulator_does(forecast: str, headroom: float) -> None:
     """With rounds exactly ``round_s`` apart, the run provisions what the simulator's

@@ -121,8 +121,8 @@ def _forecast_arguments(parser: Any) -> None:
         "--forecast",
         default="exact",
         help="with --inference, how each round's load is forecast: exact (the true load, a "
-        "bound), last, max (over 5 rounds) or seasonal (the same round a day earlier) "
-        "(default: exact)",
+        "bound), last, max (over 5 rounds), seasonal (the same round a day earlier) or "
+        "seasonal-last (the larger of seasonal and last) (default: exact)",
     )
     parser.add_argument(
         "--headroom", type=float, default=1.0, help="with --inference: forecast × this (>= 1)"

@@ -19,6 +19,8 @@ observed so far. The forecasts here map the observed history to the rate to prov
   rise, which every reactive forecast meets a round late. Before the service has been
   observed for a period (the trace's first point), it falls back to ``max``. A burst
   today is not foreseen, and yesterday's burst is provisioned for again.
+- ``seasonal-last``: the larger of ``seasonal`` and ``last``: the rise foreseen, today's
+  noise and bursts seen a round late.
 
 Every forecast is multiplied by ``headroom`` (>= 1: spare capacity for a rise within the
 round, e.g. a burst). Pure functions: no I/O, no state.
@@ -32,7 +34,7 @@ from collections.abc import Sequence
 from faasml.cluster.inference import RateTrace
 from faasml.exceptions import ConfigError
 
-FORECASTS = ("exact", "last", "max", "seasonal")
+FORECASTS = ("exact", "last", "max", "seasonal", "seasonal-last")
 MAX_WINDOW = 1440
 """The longest window of ``max`` (rounds)."""
 PERIOD_S = 86400.0
@@ -109,9 +111,11 @@ def provision_rate(
     check_forecast(name, window, headroom)
     if name == "exact":
         return headroom * trace.peak_between(now, now + round_s)
-    if name == "seasonal":
+    if name.startswith("seasonal"):
         past = seasonal_peak(trace, now, round_s, period_s)
         if past is not None:
+            if name == "seasonal-last":
+                past = max([past, *observed_peaks(trace, now, round_s, 1)])
             return headroom * past
     need = 1 if name == "last" else window
     return predict(name, observed_peaks(trace, now, round_s, need), window, headroom)

@@ -231,8 +231,13 @@ class InferenceSizer:
         window = cfg.round_s * self.scale
         if cfg.forecast == "exact":
             return [cfg.headroom * s.rate.peak_between(t, t + window) for s in self.services]
-        if cfg.forecast == "seasonal":  # the trace a day ago (on the trace's clock)
+        if cfg.forecast.startswith("seasonal"):  # the trace a day ago (the trace's clock)
             past = [seasonal_peak(s.rate, t, window) for s in self.services]
+            if cfg.forecast == "seasonal-last":
+                past = [
+                    None if p is None else max([p, *seen[-1:]])
+                    for p, seen in zip(past, self.history, strict=True)
+                ]
             return [
                 cfg.headroom * p
                 if p is not None
