@@ -203,11 +203,12 @@ class InferenceSizer:
     """The rate the run provisions each service for in the coming round, under
     ``config.forecast`` (:mod:`faasml.cluster.forecast`, as the simulator's
     ``provision_rate``): ``exact`` reads the coming round's true peak, ``seasonal`` the
-    same round's a day earlier (falling back to ``max``); ``last`` and ``max``
-    see only the peaks observed between the run's own earlier round starts (rounds slip when
-    the driver is busy, so they are not ``round_s`` apart: a real manager observes the
-    rounds it had). Times are wall seconds since the run began; ``scale`` trace seconds per
-    wall second. No I/O: call :meth:`rates` once at the start of every round."""
+    same round's a day earlier (``seasonal-last``: or the last round's, if larger; both
+    fall back to ``max``); ``last`` and ``max`` see only the peaks observed between the
+    run's own earlier round starts (rounds slip when the driver is busy, so they are not
+    ``round_s`` apart: a real manager observes the rounds it had). Times are wall seconds
+    since the run began; ``scale`` trace seconds per wall second. No I/O: call
+    :meth:`rates` once at the start of every round."""
 
     def __init__(
         self, services: Sequence[InferenceService], config: RunConfig, scale: float
