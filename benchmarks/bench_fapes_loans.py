@@ -11,7 +11,8 @@ against the better baseline (targets: JCT at least 9 % lower at every load and 2
 load, SLO >= 99 % of requests), and against one-way loaning when that is not the better
 (and against ``one-way-blind``, one-way without taking idle servers first, if asked for).
 ``--forecasts`` chooses how the manager forecasts each round's inference load
-(``faasml.cluster.forecast``: ``exact``, the coming round's true load, is the bound; ``last``
+(``faasml.cluster.forecast``: ``exact``, the coming round's true load, is the bound;
+``seasonal``, the same round a day earlier, needs ``--history-days 1``; ``last``
 and ``max`` see only the rounds before, times a headroom: ``max*1.1``); requests above what
 was provisioned miss the SLO (``SLO req``, ``SLO time``: the lowest over the workloads),
 and so do those a worker added at a round cannot serve while it starts
@@ -24,7 +25,7 @@ peaks at 14:00, "recommend" at 20:00; nights fall to a quarter of the peak.
 
     .venv/bin/python benchmarks/bench_fapes_loans.py [--workloads 1,2] [--policies fapes,fifo] \
         [--loanings dedicated,one-way,fapes,one-way-blind] [--forecasts exact,last,max*1.1] \
-        [--inference-start 5.14] [--rate-noise 0.05] [--bound]
+        [--inference-start 5.14] [--rate-noise 0.05] [--history-days 1] [--bound]
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from faasml.cluster import (
     simulate,
 )
 from faasml.cluster.forecast import check_forecast
-from faasml.cluster.inference import InferenceService, tidal_trace
+from faasml.cluster.inference import InferenceService, RateTrace, tidal_trace
 from faasml.cluster.loans import LOANING
 from faasml.exceptions import ConfigError
 
@@ -57,22 +58,29 @@ BASELINES = ("dedicated", "one-way", "fapes")
 LEVELS = {"low": 0.25, "medium": 0.5, "high": 0.75}
 TRAINING_LOADS = {"0.5": "workloads-0.5", "1.0": "workloads", "1.5": "workloads-1.5"}
 CAPACITY_RPS = 25.0
+DAY_S = 86400.0
 START_HOUR = 6.0
 
 
-def services(share: float, gpus: int, seed: int, noise: float = 0.05) -> list[InferenceService]:
+def services(
+    share: float, gpus: int, seed: int, noise: float = 0.05, history_days: int = 0
+) -> list[InferenceService]:
     """Two services whose tides peak (bursts aside) at ``share`` of the GPUs together
-    (``noise``: the std of the tidal trace's log-normal noise, 5 % by default)."""
+    (``noise``: the std of the tidal trace's log-normal noise, 5 % by default); with
+    ``history_days``, their traces start that many days before the jobs (times below 0:
+    the past a day-ahead forecast reads)."""
     out = []
     for i, (name, part, peak_hour) in enumerate((("search", 0.6, 14.0), ("recommend", 0.4, 20.0))):
         peak_gpus = share * gpus * part
         trace = tidal_trace(
             peak_gpus * CAPACITY_RPS / 1.25,  # bursts (up to 1.6x) stay within max_scale
-            days=3,
+            days=3 + history_days,
             peak_hour=peak_hour - START_HOUR,
             seed=seed + i,
             noise=noise,
         )
+        if history_days:
+            trace = RateTrace(trace.times_s - history_days * DAY_S, trace.rates)
         low = max(math.ceil(0.1 * peak_gpus), 1)
         out.append(
             InferenceService(
@@ -132,7 +140,7 @@ def _run_load(
     alone: dict[tuple[float, str], tuple[dict[str, float], float]] = {}
     for restart in (float(r) for r in args.restarts.split(",")):
         for level in args.levels.split(","):
-            svc = services(LEVELS[level], cluster.total_gpus, seed=7, noise=args.rate_noise)
+            svc = services(LEVELS[level], cluster.total_gpus, 7, args.rate_noise, args.history_days)
             for policy, (forecast, headroom) in itertools.product(
                 args.policies.split(","), forecasts
             ):
@@ -140,7 +148,7 @@ def _run_load(
                     f"\n== inference load {level} (peak {LEVELS[level]:.0%} of 64 GPUs), "
                     f"training policy {policy}, job load {load}, restart {restart:g} s, "
                     f"{len(workloads)} workloads, forecast {forecast} x {headroom:g}, "
-                    f"worker start {args.inference_start:g} s"
+                    f"worker start {args.inference_start:g} s, history {args.history_days} d"
                 )
                 print(
                     f"{'loaning':13} {'avg JCT s':>9} {'p95 JCT s':>9} {'queue s':>8} "
@@ -247,7 +255,8 @@ def main() -> int:
         default="exact",
         help="how inference load is forecast each round: NAME or NAME*HEADROOM, "
         "comma-separated, NAME one of exact (the true load: a bound), last, max "
-        "(over 5 rounds); e.g. exact,last,max*1.1 (default: exact)",
+        "(over 5 rounds), seasonal (the same round a day earlier), seasonal-last; e.g. "
+        "exact,last,max*1.1,seasonal (default: exact)",
     )
     parser.add_argument(
         "--inference-start",
@@ -260,6 +269,13 @@ def main() -> int:
         type=float,
         default=0.05,
         help="std of the tidal traces' log-normal noise (default 0.05)",
+    )
+    parser.add_argument(
+        "--history-days",
+        type=int,
+        default=0,
+        help="the services ran this many days before the jobs arrive (their past is "
+        "known: seasonal reads it from the first round; default 0)",
     )
     parser.add_argument(
         "--bound",

@@ -175,6 +175,12 @@ def test_simulate_with_inference_services_and_loaning(
         (["--loaning", "sometimes"], "loaning is 'sometimes'"),
         (["--jobs", "0"], "--jobs is 0, but must be >= 1"),
         (["--steps", "0"], "steps is 0, but must be >= 1"),
+        (
+            ["--forecast", "ewma"],
+            "forecast is 'ewma', but must be one of: exact, last, max, seasonal, seasonal-last",
+        ),
+        (["--headroom", "0.5"], "headroom is 0.5, but must be from 1 to 10"),
+        (["--inference-start", "3s"], "inference_start_s is 3.0, but must be from 0 to the"),
     ],
 )
 def test_cluster_run_refuses_bad_settings_before_starting_ray(

@@ -152,6 +152,11 @@ def test_a_job_its_plan_merely_moved_is_back_filled_as_one_that_keeps_its_gpus(
     assert decision.allocation == {"a": (0, 0)}
     assert decision.plans["a"].placement_at(r0) == (0, 0)
     assert decision.plans["a"].placement_at(r0 + 19) == (0, 0)
+    # With follow_plans off, the job stays put but its plan keeps the servers it was made
+    # with (the next round wants them again).
+    still = FapesPolicy(restart_s=55.0, min_gain=1e9, follow_plans=False)
+    kept = still.allocate([view], Cluster.uniform(2, 4), {"a": (0, 0)}, r0 * 60.0)
+    assert kept.allocation == {"a": (0, 0)} and "a" not in kept.plans
     # Without the restart charge the same job is grown: the charge is what keeps it.
     free = FapesPolicy(restart_s=55.0, min_gain=1e9, backfill_restarts=0.0)
     grown = free.allocate([view], Cluster.uniform(2, 4), {"a": (0, 0)}, r0 * 60.0)

@@ -26,6 +26,7 @@ from faasml.cluster.forecast import (
     observed_peaks,
     predict,
     provision_rate,
+    seasonal_peak,
 )
 from faasml.cluster.inference import InferenceService, RateTrace
 from faasml.exceptions import ConfigError
@@ -73,10 +74,97 @@ def test_the_history_is_what_was_observed_before_now_only() -> None:
     assert predict("last", []) == 0.0
 
 
+DAY = 86400.0
+
+
+def _days(*levels: tuple[float, float, float]) -> RateTrace:
+    """A trace of ``(start, end, rate)`` pieces over a background of 10 requests/s."""
+    times, rates = [0.0], [10.0]
+    for start, end, rate in levels:
+        times += [start, end]
+        rates += [rate, 10.0]
+    return RateTrace(np.array(times), np.array(rates))
+
+
+def test_seasonal_foresees_the_daily_rise_that_reactive_forecasts_meet_late() -> None:
+    # 50 requests/s from 08:00 to 12:00 on two days.
+    eight, noon = 8 * 3600.0, 12 * 3600.0
+    trace = _days((eight, noon, 50.0), (DAY + eight, DAY + noon, 50.0))
+    t = DAY + eight  # the first round of the second day's rise
+    assert provision_rate(trace, t, ROUND, "seasonal") == 50.0
+    assert provision_rate(trace, t, ROUND, "seasonal", headroom=1.2) == pytest.approx(60.0)
+    assert provision_rate(trace, t, ROUND, "last") == 10.0
+    assert provision_rate(trace, t, ROUND, "max") == 10.0
+    # It follows yesterday down too: the round after yesterday's fall gets the night's.
+    assert provision_rate(trace, DAY + noon, ROUND, "seasonal") == 10.0
+    assert provision_rate(trace, DAY + noon, ROUND, "max") == 50.0
+
+
+def test_seasonal_falls_back_to_max_until_a_period_was_observed() -> None:
+    trace = _days((600.0, 660.0, 50.0))
+    for t in (0.0, 660.0, 720.0, 900.0, DAY - ROUND):
+        assert provision_rate(trace, t, ROUND, "seasonal", window=3) == provision_rate(
+            trace, t, ROUND, "max", window=3
+        )
+    assert provision_rate(trace, 720.0, ROUND, "seasonal", window=3) == 50.0  # max's
+    assert provision_rate(trace, DAY + 720.0, ROUND, "seasonal") == 10.0  # yesterday's
+    assert seasonal_peak(trace, DAY - 1.0, ROUND) is None
+    assert seasonal_peak(trace, DAY + 600.0, ROUND) == 50.0
+    assert seasonal_peak(trace, 7200.0, ROUND, period_s=3600.0) == 10.0  # another period
+
+
+def test_a_service_that_ran_before_time_0_has_a_known_past() -> None:
+    # The trace starts a day before the simulation: seasonal reads yesterday from the
+    # first round, and the reactive forecasts see the rounds before 0.
+    times = np.array([-DAY, -DAY + 600.0, -DAY + 660.0, -ROUND, 0.0])
+    trace = RateTrace(times, np.array([5.0, 40.0, 5.0, 30.0, 5.0]))
+    assert provision_rate(trace, 600.0, ROUND, "seasonal") == 40.0
+    assert provision_rate(trace, 0.0, ROUND, "last") == 30.0
+    assert observed_peaks(trace, 0.0, ROUND, 2) == [5.0, 30.0]
+    # A trace that starts at or after 0 is observed from 0 only, as before.
+    assert observed_peaks(step(10.0, 50.0, 600.0), 0.0, ROUND, 2) == []
+
+
+def test_simulated_seasonal_meets_a_daily_step_that_last_misses(
+    models: dict[str, AppModel], traces_dir: Path
+) -> None:
+    # The service ran the day before the simulation, stepping up at the same time of day.
+    times = np.array([-DAY, -DAY + 600.0, 0.0, 600.0])
+    svc = InferenceService(
+        "s", RateTrace(times, np.array([10.0, 50.0, 10.0, 50.0])), 10.0, 100.0, max_scale=8
+    )
+    job = load_workload(resolve_workload("workload-1", traces_dir))[0]
+    jobs = [replace(job, arrival_s=5000.0, epochs=1)]
+    out = {}
+    for name in ("seasonal", "last"):
+        config = SimConfig(forecast=name, max_time_s=1200.0)
+        result = simulate(jobs, models, Cluster.uniform(4, 4), make_policy("pollux"), config, [svc])
+        out[name] = result.summary()["slo_requests"]
+    assert out["seasonal"] == 1.0  # yesterday's 600 s rise foresees today's
+    assert out["last"] == pytest.approx(1 - 40 * 60 / (10 * 600 + 50 * 600))
+
+
+def test_seasonal_misses_a_burst_today_and_provisions_yesterdays_again() -> None:
+    trace = _days((3600.0, 4200.0, 80.0), (DAY + 7200.0, DAY + 7800.0, 80.0))
+    assert provision_rate(trace, DAY + 3600.0, ROUND, "seasonal") == 80.0  # yesterday's
+    assert provision_rate(trace, DAY + 7200.0, ROUND, "seasonal") == 10.0  # today's: missed
+    assert provision_rate(trace, DAY + 7260.0, ROUND, "seasonal") == 10.0
+    assert provision_rate(trace, DAY + 7260.0, ROUND, "last") == 80.0
+    # The larger of day-ahead and last: today's burst a round late, yesterday's foreseen.
+    combined = [provision_rate(trace, DAY + t, ROUND, "seasonal-last") for t in (7200, 7260)]
+    assert combined == [10.0, 80.0]
+    assert provision_rate(trace, DAY + 3600.0, ROUND, "seasonal-last") == 80.0
+
+
 @pytest.mark.parametrize(
     ("name", "window", "headroom", "message"),
     [
-        ("ewma", 5, 1.0, "forecast is 'ewma', but must be one of: exact, last, max"),
+        (
+            "ewma",
+            5,
+            1.0,
+            "forecast is 'ewma', but must be one of: exact, last, max, seasonal, seasonal-last",
+        ),
         ("max", 0, 1.0, "forecast_window is 0, but must be an integer from 1 to 1440"),
         ("last", 5, 0.5, "headroom is 0.5, but must be from 1 to 10"),
         ("last", 5, float("nan"), "headroom is nan, but must be from 1 to 10"),
@@ -90,7 +178,7 @@ def test_bad_forecast_settings_get_one_line_naming_value_and_rule(
     assert "\n" not in str(err.value)
     with pytest.raises(ConfigError, match=re.escape(message)):
         SimConfig(forecast=name, forecast_window=window, headroom=headroom)
-    assert FORECASTS == ("exact", "last", "max")
+    assert FORECASTS == ("exact", "last", "max", "seasonal", "seasonal-last")
 
 
 def _run(
@@ -170,7 +258,10 @@ def test_the_cli_takes_a_forecast_and_refuses_a_bad_one(
     assert data["inference_start_s"] == 5.0
     assert main([*args, "--forecast", "psychic"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "forecast is 'psychic', but must be one of: exact, last, max" in err.replace("\n", " ")
+    assert (
+        "forecast is 'psychic', but must be one of: exact, last, max, seasonal, seasonal-last"
+        in err.replace("\n", " ")
+    )
 
 
 def test_a_reclaim_decided_late_still_preempts_with_its_overheads(

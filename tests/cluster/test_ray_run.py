@@ -3,6 +3,8 @@ and the calibration the simulator predicts the run from."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
@@ -14,7 +16,9 @@ pytest.importorskip("torch")
 
 
 @pytest.mark.slow
-def test_real_jobs_and_a_service_with_a_reclaim_on_ray(models: dict[str, AppModel]) -> None:
+def test_real_jobs_and_a_service_with_a_reclaim_on_ray(
+    models: dict[str, AppModel], record_property: Callable[[str, object], None]
+) -> None:
     import ray
 
     from faasml.cluster.ray_predict import compare, fit_run_model, predict_run
@@ -29,11 +33,13 @@ def test_real_jobs_and_a_service_with_a_reclaim_on_ray(models: dict[str, AppMode
         "web", rate, capacity_rps=10.0, slo_ms=3000.0, min_scale=0, max_scale=4
     )
     jobs = [Job("a", "cifar10", 0.0, 2, 128), Job("b", "cifar10", 0.0, 2, 128)]
-    # Nothing depends on the machine's speed. Round 0 (t = 0) sees no load, lends the
-    # inference server and starts a and b, one per server; rounds are at least 2 s apart, so
-    # the first round after t = 4 s that sees the load is round 1, 2 or 3, and it reclaims a
-    # busy server: at most 12 steps a round, each job runs for at least 10 rounds. The time
-    # limit only guards against a hang.
+    # Nothing depends on the machine's speed. The service is sized as a real manager would:
+    # from the load observed in the rounds before (max over 5 rounds, 20 % headroom), a
+    # slot it gets serving 0.5 s after the round began. Round 0 (t = 0) has seen no load,
+    # lends the inference server and starts a and b, one per server; rounds are at least
+    # 2 s apart, so the first round after t = 6 s, which has seen the load, is round 1 to 4,
+    # and it reclaims a busy server: at most 12 steps a round, each job runs for at least
+    # 10 rounds. The time limit only guards against a hang.
     config = RunConfig(
         round_s=2.0,
         steps=120,
@@ -41,6 +47,9 @@ def test_real_jobs_and_a_service_with_a_reclaim_on_ray(models: dict[str, AppMode
         day_s=day_s,
         rate_scale=0.3,
         max_time_s=3000.0,
+        forecast="max",
+        headroom=1.2,
+        inference_start_s=0.5,
     )
     # Before the clock: a calibration on one GPU, then (a restart) one GPU on each server.
     cluster = Cluster.uniform(2, 2)
@@ -57,6 +66,7 @@ def test_real_jobs_and_a_service_with_a_reclaim_on_ray(models: dict[str, AppMode
     # many met the SLO depends on this machine's load (docs/cluster.md reports a run).
     assert s["serving_slots"] == 4
     assert s["requests"] > 0 and 0 <= s["slo_requests"] <= 1
+    assert (result.forecast, result.headroom, result.inference_start_s) == ("max", 1.2, 0.5)
     for job in result.jobs:
         assert job.steps == 120  # every step done once: nothing lost to the reclaim
         assert job.step_history == sorted(job.step_history)
@@ -76,3 +86,8 @@ def test_real_jobs_and_a_service_with_a_reclaim_on_ray(models: dict[str, AppMode
     assert [row.name for row in cmp.jobs] == ["a", "b"]
     assert all(row.predicted_s is not None and row.error is not None for row in cmp.jobs)
     assert cmp.slo_predicted is not None and cmp.slo_measured == s["slo_requests"]
+    # What the run measured, for the docs (pytest --junitxml keeps it); nothing asserted.
+    for key in ("requests", "slo_requests", "p50_latency_ms", "p99_latency_ms", "avg_jct_s"):
+        record_property(key, s[key])
+    record_property("slo_predicted", cmp.slo_predicted)
+    record_property("jct_predicted", cmp.avg_jct.predicted_s)

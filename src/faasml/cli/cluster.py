@@ -71,20 +71,7 @@ def register(commands: Any) -> None:
         default="fapes",
         help="with --inference: dedicated, one-way, fapes or one-way-blind (default: fapes)",
     )
-    sim.add_argument(
-        "--forecast",
-        default="exact",
-        help="with --inference, how each round's load is forecast: exact (the true load, a "
-        "bound), last or max (over 5 rounds) (default: exact)",
-    )
-    sim.add_argument(
-        "--headroom", type=float, default=1.0, help="with --inference: forecast × this (>= 1)"
-    )
-    sim.add_argument(
-        "--inference-start",
-        default="0",
-        help="with --inference: time an added inference worker takes to serve (default 0)",
-    )
+    _forecast_arguments(sim)
     sim.add_argument("--json", action="store_true", help="print the results as JSON")
     sim.add_argument("--plot", default=None, metavar="DIR", help="write plots into DIR")
     sim.set_defaults(func=run_simulate)
@@ -114,6 +101,7 @@ def register(commands: Any) -> None:
     real.add_argument("--inference", default=None, metavar="SERVICES")
     real.add_argument("--loaning", default="fapes", help="dedicated, one-way or fapes")
     real.add_argument("--traces", default=None, help="traces directory")
+    _forecast_arguments(real)
     real.add_argument(
         "--predict",
         action="store_true",
@@ -125,6 +113,25 @@ def register(commands: Any) -> None:
     from faasml.cli.cluster_scavenge import register as register_scavenge
 
     register_scavenge(kinds)
+
+
+def _forecast_arguments(parser: Any) -> None:
+    """--forecast, --headroom and --inference-start (simulate and run alike)."""
+    parser.add_argument(
+        "--forecast",
+        default="exact",
+        help="with --inference, how each round's load is forecast: exact (the true load, a "
+        "bound), last, max (over 5 rounds), seasonal (the same round a day earlier) or "
+        "seasonal-last (the larger of seasonal and last) (default: exact)",
+    )
+    parser.add_argument(
+        "--headroom", type=float, default=1.0, help="with --inference: forecast × this (>= 1)"
+    )
+    parser.add_argument(
+        "--inference-start",
+        default="0",
+        help="with --inference: time an added inference worker takes to serve (default 0)",
+    )
 
 
 def _seconds(text: str | None, flag: str) -> float | None:
@@ -312,6 +319,9 @@ def run_real(args: argparse.Namespace) -> int:
         rate_scale=args.rate_scale,
         max_time_s=_seconds(args.until, "--until") or 0.0,
         loaning=args.loaning,
+        forecast=args.forecast,
+        headroom=args.headroom,
+        inference_start_s=_seconds(args.inference_start, "--inference-start") or 0.0,
     )
     policy = make_policy(args.policy, round_s)
     services = load_services(args.inference) if args.inference else []
@@ -340,6 +350,16 @@ def run_real(args: argparse.Namespace) -> int:
             "jobs": [asdict(j) for j in result.jobs],
             "load_average": [load_before, load_after],
         }
+        if services:
+            out_json["inference"] = {
+                "services": [s.name for s in services],
+                "loaning": config.loaning,
+                "forecast": result.forecast,
+                "forecast_window": result.forecast_window,
+                "headroom": result.headroom,
+                "inference_start_s": result.inference_start_s,
+                "slo_requests": summary["slo_requests"],
+            }
         if prediction is not None and result.calibration is not None:
             out_json["calibration"] = asdict(result.calibration)
             out_json["model"] = asdict(prediction[0])
@@ -363,6 +383,8 @@ def run_real(args: argparse.Namespace) -> int:
     out.print(table)
     if services:
         out.print(
+            f"inference sized by forecast {result.forecast} × {result.headroom:g} "
+            f"(start {result.inference_start_s:g} s), loaning {config.loaning}: "
             f"requests {summary['requests']:.0f}, within SLO "
             f"{100 * summary['slo_requests']:.1f}%, latency p50 "
             f"{summary['p50_latency_ms']:.0f} ms p99 {summary['p99_latency_ms']:.0f} ms; "

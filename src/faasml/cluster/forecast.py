@@ -14,6 +14,13 @@ observed so far. The forecasts here map the observed history to the rate to prov
   dip avoids lending a server that is wanted back a round later. Chosen over an EWMA, which
   lags under every rise (the whole morning ramp) and so misses the SLO more for the same
   capacity.
+- ``seasonal``: day-ahead. The peak rate of the same round one period (a day) earlier:
+  tidal load repeats daily (FaPES Fig. 1), so yesterday's round foresees today's morning
+  rise, which every reactive forecast meets a round late. Before the service has been
+  observed for a period (the trace's first point), it falls back to ``max``. A burst
+  today is not foreseen, and yesterday's burst is provisioned for again.
+- ``seasonal-last``: the larger of ``seasonal`` and ``last``: the rise foreseen, today's
+  noise and bursts seen a round late.
 
 Every forecast is multiplied by ``headroom`` (>= 1: spare capacity for a rise within the
 round, e.g. a burst). Pure functions: no I/O, no state.
@@ -27,9 +34,11 @@ from collections.abc import Sequence
 from faasml.cluster.inference import RateTrace
 from faasml.exceptions import ConfigError
 
-FORECASTS = ("exact", "last", "max")
+FORECASTS = ("exact", "last", "max", "seasonal", "seasonal-last")
 MAX_WINDOW = 1440
 """The longest window of ``max`` (rounds)."""
+PERIOD_S = 86400.0
+"""The period of ``seasonal``: the tide's (a day)."""
 
 
 def check_forecast(name: str, window: int = 5, headroom: float = 1.0) -> str:
@@ -51,7 +60,8 @@ def check_forecast(name: str, window: int = 5, headroom: float = 1.0) -> str:
 def predict(name: str, history: Sequence[float], window: int = 5, headroom: float = 1.0) -> float:
     """The rate to provision for, from ``history``: the observed peak rate of each past
     round, oldest first (the last is the round just ended). No history forecasts 0 (the
-    service then gets ``min_scale``). ``exact`` needs the future: use ``provision_rate``."""
+    service then gets ``min_scale``). ``exact`` needs the future and ``seasonal`` the
+    trace a period ago: use ``provision_rate`` (``seasonal`` here is its fallback, ``max``)."""
     check_forecast(name, window, headroom)
     if name == "exact":
         raise ConfigError("the exact forecast needs the coming round's load, not the history")
@@ -59,19 +69,32 @@ def predict(name: str, history: Sequence[float], window: int = 5, headroom: floa
         return 0.0
     if name == "last":
         return headroom * history[-1]
-    return headroom * max(history[-window:])
+    return headroom * max(history[-window:])  # max, and seasonal's fallback
 
 
 def observed_peaks(trace: RateTrace, now: float, round_s: float, rounds: int) -> list[float]:
     """The peak rate of each of the ``rounds`` rounds before ``now``, oldest first (rounds
-    before time 0 are left out)."""
+    before time 0 are left out, unless the trace starts before 0: a service that ran
+    before the simulation began, whose past is known)."""
+    origin = min(0.0, float(trace.times_s[0])) if len(trace.times_s) else 0.0
     out = []
     for k in range(rounds, 0, -1):
         t0 = now - k * round_s
-        if t0 + round_s <= 0:
+        if t0 + round_s <= origin:
             continue
-        out.append(trace.peak_between(max(t0, 0.0), now - (k - 1) * round_s))
+        out.append(trace.peak_between(max(t0, origin), now - (k - 1) * round_s))
     return out
+
+
+def seasonal_peak(
+    trace: RateTrace, now: float, round_s: float, period_s: float = PERIOD_S
+) -> float | None:
+    """The peak rate of ``[now, now + round_s)`` one period earlier, or None when the
+    service had not started then (its trace's first point is later)."""
+    then = now - period_s
+    if not len(trace.times_s) or then < float(trace.times_s[0]):
+        return None
+    return trace.peak_between(then, then + round_s)
 
 
 def provision_rate(
@@ -81,11 +104,18 @@ def provision_rate(
     name: str = "exact",
     window: int = 5,
     headroom: float = 1.0,
+    period_s: float = PERIOD_S,
 ) -> float:
     """The rate a service is provisioned for over ``[now, now + round_s)`` under forecast
     ``name``: only ``exact`` looks past ``now``."""
     check_forecast(name, window, headroom)
     if name == "exact":
         return headroom * trace.peak_between(now, now + round_s)
+    if name.startswith("seasonal"):
+        past = seasonal_peak(trace, now, round_s, period_s)
+        if past is not None:
+            if name == "seasonal-last":
+                past = max([past, *observed_peaks(trace, now, round_s, 1)])
+            return headroom * past
     need = 1 if name == "last" else window
     return predict(name, observed_peaks(trace, now, round_s, need), window, headroom)

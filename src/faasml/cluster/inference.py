@@ -8,10 +8,12 @@ its load: ``ceil(rate / capacity_rps)`` clamped to ``[min_scale, max_scale]`` (o
 one GPU).
 
 Request-rate traces are piecewise constant: the rate at ``times_s[i]`` holds until the next
-point, and the last one holds for ever. ``tidal_trace`` makes a seeded diurnal ("tidal")
-load with bursts whose shape follows FaPES Fig. 1 (busy days, quiet nights at about a quarter
-of the peak: per-GPU utilisation 41.2 % at peak against 10 % at night); ``load_rate_csv``
-reads a ``time_s,requests_per_s`` CSV; ``load_services`` reads a services YAML file.
+point, and the last one holds for ever; times before 0 are load the service had before the
+simulation began (what a day-ahead forecast reads; files start at 0). ``tidal_trace`` makes a
+seeded diurnal ("tidal") load with bursts whose shape follows FaPES Fig. 1 (busy days, quiet
+nights at about a quarter of the peak: per-GPU utilisation 41.2 % at peak against 10 % at
+night); ``load_rate_csv`` reads a ``time_s,requests_per_s`` CSV; ``load_services`` reads a
+services YAML file.
 """
 
 from __future__ import annotations
@@ -54,8 +56,8 @@ class RateTrace:
             raise ServiceError("a rate trace needs one rate per time, and at least one point")
         if not (np.all(np.isfinite(t)) and np.all(np.isfinite(r))):
             raise ServiceError("a rate trace holds a value that is not finite")
-        if t[0] < 0 or np.any(np.diff(t) <= 0):
-            raise ServiceError("the times of a rate trace must start at >= 0 and increase")
+        if np.any(np.diff(t) <= 0):  # times before 0: load before the simulation began
+            raise ServiceError("the times of a rate trace must increase")
         if np.any(r < 0):
             i = int(np.argmax(r < 0))
             raise ServiceError(

@@ -176,14 +176,18 @@ def predict_run(
     model: RunModel,
 ) -> SimResult:
     """Simulate the run of ``jobs`` (already on the run's clock) under ``config``: the
-    policy, loans and services as the run has them, jobs at the fitted ``model``'s
-    throughput. ``policy`` must be a fresh instance (policies keep state)."""
+    policy, loans and services (sized by the run's forecast) as the run has them, jobs at
+    the fitted ``model``'s throughput. ``policy`` must be a fresh instance (policies keep state)."""
     sim_config = SimConfig(
         round_s=config.round_s,
         restart_s=model.restart_s,
         seed=config.seed,
         max_time_s=config.max_time_s,
         loaning=config.loaning,
+        forecast=config.forecast,
+        forecast_window=config.forecast_window,
+        headroom=config.headroom,
+        inference_start_s=config.inference_start_s,
     )
     executor = RunModelExecutor(cluster, model, config.steps, config.steps_per_round)
     compressed = [compress_service(s, config.day_s) for s in services]

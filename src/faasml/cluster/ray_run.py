@@ -36,6 +36,7 @@ to them and predicts the run (``faasml cluster run --predict``).
 
 from __future__ import annotations
 
+import bisect
 import math
 import tempfile
 import time
@@ -48,6 +49,7 @@ import numpy as np
 
 from faasml._imports import optional_import
 from faasml._ray_config import local_head_args
+from faasml.cluster.forecast import check_forecast, predict, seasonal_peak
 from faasml.cluster.goodput import AppModel
 from faasml.cluster.inference import InferenceService
 from faasml.cluster.loans import LoanManager, reserve_servers, serve_first
@@ -79,6 +81,16 @@ class RunConfig:
     max_time_s: float = 600.0
     loaning: str = "fapes"
     seed: int = 0
+    forecast: str = "exact"
+    """How the services are sized each round (as ``SimConfig.forecast``): ``exact`` (the
+    coming round's true load, a bound), ``last`` or ``max`` (over ``forecast_window``
+    rounds observed), times ``headroom``; see :class:`InferenceSizer`."""
+    forecast_window: int = 5
+    headroom: float = 1.0
+    inference_start_s: float = 0.0
+    """Wall seconds a serving slot newly given to a service takes before it serves (the
+    slots are warm: the run holds requests off it that long, standing for a worker's
+    start); 0: at once."""
 
     def __post_init__(self) -> None:
         for name in ("round_s", "day_s", "max_time_s"):
@@ -93,6 +105,12 @@ class RunConfig:
                 raise ConfigError(f"the value of {name} is {getattr(self, name)}, but must be >= 1")
         if not 0 <= self.rate_scale <= 10:
             raise ConfigError(f"the value of rate_scale is {self.rate_scale}, but must be 0-10")
+        check_forecast(self.forecast, self.forecast_window, self.headroom)
+        if not 0 <= self.inference_start_s <= self.round_s:
+            raise ConfigError(
+                f"the value of inference_start_s is {self.inference_start_s}, but must be "
+                f"from 0 to the round ({self.round_s:g} s)"
+            )
 
 
 @dataclass
@@ -154,6 +172,12 @@ class RunResult:
     rounds_s: list[float] = field(default_factory=list)
     """When each scheduling round started (a round starts ``round_s`` after the one before
     began, or later when the driver was still busy)."""
+    forecast: str = "exact"
+    """How the services were sized (``RunConfig.forecast``, ``forecast_window``,
+    ``headroom``, ``inference_start_s``), recorded beside the SLO attainment measured."""
+    forecast_window: int = 5
+    headroom: float = 1.0
+    inference_start_s: float = 0.0
 
     def summary(self) -> dict[str, float]:
         jcts = [j.jct for j in self.jobs if j.jct is not None]
@@ -173,6 +197,70 @@ class RunResult:
             "serving_slots": float(self.serving_slots),
             "wall_s": self.wall_s,
         }
+
+
+class InferenceSizer:
+    """The rate the run provisions each service for in the coming round, under
+    ``config.forecast`` (:mod:`faasml.cluster.forecast`, as the simulator's
+    ``provision_rate``): ``exact`` reads the coming round's true peak, ``seasonal`` the
+    same round's a day earlier (``seasonal-last``: or the last round's, if larger; both
+    fall back to ``max``); ``last`` and ``max`` see only the peaks observed between the
+    run's own earlier round starts (rounds slip when the driver is busy, so they are not
+    ``round_s`` apart: a real manager observes the rounds it had). Times are wall seconds
+    since the run began; ``scale`` trace seconds per wall second. No I/O: call
+    :meth:`rates` once at the start of every round."""
+
+    def __init__(
+        self, services: Sequence[InferenceService], config: RunConfig, scale: float
+    ) -> None:
+        self.services = list(services)
+        self.cfg = config
+        self.scale = scale
+        self.history: list[list[float]] = [[] for _ in self.services]
+        """Each service's observed peak rate of every round so far, oldest first."""
+        self._last: float | None = None
+
+    def rates(self, now: float) -> list[float]:
+        """Record the round that ended at ``now`` and return each service's rate to
+        provision for ``[now, now + round_s)`` (in the trace's requests per second)."""
+        cfg, t = self.cfg, now * self.scale
+        if self._last is not None and t > self._last:
+            for service, seen in zip(self.services, self.history, strict=True):
+                seen.append(service.rate.peak_between(self._last, t))
+                del seen[: -cfg.forecast_window]  # no forecast looks further back
+        self._last = t
+        window = cfg.round_s * self.scale
+        if cfg.forecast == "exact":
+            return [cfg.headroom * s.rate.peak_between(t, t + window) for s in self.services]
+        if cfg.forecast.startswith("seasonal"):  # the trace a day ago (the trace's clock)
+            past = [seasonal_peak(s.rate, t, window) for s in self.services]
+            if cfg.forecast == "seasonal-last":
+                past = [
+                    None if p is None else max([p, *seen[-1:]])
+                    for p, seen in zip(past, self.history, strict=True)
+                ]
+            return [
+                cfg.headroom * p
+                if p is not None
+                else predict("max", seen, cfg.forecast_window, cfg.headroom)
+                for p, seen in zip(past, self.history, strict=True)
+            ]
+        return [
+            predict(cfg.forecast, seen, cfg.forecast_window, cfg.headroom) for seen in self.history
+        ]
+
+
+def route(slots: Sequence[tuple[int, Any, float]], at: float, n: int) -> tuple[Any, float | None]:
+    """Where a request sent at ``at`` goes among its service's ``slots`` (server, actor,
+    serving from): round-robin (the ``n``-th request) over the slots serving by ``at``;
+    if none serves yet, ``(None, t)``: hold it until ``t``, when the first starting one
+    does; with no slot at all, ``(None, None)``: nothing serves it (an SLO miss)."""
+    ready = [actor for _, actor, since in slots if since <= at]
+    if ready:
+        return ready[n % len(ready)], None
+    if slots:
+        return None, min(since for _, _, since in slots)
+    return None, None
 
 
 def _data(seed: int, n: int = 2048) -> tuple[Any, Any]:
@@ -335,8 +423,9 @@ class RayRunner:
         self.scale = scale
         reserve = reserve_servers(self.services, config.round_s * scale, cluster.gpus_per_server)
         self.manager = LoanManager(cluster, reserve, config.loaning) if self.services else None
-        self.infer_workers: list[list[tuple[int, Any]]] = [[] for _ in self.services]
-        """Each service's serving slots this round: (server, warm actor)."""
+        self.sizer = InferenceSizer(self.services, config, scale)
+        self.infer_workers: list[list[tuple[int, Any, float]]] = [[] for _ in self.services]
+        """Each service's serving slots this round: (server, warm actor, serving from)."""
         self.slots: dict[int, list[Any]] = {}
         """Warm serving actors of every server, one per GPU (started before the clock)."""
         self.requests: list[_Request] = []
@@ -448,19 +537,22 @@ class RayRunner:
         x = np.zeros((1, 16), dtype=np.float32)
         self.ray.get([a.infer.remote(0, x) for actors in self.slots.values() for a in actors])
 
-    def _size_inference(self, counts: Sequence[int], servers: frozenset[int]) -> None:
+    def _size_inference(self, counts: Sequence[int], servers: frozenset[int], now: float) -> None:
         """Give each service ``counts[i]`` serving slots on the inference servers, keeping
-        the slots it had there (requests in flight on a slot taken away still finish)."""
-        keep: list[list[tuple[int, Any]]] = []
+        the slots it had there (requests in flight on a slot taken away still finish); a
+        slot it did not have serves from ``now + inference_start_s``."""
+        keep: list[list[tuple[int, Any, float]]] = []
         for i, want in enumerate(counts):
-            keep.append([(s, a) for s, a in self.infer_workers[i] if s in servers][:want])
-        taken = {id(a) for ws in keep for _, a in ws}
+            keep.append([slot for slot in self.infer_workers[i] if slot[0] in servers][:want])
+        taken = {id(slot[1]) for ws in keep for slot in ws}
         free = [
             (s, a) for s in sorted(servers) for a in self.slots.get(s, []) if id(a) not in taken
         ]
+        since = now + self.cfg.inference_start_s
         for i, want in enumerate(counts):
             while len(keep[i]) < want and free:
-                keep[i].append(free.pop(0))
+                server, actor = free.pop(0)
+                keep[i].append((server, actor, since))
         self.infer_workers = keep
 
     # -- the run ----------------------------------------------------------------------
@@ -488,9 +580,7 @@ class RayRunner:
             training: Cluster | None = self.cluster
             ids = tuple(range(len(self.cluster.servers)))
             if self.manager is not None:
-                trace_t = now * self.scale
-                window = cfg.round_s * self.scale
-                rates = [s.rate.peak_between(trace_t, trace_t + window) for s in self.services]
+                rates = self.sizer.rates(now)
                 counts = serve_first(self.services, rates, self.manager.max_inference_gpus())
                 event = self.manager.rebalance(sum(counts), current)
                 self.loaned += len(event.loaned)
@@ -503,7 +593,7 @@ class RayRunner:
                         current[r.job.name] = kept
                         if not kept:
                             del current[r.job.name]
-                self._size_inference(counts, event.inference)
+                self._size_inference(counts, event.inference, now)
                 ids = tuple(
                     s.id for s in self.cluster.servers if s.id not in self.manager.inference
                 )
@@ -562,6 +652,10 @@ class RayRunner:
             sum(len(actors) for actors in self.slots.values()),
             calibration,
             rounds,
+            cfg.forecast,
+            cfg.forecast_window,
+            cfg.headroom,
+            cfg.inference_start_s,
         )
 
     def _view(
@@ -605,12 +699,14 @@ class RayRunner:
                     params = ray.put(r.params())
                     r.inflight = [w.grad.remote(params, r.outcome.steps) for w in r.workers]
             while schedule and schedule[0][0] <= now:
-                due, i = schedule.pop(0)
-                workers = self.infer_workers[i]
+                _, i, due = schedule.pop(0)
+                w, later = route(self.infer_workers[i], now, self.sent + 1)
+                if later is not None:  # its slots are starting: it waits for the first
+                    bisect.insort(schedule, (later, i, due))
+                    continue
                 self.sent += 1
-                if not workers:
+                if w is None:
                     continue  # nothing serves it: an SLO miss
-                _, w = workers[self.sent % len(workers)]
                 x = self._rng.standard_normal((1, 16)).astype(np.float32)
                 self.requests.append(_Request(i, t0 + due, w.infer.remote(i, x)))
             if now >= end and not schedule:
@@ -653,16 +749,17 @@ class RayRunner:
                 left.append(q)
         self.requests = left
 
-    def _request_times(self, start: float, end: float) -> list[tuple[float, int]]:
-        """Poisson request times in wall ``[start, end)`` for each service's scaled rate."""
-        out: list[tuple[float, int]] = []
+    def _request_times(self, start: float, end: float) -> list[tuple[float, int, float]]:
+        """Poisson request times in wall ``[start, end)`` for each service's scaled rate:
+        (when to send, service, when due), sent when due unless held (:func:`route`)."""
+        out: list[tuple[float, int, float]] = []
         for i, s in enumerate(self.services):
             durations, rates = s.rate.pieces(start * self.scale, end * self.scale)
             t = start
             for d, rate in zip(durations, rates, strict=True):
                 wall = d / self.scale
                 n = self._rng.poisson(rate * self.cfg.rate_scale * wall)
-                out += [(float(x), i) for x in np.sort(self._rng.uniform(t, t + wall, n))]
+                out += [(float(x), i, float(x)) for x in np.sort(self._rng.uniform(t, t + wall, n))]
                 t += wall
         return sorted(out)
 

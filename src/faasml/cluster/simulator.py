@@ -60,7 +60,8 @@ class SimConfig:
     forecast: str = "exact"
     """How inference is sized each round (``faasml.cluster.forecast``): ``exact`` (the
     coming round's true load, a bound), ``last`` or ``max`` (over ``forecast_window``
-    observed rounds), times ``headroom``."""
+    observed rounds), ``seasonal`` (the same round a day earlier) or ``seasonal-last``
+    (the larger of the two), times ``headroom``."""
     forecast_window: int = 5
     headroom: float = 1.0
     inference_start_s: float = 0.0

@@ -88,6 +88,7 @@ class FapesPolicy(ClusterPolicy):
         keep_servers: bool = True,
         sticky: bool = True,
         horizon: bool = True,
+        follow_plans: bool = True,
     ) -> None:
         super().__init__(round_s, restart_s)
         for label, value, least in (
@@ -123,6 +124,10 @@ class FapesPolicy(ClusterPolicy):
         self.keep_servers = keep_servers
         """Whether a job whose GPU count is unchanged takes its servers back from jobs that
         restart anyway (:func:`restore_servers`)."""
+        self.follow_plans = follow_plans
+        """Whether every plan follows the servers its job got (:func:`follow_plan`); off,
+        a plan keeps the servers it was made with and the swap is redone every round
+        (docs/cluster.md measures both)."""
         self.sticky = sticky
         """Whether back-filling charges a restart for every choice but keeping last round's
         back-filled GPUs that are still free (such a job is not charged ``horizon``'s
@@ -204,7 +209,7 @@ class FapesPolicy(ClusterPolicy):
         # The plans follow the servers the jobs got (restored, or packed by the repair), so
         # that the next round wants them again and the board counts them.
         kept = {v.name: v.plan for v in running if v.name not in cohort and v.plan is not None}
-        for name, plan in {**kept, **plans}.items():
+        for name, plan in ({**kept, **plans} if self.follow_plans else {}).items():
             moved = follow_plan(plan, r0, allocation.get(name, ()), settled.get(name, ()), cluster)
             if moved is not plan:
                 plans[name] = moved
