@@ -65,7 +65,7 @@ __all__ = [
 ]
 from faasml.workload import ComputeProfile, Workload
 
-PROBE_VERSION = 13
+PROBE_VERSION = 14
 """Bumped when the probe measures differently: older cached profiles are then re-measured."""
 MEASURE_S = 0.6
 """Seconds of computation each compute measurement covers at least (six CPU-quota periods)."""
