@@ -85,6 +85,18 @@ class TuneRun(BaseRun):
             return None
         return [c / mean for c in costs]
 
+    def _estimates(
+        self, stages: list[dict[str, Any]], trials_of: list[dict[str, Any]] | None = None
+    ) -> list[tuple[float, float]]:
+        """Every stage's time and cost from the functions the probe left warm, each stage's
+        trials priced by their cost factors where known (``trials_of``: the stages that
+        hold them, ``stages`` by default)."""
+        known = trials_of if trials_of is not None else stages
+        factors = {i: s["trial_factors"] for i, s in enumerate(known) if "trial_factors" in s}
+        return stage_estimates(
+            self.workload, self.plan_catalog, stages, self._probe_warm(), factors=factors
+        )
+
     def plan(self, planner: str = "exact") -> dict[str, Any]:
         from faasml.planners.tuning import SuccessiveHalving, plan_tuning
 
@@ -110,13 +122,7 @@ class TuneRun(BaseRun):
         first = self._first_stage_factors()
         if first is not None:
             stages[0]["trial_factors"] = first
-        estimates = stage_estimates(
-            self.workload,
-            self.plan_catalog,
-            stages,
-            self._probe_warm(),
-            factors=_trial_factors(stages),
-        )
+        estimates = self._estimates(stages)
         for stage, (time_s, cost_usd) in zip(stages, estimates, strict=True):
             stage["time_s"] = stage["predicted_time_s"] = time_s
             stage["cost_usd"] = stage["predicted_cost_usd"] = cost_usd
@@ -239,13 +245,7 @@ class TuneRun(BaseRun):
         if rest:  # the next stage trains the trials kept: priced each as it measured
             rest[0]["trial_factors"] = factors
         before = (sum(s["time_s"] for s in rest), sum(s["cost_usd"] for s in rest))
-        estimates = stage_estimates(
-            self.workload,
-            self.plan_catalog,
-            stages,
-            self._probe_warm(),
-            factors=_trial_factors(stages),
-        )[index + 1 :]
+        estimates = self._estimates(stages)[index + 1 :]
         for stage, estimate in zip(rest, estimates, strict=True):
             stage["repredicted_time_s"], stage["repredicted_cost_usd"] = estimate
         after = (
@@ -309,13 +309,8 @@ class TuneRun(BaseRun):
             self._probe_warm(),
             start,
         )[start:]
-        estimates = stage_estimates(
-            self.workload,
-            self.plan_catalog,
-            [*stages[:start], *fresh_stages],
-            self._probe_warm(),
-            factors=_trial_factors(stages),  # the same trials, stage by stage
-        )[start:]
+        # The same trials, stage by stage, as the stages they replace.
+        estimates = self._estimates([*stages[:start], *fresh_stages], stages)[start:]
         for old, fresh, estimate in zip(rest, fresh_stages, estimates, strict=True):
             fresh["index"] = old["index"]
             for key in ("predicted_time_s", "predicted_cost_usd"):
@@ -332,8 +327,3 @@ class TuneRun(BaseRun):
             old.clear()
             old.update(fresh, **carried)
         self.state["plan"]["replans"] = self.state["plan"].get("replans", 0) + 1
-
-
-def _trial_factors(stages: list[dict[str, Any]]) -> dict[int, list[float]]:
-    """Stage index -> its trials' cost factors, for the stages whose trials are known."""
-    return {i: s["trial_factors"] for i, s in enumerate(stages) if "trial_factors" in s}
