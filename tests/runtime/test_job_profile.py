@@ -190,8 +190,22 @@ def test_the_probe_times_each_configuration_and_a_tune_run_prices_its_trials(
     assert train.state["compute_factor"] == pytest.approx(own)
 
 
+def test_a_runs_functions_import_the_worker_as_they_start(
+    logreg: Measured, catalog: Catalog
+) -> None:
+    """As a Lambda's init phase runs its handler module's imports: in the cold start the
+    probe measures, not in a run's first invocation of each function."""
+    loaded = "'faasml.runtime.worker' in __import__('sys').modules"
+    with open_platform("local", catalog, **logreg.options) as platform:
+        assert platform.invoke("builtins:eval", loaded, 512).result(timeout=60) is True
+    with open_platform("local", catalog) as bare:
+        assert bare.invoke("builtins:eval", loaded, 512).result(timeout=60) is False
+
+
 def test_a_torch_model_needs_more_memory_than_a_numpy_one(logreg: Measured, cnn: Measured) -> None:
-    assert cnn.options == {"preload": ("torch",)} and logreg.options == {}
+    worker = "faasml.runtime.worker"  # imported as a function starts, on every job
+    assert cnn.options == {"preload": ("torch", worker)}
+    assert logreg.options == {"preload": (worker,)}
     assert cnn.profile.footprint_mb > logreg.profile.footprint_mb + 50
     assert cnn.profile.params > logreg.profile.params
     assert cnn.profile.configs == 3  # the job's own, then model.width at 4 and at 8
@@ -217,11 +231,11 @@ def test_the_same_key_is_served_from_the_cache_without_invoking_the_platform(
 ) -> None:
     # The same job from another file (its name differs, nothing measured does).
     again = load_job(_write(tmp_path, {**LOGREG, "name": "another-name"}))
-    assert profile_key(again, catalog, {}) == logreg.profile.key
-    platform = open_platform("local", catalog)
+    assert profile_key(again, catalog, logreg.options) == logreg.profile.key
+    platform = open_platform("local", catalog, **logreg.options)
     meter = Meter(catalog)
     try:
-        found = measure_job(again, catalog, platform, meter=meter, platform_options={})
+        found = measure_job(again, catalog, platform, meter=meter, platform_options=logreg.options)
         assert platform.cold_starts == 0  # a fresh platform: any invocation starts a function
     finally:
         platform.close()
@@ -233,10 +247,17 @@ def test_the_same_key_is_served_from_the_cache_without_invoking_the_platform(
 def test_refresh_measures_again_and_bills_again(
     logreg: Measured, catalog: Catalog, tmp_path: Path
 ) -> None:
-    platform = open_platform("local", catalog)
+    platform = open_platform("local", catalog, **logreg.options)
     meter = Meter(catalog)
     try:
-        fresh = measure_job(logreg.job, catalog, platform, meter=meter, refresh=True)
+        fresh = measure_job(
+            logreg.job,
+            catalog,
+            platform,
+            meter=meter,
+            refresh=True,
+            platform_options=logreg.options,
+        )
         assert platform.cold_starts >= 1
     finally:
         platform.close()
@@ -414,7 +435,10 @@ def test_the_probe_measures_a_synchronised_round_and_plans_price_it(
 
     measured: Measured = request.getfixturevalue(name)
     profile, catalog = measured.profile, measured.meter.catalog
-    assert profile.notes == ()
+    # The round was measured (no note of a failed one); a busy machine may have made the
+    # probe time its function alone once more, which it notes.
+    retimed = "the function timed alone ran slower than the group side by side"
+    assert [note for note in profile.notes if not note.startswith(retimed)] == []
     assert profile.sync_storage == "embedded"  # the job's store
     assert profile.sync_memory_mb == roomy_memory_mb(catalog)
     schemes = {scheme for scheme, _, _ in profile.sync_rounds}

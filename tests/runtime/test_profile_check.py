@@ -23,6 +23,7 @@ from faasml.runtime.job_profile import (
     cache_dir,
     measure_job,
     planning_inputs,
+    platform_options_for,
     roomy_memory_mb,
 )
 from faasml.runtime.platform import open_platform
@@ -66,6 +67,14 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> JobSpec:
     return load_job(path)
 
 
+def _measure(job: JobSpec, catalog: Catalog, **options: Any) -> JobProfile:
+    """``measure_job`` with the platform options a run of ``job`` uses (as the run's cache
+    key has them): logistic regression, a numpy model."""
+    platform_options = platform_options_for(job, None, {})
+    with open_platform("local", catalog, **platform_options) as platform:
+        return measure_job(job, catalog, platform, platform_options=platform_options, **options)
+
+
 @pytest.fixture(scope="module")
 def truth(
     tmp_path_factory: pytest.TempPathFactory, job: JobSpec, catalog: Catalog
@@ -74,8 +83,7 @@ def truth(
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("FAASML_CACHE", str(tmp_path_factory.mktemp("profile-cache")))
         patch.setenv(RECHECK_ENV, "1")
-        with open_platform("local", catalog) as platform:
-            yield measure_job(job, catalog, platform, refresh=True)
+        yield _measure(job, catalog, refresh=True)
 
 
 def _cache(profile: JobProfile, scale: float = 1.0, **changes: Any) -> Path:
@@ -164,8 +172,7 @@ def test_far_beyond_the_rescale_limit_the_job_is_measured_again(
 ) -> None:
     _cache(truth, scale=RESCALE_LIMIT * 50)
     meter = Meter(catalog)
-    with open_platform("local", catalog) as platform:
-        profile = measure_job(job, catalog, platform, meter=meter)
+    profile = _measure(job, catalog, meter=meter)
     assert profile.check is not None and profile.check.action == "re-profiled"
     assert profile.check.compute_ratio < 1 / RESCALE_LIMIT
     assert not profile.cached
@@ -177,8 +184,11 @@ def test_far_beyond_the_rescale_limit_the_job_is_measured_again(
 def test_no_recheck_when_switched_off(truth: JobProfile, job: JobSpec, catalog: Catalog) -> None:
     _cache(truth, scale=10.0)
     meter = Meter(catalog)
-    with open_platform("local", catalog) as platform:
-        found = measure_job(job, catalog, platform, meter=meter, recheck=False)
+    options = platform_options_for(job, None, {})
+    with open_platform("local", catalog, **options) as platform:
+        found = measure_job(
+            job, catalog, platform, meter=meter, recheck=False, platform_options=options
+        )
         assert platform.cold_starts == 0
     assert found.cached and found.check is None and meter.charges == []
     assert _compute(found, found.compute_points[0][0]) == pytest.approx(
@@ -193,8 +203,7 @@ def test_a_bad_cache_file_is_measured_again(
     path = _cache(truth, **(bad or {}))
     if bad is None:
         path.write_text("{not json")
-    with open_platform("local", catalog) as platform:
-        profile = measure_job(job, catalog, platform)
+    profile = _measure(job, catalog)
     assert not profile.cached and profile.check is None
     assert profile.load_avg is not None
 

@@ -43,7 +43,17 @@ def test_tune_command_writes_record_report_curves_and_plots(tmp_path: Path) -> N
     assert [t["status"] for t in record["trials"]].count("done") == 2  # 4 trials, η = 2
     spent = sum(c["usd"] for c in record["charges"])
     assert 0 < spent <= 0.05
-    assert "Plan against actual" in (run_dir / "report.md").read_text()
+    report = (run_dir / "report.md").read_text()
+    assert "Plan against actual" in report
+    # The run's own work between its two stages is priced (as its planning took) and measured.
+    plan = record["plan"]
+    stages = plan["stages"]
+    assert plan["between_stages_s"] > 0
+    assert plan["time_s"] == pytest.approx(
+        sum(s["predicted_time_s"] for s in stages) + plan["between_stages_s"]
+    )
+    assert stages[0]["measured_between_s"] > 0
+    assert "Between stages (ranking, re-calibration, re-planning, the record)" in report
     curve = read_curve(run_dir / "curves" / f"trial-{record['best']['trial']}.csv")
     assert len(curve.points) == 2
     assert (run_dir / "plots" / "loss.png").exists()

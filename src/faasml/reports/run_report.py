@@ -25,6 +25,26 @@ def _stage_cell(stage: dict[str, Any], which: str) -> str:
     return f"{format_duration(time_s)}, {format_money(cost)}"
 
 
+def _between_lines(plan: dict[str, Any]) -> list[str]:
+    """The run's own time between stages (ranking, re-calibration, re-planning, the record):
+    as the plan priced it and as measured."""
+    predicted = plan.get("between_stages_s")
+    stages = plan.get("stages", [])
+    measured = [s["measured_between_s"] for s in stages[:-1] if "measured_between_s" in s]
+    if predicted is None or len(stages) < 2:
+        return []
+    shown = (
+        f"measured {format_duration(sum(measured) / len(measured))} on average over {len(measured)}"
+        if measured
+        else "not measured"
+    )
+    return [
+        "",
+        "Between stages (ranking, re-calibration, re-planning, the record): predicted "
+        f"{format_duration(predicted)} each, as planning took; {shown}.",
+    ]
+
+
 def render_report(state: dict[str, Any], plots: list[Path]) -> str:
     plan = state.get("plan", {})
     lines = [f"# faasml {state.get('kind', 'run')}: {state.get('job', {}).get('name', '')}", ""]
@@ -57,6 +77,7 @@ def render_report(state: dict[str, Any], plots: list[Path]) -> str:
         f"{_error(spent - profiling, plan.get('cost_usd', 0.0))} |",
         "",
         f"Planner: {plan.get('planner', '-')}; re-plans during the run: {plan.get('replans', 0)}.",
+        *_between_lines(plan),
         "",
         "| stage | trials | epochs | allocation | predicted epoch | measured epoch (mean) "
         "| predicted stage | re-predicted | measured |",

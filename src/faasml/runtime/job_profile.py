@@ -46,6 +46,7 @@ from faasml.runtime.profile_check import (
     rechecks,
 )
 from faasml.runtime.profile_record import MEMORY_MARGIN, JobProfile
+from faasml.runtime.segments import WORKER_MODULE
 from faasml.runtime.sync_probe import measured_sync, priced_storages
 
 __all__ = [
@@ -458,13 +459,16 @@ def planning_inputs(
 
 
 def platform_options_for(job: JobSpec, model: object, options: Mapping[str, Any]) -> dict[str, Any]:
-    """The platform options a run of ``job`` uses: on ``local``, a PyTorch model's functions
-    import torch as they start (a deployment package's import, paid in the cold start and
-    outside the address-space cap, counted in resident memory as on a real function)."""
+    """The platform options a run of ``job`` uses: on ``local``, its functions import the
+    worker's module as they start (``WORKER_MODULE``: as a Lambda's init phase runs the
+    handler module's imports, paid in the cold start the probe measures, not in the first
+    invocation), and a PyTorch model's functions import torch too (a deployment package's
+    import, outside the address-space cap, counted in resident memory as on a real
+    function)."""
     out = dict(options)
     if job.platform == "local" and "preload" not in out:
         from faasml.workloads.torch_model import TorchModel
 
-        if isinstance(model, TorchModel):
-            out["preload"] = ("torch",)
+        torch = ("torch",) if isinstance(model, TorchModel) else ()
+        out["preload"] = (*torch, WORKER_MODULE)
     return out

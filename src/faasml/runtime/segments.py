@@ -19,6 +19,9 @@ from faasml.runtime.worker import Fault, WorkerTask, rounds_per_epoch
 from faasml.types import Allocation
 
 WORKER_FN = "faasml.runtime.worker:run_segment"
+WORKER_MODULE = WORKER_FN.partition(":")[0]
+"""What a function imports to run a segment (on ``local``, as it starts:
+``job_profile.platform_options_for``)."""
 SEGMENT_OVERHEAD_SHARE = 0.1
 """A segment of several epochs trains at least 1/this × its fixed time (invocation, loading,
 checkpoints, evaluation, the coordinator's commit): epochs short against that run several to

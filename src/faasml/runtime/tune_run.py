@@ -11,6 +11,7 @@ per stage, the prediction before the run, the re-prediction and the measurement.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -101,6 +102,7 @@ class TuneRun(BaseRun):
         from faasml.planners.tuning import SuccessiveHalving, plan_tuning
 
         self.measured()
+        began = time.monotonic()  # planning is what the run does again between its stages
         tuning = self.job.require_tuning()
         sha = SuccessiveHalving(
             tuning.trials, tuning.reduction_factor, tuning.stages, tuning.epochs_per_stage
@@ -136,6 +138,13 @@ class TuneRun(BaseRun):
         self.state["stage"] = 0
         self.trials = [TrialState(i, c) for i, c in enumerate(self.job.sample_configs())]
         self.save()
+        # Between two stages the run ranks, re-calibrates, re-predicts (re-plans where the
+        # prediction moved) and writes its record: priced as this plan took (in the time,
+        # not billed: no function runs then).
+        between = time.monotonic() - began
+        self.state["plan"]["between_stages_s"] = between
+        self.state["plan"]["time_s"] += between * (len(stages) - 1)
+        self.save()
         return self.state["plan"]
 
     def _drive(self, coordinator: Coordinator) -> None:
@@ -158,13 +167,14 @@ class TuneRun(BaseRun):
                 want = warm_after(self.plan_catalog, self.workload, ahead, following["trials"])
                 then = Prewarm(ahead, want)
             coordinator.run(alive, allocation, until, then)
+            ended = self._elapsed()
             self._prewarmed = {} if then is None else {then.allocation.memory_mb: then.started}
             if then is not None and then.started:
                 self.event(
                     f"stage {index + 2}: {then.started} function(s) of {then.allocation.memory_mb}"
                     f" MB started during stage {index + 1}'s last wave (prewarmed)"
                 )
-            stage["measured_time_s"] = self._elapsed() - began
+            stage["measured_time_s"] = ended - began
             # The next stage's prewarmed starts are billed during this one, and predicted
             # with the stage they start (``stage_estimates``): measured there too.
             next_usd = 0.0
@@ -188,6 +198,7 @@ class TuneRun(BaseRun):
                 self._recalibrate(index, alive, coordinator)
             self.state["stage"] = index + 1
             self.save()
+            stage["measured_between_s"] = self._elapsed() - ended
 
     def _record_best(self, metric: str) -> None:
         """The best trial so far (also when a budget stop ends the run early)."""
@@ -278,7 +289,9 @@ class TuneRun(BaseRun):
         rest = stages[start:]
         c = self.constraint
         budget = None if c.budget_usd is None else c.budget_usd - self.meter.total_usd
-        deadline = None if c.deadline_s is None else c.deadline_s - self._elapsed()
+        # The stages re-planned are apart by the run's own work between them (``plan``).
+        between = self.state["plan"].get("between_stages_s", 0.0) * (len(rest) - 1)
+        deadline = None if c.deadline_s is None else c.deadline_s - self._elapsed() - between
         if (budget is not None and budget <= 0) or (deadline is not None and deadline <= 0):
             self.event("nothing of the constraint is left to re-plan with; the plan stands")
             return
