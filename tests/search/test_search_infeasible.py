@@ -48,9 +48,7 @@ def space_and_goal(share: float) -> tuple[DeploymentSpace, DeploymentGoal]:
     return space, DeploymentGoal.from_constraint(Constraint(budget_usd=budget), WORKLOAD.epochs)
 
 
-def test_a_budget_below_the_cheapest_run_is_reported_gp_from_its_posterior() -> (
-    None
-):
+def test_a_budget_below_the_cheapest_run_is_reported_gp_from_its_posterior() -> None:
     truth = TrueLandscape(perturbed_workload(WORKLOAD, np.random.default_rng(1)), CATALOG, seed=1)
     exact_cost = truth.exact(space_and_goal(1.0)[0])[1]
     for share, expected in ((0.3, True), (3.0, False)):
