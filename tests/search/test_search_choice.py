@@ -85,3 +85,60 @@ def test_a_deployment_search_chooses_the_likeliest_and_its_retrigger_too() -> No
     assert isinstance(again.searcher, GPEISearcher) and again.searcher.choice == "likeliest"
     upper = DeploymentSearch(space, goal, choice="upper")
     assert isinstance(upper.searcher, GPEISearcher) and upper.searcher.choice == "upper"
+
+
+def test_a_probe_on_the_constraints_edge_is_measured_again_with_repeats() -> None:
+    x, terms, latent, goal = edge_landscape()
+    for repeats, expected in ((1, None), (2, 20)):
+        search = GPEISearcher(
+            x, SearchBudget(max_probes=5), terms=terms, objective=goal, repeats=repeats
+        )
+        search.observe(20, float(latent[20]))  # exactly on the edge: one probe cannot tell
+        assert search.unsettled() == expected
+    search.observe(20, float(latent[20]))
+    assert search.unsettled() is None  # measured twice: no more repeats of it
+
+
+def test_a_probe_well_inside_the_constraint_is_not_measured_again() -> None:
+    x, terms, latent, goal = edge_landscape()
+    search = GPEISearcher(x, SearchBudget(max_probes=5), terms=terms, objective=goal, repeats=2)
+    search.observe(20, float(latent[20]) - 0.5)  # far inside: its side of the edge is sure
+    assert search.feasible()[20] > 0.84
+    assert search.unsettled() is None
+
+
+def test_the_last_probe_repeats_an_unsettled_measured_choice() -> None:
+    x, terms, latent, goal = edge_landscape()
+    search = GPEISearcher(
+        x, SearchBudget(max_probes=2), terms=terms, objective=goal, repeats=2, choice="upper"
+    )
+    search.observe(20, float(latent[20]))
+    assert search.best() == 20  # measured: nothing to confirm, but its side is unsure
+    assert search.propose() == 20
+    search.observe(20, float(latent[20]))
+    assert search.propose() is None
+    assert [i for i, _ in search.observed] == [20, 20]
+
+
+def test_repeats_must_be_a_positive_integer() -> None:
+    x, terms, _, goal = edge_landscape()
+    with pytest.raises(ConfigError, match="repeats is 0, but must be an integer >= 1"):
+        GPEISearcher(x, SearchBudget(), terms=terms, objective=goal, repeats=0)
+
+
+def test_a_deployment_search_repeats_at_most_as_often_as_allowed_and_its_retrigger_too() -> None:
+    space = DeploymentSpace.build(WORKLOAD, CATALOG, memory_step_mb=256, max_functions=128)
+    budget = 1.5 * WORKLOAD.epochs * float(space.table.cost_usd.min())
+    goal = DeploymentGoal.from_constraint(Constraint(budget_usd=budget), WORKLOAD.epochs)
+    truth = TrueLandscape(perturbed_workload(WORKLOAD, np.random.default_rng(0)), CATALOG, seed=0)
+    counts: dict[int, int] = {}
+    for repeats in (1, 2):
+        search = DeploymentSearch(
+            space, goal, budget=SearchBudget(max_probes=6), seed=0, repeats=repeats
+        )
+        result = search.run(truth.measure)
+        probed = [(p.allocation.n, p.allocation.memory_mb) for p in result.probes]
+        counts[repeats] = max(probed.count(a) for a in probed)
+        again = search.retrigger(space, goal, budget=SearchBudget(max_probes=3))
+        assert isinstance(again.searcher, GPEISearcher) and again.searcher.repeats == repeats
+    assert counts == {1: 1, 2: 2}  # this instance's edge needs one repeat; never a third

@@ -65,7 +65,9 @@ class Searcher(ABC):
     ``done``. ``best`` is the recommendation at any point after the first observation.
 
     Invariants: ``propose`` never returns a candidate already observed (re-measuring is the
-    caller's choice), and returns None once ``done``; ``stop_reason`` says why it is done.
+    caller's choice; GP + EI with ``repeats`` > 1 is the one exception, see
+    ``GPEISearcher.unsettled``), and returns None once ``done``; ``stop_reason`` says why it
+    is done.
     """
 
     def __init__(

@@ -26,6 +26,11 @@ left (the count and the dollars): when the EI falls below the threshold, and wit
 probe of the count. A choice then is an extrapolation only where its probe does not fit what
 is left (``confirm``), or where the warm search stops before any probe because no two probes
 fit its dollar budget (above): the prior's choice, whose one probe may fit.
+
+With ``repeats`` > 1, a measured candidate at the constraint's edge (its posterior chance of
+keeping the constraint between Φ(−1) and Φ(1)) whose objective is within 5 % of the choice's
+or better is measured again at the same points (``unsettled``; after the confirmation): one
+noisy probe there may have put it on the wrong side of the edge.
 """
 
 from __future__ import annotations
@@ -84,6 +89,7 @@ class GPEISearcher(Searcher):
         center: Array | None = None,
         term_sd: float | Array = TERM_SD,
         choice: str = "upper",
+        repeats: int = 1,
     ) -> None:
         """``prior``: a mean of the observed value per candidate. ``objective``: what the
         observations mean (default: the value itself, unconstrained). ``noise``: the
@@ -98,9 +104,16 @@ class GPEISearcher(Searcher):
         ``choice``: how ``best`` chooses once a probe was measured: ``upper`` (the lowest
         objective upper bound among the candidates whose posterior mean keeps the
         constraint) or ``likeliest`` (with terms: the candidate most likely to keep the
-        constraint *and* be within 5 % of the best, ``chance_good``)."""
+        constraint *and* be within 5 % of the best, ``chance_good``).
+
+        ``repeats``: how many times a candidate may be measured (1: never again). Above 1,
+        where the search would stop or with its last probe, a measured candidate the
+        posterior cannot tell keeps the constraint (``unsettled``) is measured again."""
         super().__init__(features, budget, seed, costs=costs)
         self.choice = check_choice(choice)
+        if not (isinstance(repeats, int) and repeats >= 1):
+            raise ConfigError(f"the value of repeats is {repeats!r}, but must be an integer >= 1")
+        self.repeats = repeats
         if prior is not None:
             prior = np.asarray(prior, dtype=float)
             if prior.shape != (len(self),) or not np.all(np.isfinite(prior)):
@@ -244,6 +257,13 @@ class GPEISearcher(Searcher):
         result: Array = norm.cdf((self.goal.limit - mean) / std)
         return result
 
+    def keeps_none(self) -> bool:
+        """True when no candidate a recommendation may name keeps the constraint under the
+        posterior mean (before any probe, the prior mean): the search's verdict that the
+        constraint cannot be kept, as far as its evidence shows."""
+        mean, _ = self.posterior()
+        return not bool(np.any((mean <= self.goal.limit) & self.eligible()))
+
     def expected_improvement(self) -> Array:
         """Constrained EI of every candidate (see the module docstring)."""
         mean, std = self.posterior()
@@ -281,8 +301,8 @@ class GPEISearcher(Searcher):
         ei = self.expected_improvement()[self.untried()]
         top = float(ei.max()) if ei.size else 0.0
         if top < self.budget.ei_threshold:
-            if self._unconfirmed() is not None:
-                return None  # the choice is measured first (``_propose``)
+            if self._unconfirmed() is not None or self.unsettled() is not None:
+                return None  # the choice is measured first, or again (``_propose``)
             return (
                 f"expected improvement {top:.4f} below the threshold "
                 f"{self.budget.ei_threshold:g} after {count} probes"
@@ -297,11 +317,37 @@ class GPEISearcher(Searcher):
         choice = self.best()
         return choice if choice in set(self.untried().tolist()) else None
 
+    def unsettled(self) -> int | None:
+        """A measured candidate to measure again (``repeats`` > 1), or None: among those
+        measured fewer than ``repeats`` times whose probe fits the dollars left, whose
+        posterior objective is within ``GOOD`` of the choice's or better, and whose chance
+        of keeping the constraint the posterior puts between Φ(−1) and Φ(1) (its edge is
+        within one deviation: one noisy probe may have put it on the wrong side), the one
+        with the lowest posterior objective. A repeat halves the noise's variance there."""
+        if self.repeats <= 1 or self._gp is None or not np.isfinite(self.goal.limit).any():
+            return None
+        counts = np.bincount([i for i, _ in self.observed], minlength=len(self))
+        mask = (counts > 0) & (counts < self.repeats) & self.allowed
+        cap = self.max_usd()
+        if self.costs is not None and cap is not None:
+            mask &= self.costs <= cap - self.spent_usd
+        if not mask.any():
+            return None
+        mean, std = self.posterior()
+        objective = mean + self.goal.offset
+        z = (self.goal.limit - mean) / std
+        mask &= (np.abs(z) < 1.0) & (objective <= objective[self.best()] + GOOD)
+        if not mask.any():
+            return None
+        return int(np.flatnonzero(mask)[np.argmin(objective[mask])])
+
     def _propose(self) -> int:
         untried = self.untried()
         last = len(self.observed) >= self.budget.max_probes - 1
         if len(self.observed) >= self.initial and (last or self._ei_low()):
             choice = self._unconfirmed()
+            if choice is None:
+                choice = self.unsettled()
             if choice is not None:
                 return choice
         if len(self.observed) < self.initial:

@@ -44,6 +44,8 @@ MODEL_MARGIN = 1.5
 copies) this many times as large as the evidence says (the profile's, or more than a probe
 that ran out of memory showed), unless a probe that ran showed at least as little to be
 enough. A profile's data partition and runtime are known; its model footprint is estimated."""
+REPEATS = 1
+"""How many times a warm GP + EI search may measure one deployment (``GPEISearcher``)."""
 OUT_OF_MEMORY = re.compile(r"out[ -]of[ -]memory|memoryerror", re.IGNORECASE)
 """A probe's failure that says the function ran out of memory (simulator, local platform)."""
 
@@ -282,6 +284,10 @@ class SearchResult:
     stop_reason: str
     searcher: str
     warm: bool
+    infeasible: bool = False
+    """The search's own evidence says no deployment keeps the constraint
+    (``DeploymentSearch.infeasible``): the choice is then the least violation, and the
+    user's budget or deadline cannot be kept as far as the probes show."""
 
     @property
     def search_usd(self) -> float:
@@ -317,6 +323,7 @@ class DeploymentSearch:
         model_floor: float = 0.0,
         choice: str = "likeliest",
         bill_share: float | None = None,
+        repeats: int = REPEATS,
     ) -> None:
         """``warm`` uses the model's prediction as the prior mean (a profile exists), its
         terms' scales learnt from the probes (``scales``: their prior centre and deviation,
@@ -333,8 +340,11 @@ class DeploymentSearch:
         ``bill_share``: after each probe, the search spends at most this share of the bill
         its posterior predicts for its choice (searchers with a posterior: GP + EI), besides
         ``budget.max_usd``; kept by its re-triggers. The search cost is then a share of the
-        job's bill as the probes see it, not only of the model's prediction."""
+        job's bill as the probes see it, not only of the model's prediction. ``repeats``:
+        how many times a warm GP + EI search may measure one deployment (1: never again;
+        ``GPEISearcher.unsettled``); kept by its re-triggers."""
         self.choice = check_choice(choice)
+        self.repeats = repeats
         self.space, self.goal = space, goal
         self.name = searcher
         self.budget = budget or SearchBudget()
@@ -342,11 +352,12 @@ class DeploymentSearch:
         self.latent = bool(getattr(SEARCHERS.get(searcher), "uses_prior", False))
         """A model-based searcher learns log time per epoch (the model's error), and scores
         it through the goal with the candidate's price per second; the others see the score."""
-        model: dict[str, Array | str] = {}
+        model: dict[str, Array | str | int] = {}
         self.prior: Array | None
         if warm and self.latent:
             model["terms"] = space.terms()
             model["choice"] = choice
+            model["repeats"] = repeats
             if scales is not None:
                 model["center"], model["term_sd"] = scales
             self.prior = space.log_time() + (0.0 if prior is None else prior)
@@ -468,6 +479,24 @@ class DeploymentSearch:
             stop_reason=self.searcher.stop_reason or "stopped by the caller",
             searcher=self.name,
             warm=self.warm,
+            infeasible=self.infeasible(),
+        )
+
+    def infeasible(self) -> bool:
+        """The search's verdict that no deployment keeps the constraint. With a posterior
+        (GP + EI): no candidate it may recommend has a posterior mean of log time per epoch
+        within the constraint's limit (``GPEISearcher.keeps_none``); otherwise (and before
+        any probe of a warm search, from the model alone): no probe that ran measured a time
+        and cost per epoch that keep it (``DeploymentGoal.keeps``). No constraint: False."""
+        if self.goal.limit is None:
+            return False
+        keeps_none = getattr(self.searcher, "keeps_none", None)
+        if keeps_none is not None:
+            return bool(keeps_none())
+        return not any(
+            self.goal.keeps(p.measurement.time_s, p.measurement.cost_usd)
+            for p in self.probes
+            if p.measurement.failed is None
         )
 
     def retrigger(
@@ -506,4 +535,5 @@ class DeploymentSearch:
             model_floor=self.model_floor,
             choice=self.choice,
             bill_share=self.bill_share,
+            repeats=self.repeats,
         )
