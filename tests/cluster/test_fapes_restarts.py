@@ -245,7 +245,9 @@ def _rounds_until_started(
         return JobView(job, m, done * m.work(job), m.work(job))
 
     cluster = Cluster.uniform(1, 4)
-    views = {f"long{i}": replace(view(f"long{i}", "imagenet", 0.1), placement=(0,)) for i in range(4)}
+    views = {
+        f"long{i}": replace(view(f"long{i}", "imagenet", 0.1), placement=(0,)) for i in range(4)
+    }
     views = {n: replace(v, started=True) for n, v in views.items()}
     views |= {f"queued{i}": view(f"queued{i}", "imagenet", 0.0) for i in range(3)}
     views["ncf"] = view("ncf", "ncf", 0.0)
@@ -257,7 +259,7 @@ def _rounds_until_started(
             return r
         for name, v in list(views.items()):
             got = tuple(decision.allocation.get(name, ()))
-            plan = decision.plans[name] if name in decision.plans else (v.plan if got else None)
+            plan = decision.plans.get(name, v.plan if got else None)
             views[name] = replace(
                 v,
                 placement=got,
