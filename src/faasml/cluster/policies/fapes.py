@@ -204,6 +204,12 @@ class FapesPolicy(ClusterPolicy):
             if at:
                 wanted[name] = at
         allocation = _repair(wanted, cluster, [v.name for v in order])
+        for view in planless:
+            # No plan for this round: it keeps its GPUs where no plan took them (as a job
+            # back-filled last round does), so back-filling does not move it.
+            mine = Counter(current[view.name])
+            if view.name not in allocation and _fits(mine, allocation, cluster):
+                allocation[view.name] = current[view.name]
         if self.keep_servers:
             # Before back-filling, so that a job its plan merely moved and that gets its
             # servers back counts as keeping its GPUs (back-filling charges it the restart).
@@ -311,10 +317,10 @@ class FapesPolicy(ClusterPolicy):
         ``yield_planless`` is on. They join the cohort and are planned with the recycled
         jobs, after the queued ones (§5.2), but hold no GPU until their turn: their GPUs
         were back-filled, for one round only, so a queued job planned before them may take
-        them now. Without a plan they are back-filled again, on their own GPUs where those
-        stay free (no restart). Before, such a job kept its GPUs until it ended while the
-        board showed it for two rounds only, so a queued job was planned two rounds ahead,
-        every round, for hours (docs/cluster.md)."""
+        them now. Without a placement for this round, a job keeps its GPUs where no plan
+        took them (no restart), before back-filling. Before, such a job kept its GPUs until
+        it ended while the board showed it for two rounds only, so a queued job was planned
+        two rounds ahead, every round, for hours (docs/cluster.md)."""
         if not self.yield_planless:
             return []
         taken = {v.name for v in recycled}
@@ -429,6 +435,13 @@ def _spare_rounds(board: Board, free: npt.NDArray[np.int64], cap: int = 60) -> f
             short = np.flatnonzero(col < j)
             spans.append(1 + (int(short[0]) if len(short) else len(col)))
     return float(np.median(spans)) if spans else 1.0
+
+
+def _fits(gpus: Counter[int], allocation: dict[str, Placement], cluster: Cluster) -> bool:
+    """Whether ``gpus`` (GPUs per server) are free beside ``allocation``."""
+    used = Counter(sid for placement in allocation.values() for sid in placement)
+    cap = cluster.capacity()
+    return all(used[sid] + c <= cap[sid] for sid, c in gpus.items())
 
 
 def _held_back(planned: Placement, cur: Placement, free: npt.NDArray[np.int64]) -> bool:
