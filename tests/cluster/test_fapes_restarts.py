@@ -275,33 +275,11 @@ def _rounds_until_started(
 def test_a_short_queued_job_does_not_starve_behind_back_filled_jobs_without_a_plan(
     models: dict[str, AppModel], restart_s: float
 ) -> None:
-    """Running jobs without a plan are off the board and yield their GPUs to the plans of
-    heavier (shorter) jobs: the ncf job starts at once. Before (``yield_planless=False``)
+    """Running jobs without a plan join the cohort as recycled jobs do, planned after the
+    queued ones (§5.2): the ncf job starts at once. Before (``yield_planless=False``)
     they kept their GPUs while the board showed them for two rounds only, so the ncf job was
     planned two rounds ahead every round and never started (ncf-91 queued 23627 s on Pollux
     workload 2 with a dedicated partition)."""
     assert _rounds_until_started(FapesPolicy(restart_s=restart_s), models, 30) == 0
     old = FapesPolicy(restart_s=restart_s, yield_planless=False)
     assert _rounds_until_started(old, models, 30) is None
-
-
-def test_a_job_without_a_plan_keeps_its_gpus_against_a_longer_jobs_plan(
-    models: dict[str, AppModel],
-) -> None:
-    """A cifar10 job half done runs without a plan on the 4 GPUs of one server; a queued
-    imagenet job (far longer: less heSRPT weight) is planned into those GPUs for this round,
-    since they are off the board, but the cifar10 job keeps them: it yields only to the
-    plans of heavier jobs."""
-    short, long = models["cifar10"], models["imagenet"]
-    a = Job("a", "cifar10", 0.0, 4, short.init_batch * 4)
-    b = Job("b", "imagenet", 0.0, 1, long.init_batch)
-    views = [
-        JobView(a, short, 0.5 * short.work(a), short.work(a), (0, 0, 0, 0), started=True),
-        JobView(b, long, 0.0, long.work(b)),
-    ]
-    r0 = 10
-    policy = FapesPolicy(min_gain=1e9)  # min_gain: nothing is recycled (§5.1)
-    decision = policy.allocate(views, Cluster.uniform(1, 4), {"a": (0, 0, 0, 0)}, r0 * 60.0)
-    assert decision.plans["b"].placement_at(r0)
-    assert decision.allocation["a"] == (0, 0, 0, 0)
-    assert not decision.allocation.get("b")

@@ -130,10 +130,10 @@ class FapesPolicy(ClusterPolicy):
         a plan keeps the servers it was made with and the swap is redone every round
         (docs/cluster.md measures both)."""
         self.yield_planless = yield_planless
-        """Whether running jobs without a plan are left off the board and yield their GPUs
-        to the plans of heavier (shorter) jobs (:meth:`_planless`); off, such a job keeps
-        its GPUs until it ends while the board shows it for two rounds, and queued jobs
-        planned into them can wait for hours (docs/cluster.md)."""
+        """Whether running jobs without a plan join the cohort every round and yield their
+        GPUs to the queued jobs planned before them (:meth:`_planless`); off, such a job
+        keeps its GPUs until it ends while the board shows it for two rounds, and queued
+        jobs planned into them can wait for hours (docs/cluster.md)."""
         self.sticky = sticky
         """Whether back-filling charges a restart for every choice but keeping last round's
         back-filled GPUs that are still free (such a job is not charged ``horizon``'s
@@ -155,15 +155,12 @@ class FapesPolicy(ClusterPolicy):
         running = [v for v in jobs if current.get(v.name)]
         queued = [v for v in jobs if not current.get(v.name)]
         recycled = self._filter(running, queued, cluster, current, curves)
-        # Running jobs without a plan hold only back-filled GPUs: off the board, and not
-        # re-planned; they keep their GPUs against the plans of lighter jobs (below).
         planless = self._planless(running, recycled, current, curves)
-        aside = {v.name for v in planless}
-        cohort = {v.name for v in queued} | {v.name for v in recycled}
+        cohort = {v.name for v in queued} | {v.name for v in recycled + planless}
 
         board = Board(cluster, r0, self.board_rounds)
         for view in running:
-            if view.name not in cohort and view.name not in aside:
+            if view.name not in cohort:
                 if view.plan is None or view.plan.end <= r0 + 1:
                     board.occupy(current[view.name], r0, r0 + 2)  # outlived its plan
                 else:
@@ -172,7 +169,7 @@ class FapesPolicy(ClusterPolicy):
         for placement in held.values():
             board.occupy(placement, r0, r0 + 1)
 
-        order = self._prioritise(queued, recycled, current, curves)
+        order = self._prioritise(queued, recycled + planless, current, curves)
         pricing = self._pricing(jobs, curves, cluster)
         plans: dict[str, SchedulePlan] = {}
         weights = self._weights(jobs, curves)
@@ -199,19 +196,14 @@ class FapesPolicy(ClusterPolicy):
 
         wanted: dict[str, Placement] = {}
         for view in running:
-            if view.name not in cohort and view.name not in aside:
+            if view.name not in cohort:
                 at = view.plan.placement_at(r0) if view.plan is not None else None
                 wanted[view.name] = current[view.name] if at is None else at
         for name, plan in plans.items():
             at = plan.placement_at(r0)
             if at:
                 wanted[name] = at
-        # A planless job keeps its GPUs against the plans of jobs of less weight (longer:
-        # heSRPT's order) and yields them to the plans of heavier ones.
-        for view in planless:
-            wanted[view.name] = current[view.name]
-        priority = _interleave([v.name for v in order], sorted(aside), weights)
-        allocation = _repair(wanted, cluster, priority)
+        allocation = _repair(wanted, cluster, [v.name for v in order])
         if self.keep_servers:
             # Before back-filling, so that a job its plan merely moved and that gets its
             # servers back counts as keeping its GPUs (back-filling charges it the restart).
@@ -316,13 +308,13 @@ class FapesPolicy(ClusterPolicy):
     ) -> list[JobView]:
         """Running jobs without a plan that will not finish within the round (started by
         back-filling when planning found them no plan, or whose plan a reclaim dropped), when
-        ``yield_planless`` is on. Their GPUs are back-filled ones: they are not on the board
-        (so queued jobs may be planned into them this round) and the job is not re-planned;
-        it keeps its GPUs against the plans of jobs of less heSRPT weight (longer) and
-        yields them to those of more (the repair order, :func:`_interleave`). Before, such
-        a job kept its GPUs until it ended while the board showed it for two rounds only,
-        so a queued job was planned two rounds ahead, every round, for hours
-        (docs/cluster.md)."""
+        ``yield_planless`` is on. They join the cohort and are planned with the recycled
+        jobs, after the queued ones (§5.2), but hold no GPU until their turn: their GPUs
+        were back-filled, for one round only, so a queued job planned before them may take
+        them now. Without a plan they are back-filled again, on their own GPUs where those
+        stay free (no restart). Before, such a job kept its GPUs until it ended while the
+        board showed it for two rounds only, so a queued job was planned two rounds ahead,
+        every round, for hours (docs/cluster.md)."""
         if not self.yield_planless:
             return []
         taken = {v.name for v in recycled}
@@ -437,18 +429,6 @@ def _spare_rounds(board: Board, free: npt.NDArray[np.int64], cap: int = 60) -> f
             short = np.flatnonzero(col < j)
             spans.append(1 + (int(short[0]) if len(short) else len(col)))
     return float(np.median(spans)) if spans else 1.0
-
-
-def _interleave(priority: list[str], planless: list[str], weights: dict[str, float]) -> list[str]:
-    """``priority`` with each of ``planless`` placed just before the first job of ``priority``
-    whose weight is below its own (so it keeps its GPUs against that job and those after)."""
-    left = sorted(planless, key=lambda n: (-weights[n], n))
-    out: list[str] = []
-    for name in priority:
-        while left and weights[left[0]] >= weights[name]:
-            out.append(left.pop(0))
-        out.append(name)
-    return out + left
 
 
 def _held_back(planned: Placement, cur: Placement, free: npt.NDArray[np.int64]) -> bool:
