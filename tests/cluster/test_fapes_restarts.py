@@ -275,8 +275,8 @@ def _rounds_until_started(
 def test_a_short_queued_job_does_not_starve_behind_back_filled_jobs_without_a_plan(
     models: dict[str, AppModel], restart_s: float
 ) -> None:
-    """Running jobs without a plan join the cohort as recycled jobs do, planned after the
-    queued ones (§5.2): the ncf job starts at once. Before (``yield_planless=False``)
+    """Running jobs without a plan join the cohort, planned after the queued jobs (§5.2) and
+    holding no GPU until their turn: the ncf job starts at once. Before (``yield_planless=False``)
     they kept their GPUs while the board showed them for two rounds only, so the ncf job was
     planned two rounds ahead every round and never started (ncf-91 queued 23627 s on Pollux
     workload 2 with a dedicated partition)."""
