@@ -1,4 +1,6 @@
-"""FaPES with and without ``follow_plans`` (plans follow the servers their jobs got).
+"""FaPES with and without ``follow_plans`` (plans follow the servers their jobs got), or
+another of its on/off knobs (``--knob yield_planless``: running jobs without a plan yield
+to queued jobs).
 
 The second mend of FaPES's restart avoidance made every plan follow the servers its job
 got (``follow_plan``), so that the swap is not redone every round. With a dedicated
@@ -17,7 +19,7 @@ until it ends, and the board shows it for two rounds only) and those in which a 
 had no plan. ``--diff W`` prints the jobs of workload W whose JCT changed most.
 
     .venv/bin/python benchmarks/bench_fapes_follow.py [--settings shared,dedicated:high] \
-        [--restarts 5.68,30] [--workloads 1,2] [--seed 7] [--diff 2]
+        [--restarts 5.68,30] [--workloads 1,2] [--seed 7] [--diff 2] [--knob yield_planless]
 """
 
 from __future__ import annotations
@@ -68,13 +70,16 @@ class CountingFapes(FapesPolicy):
         return decision
 
 
+KNOBS = ("follow_plans", "yield_planless")
+
+
 def _run(
-    jobs: list[object], setting: str, restart: float, follow: bool, seed: int
+    jobs: list[object], setting: str, restart: float, knob: str, on: bool, seed: int
 ) -> tuple[SimResult, Counter[str]]:
     loaning, _, level = setting.partition(":")
     svc = [] if loaning == "shared" else services(LEVELS[level], 64, seed)
     config = SimConfig(restart_s=restart, loaning="fapes" if loaning == "shared" else loaning)
-    policy = CountingFapes(round_s=60.0, restart_s=restart, follow_plans=follow)
+    policy = CountingFapes(round_s=60.0, restart_s=restart, **{knob: on})
     result = simulate(jobs, MODELS, CLUSTER, policy, config, svc)  # type: ignore[arg-type]
     return result, policy.counts
 
@@ -90,6 +95,12 @@ def main() -> int:
     parser.add_argument("--workloads", default="1,2,3,4,5,6,7,8")
     parser.add_argument("--seed", type=int, default=7, help="the services' seed (default 7)")
     parser.add_argument("--diff", type=int, default=None, help="per-job changes of workload W")
+    parser.add_argument("--knob", default="follow_plans", choices=KNOBS, help="what is on/off")
+    parser.add_argument(
+        "--on-only",
+        action="store_true",
+        help="run the knob on only (the off side is then printed as 'on' too: ignore it)",
+    )
     args = parser.parse_args()
     workloads = [int(w) for w in args.workloads.split(",")]
     jobs = {w: load_workload(resolve_workload(f"workloads/workload-{w}.csv")) for w in workloads}
@@ -97,16 +108,21 @@ def main() -> int:
         for setting in args.settings.split(","):
             if setting != "shared" and setting.partition(":")[2] not in LEVELS:
                 raise SystemExit(f"--settings {setting!r}: shared or LOANING:LEVEL")
-            print(f"\n== {setting}, restart {restart:g} s, services seed {args.seed}")
+            print(f"\n== {setting}, restart {restart:g} s, services seed {args.seed}, {args.knob}")
             print(f"{'workload':8} {'JCT on':>8} {'JCT off':>8} {'on/off':>7} "
-                  f"{'queue on':>9} {'queue off':>9}")  # fmt: skip
+                  f"{'queue on':>9} {'queue off':>9} {'p95 on':>7} {'p95 off':>7} "
+                  f"{'maxq on':>8} {'maxq off':>8}")  # fmt: skip
             ratios, on_jct, off_jct = [], [], []
+            p95: dict[bool, list[float]] = {True: [], False: []}
             totals: dict[bool, Counter[str]] = {True: Counter(), False: Counter()}
             results: dict[tuple[int, bool], SimResult] = {}
             for w in workloads:
                 row = {}
                 for follow in (True, False):
-                    result, counts = _run(jobs[w], setting, restart, follow, args.seed)
+                    if follow or not args.on_only:
+                        result, counts = _run(
+                            jobs[w], setting, restart, args.knob, follow, args.seed
+                        )
                     results[w, follow] = result
                     totals[follow].update(counts)
                     row[follow] = result.summary()
@@ -116,23 +132,34 @@ def main() -> int:
                 ratios.append(on["avg_jct_s"] / off["avg_jct_s"])
                 print(
                     f"{w:<8} {on['avg_jct_s']:8.0f} {off['avg_jct_s']:8.0f} {ratios[-1]:7.3f} "
-                    f"{on['avg_queue_s']:9.0f} {off['avg_queue_s']:9.0f}"
+                    f"{on['avg_queue_s']:9.0f} {off['avg_queue_s']:9.0f} "
+                    f"{on['p95_jct_s']:7.0f} {off['p95_jct_s']:7.0f} "
+                    f"{_max_queue(results[w, True]):8.0f} {_max_queue(results[w, False]):8.0f}"
                 )
+                p95[True].append(on["p95_jct_s"])
+                p95[False].append(off["p95_jct_s"])
             mean_on, mean_off = statistics.mean(on_jct), statistics.mean(off_jct)
             print(
                 f"{'mean':8} {mean_on:8.0f} {mean_off:8.0f} {mean_on / mean_off:7.3f}  "
-                f"(on lower on {sum(r < 1 for r in ratios)} of {len(ratios)} workloads)"
+                f"(on lower on {sum(r < 1 for r in ratios)} of {len(ratios)} workloads); "
+                f"mean p95 JCT {statistics.mean(p95[True]):.0f} / "
+                f"{statistics.mean(p95[False]):.0f}"
             )
             for follow in (True, False):
                 c = totals[follow]
                 print(
-                    f"follow_plans {'on ' if follow else 'off'}: running job-rounds "
+                    f"{args.knob} {'on ' if follow else 'off'}: running job-rounds "
                     f"{c['running']}, without a plan {c['planless']}; queued job-rounds "
                     f"{c['queued']}, left without a plan {c['queued_unplanned']}"
                 )
             if args.diff in workloads:
                 _diff(results[args.diff, True], results[args.diff, False], args.diff)
     return 0
+
+
+def _max_queue(result: SimResult) -> float:
+    """The longest any job of the run spent queued."""
+    return max(j.queued_s for j in result.jobs)
 
 
 def _diff(on: SimResult, off: SimResult, workload: int, top: int = 6) -> None:

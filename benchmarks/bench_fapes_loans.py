@@ -25,7 +25,8 @@ peaks at 14:00, "recommend" at 20:00; nights fall to a quarter of the peak.
 
     .venv/bin/python benchmarks/bench_fapes_loans.py [--workloads 1,2] [--policies fapes,fifo] \
         [--loanings dedicated,one-way,fapes,one-way-blind] [--forecasts exact,last,max*1.1] \
-        [--inference-start 5.14] [--rate-noise 0.05] [--history-days 1] [--bound]
+        [--inference-start 5.14] [--rate-noise 0.05] [--history-days 1] [--bound] \
+        [--servers 16] [--gpus-per-server 8]
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from faasml.cluster import (
 from faasml.cluster.forecast import check_forecast
 from faasml.cluster.inference import InferenceService, RateTrace, tidal_trace
 from faasml.cluster.loans import LOANING
+from faasml.cluster.metrics import SimResult
 from faasml.exceptions import ConfigError
 
 BASELINES = ("dedicated", "one-way", "fapes")
@@ -115,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
             f"--loanings {args.loanings!r}: {', '.join(BASELINES)} and any of {', '.join(LOANING)}"
         )
     models = load_models()
-    cluster = Cluster.uniform(16, 4)
+    cluster = Cluster.uniform(args.servers, args.gpus_per_server)
     workloads = [int(w) for w in args.workloads.split(",")]
     for load in args.training_loads.split(","):
         if load not in TRAINING_LOADS:
@@ -145,7 +147,8 @@ def _run_load(
                 args.policies.split(","), forecasts
             ):
                 print(
-                    f"\n== inference load {level} (peak {LEVELS[level]:.0%} of 64 GPUs), "
+                    f"\n== inference load {level} (peak {LEVELS[level]:.0%} of "
+                    f"{cluster.total_gpus} GPUs, {args.gpus_per_server} a server), "
                     f"training policy {policy}, job load {load}, restart {restart:g} s, "
                     f"{len(workloads)} workloads, forecast {forecast} x {headroom:g}, "
                     f"worker start {args.inference_start:g} s, history {args.history_days} d"
@@ -153,7 +156,7 @@ def _run_load(
                 print(
                     f"{'loaning':13} {'avg JCT s':>9} {'p95 JCT s':>9} {'queue s':>8} "
                     f"{'util':>6} {'SLO req':>8} {'SLO time':>8} {'loaned':>7} {'reclaim':>8} "
-                    f"{'preempt':>8} {'lost GPU-s':>10} {'wall s':>7}"
+                    f"{'preempt':>8} {'lost GPU-s':>10} {'requeue s':>9} {'wall s':>7}"
                 )
                 means: dict[str, dict[str, float]] = {}
                 for loaning in args.loanings.split(","):
@@ -165,7 +168,7 @@ def _run_load(
                         headroom=headroom,
                         inference_start_s=args.inference_start,
                     )
-                    rows = [
+                    results = [
                         simulate(
                             jobs[w],
                             models,
@@ -173,10 +176,12 @@ def _run_load(
                             make_policy(policy, 60.0, restart),
                             config,
                             svc,
-                        ).summary()
+                        )
                         for w in workloads
                     ]
+                    rows = [r.summary() for r in results]
                     m = {k: statistics.mean(r[k] for r in rows) for k in rows[0]}
+                    m["requeue_s"] = statistics.mean(_requeued(r) for r in results)
                     m["slo_min"] = min(r["slo_requests"] for r in rows)
                     m["slo_time_min"] = min(r["slo_time"] for r in rows)
                     means[loaning] = m
@@ -186,7 +191,8 @@ def _run_load(
                         f"{100 * m['slo_min']:7.2f}% {100 * m['slo_time_min']:7.2f}% "
                         f"{m['servers_loaned']:7.0f} "
                         f"{m['servers_reclaimed']:8.0f} {m['reclaim_preemptions']:8.0f} "
-                        f"{m['reclaim_lost_gpu_s']:10.0f} {time.perf_counter() - tic:7.1f}"
+                        f"{m['reclaim_lost_gpu_s']:10.0f} {m['requeue_s']:9.0f} "
+                        f"{time.perf_counter() - tic:7.1f}"
                     )
                 if args.bound:
                     if (restart, policy) not in alone:
@@ -204,7 +210,8 @@ def _run_load(
                     print(
                         f"{'no inference':13} {m['avg_jct_s']:9.0f} {m['p95_jct_s']:9.0f} "
                         f"{m['avg_queue_s']:8.0f} {100 * m['avg_utilization']:5.1f}% "
-                        f"{'-':>8} {'-':>8} {'-':>7} {'-':>8} {'-':>8} {'-':>10} {wall:7.1f}"
+                        f"{'-':>8} {'-':>8} {'-':>7} {'-':>8} {'-':>8} {'-':>10} {'-':>9} "
+                        f"{wall:7.1f}"
                     )
                 better = min(("dedicated", "one-way"), key=lambda k: means[k]["avg_jct_s"])
                 fapes, base = means["fapes"], means[better]
@@ -224,6 +231,9 @@ def _run_load(
                         f"bound: training with no inference at all is {-100 * bound:+.1f}% "
                         f"against {better}; no loaning can do better than that"
                     )
+                for name in ("one-way", "fapes"):
+                    if name in means:
+                        print(_preemption_share(name, means[name], restart))
                 for other in ("one-way", "one-way-blind"):
                     if other in means and (other != better or other == "one-way-blind"):
                         one = means[other]
@@ -235,9 +245,34 @@ def _run_load(
                         )
 
 
+def _requeued(result: SimResult) -> float:
+    """Per job of the run, the seconds that jobs a reclaim preempted spent queued after their
+    start (waiting to be relaunched; a non-elastic job waits for all its GPUs again)."""
+    wait = 0.0
+    for job in result.jobs:
+        if job.reclaim_preemptions and job.start_s is not None:
+            wait += max(job.queued_s - (job.start_s - job.arrival_s), 0.0)
+    return wait / len(result.jobs)
+
+
+def _preemption_share(name: str, m: dict[str, float], restart: float) -> str:
+    """What reclaims cost the average job directly: the requeuing of the jobs they preempted
+    and a restart per preemption, per job, against the average JCT. No choice of servers to
+    reclaim can cut the JCT by more than this (knock-on effects aside)."""
+    direct = m["requeue_s"] + m["reclaim_preemptions"] * restart / m["jobs"]
+    return (
+        f"{name}: reclaims cost the average job {direct:.0f} s directly (requeue "
+        f"{m['requeue_s']:.0f} s + restarts), {100 * direct / m['avg_jct_s']:.1f}% of its JCT"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workloads", default="1,2,3,4,5,6,7,8")
+    parser.add_argument("--servers", type=int, default=16)
+    parser.add_argument(
+        "--gpus-per-server", type=int, default=4, help="4 (default); FaPES's testbed has 8"
+    )
     parser.add_argument("--levels", default="low,medium,high")
     parser.add_argument("--policies", default="fapes,fifo")
     parser.add_argument("--restarts", default="5.68,30", help="restart costs, seconds")

@@ -228,3 +228,58 @@ def test_plans_follow_the_servers_restore_servers_kept(
     assert all(r.completion_s is not None for r in result.jobs)
     assert policy.swaps >= 1
     assert policy.mismatches == 0
+
+
+def _rounds_until_started(
+    policy: FapesPolicy, models: dict[str, AppModel], rounds: int
+) -> int | None:
+    """Four long imagenet jobs run on the 4 GPUs of one server without a plan (started by
+    back-filling when planning found them none); three long jobs and one ncf job (one
+    round of work) queue. Rounds are replayed with the simulator's rules for placements,
+    plans and waiting rounds (progress is left as it is: the long jobs run for hours);
+    the round at which the ncf job first gets a GPU, or None."""
+
+    def view(name: str, app: str, done: float) -> JobView:
+        m = models[app]
+        job = Job(name, app, 0.0, 1, m.init_batch)
+        return JobView(job, m, done * m.work(job), m.work(job))
+
+    cluster = Cluster.uniform(1, 4)
+    views = {
+        f"long{i}": replace(view(f"long{i}", "imagenet", 0.1), placement=(0,)) for i in range(4)
+    }
+    views = {n: replace(v, started=True) for n, v in views.items()}
+    views |= {f"queued{i}": view(f"queued{i}", "imagenet", 0.0) for i in range(3)}
+    views["ncf"] = view("ncf", "ncf", 0.0)
+    current: dict[str, Placement] = {n: v.placement for n, v in views.items() if v.placement}
+    r0 = 100
+    for r in range(rounds):
+        decision = policy.allocate(list(views.values()), cluster, current, (r0 + r) * 60.0)
+        if decision.allocation.get("ncf"):
+            return r
+        for name, v in list(views.items()):
+            got = tuple(decision.allocation.get(name, ()))
+            plan = decision.plans.get(name, v.plan if got else None)
+            views[name] = replace(
+                v,
+                placement=got,
+                plan=plan,
+                started=v.started or bool(got),
+                waiting_rounds=0 if got else v.waiting_rounds + 1,
+            )
+        current = {n: p for n, p in decision.allocation.items() if p}
+    return None
+
+
+@pytest.mark.parametrize("restart_s", [5.68, 30.0])
+def test_a_short_queued_job_does_not_starve_behind_back_filled_jobs_without_a_plan(
+    models: dict[str, AppModel], restart_s: float
+) -> None:
+    """Running jobs without a plan join the cohort, planned after the queued jobs (§5.2) and
+    holding no GPU until their turn: the ncf job starts at once. Before (``yield_planless=False``)
+    they kept their GPUs while the board showed them for two rounds only, so the ncf job was
+    planned two rounds ahead every round and never started (ncf-91 queued 23627 s on Pollux
+    workload 2 with a dedicated partition)."""
+    assert _rounds_until_started(FapesPolicy(restart_s=restart_s), models, 30) == 0
+    old = FapesPolicy(restart_s=restart_s, yield_planless=False)
+    assert _rounds_until_started(old, models, 30) is None

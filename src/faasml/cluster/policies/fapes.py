@@ -89,6 +89,7 @@ class FapesPolicy(ClusterPolicy):
         sticky: bool = True,
         horizon: bool = True,
         follow_plans: bool = True,
+        yield_planless: bool = True,
     ) -> None:
         super().__init__(round_s, restart_s)
         for label, value, least in (
@@ -128,6 +129,11 @@ class FapesPolicy(ClusterPolicy):
         """Whether every plan follows the servers its job got (:func:`follow_plan`); off,
         a plan keeps the servers it was made with and the swap is redone every round
         (docs/cluster.md measures both)."""
+        self.yield_planless = yield_planless
+        """Whether running jobs without a plan join the cohort every round and yield their
+        GPUs to the queued jobs planned before them (:meth:`_planless`); off, such a job
+        keeps its GPUs until it ends while the board shows it for two rounds, and queued
+        jobs planned into them can wait for hours (docs/cluster.md)."""
         self.sticky = sticky
         """Whether back-filling charges a restart for every choice but keeping last round's
         back-filled GPUs that are still free (such a job is not charged ``horizon``'s
@@ -149,7 +155,8 @@ class FapesPolicy(ClusterPolicy):
         running = [v for v in jobs if current.get(v.name)]
         queued = [v for v in jobs if not current.get(v.name)]
         recycled = self._filter(running, queued, cluster, current, curves)
-        cohort = {v.name for v in queued} | {v.name for v in recycled}
+        planless = self._planless(running, recycled, current, curves)
+        cohort = {v.name for v in queued} | {v.name for v in recycled + planless}
 
         board = Board(cluster, r0, self.board_rounds)
         for view in running:
@@ -162,7 +169,7 @@ class FapesPolicy(ClusterPolicy):
         for placement in held.values():
             board.occupy(placement, r0, r0 + 1)
 
-        order = self._prioritise(queued, recycled, current, curves)
+        order = self._prioritise(queued, recycled + planless, current, curves)
         pricing = self._pricing(jobs, curves, cluster)
         plans: dict[str, SchedulePlan] = {}
         weights = self._weights(jobs, curves)
@@ -292,6 +299,33 @@ class FapesPolicy(ClusterPolicy):
             out[name] = tuple(sorted(allocation.get(name, ()) + more))
         return out
 
+    def _planless(
+        self,
+        running: list[JobView],
+        recycled: list[JobView],
+        current: ClusterAllocation,
+        curves: dict[str, FloatArray],
+    ) -> list[JobView]:
+        """Running jobs without a plan that will not finish within the round (started by
+        back-filling when planning found them no plan, or whose plan a reclaim dropped), when
+        ``yield_planless`` is on. They join the cohort and are planned with the recycled
+        jobs, after the queued ones (§5.2), but hold no GPU until their turn: their GPUs
+        were back-filled, for one round only, so a queued job planned before them may take
+        them now. Without a plan they are back-filled again, on their own GPUs where those
+        stay free (no restart). Before, such a job kept its GPUs until it ended while the
+        board showed it for two rounds only, so a queued job was planned two rounds ahead,
+        every round, for hours (docs/cluster.md)."""
+        if not self.yield_planless:
+            return []
+        taken = {v.name for v in recycled}
+        return [
+            v
+            for v in running
+            if v.plan is None
+            and v.name not in taken
+            and not _finishing(curves[v.name], len(current[v.name]), v.remaining, self.round_s)
+        ]
+
     def _weights(self, jobs: Sequence[JobView], curves: dict[str, FloatArray]) -> dict[str, float]:
         """Weight of each job's completion time: its rank from the longest (heSRPT)."""
 
@@ -320,8 +354,7 @@ class FapesPolicy(ClusterPolicy):
             return len(current[view.name])
 
         def finishing(view: JobView) -> bool:
-            rate = _at(curves[view.name], busy(view))
-            return rate > 0 and view.remaining / rate <= self.round_s
+            return _finishing(curves[view.name], busy(view), view.remaining, self.round_s)
 
         rank = _per_gpu if self.rank == "per_gpu" and queued else _achievement
         candidates = sorted(
@@ -417,6 +450,12 @@ def _speedup_value(curve: FloatArray, weight: float) -> Callable[[float], float]
 
 def _at(curve: FloatArray, gpus: int) -> float:
     return float(curve[min(gpus, len(curve) - 1)])
+
+
+def _finishing(curve: FloatArray, gpus: int, remaining: float, round_s: float) -> bool:
+    """Whether a job on ``gpus`` finishes its ``remaining`` work within one round."""
+    rate = _at(curve, gpus)
+    return rate > 0 and remaining / rate <= round_s
 
 
 def _achievement(curve: FloatArray, gpus: int) -> float:
