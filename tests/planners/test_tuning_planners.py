@@ -552,3 +552,33 @@ def test_the_least_budget_or_deadline_itself_is_met(by_budget: bool) -> None:
     problem = build_problem(loose.problem.table, catalog, sha, constraint)
     rows = TUNING_PLANNERS.get("exact")(problem)
     assert constraint.admits(*plan_value(problem, rows, catalog, sha))
+
+
+def test_a_milp_plan_over_a_limit_by_less_than_highs_tolerance_is_cut_off() -> None:
+    """HiGHS accepts a row broken by its feasibility tolerance (1e-6 relative): such a plan is
+    cut off and the MILP solved again. The instance the brute-force property test found: the
+    only affordable option is 1e-6 over the deadline, so nothing keeps both bounds."""
+    import dataclasses
+
+    from faasml.planners.tuning._exact import exact_options_milp
+    from faasml.planners.tuning._problem import StageOptions
+
+    sha = SuccessiveHalving(2, 2, 1, (1,))
+    base = tuning_problem(
+        load_workload("lr-higgs"), _catalog("aws-lambda"), Constraint(budget_usd=1e12), sha
+    ).problem
+    stage = StageOptions(
+        trials=2,
+        epochs=1,
+        rows=np.array([0, 1]),
+        time_s=np.array([105.7769079182033, 105.77680369409721]),
+        cost_usd=np.array([0.9458200653471689, 0.9656523372293415]),
+        waves=np.array([1, 1]),
+    )
+    deadline = 105.77680369509721
+    tight = Constraint(0.9458200663471689, deadline, Objective.MIN_TIME)
+    with pytest.raises(InfeasibleConstraintError):
+        exact_options_milp(dataclasses.replace(base, constraint=tight, stages=(stage,)))
+    # With the deadline 2e-6 longer, the plan cut off above keeps both bounds: it is the answer.
+    loose = Constraint(0.9458200663471689, deadline * (1 + 2e-6), Objective.MIN_TIME)
+    assert exact_options_milp(dataclasses.replace(base, constraint=loose, stages=(stage,))) == (0,)

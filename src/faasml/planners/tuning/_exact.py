@@ -499,6 +499,11 @@ def exact_options_milp(problem: TuningProblem) -> tuple[int, ...]:
     return _milp_solution(problem, time_limit_s=None).options
 
 
+MILP_CUTS = 50
+"""Most plans HiGHS may return over a limit by less than its tolerance before the MILP is
+said to have none within it (each is cut off and the MILP solved again)."""
+
+
 def _milp_solution(
     problem: TuningProblem, time_limit_s: float | None = MILP_TIME_LIMIT_S
 ) -> ExactSolution:
@@ -518,16 +523,32 @@ def _milp_solution(
     options: dict[str, float] = {"mip_rel_gap": 0.0}
     if time_limit_s is not None:
         options["time_limit"] = time_limit_s
-    result = milp(
-        f_all / scale,
-        integrality=np.ones(total),
-        bounds=Bounds(0, 1),
-        constraints=rows,
-        options=options,
-    )
-    if result.x is None:
-        raise InfeasibleConstraintError(f"no plan meets the constraint ({result.message})")
-    picked = np.flatnonzero(result.x > 0.5)
+    for _ in range(MILP_CUTS):
+        result = milp(
+            f_all / scale,
+            integrality=np.ones(total),
+            bounds=Bounds(0, 1),
+            constraints=rows,
+            options=options,
+        )
+        if result.x is None:
+            raise InfeasibleConstraintError(f"no plan meets the constraint ({result.message})")
+        picked = np.flatnonzero(result.x > 0.5)
+        # HiGHS accepts a row broken by up to its feasibility tolerance (1e-6 relative here):
+        # a plan over a limit by that much is cut off (no-good cut) and the MILP solved again.
+        if all(
+            float(values[picked].sum()) <= limit * (1 + _LIMIT_SLACK)
+            for values, limit in ((g_all, g_limit), (f_all, f_limit))
+        ):
+            break
+        cut = np.zeros(total)
+        cut[picked] = 1.0
+        rows.append(LinearConstraint(cut[None, :], -np.inf, len(picked) - 1))
+    else:
+        raise InfeasibleConstraintError(
+            f"no plan found within the constraint: HiGHS's last {MILP_CUTS} plans each broke a "
+            "limit by less than its tolerance"
+        )
     choice = tuple(int(j - starts[stage_of[j]]) for j in picked)
     value = sum(float(f[j]) for f, j in zip(fs, choice, strict=True))
     if result.status == 0:
