@@ -6,7 +6,7 @@ PIP := $(PY) -m pip
 # A CPU build of PyTorch first: an unpinned torch would pull GBs of CUDA packages.
 TORCH_PIN ?= torch==2.13.0
 
-.PHONY: demo test lint typecheck unit bench clean
+.PHONY: demo test lint typecheck unit explore bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,9 @@ unit: $(VENV)/.dev
 	$(VENV)/bin/pytest -q
 
 test: lint typecheck unit
+
+explore: $(VENV)/.dev
+	HYPOTHESIS_PROFILE=explore $(VENV)/bin/pytest -q $$(grep -rl "from hypothesis" tests)
 
 bench: $(VENV)/.dev
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

@@ -8,6 +8,7 @@ import tempfile
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
 
 from faasml.testing.servers import LocalServer, MemcachedServer, RedisServer
 
@@ -17,6 +18,13 @@ os.environ.setdefault("FAASML_CACHE", tempfile.mkdtemp(prefix="faasml-test-cache
 # A cached profile is re-checked against the machine only in the tests of the re-check
 # (tests/runtime/test_profile_check.py): elsewhere a profile measured in this session serves.
 os.environ.setdefault("FAASML_PROFILE_RECHECK", "0")
+
+# Property tests draw the same examples on every run of ``make test`` ("ci"): a run that fails
+# fails again, on any machine. ``make explore`` draws new ones ("explore"): a search for bugs,
+# not a gate; a failure it finds becomes an ``@example`` or a regression test.
+settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
+settings.register_profile("explore", deadline=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 def started(server: LocalServer) -> Iterator[LocalServer]:
