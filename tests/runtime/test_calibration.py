@@ -14,6 +14,7 @@ from faasml.runtime.calibration import REPLAN_DELTA, Calibration, moved, trial_f
 from faasml.runtime.stage_pricing import (
     EarlyStart,
     overlap_delay,
+    partition_write_s,
     prewarmed,
     stage_estimate,
     stage_estimates,
@@ -259,7 +260,10 @@ def test_a_stage_on_the_memory_of_the_one_before_pays_no_cold_start(
     lone_first = stage_estimate(workload, catalog, Allocation(**first["allocation"]), 8, 1)  # type: ignore[arg-type]
 
     (t1, c1), (t2, c2) = stage_estimates(workload, catalog, [first, same])
-    assert (t1, c1) == pytest.approx(lone_first)  # the first stage starts cold
+    # The first stage starts cold, once its partitions are written (time, not bill).
+    write = partition_write_s(workload, catalog, 1)
+    assert write > 0
+    assert (t1, c1) == pytest.approx((lone_first[0] + write, lone_first[1]))
     assert t2 < cold_same[0] and c2 < cold_same[1]  # the second starts on warm functions
     warm = warm_after(catalog, workload, Allocation(**first["allocation"]), 8)  # type: ignore[arg-type]
     assert warm >= 4
@@ -291,6 +295,35 @@ def test_a_stage_on_the_memory_of_the_one_before_pays_no_cold_start(
     assert read > 0 and hours[0] == pytest.approx(cold[0] - start * first)
 
 
+def test_warm_functions_read_the_partitions_of_a_new_function_count_once_written(
+    workload: Workload,
+) -> None:
+    # Two trials on one function each leave two warm; one trial on two functions then
+    # starts on them, but its partitions (halves) must first be written and then read.
+    bounded = _bounded(2.0)  # faasml's runtime: warm workers keep their partition
+    local = dataclasses.replace(
+        bounded, platform=dataclasses.replace(bounded.platform, keeps_partition=True)
+    )
+    pair, wide = _local_stage(2, 1536), _local_stage(1, 1536, n=2)
+    (_, _), (t_wide, c_wide), (t_again, c_again) = stage_estimates(
+        workload, local, [pair, wide, wide]
+    )
+    allocation = Allocation(**wide["allocation"])  # type: ignore[arg-type]
+    warm = stage_estimate(workload, local, allocation, 1, 1, warm=2)
+    table = evaluate_allocation(workload, local, allocation)
+    first = local.platform.contention(wave_demand(local, allocation, 1))
+    read = (float(table.startup_s[0]) - float(local.platform.cold_start_time(1536))) * first
+    assert read > 0
+    assert t_wide == pytest.approx(warm[0] + read + partition_write_s(workload, local, 2))
+    assert c_wide > warm[1]  # the functions read while billed
+    # The next stage on the same count finds them written and read.
+    assert (t_again, c_again) == pytest.approx(warm)
+    # A write measured by the run prices the next count's partitions at its rate.
+    assert partition_write_s(workload, local, 2, write_mbps=1.0) == pytest.approx(
+        workload.dataset_mb + 2 * local.storage(local.platform.data_store).latency_s
+    )
+
+
 def test_warm_functions_that_do_not_cover_the_first_wave_leave_the_cold_start(
     workload: Workload, catalog: Catalog
 ) -> None:
@@ -312,8 +345,8 @@ def _bounded(vcpus: float) -> Catalog:
     return dataclasses.replace(local, platform=platform)
 
 
-def _local_stage(trials: int, memory_mb: int) -> dict[str, object]:
-    allocation = Allocation(n=1, memory_mb=memory_mb, storage="embedded", scheme="allreduce")
+def _local_stage(trials: int, memory_mb: int, n: int = 1) -> dict[str, object]:
+    allocation = Allocation(n=n, memory_mb=memory_mb, storage="embedded", scheme="allreduce")
     return {"allocation": dataclasses.asdict(allocation), "trials": trials, "epochs": 1}
 
 
@@ -374,7 +407,8 @@ def test_functions_started_beside_a_wave_the_machine_cannot_feed_slow_it(
 
     (t0, c0), (t1, c1) = stage_estimates(workload, starved, stages)
     lone = stage_estimate(workload, starved, big, 3, 1)
-    assert (t0, c0) == pytest.approx((lone[0] + delay_s, lone[1] + delay_usd))
+    write = partition_write_s(workload, starved, 1)  # before the first stage on one function
+    assert (t0, c0) == pytest.approx((lone[0] + delay_s + write, lone[1] + delay_usd))
     # The early start is billed as long as it ran beside the wave, not as alone, and hidden
     # behind the wave as the delay lengthened it.
     longer = early._replace(hidden_s=early.hidden_s + delay_s)
@@ -388,8 +422,9 @@ def test_functions_started_beside_a_wave_the_machine_cannot_feed_slow_it(
     fed_early = prewarmed(workload, fed, stages[0], stages[1], {})
     assert fed_early.functions == 1
     assert overlap_delay(workload, fed, stages[0], stages[1], fed_early) == (0.0, 0.0)
+    fed_lone = stage_estimate(workload, fed, big, 3, 1)
     assert stage_estimates(workload, fed, stages)[0] == pytest.approx(
-        stage_estimate(workload, fed, big, 3, 1)
+        (fed_lone[0] + partition_write_s(workload, fed, 1), fed_lone[1])
     )
 
 

@@ -80,6 +80,7 @@ TIMINGS = {
     "commit_s": "the coordinator committing segments (history, record, clean-up)",
     "record_s": "writing the run record after segments (part of commit_s)",
     "run_s": "inside Coordinator.run (the stages), the rest of a run is between stages",
+    "partition_s": "the coordinator writing the training set's partitions (once per count)",
 }
 """The parts of a run's time the coordinator adds up (``CoordinatorBase.timings``)."""
 
@@ -126,6 +127,8 @@ class CoordinatorBase:
         self.origin = time.monotonic() if clock_origin is None else clock_origin
         self.samples = 0
         self._prepared: set[int] = set()
+        self.partition_mb = 0.0
+        """MB of training-set partitions written to the object store."""
         self.estimator = SegmentEstimator(catalog.platform)
         self.stop_reason: str | None = None
         self._server: Any = None

@@ -3,6 +3,8 @@ store, where workers read them."""
 
 from __future__ import annotations
 
+import time
+
 from faasml.runtime.coordinator_base import CoordinatorBase
 from faasml.workloads._dataset import dataset_to_bytes, partition
 from faasml.workloads.data import Dataset
@@ -27,8 +29,16 @@ class DataPartitions(CoordinatorBase):
             return
         prefix = f"{self.data_prefix}/n{n}"
         if self.objects.get(f"{prefix}/samples") is None:
+            began = time.monotonic()
             for worker in range(n):
-                part = partition(self._train, worker, n)
-                self.objects.put(f"{prefix}/part-{worker}", dataset_to_bytes(part))
+                data = dataset_to_bytes(partition(self._train, worker, n))
+                self.objects.put(f"{prefix}/part-{worker}", data)
+                self.partition_mb += len(data) / 1e6
             self.objects.put(f"{prefix}/samples", str(self.samples).encode())
+            self.timings["partition_s"] += time.monotonic() - began
         self._prepared.add(n)
+
+    def partition_write_mbps(self) -> float | None:
+        """MB a second the partitions were written at (None before any was written)."""
+        seconds = self.timings["partition_s"]
+        return self.partition_mb / seconds if seconds > 0 and self.partition_mb > 0 else None

@@ -45,6 +45,7 @@ def stage_estimate(
     warm: int = 0,
     prewarm: EarlyStart = NO_EARLY_START,
     factors: Sequence[float] | None = None,
+    rereads: bool = False,
 ) -> tuple[float, float]:
     """T_i and C_i of one stage on ``allocation`` (CE-scaling eqs. 7–8 with waves); ``warm``
     functions of its memory size are left warm by the stage before, and when they cover the
@@ -58,7 +59,10 @@ def stage_estimate(
     start; all 1 where not given). A trial holds its functions for the whole stage (its
     segments span the stage's epochs wherever they are short against a segment's fixed
     costs) and the next trial takes the first functions freed (``_makespan``): a stage of a
-    slow and a fast trial lasts as long as the slow one; equal trials run in waves."""
+    slow and a fast trial lasts as long as the slow one; equal trials run in waves.
+    ``rereads``: warm functions of the first wave hold another function count's partition,
+    so where warm functions keep their partition they read this one first, as a started
+    function does."""
     table = evaluate_allocation(workload, catalog, allocation)
     if len(table) == 0:
         return float("inf"), float("inf")
@@ -80,6 +84,8 @@ def stage_estimate(
         beside = first if prewarm.contention is None else prewarm.contention
         time = max(0.0, start_s * beside - prewarm.hidden_s) + read_s * first
         cost = wave * (start_usd * beside + read_usd * first)
+    elif rereads:
+        time, cost = read_s * first, wave * read_usd * first
     epoch_s, function_usd = float(table.time_s[0]), float(table.function_usd[0])
     compute_s = float(table.compute_s[0])
     rest = float(table.cost_usd[0]) - function_usd
@@ -124,19 +130,29 @@ def stage_estimates(
     warm: Mapping[int, int] | None = None,
     beside: bool = True,
     factors: Mapping[int, Sequence[float]] | None = None,
+    write_mbps: float | None = None,
 ) -> list[tuple[float, float]]:
     """T_i and C_i of each planned stage (dicts with allocation, trials, epochs) in turn, each
     starting on the functions the stages before left warm (``warm``: memory MB -> functions
     warm before the first, e.g. the probe's). A stage whose last wave the next stage's
     functions start beside is slowed by them (``overlap_delay``), and their start by it;
     ``beside`` False leaves both out (stages priced apart, as the planners price them).
-    ``factors``: stage index -> its trials' ``stage_estimate`` factors, where known."""
+    ``factors``: stage index -> its trials' ``stage_estimate`` factors, where known.
+    The first stage on each function count waits for its partitions to be written
+    (``partition_write_s``, at ``write_mbps`` where a run measured it), and warm functions
+    that an earlier stage left holding another count's partitions read theirs first
+    (``stage_estimate``'s ``rereads``; functions warm before the first stage, the probe's,
+    are taken to read theirs as the planners price them: a read of D/n, milliseconds on
+    the local platform)."""
     pool = dict(warm or {})
+    held: dict[int, int] = {}  # memory MB -> the function count whose partitions they hold
     out: list[tuple[float, float]] = []
     for index, stage in enumerate(stages):
         allocation = Allocation(**stage["allocation"])
         trials, epochs = stage["trials"], stage["epochs"]
         ready = pool.get(allocation.memory_mb, 0)
+        written = allocation.n in {int(s["allocation"]["n"]) for s in stages[:index]}
+        rereads = held.get(allocation.memory_mb, allocation.n) != allocation.n
         early = NO_EARLY_START
         if index > 0:
             before = stages[index - 1]
@@ -147,11 +163,27 @@ def stage_estimates(
             out[-1] = (out[-1][0] + delay_s, out[-1][1] + delay_usd)
             early = early._replace(hidden_s=early.hidden_s + delay_s)  # a longer wave hides more
         relative = (factors or {}).get(index)
-        out.append(
-            stage_estimate(workload, catalog, allocation, trials, epochs, ready, early, relative)
+        time_s, cost_usd = stage_estimate(
+            workload, catalog, allocation, trials, epochs, ready, early, relative, rereads
         )
+        if not written:  # the coordinator writes this count's partitions before it starts
+            time_s += partition_write_s(workload, catalog, allocation.n, write_mbps)
+        out.append((time_s, cost_usd))
         pool = warm_pool(workload, catalog, [stage], pool)
+        held[allocation.memory_mb] = allocation.n
     return out
+
+
+def partition_write_s(
+    workload: Workload, catalog: Catalog, n: int, write_mbps: float | None = None
+) -> float:
+    """Seconds the coordinator takes to write the training set's ``n`` partitions to the data
+    store, before the first segment on ``n`` functions (``DataPartitions``): D / b + n·ℓ,
+    with b the rate a run measured (``write_mbps``), else the store's connection bandwidth.
+    No function runs then: time, not bill."""
+    store = catalog.storage(catalog.platform.data_store)
+    rate = write_mbps if write_mbps and write_mbps > 0 else store.connection_mbps
+    return workload.dataset_mb / rate + n * store.latency_s
 
 
 def _last_wave(workload: Workload, catalog: Catalog, stage: Mapping[str, Any]) -> int:

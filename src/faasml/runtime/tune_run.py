@@ -95,7 +95,12 @@ class TuneRun(BaseRun):
         known = trials_of if trials_of is not None else stages
         factors = {i: s["trial_factors"] for i, s in enumerate(known) if "trial_factors" in s}
         return stage_estimates(
-            self.workload, self.plan_catalog, stages, self._probe_warm(), factors=factors
+            self.workload,
+            self.plan_catalog,
+            stages,
+            self._probe_warm(),
+            factors=factors,
+            write_mbps=self.state.get("partition_write_mbps"),
         )
 
     def plan(self, planner: str = "exact") -> dict[str, Any]:
@@ -250,6 +255,8 @@ class TuneRun(BaseRun):
             coordinator.commits_s, coordinator.launches_s, coordinator.options.poll_s
         )
         self.state["coordinator_s"] = between
+        # How fast this run's coordinator wrote the partitions (a later count's are priced so).
+        self.state["partition_write_mbps"] = coordinator.partition_write_mbps()
         platform = dataclasses.replace(self.plan_catalog.platform, coordinator_s=between)
         self.plan_catalog = dataclasses.replace(self.plan_catalog, platform=platform)
         rest = stages[index + 1 :]
