@@ -277,6 +277,17 @@ def run_job(
         if "repredicted_time_s" in stage and "measured_time_s" in stage:
             end_time.append(_err(stage["repredicted_time_s"], stage["measured_time_s"]))
             end_cost.append(_err(stage["repredicted_cost_usd"], stage["measured_cost_usd"]))
+    run_usd = sum(c["usd"] for c in charges if c["kind"] != "profiling")
+    for made in state["plan"].get("repredictions", []) if kind == "train" else []:
+        # A training run's one stage: the rest as re-predicted after each re-calibration
+        # (epochs 2, 4, 8, ...) against what the rest measured; per epoch it ran, where the
+        # target stopped it before the epochs re-predicted.
+        ran = state["trials"][0]["epochs_done"] - made["epoch"]
+        if ran > 0:
+            share = ran / made["rest_epochs"]
+            rest_s = float(state["elapsed_s"]) - made["at_s"]
+            end_time.append(_err(made["rest_time_s"] * share, rest_s))
+            end_cost.append(_err(made["rest_cost_usd"] * share, run_usd - made["spent_usd"]))
     oom = [
         t["trial_id"]
         for t in state["trials"]
@@ -398,7 +409,8 @@ def job_set(
         "pred = the plan's first prediction of the whole run; meas = the run (time from its first\n"
         "stage to its last; bill WITHOUT profiling, which the plan does not predict); end = mean\n"
         "|error| of the stages after the first, re-predicted after live re-calibration against\n"
-        "measured; prof = profiling's bill and its share of the job's whole bill (the deadline\n"
+        "measured (a training run: the rest after epochs 2, 4, 8, ..., re-predicted there);\n"
+        "prof = profiling's bill and its share of the job's whole bill (the deadline\n"
         "run reuses the budget run's profile: 'cached', nothing billed); load = runnable tasks\n"
         "on the machine, mean over the run (ours included; the machine has "
         f"{os.cpu_count()} cores).\n"

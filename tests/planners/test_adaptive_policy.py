@@ -1,12 +1,15 @@
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from faasml.catalog import load_catalog
+from faasml.catalog import Catalog, load_catalog
 from faasml.exceptions import ConfigError, InfeasibleConstraintError, UnknownNameError
+from faasml.models.space import evaluate_allocation
 from faasml.planners.adaptive import (
     TRAINING_POLICIES,
     AdaptiveScheduler,
@@ -165,3 +168,49 @@ def test_the_frontier_can_be_kept_to_some_storages() -> None:
     assert float(narrow.time_s.min()) >= float(FRONTIER.time_s.min())
     with pytest.raises(ConfigError, match="storage nowhere"):
         training_frontier(WORKLOAD, CATALOG, max_functions=10, storages=["nowhere"])
+
+
+def _slower(catalog: Catalog, factor: float) -> Catalog:
+    """``catalog`` with u(m) ``factor`` times longer on every memory size."""
+    platform = catalog.platform
+    arch = platform.architectures[platform.architecture]
+    slow = dataclasses.replace(arch, compute_speed=arch.compute_speed / factor)
+    architectures = {**platform.architectures, platform.architecture: slow}
+    platform = dataclasses.replace(platform, architectures=architectures)
+    return dataclasses.replace(catalog, platform=platform)
+
+
+def test_repricing_keeps_the_allocation_and_the_curve_and_prices_it_as_measured() -> None:
+    policy = AdaptiveScheduler(
+        WORKLOAD,
+        CATALOG,
+        Constraint(budget_usd=3 * least_budget(20)),
+        1.0,
+        offline_epochs=20,
+        memory_step_mb=256,
+        max_functions=100,
+    )
+    chosen = policy.start()
+    policy.observe(1, 2.0, 0.01, 10.0)
+    slower = _slower(CATALOG, 2.0)
+    policy.reprice(WORKLOAD, slower)
+    assert policy.allocation == chosen  # the running allocation stays, repriced
+    row = [i for i in range(len(policy.frontier)) if policy.frontier.allocation(i) == chosen]
+    assert len(row) == 1
+    measured = evaluate_allocation(WORKLOAD, slower, chosen)
+    assert policy.frontier.time_s[row[0]] == pytest.approx(float(measured.time_s[0]))
+    assert policy.frontier.cost_usd[row[0]] == pytest.approx(float(measured.cost_usd[0]))
+    before = evaluate_allocation(WORKLOAD, CATALOG, chosen)
+    assert float(measured.compute_s[0]) == pytest.approx(2 * float(before.compute_s[0]))
+    assert float(measured.time_s[0]) > float(before.time_s[0])
+    # Every other row is Pareto-optimal under the corrected prices.
+    corrected = training_frontier(WORKLOAD, slower, memory_step_mb=256, max_functions=100)
+    others = {policy.frontier.allocation(i) for i in range(len(policy.frontier))} - {chosen}
+    assert others <= {corrected.allocation(i) for i in range(len(corrected))}
+    # The loss curve seen so far stands: the next epoch is epoch 2, not a new start.
+    decision = policy.observe(2, 1.9, 0.02, 20.0)
+    assert decision.epoch == 2
+    with pytest.raises(ConfigError, match="start"):
+        AdaptiveScheduler(WORKLOAD, CATALOG, Constraint(budget_usd=1.0), 1.0).reprice(
+            WORKLOAD, slower
+        )

@@ -43,7 +43,7 @@ from faasml.models.convergence import (
 )
 from faasml.models.restart import SwitchCost, switch_costs
 from faasml.models.space import AllocationTable, allocation_space
-from faasml.planners.pareto import pareto_front
+from faasml.planners.pareto import pareto_front, pareto_indices
 from faasml.planners.training import _infeasible
 from faasml.registry import Registry
 from faasml.types import Allocation, Constraint, Decision, Objective
@@ -154,6 +154,7 @@ class TrainingPolicy:
             )
         self.start_fraction = start_fraction
         self.start_reason = ""
+        self._memory_step_mb, self._max_functions = memory_step_mb, max_functions
         self.frontier = frontier or training_frontier(
             workload, catalog, memory_step_mb=memory_step_mb, max_functions=max_functions
         )
@@ -259,6 +260,32 @@ class TrainingPolicy:
             effective=effective,
             switch=switch,
         )
+
+    def reprice(self, workload: Workload, catalog: Catalog) -> None:
+        """Price every allocation again with a run's measured corrections (the epochs it ran:
+        ``runtime.calibration``): 𝒫 rebuilt from them, the allocation running now kept on it
+        (added where it is no longer Pareto-optimal), the loss curve seen so far kept. Later
+        re-plans, and the guard that the next epoch fits what is left, use these prices."""
+        self._require_start()
+        current = self.allocation
+        space = allocation_space(
+            workload,
+            catalog,
+            memory_step_mb=self._memory_step_mb,
+            max_functions=self._max_functions,
+        )
+        if len(space) == 0:
+            raise ConfigError(f"no allocation of {catalog.name} can run {workload.name}")
+        rows = list(pareto_indices(space.time_s, space.cost_usd))
+        same = [i for i in range(len(space)) if space.allocation(i) == current]
+        if same and same[0] not in rows:
+            rows.append(same[0])
+        frontier = space.take(np.array(rows, dtype=np.int64))
+        kept = [i for i in range(len(frontier)) if frontier.allocation(i) == current]
+        if not kept:  # the running allocation does not fit the corrected model: keep the old
+            return
+        self.workload, self.catalog = workload, catalog
+        self.frontier, self._row = frontier, kept[0]
 
     # -- hooks for the baselines --------------------------------------------------------------
 

@@ -45,6 +45,37 @@ def _between_lines(plan: dict[str, Any]) -> list[str]:
     ]
 
 
+def _reprediction_lines(state: dict[str, Any]) -> list[str]:
+    """A training run's re-predictions after live re-calibration: the rest of the run as
+    re-predicted after an epoch, against what the rest then measured (the rest priced to the
+    last epoch allowed; a run stopped before it ran fewer epochs than re-predicted)."""
+    repredictions = state.get("plan", {}).get("repredictions", [])
+    if not repredictions:
+        return []
+    elapsed = float(state.get("elapsed_s", 0.0))
+    charges = state.get("charges", [])
+    run_bill = sum(c["usd"] for c in charges if c.get("kind") != "profiling")
+    done = max((t.get("epochs_done", 0) for t in state.get("trials", [])), default=0)
+    lines = [
+        "",
+        "Re-predicted during the run, after re-calibration (the rest of the run from that epoch):",
+        "",
+        "| after epoch | at | epochs left (run) | re-predicted rest | measured rest | "
+        "whole run re-predicted |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in repredictions:
+        whole = r["at_s"] + r["rest_time_s"], r["spent_usd"] + r["rest_cost_usd"]
+        lines.append(
+            f"| {r['epoch']} | {format_duration(r['at_s'])} | {r['rest_epochs']} "
+            f"({max(done - r['epoch'], 0)}) | {format_duration(r['rest_time_s'])}, "
+            f"{format_money(r['rest_cost_usd'])} | {format_duration(elapsed - r['at_s'])}, "
+            f"{format_money(run_bill - r['spent_usd'])} | {format_duration(whole[0])}, "
+            f"{format_money(whole[1])} |"
+        )
+    return lines
+
+
 def render_report(state: dict[str, Any], plots: list[Path]) -> str:
     plan = state.get("plan", {})
     lines = [f"# faasml {state.get('kind', 'run')}: {state.get('job', {}).get('name', '')}", ""]
@@ -104,6 +135,7 @@ def render_report(state: dict[str, Any], plots: list[Path]) -> str:
             f"{_stage_cell(stage, 'predicted')} | {_stage_cell(stage, 'repredicted')} | "
             f"{_stage_cell(stage, 'measured')} |"
         )
+    lines += _reprediction_lines(state)
     by_kind: dict[str, float] = {}
     for charge in state.get("charges", []):
         by_kind[charge["kind"]] = by_kind.get(charge["kind"], 0.0) + charge["usd"]

@@ -65,6 +65,16 @@ def summary_lines(state: dict[str, Any]) -> list[str]:
             f" measured {format_duration(elapsed)} ({_error(elapsed, plan['time_s'])}) and "
             f"{format_money(run_bill)} ({_error(run_bill, plan['cost_usd'])})"
         )
+    repredictions = plan.get("repredictions") if plan else None
+    if repredictions:  # a training run re-calibrated: its last re-prediction of the whole run
+        last = repredictions[-1]
+        time_s = last["at_s"] + last["rest_time_s"]
+        usd = last["spent_usd"] + last["rest_cost_usd"]
+        run_bill = bill - profiling
+        lines.append(
+            f"re-predicted after epoch {last['epoch']}: {format_duration(time_s)} "
+            f"({_error(elapsed, time_s)}) and {format_money(usd)} ({_error(run_bill, usd)})"
+        )
     profile = state.get("profile")
     if profile:
         how = "cached" if state.get("profile_cached") else "measured"

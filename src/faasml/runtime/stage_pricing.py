@@ -142,8 +142,8 @@ def stage_estimates(
     (``partition_write_s``, at ``write_mbps`` where a run measured it), and warm functions
     that an earlier stage left holding another count's partitions read theirs first
     (``stage_estimate``'s ``rereads``; functions warm before the first stage, the probe's,
-    are taken to read theirs as the planners price them: a read of D/n, milliseconds on
-    the local platform)."""
+    are priced as the planners price them, without that read: D/n, milliseconds on the
+    local platform)."""
     pool = dict(warm or {})
     held: dict[int, int] = {}  # memory MB -> the function count whose partitions they hold
     out: list[tuple[float, float]] = []

@@ -4,24 +4,41 @@ The adaptive scheduler (CE-scaling Algorithm 2) re-plans after every epoch; a re
 with a delayed restart: the new functions start while the current epoch runs and take over at
 its end. A run with a target loss that ends without reaching it ends ``target-missed``, never
 ``finished``.
+
+Live re-calibration: after epochs 2, 4, 8, … (doubling, so that its cost stays a vanishing
+share of a run of short epochs) the epochs run so far correct the model (``Calibration``), the
+rest of the run is re-predicted from them, and where the running allocation's epoch moved by
+more than δ the scheduler prices its choices and its guard with the corrected model.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import statistics
+import time
+from typing import TYPE_CHECKING, Any
 
 from faasml.models.space import evaluate_allocation
+from faasml.runtime.calibration import REPLAN_DELTA, Calibration, moved
 from faasml.runtime.coordinator import Coordinator, TrialState
+from faasml.runtime.estimates import coordinator_seconds
 from faasml.runtime.run_base import BaseRun
 from faasml.runtime.stage_pricing import stage_estimate
 from faasml.types import Allocation
+
+if TYPE_CHECKING:
+    from faasml.planners.adaptive import AdaptiveScheduler
+
+FIRST_RECALIBRATION_EPOCH = 2
+"""The first epoch after which the run re-calibrates (the first on an allocation may hold its
+cold start); then after every doubling of the epochs run."""
 
 
 class TrainRun(BaseRun):
     """One configuration trained to the target loss (or max epochs), re-planned online."""
 
     kind = "train"
+    delta = REPLAN_DELTA
 
     def plan(self) -> dict[str, Any]:
         from faasml.planners.adaptive import AdaptiveScheduler
@@ -73,6 +90,7 @@ class TrainRun(BaseRun):
         stage["time_s"], stage["cost_usd"] = stage_estimate(
             self.workload, self.plan_catalog, chosen, 1, training.max_epochs, warm
         )
+        stage["predicted_time_s"], stage["predicted_cost_usd"] = stage["time_s"], stage["cost_usd"]
         self.state["plan"].update(time_s=stage["time_s"], cost_usd=stage["cost_usd"])
         self.state["allocation"] = self.state["plan"]["stages"][0]["allocation"]
         self.state["allocations"] = [{"epoch": 1, **self.state["allocation"]}]
@@ -83,6 +101,16 @@ class TrainRun(BaseRun):
     def _drive(self, coordinator: Coordinator) -> None:
         if "plan" not in self.state:
             self.plan()
+        try:
+            self._train(coordinator)
+        finally:  # the run's one stage, as measured (the report sets it beside the plan)
+            stage = self.state["plan"]["stages"][0]
+            stage["measured_time_s"] = self._elapsed()
+            stage["measured_cost_usd"] = self.meter.total_usd - self.meter.by_kind().get(
+                "profiling", 0.0
+            )
+
+    def _train(self, coordinator: Coordinator) -> None:
         training = self.job.training
         trial = self.trials[0]
         scheduler = None
@@ -101,6 +129,10 @@ class TrainRun(BaseRun):
                     record["epoch"], _loss(record), record["spent_usd"], record["t_s"]
                 )
         pending: tuple[int, Allocation] | None = None
+        # What the run was planned with: each re-calibration corrects these afresh.
+        self._planned = (self.workload, self.plan_catalog)
+        self._gaps: list[float] = []  # the run's own time between two epochs' segments
+        ended: float | None = None
         while trial.epochs_done < training.max_epochs and trial.status != "failed":
             allocation = Allocation(**self.state["allocation"])
             if pending is not None and pending[0] <= trial.epochs_done + 1:
@@ -114,12 +146,19 @@ class TrainRun(BaseRun):
             # Without a scheduler nothing is decided between epochs: short ones may share a
             # segment (the coordinator chooses); with one, each epoch ends a segment.
             until = training.max_epochs if scheduler is None else trial.epochs_done + 1
+            if ended is not None:
+                self._gaps.append(time.monotonic() - ended)
             coordinator.run([trial], allocation, until)
+            ended = time.monotonic()
             if coordinator.stop_reason or trial.status == "failed":
                 return
             if scheduler is None:
                 continue
             record = trial.last
+            epoch = trial.epochs_done
+            if epoch >= FIRST_RECALIBRATION_EPOCH and epoch & (epoch - 1) == 0:
+                following = pending[1] if pending is not None else allocation
+                self._recalibrate(trial, coordinator, scheduler, following)
             decision = scheduler.observe(
                 trial.epochs_done, _loss(record), self.meter.total_usd, coordinator.now()
             )
@@ -154,6 +193,70 @@ class TrainRun(BaseRun):
             "val_accuracy": trial.last.get("val_accuracy"),
             "checkpoint": trial.checkpoint,
         }
+
+    def _recalibrate(
+        self,
+        trial: TrialState,
+        coordinator: Coordinator,
+        scheduler: AdaptiveScheduler,
+        allocation: Allocation,
+    ) -> None:
+        """Correct the model with every epoch run so far, re-predict the rest of the run on
+        ``allocation`` (the next epoch's), and where its epoch moved by more than δ give the
+        scheduler the corrected prices. The rest: the epochs left to ``max_epochs`` on warm
+        functions (``stage_estimate``), and between two of them the run's own time (its
+        decision, the record) as measured so far."""
+        training = self.job.training
+        epoch = trial.epochs_done
+        left = training.max_epochs - epoch
+        if left <= 0:
+            return
+        base_workload, base_catalog = self._planned
+        calibration = Calibration()
+        calibration.observe([trial.history], range(1, epoch + 1), base_workload, base_catalog)
+        self.state["calibration"] = calibration.to_dict()
+        workload, catalog = calibration.recalibrated(base_workload, base_catalog)
+        between = coordinator_seconds(
+            coordinator.commits_s, coordinator.launches_s, coordinator.options.poll_s
+        )
+        self.state["coordinator_s"] = between
+        platform = dataclasses.replace(catalog.platform, coordinator_s=between)
+        catalog = dataclasses.replace(catalog, platform=platform)
+        gap = statistics.mean(self._gaps) if self._gaps else 0.0
+        rest_s, rest_usd = stage_estimate(workload, catalog, allocation, 1, left, allocation.n)
+        rest_s += gap * left
+        now = self._elapsed()
+        spent = self.meter.total_usd - self.meter.by_kind().get("profiling", 0.0)
+        stage = self.state["plan"]["stages"][0]
+        stage["repredicted_time_s"] = now + rest_s
+        stage["repredicted_cost_usd"] = spent + rest_usd
+        self.state["plan"].setdefault("repredictions", []).append(
+            {
+                "epoch": epoch,
+                "at_s": now,
+                "spent_usd": spent,
+                "rest_epochs": left,
+                "rest_time_s": rest_s,
+                "rest_cost_usd": rest_usd,
+                "between_epochs_s": gap,
+            }
+        )
+        old = evaluate_allocation(self.workload, self.plan_catalog, allocation)
+        new = evaluate_allocation(workload, catalog, allocation)
+        self.workload, self.plan_catalog = workload, catalog
+        if len(old) == 0 or len(new) == 0:
+            return
+        before = (float(old.time_s[0]), float(old.cost_usd[0]))
+        after = (float(new.time_s[0]), float(new.cost_usd[0]))
+        if not moved(before, after, self.delta):
+            return
+        scheduler.reprice(dataclasses.replace(workload, epochs=training.max_epochs), catalog)
+        self.event(
+            f"after epoch {epoch}: an epoch on {allocation} measured at {after[0]:.3g} s and "
+            f"${after[1]:.3g} (priced {before[0]:.3g} s, ${before[1]:.3g}); the rest "
+            f"({left} epochs) re-predicted at {rest_s:.1f} s and ${rest_usd:.6f}, and the "
+            "scheduler re-priced"
+        )
 
 
 def _loss(record: dict[str, Any]) -> float:
