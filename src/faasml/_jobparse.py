@@ -93,7 +93,7 @@ def parse_job(
     if f.has("workflow"):
         from faasml._jobworkflow import parse_workflow
 
-        flow = parse_workflow(f.raw("workflow"), model.name, job.training.max_epochs)
+        flow = parse_workflow(f.raw("workflow"), model.name, job.training.max_epochs, base_dir)
         job = dataclasses.replace(job, workflow=flow)
     f.finish()
     _check_store(job)

@@ -3,7 +3,8 @@ with a deployment search choosing functions × memory for each phase (docs/searc
 
 Exactly one of ``batch_size_schedule`` (dynamic batching: epoch -> batch size), ``nas`` (a
 sequence, or a seeded sample of widths × depths, of model configurations, each trained a few
-epochs) or ``online`` (data arriving in chunks); ``search`` sets the searcher and its budget.
+epochs) or ``online`` (data arriving in chunks: shares of the job's data on a schedule, or files
+landing in a folder, ``online.watch``); ``search`` sets the searcher and its budget.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -45,6 +47,32 @@ class SearchOptions:
 
 
 @dataclass(frozen=True)
+class WatchSpec:
+    """``workflow.online.watch``: chunks are files landing in a folder; each one that lands is
+    trained on (with every sample landed before it) in a phase of its own, in name order."""
+
+    folder: str
+    """The folder watched (absolute; a job file's relative path resolves against the file)."""
+    files: int
+    """Chunk files the run waits for; it ends after training on the last."""
+    format: str = "npz"
+    """Their format (``faasml.workloads.data.FORMATS``): the job's features and classes."""
+    timeout_s: float = 600.0
+    """How long the run waits for the next file; then it stops, saying so."""
+    poll_s: float = 0.2
+    """How often the folder is looked at while waiting (no function is held meanwhile)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "folder": self.folder,
+            "files": self.files,
+            "format": self.format,
+            "timeout_s": self.timeout_s,
+            "poll_s": self.poll_s,
+        }
+
+
+@dataclass(frozen=True)
 class WorkflowSpec:
     kind: str
     batch_size_schedule: tuple[tuple[int, int], ...] = ()
@@ -57,6 +85,9 @@ class WorkflowSpec:
     epochs_per_chunk: int = 1
     every_s: float = 0.0
     """Online: seconds between chunk arrivals (no function is held while waiting)."""
+    watch: WatchSpec | None = None
+    """Online: chunks are files landing in a folder (then ``chunks`` is empty: the job's own
+    data is the first phase's)."""
     search: SearchOptions = field(default_factory=SearchOptions)
 
     def to_dict(self) -> dict[str, Any]:
@@ -67,6 +98,11 @@ class WorkflowSpec:
             data["nas"] = {
                 "models": [dict(m) for m in self.models],
                 "epochs_per_model": self.epochs_per_model,
+            }
+        elif self.watch is not None:
+            data["online"] = {
+                "watch": self.watch.to_dict(),
+                "epochs_per_chunk": self.epochs_per_chunk,
             }
         else:
             data["online"] = {
@@ -91,8 +127,11 @@ class WorkflowSpec:
         return data
 
 
-def parse_workflow(value: Any, model_name: str, max_epochs: int) -> WorkflowSpec:
-    """Read ``workflow:``; errors name the field, the value and the rule."""
+def parse_workflow(
+    value: Any, model_name: str, max_epochs: int, base_dir: Path | None = None
+) -> WorkflowSpec:
+    """Read ``workflow:``; errors name the field, the value and the rule. A watched folder's
+    relative path resolves against ``base_dir`` (the job file's folder; default: here)."""
     f = Fields(value, "workflow", ConfigError)
     present = [k for k in ("batch_size_schedule", "nas", "online") if f.has(k)]
     if len(present) != 1:
@@ -120,13 +159,28 @@ def parse_workflow(value: Any, model_name: str, max_epochs: int) -> WorkflowSpec
         nas.finish()
     else:
         online = f.sub("online")
-        spec = WorkflowSpec(
-            "online",
-            chunks=_chunks(online),
-            epochs_per_chunk=online.integer("epochs_per_chunk", 1, minimum=1),
-            every_s=online.number("every_s", 0.0, minimum=0.0),
-            search=search,
-        )
+        if online.has("watch"):
+            both = [k for k in ("chunks", "every_s") if online.has(k)]
+            if both:
+                raise ConfigError(
+                    f"workflow.online has watch and {' and '.join(both)}: its chunks come from "
+                    "one of them (files landing in the watched folder, or shares of the job's "
+                    "data on a schedule)"
+                )
+            spec = WorkflowSpec(
+                "online",
+                epochs_per_chunk=online.integer("epochs_per_chunk", 1, minimum=1),
+                watch=_watch(online.sub("watch"), base_dir or Path.cwd()),
+                search=search,
+            )
+        else:
+            spec = WorkflowSpec(
+                "online",
+                chunks=_chunks(online),
+                epochs_per_chunk=online.integer("epochs_per_chunk", 1, minimum=1),
+                every_s=online.number("every_s", 0.0, minimum=0.0),
+                search=search,
+            )
         online.finish()
     f.finish()
     return spec
@@ -221,6 +275,23 @@ def _chunks(f: Fields) -> tuple[float, ...]:
     if abs(sum(shares) - 1.0) > 1e-6:
         raise f.fail("chunks", shares, f"must sum to 1 (they sum to {sum(shares):g})")
     return tuple(float(s) for s in shares)
+
+
+def _watch(f: Fields, base_dir: Path) -> WatchSpec:
+    from faasml.workloads.data import FORMATS
+
+    folder = base_dir / Path(f.text("folder")).expanduser()
+    if not folder.is_dir():
+        raise f.fail("folder", f.data["folder"], f"must name an existing folder ({folder})")
+    watch = WatchSpec(
+        folder=str(folder.resolve()),
+        files=f.integer("files", minimum=1, maximum=10_000),
+        format=f.choice("format", FORMATS, "npz"),
+        timeout_s=f.number("timeout_s", 600.0, minimum=0.0, strict_minimum=True),
+        poll_s=f.number("poll_s", 0.2, minimum=0.0, strict_minimum=True),
+    )
+    f.finish()
+    return watch
 
 
 def _search(f: Fields) -> SearchOptions:

@@ -190,3 +190,25 @@ def test_dataset_rules_and_split() -> None:
     assert rows == {r.tobytes() for r in data.features}
     with pytest.raises(WorkloadError, match=r"test_fraction"):
         data.split(1.0, seed=0)
+
+
+def test_a_fixed_problem_seed_draws_more_data_of_one_problem() -> None:
+    from faasml.workloads.synthetic import higgs_like
+
+    plain = higgs_like(500, seed=3)
+    assert (higgs_like(500, seed=3, problem_seed=None).labels == plain.labels).all()
+    # The samples come from the seed; the labelling rule from problem_seed.
+    a, b = higgs_like(500, seed=3, problem_seed=7), higgs_like(500, seed=3, problem_seed=8)
+    assert (a.features == plain.features).all() and (b.features == plain.features).all()
+    assert (a.labels != b.labels).any()
+    # Without noise the rule alone labels: a point drawn under two seeds gets one label.
+    first = higgs_like(400, seed=1, noise=0.0, problem_seed=7)
+    second = higgs_like(400, seed=2, noise=0.0, problem_seed=7)
+    from sklearn.linear_model import LogisticRegression
+
+    fitted = LogisticRegression(max_iter=2000).fit(first.features, first.labels)
+    assert fitted.score(second.features, second.labels) > 0.85  # the same problem
+    other = higgs_like(400, seed=2, noise=0.0, problem_seed=8)
+    assert fitted.score(other.features, other.labels) < 0.75  # another problem
+    with pytest.raises(WorkloadError, match="problem_seed is 'x', but must be a whole number"):
+        higgs_like(10, problem_seed="x")  # type: ignore[arg-type]

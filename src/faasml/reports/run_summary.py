@@ -60,10 +60,25 @@ def summary_lines(state: dict[str, Any]) -> list[str]:
     ]
     if plan:
         run_bill = bill - profiling
+        waiting = float(state.get("waiting_s", 0.0))
+        running = elapsed - waiting
+        measured = f"{format_duration(elapsed)} ({_error(elapsed, plan['time_s'])})"
+        if waiting > 0:  # data that had not landed yet: not a time any plan predicts
+            measured = (
+                f"{format_duration(running)} running ({_error(running, plan['time_s'])}; "
+                f"{format_duration(waiting)} more waiting for data)"
+            )
+        searched = sum(c["usd"] for c in charges if c.get("kind") == "search")
+        billed = f"{format_money(run_bill)} ({_error(run_bill, plan['cost_usd'])})"
+        if searched > 0:  # a deployment search's probes: a cost the plan leaves to the search
+            trained = run_bill - searched
+            billed = (
+                f"{format_money(trained)} training ({_error(trained, plan['cost_usd'])}) + "
+                f"{format_money(searched)} searching"
+            )
         lines.append(
             f"predicted {format_duration(plan['time_s'])} and {format_money(plan['cost_usd'])};"
-            f" measured {format_duration(elapsed)} ({_error(elapsed, plan['time_s'])}) and "
-            f"{format_money(run_bill)} ({_error(run_bill, plan['cost_usd'])})"
+            f" measured {measured} and {billed}"
         )
     repredictions = plan.get("repredictions") if plan else None
     if repredictions:  # a training run re-calibrated: its last re-prediction of the whole run

@@ -25,7 +25,8 @@ import numpy as np
 
 from faasml._jobworkflow import WorkflowSpec
 from faasml.config import JobSpec
-from faasml.exceptions import ConfigError
+from faasml.exceptions import ConfigError, WorkloadError
+from faasml.runtime.chunk_files import await_chunk, joined, read_chunk
 from faasml.runtime.coordinator import Coordinator, TrialState
 from faasml.runtime.job_profile import planning_inputs
 from faasml.runtime.run_base import job_workload
@@ -83,6 +84,23 @@ def workflow_phases(
             phases.append(
                 Phase(
                     i, i, 0, spec.epochs_per_model, job_batch, dict(entry), samples, change=change
+                )
+            )
+    elif spec.watch is not None:
+        # The job's own data first, then one phase per file landing in the folder; a file's
+        # size is known when it lands (until then each is taken to be as large as the job's).
+        for i in range(spec.watch.files + 1):
+            change = f"chunk file {i} of {spec.watch.files}" if i else ""
+            phases.append(
+                Phase(
+                    i,
+                    0,
+                    i * spec.epochs_per_chunk,
+                    spec.epochs_per_chunk,
+                    job_batch,
+                    model,
+                    samples * (i + 1),
+                    change=change,
                 )
             )
     else:
@@ -295,6 +313,68 @@ class WorkflowRun(TrainRun):
         self.save()
         return self.state["plan"]
 
+    # ------------------------------------------------------------------ watched chunks
+
+    def _restore_chunks(self, flow: dict[str, Any]) -> None:
+        """The chunk files a run took before a resume, read again in turn (the phases that
+        trained on them replay as recorded)."""
+        flow.setdefault("chunks", [])
+        flow.setdefault("rejected", [])
+        if self.spec.watch is None:
+            return
+        for index, landed in enumerate(flow["chunks"], start=1):
+            path = Path(self.spec.watch.folder) / landed["file"]
+            try:
+                chunk = read_chunk(self.spec.watch, path)
+                self.train = joined(self.train, chunk, landed["file"])
+            except (WorkloadError, ConfigError, OSError, ValueError) as err:
+                raise ConfigError(
+                    f"the run trained on chunk file {landed['file']} before it stopped, and it "
+                    f"cannot be read again to resume: {err}"
+                ) from None
+            self.phases[index] = dataclasses.replace(
+                self.phases[index], samples=len(self.train), change=landed["change"]
+            )
+
+    def _waited(self, seconds: float) -> None:
+        """Count time spent waiting for data (no function held): the run's summary sets its
+        prediction against the time it ran, not the time its data took to come."""
+        self.state["waiting_s"] = float(self.state.get("waiting_s", 0.0)) + max(seconds, 0.0)
+
+    def _land_chunk(self, phase: Phase, flow: dict[str, Any]) -> Phase | None:
+        """Wait for the next chunk file (no function is held meanwhile); the phase with the
+        data landed so far, or None when none landed in time."""
+        assert self.spec.watch is not None
+        watch = self.spec.watch
+        taken = {c["file"] for c in flow["chunks"]} | {r["file"] for r in flow["rejected"]}
+
+        def reject(name: str, reason: str) -> None:
+            flow["rejected"].append({"file": name, "reason": reason})
+            self.event(f"chunk file {name} rejected, not trained on: {reason}")
+            self.save()
+
+        self.event(
+            f"phase {phase.index + 1}: waiting for chunk file {phase.index} in {watch.folder}"
+        )
+        began = time.monotonic()
+        try:
+            landed = await_chunk(watch, self.train, taken, reject)
+        finally:
+            self._waited(time.monotonic() - began)
+        if landed is None:
+            return None
+        name, self.train, samples = landed
+        change = (
+            f"chunk file {phase.index} of {watch.files} landed: {name} ({samples:,} samples; "
+            f"{len(self.train):,} in all)"
+        )
+        flow["chunks"].append({"file": name, "samples": samples, "change": change})
+        self.phases[phase.index] = dataclasses.replace(
+            phase, samples=len(self.train), change=change
+        )
+        self.save()
+        return self.phases[phase.index]
+
     # ------------------------------------------------------------------ run
 
     def search_for(
@@ -368,7 +448,18 @@ class WorkflowRun(TrainRun):
         # The run's clock (it goes on across a resume): online chunks land on it.
         origin = float(flow.setdefault("origin_s", coordinator.now()))
         self._probes = sum(len(r["probes"]) for r in done)
+        self._restore_chunks(flow)
         for phase in self.phases:
+            if self.spec.watch is not None and phase.index > len(flow["chunks"]):
+                landed = self._land_chunk(phase, flow)
+                if landed is None:
+                    coordinator.stop_reason = (
+                        f"no chunk file landed in {self.spec.watch.folder} within "
+                        f"{self.spec.watch.timeout_s:g} s (waiting for file {phase.index} of "
+                        f"{self.spec.watch.files}); the run ends on the data landed before"
+                    )
+                    break
+                phase = landed
             self.current = phase
             trial = self.trials[[t.trial_id for t in self.trials].index(phase.trial)]
             if phase.index < len(done):  # finished before a resume: its search replayed
@@ -384,6 +475,7 @@ class WorkflowRun(TrainRun):
                 # online: the chunk has not landed; no function is held meanwhile
                 self.event(f"phase {phase.index + 1}: waiting {wait:.1f} s for its data")
                 time.sleep(wait)
+                self._waited(wait)
             if phase.samples != coordinator.samples:
                 coordinator.namespace = f"run/p{phase.index}"
                 coordinator._prepared.clear()

@@ -45,8 +45,16 @@ def _bound(generator: str, values: int, formula: str, per_sample: int) -> None:
     check_size(f"{where} ({formula})", values, MAX_DATA_VALUES, "values", WorkloadError)
 
 
-def higgs_like(samples: int, features: int = 28, seed: int = 0, noise: float = 1.0) -> Dataset:
-    """Two-class tabular data shaped like UCI HIGGS (``features`` columns, labels 0/1)."""
+def higgs_like(
+    samples: int,
+    features: int = 28,
+    seed: int = 0,
+    noise: float = 1.0,
+    problem_seed: int | None = None,
+) -> Dataset:
+    """Two-class tabular data shaped like UCI HIGGS (``features`` columns, labels 0/1). The
+    labelling rule is drawn from ``seed`` too, unless ``problem_seed`` fixes it: then samples
+    drawn with other seeds are more data of the same problem (chunks arriving later)."""
     n, d = _count("samples", samples, 2), _count("features", features)
     if isinstance(noise, bool) or not isinstance(noise, int | float) or not noise >= 0:
         raise WorkloadError(
@@ -55,8 +63,17 @@ def higgs_like(samples: int, features: int = 28, seed: int = 0, noise: float = 1
     _bound("higgs-like", n * d, f"samples {count_text(n)} × features {count_text(d)}", d)
     rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, 1])
     x = rng.normal(size=(n, d))
-    w = rng.normal(size=d) / np.sqrt(d)
-    q = rng.normal(size=d) / d
+    if problem_seed is not None:
+        if isinstance(problem_seed, bool) or not isinstance(problem_seed, int):
+            raise WorkloadError(
+                f"the value of dataset.problem_seed is {shown(problem_seed)}, but must be a "
+                "whole number"
+            )
+        rule = np.random.default_rng([int(problem_seed) & 0xFFFFFFFF, 2])
+    else:
+        rule = rng
+    w = rule.normal(size=d) / np.sqrt(d)
+    q = rule.normal(size=d) / d
     logits = 2.0 * (x @ w) + 0.5 * ((x * x) @ q) * d / np.sqrt(d)
     logits += rng.logistic(scale=max(noise, 1e-9), size=n) if noise else 0.0
     labels = (logits > 0).astype(np.int64)
