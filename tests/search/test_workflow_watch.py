@@ -22,19 +22,15 @@ from faasml.types import Constraint
 from faasml.workloads.data import Dataset, write_npz
 from faasml.workloads.synthetic import higgs_like
 
+from .test_workflow_runs import BASE as RUNS_BASE
+from .test_workflow_runs import SEARCH
+
 BASE: dict[str, Any] = {
+    **RUNS_BASE,
     "name": "watched",
-    "model": {"name": "logistic-regression"},
     "dataset": {"synthetic": "higgs-like", "samples": 1000, "test_fraction": 0.2},
-    "optimizer": {"name": "sgd", "lr": 0.1},
     "training": {"max_epochs": 3},
-    "batch_size": 32,
-    "seed": 0,
-    "platform": "local",
-    "store": "embedded",
-    "catalog": "local",
 }
-SEARCH = {"max_probes": 2, "retrigger_probes": 1, "max_functions": 2, "probe_rounds": 2}
 
 
 def job(folder: Path, **watch: Any) -> JobSpec:
