@@ -142,3 +142,23 @@ def test_recorded_probes_replayed_give_the_same_posterior() -> None:
     assert np.allclose(first, second)
     with pytest.raises(ConfigError, match="not a candidate"):
         again.record(Allocation(3, 999, "s3", "allreduce"), result.probes[0].measurement)
+
+
+def test_memory_above_the_largest_cpu_share_is_not_searched_unless_the_job_needs_it() -> None:
+    local = load_catalog("local")
+    two_cores = dataclasses.replace(
+        local,
+        platform=dataclasses.replace(
+            local.platform, max_vcpus=2.0, capacity_vcpus=2.0, memory_max_mb=18000
+        ),
+    )
+    small = load_workload("lr-higgs")
+    space = DeploymentSpace.build(small, two_cores)
+    # 2 vCPUs at 3538 MB: the first size of 128 MB steps at or above it is the largest kept.
+    assert int(space.table.memory_mb.max()) == 3584
+    # A job whose one function needs more keeps every size (memory, not CPU, binds it).
+    big = dataclasses.replace(small, runtime_mb=6000.0)
+    assert int(DeploymentSpace.build(big, two_cores).table.memory_mb.max()) > 6000
+    # AWS Lambda's largest size (10240 MB) is below its 6-vCPU share: nothing is left out.
+    aws = load_catalog("aws-lambda")
+    assert int(DeploymentSpace.build(small, aws).table.memory_mb.max()) == 10240

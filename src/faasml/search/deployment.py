@@ -108,6 +108,20 @@ class DeploymentGoal:
         return self.epochs * other <= self.limit * (1 + 1e-9)
 
 
+def cpu_bound_sizes(
+    memories: NDArray[np.int64], workload: Workload, catalog: Catalog
+) -> NDArray[np.int64]:
+    """``memories`` without the sizes above the first that buys the platform's largest CPU
+    share (``max_vcpus``: on the local platform, the machine's cores): such a function runs
+    no faster and bills more — dominated, a probe of it is money spent on noise. Kept all where
+    the job needs more memory than that size (one function's footprint)."""
+    platform = catalog.platform
+    full = memories[platform.vcpus(memories) >= platform.max_vcpus - 1e-9]
+    if full.size == 0 or float(workload.memory_needed_mb(1)) > float(full[0]):
+        return memories
+    return memories[memories <= full[0]]
+
+
 @dataclass(frozen=True)
 class DeploymentSpace:
     """The candidates (n on a geometric grid, memory in ``MEMORY_STEP_MB`` steps, every
@@ -138,7 +152,7 @@ class DeploymentSpace:
     ) -> DeploymentSpace:
         platform = catalog.platform
         step = memory_step_mb or max(platform.memory_step_mb, MEMORY_STEP_MB)
-        memories = platform.memory_sizes(step)
+        memories = cpu_bound_sizes(platform.memory_sizes(step), workload, catalog)
         top = int(platform.max_concurrent(memories).max())
         if max_functions is not None:
             top = min(top, max_functions)
