@@ -106,9 +106,11 @@ class TrainRun(BaseRun):
         finally:  # the run's one stage, as measured (the report sets it beside the plan)
             stage = self.state["plan"]["stages"][0]
             stage["measured_time_s"] = self._elapsed()
-            stage["measured_cost_usd"] = self.meter.total_usd - self.meter.by_kind().get(
-                "profiling", 0.0
-            )
+            stage["measured_cost_usd"] = self._run_usd()
+
+    def _run_usd(self) -> float:
+        """What the run has billed so far, less measuring the job (the plan's bill)."""
+        return self.meter.total_usd - self.meter.by_kind().get("profiling", 0.0)
 
     def _train(self, coordinator: Coordinator) -> None:
         training = self.job.training
@@ -226,7 +228,7 @@ class TrainRun(BaseRun):
         rest_s, rest_usd = stage_estimate(workload, catalog, allocation, 1, left, allocation.n)
         rest_s += gap * left
         now = self._elapsed()
-        spent = self.meter.total_usd - self.meter.by_kind().get("profiling", 0.0)
+        spent = self._run_usd()
         stage = self.state["plan"]["stages"][0]
         stage["repredicted_time_s"] = now + rest_s
         stage["repredicted_cost_usd"] = spent + rest_usd
