@@ -14,20 +14,15 @@ import yaml
 
 from faasml.cli.main import main
 
+from .test_outcomes import JOB as OUTCOMES_JOB
+
 MAX_EPOCHS = 5
 
 JOB: dict[str, Any] = {
+    **OUTCOMES_JOB,
     "name": "recalibrated-train",
-    "model": {"name": "logistic-regression", "l2": 0.0001},
-    "dataset": {"synthetic": "higgs-like", "samples": 1500, "test_fraction": 0.2},
-    "optimizer": {"name": "sgd", "lr": 0.2, "momentum": 0.9},
     # Far below what logistic regression reaches here (about 0.6): every epoch runs.
     "training": {"max_epochs": MAX_EPOCHS, "target_loss": 0.01},
-    "batch_size": 100,
-    "seed": 0,
-    "platform": "local",
-    "store": "embedded",
-    "catalog": "local",
 }
 
 

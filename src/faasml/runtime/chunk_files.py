@@ -44,18 +44,18 @@ def landed_files(folder: str | Path, taken: Collection[str]) -> list[Path]:
 def joined(data: Dataset, chunk: Dataset, name: str) -> Dataset:
     """``data`` with ``chunk``'s samples after it; WorkloadError naming the file and the rule
     where its samples are not the job's."""
+    if len(chunk) == 0:
+        raise WorkloadError(f"{name}: it holds no sample, but a chunk must hold at least one")
     if chunk.input_shape != data.input_shape:
         raise WorkloadError(
             f"{name}: its samples have shape {chunk.input_shape}, but must have the job's "
             f"{data.input_shape}"
         )
-    if len(chunk) and int(chunk.labels.max()) >= data.num_classes:
+    if int(chunk.labels.max()) >= data.num_classes:
         raise WorkloadError(
             f"{name}: its labels reach {int(chunk.labels.max())}, but must lie in "
             f"[0, {data.num_classes}) (the job's classes)"
         )
-    if len(chunk) == 0:
-        raise WorkloadError(f"{name}: it holds no sample, but a chunk must hold at least one")
     return Dataset(
         np.concatenate([data.features, chunk.features.astype(data.features.dtype, copy=False)]),
         np.concatenate([data.labels, chunk.labels]),
@@ -63,9 +63,15 @@ def joined(data: Dataset, chunk: Dataset, name: str) -> Dataset:
     )
 
 
-def read_chunk(watch: WatchSpec, path: Path) -> Dataset:
-    """One chunk file in the watched format (WorkloadError or ConfigError saying why not)."""
-    return load_dataset(watch.format, path)
+def join_file(watch: WatchSpec, data: Dataset, path: Path) -> tuple[Dataset, int]:
+    """``data`` joined with the chunk file at ``path`` (read in ``watch.format``), and the
+    samples it brought; WorkloadError saying why not, whatever kept it out (unreadable, not
+    the format, not the job's samples)."""
+    try:
+        chunk = load_dataset(watch.format, path)
+    except (WorkloadError, ConfigError, OSError, ValueError) as err:
+        raise WorkloadError(str(err)) from None
+    return joined(data, chunk, path.name), len(chunk)
 
 
 def await_chunk(
@@ -86,9 +92,8 @@ def await_chunk(
         for path in landed_files(watch.folder, taken):
             taken.add(path.name)
             try:
-                chunk = read_chunk(watch, path)
-                return path.name, joined(data, chunk, path.name), len(chunk)
-            except (WorkloadError, ConfigError, OSError, ValueError) as err:
+                return (path.name, *join_file(watch, data, path))
+            except WorkloadError as err:
                 reject(path.name, str(err))
         left = give_up - clock()
         if left <= 0:

@@ -26,7 +26,7 @@ import numpy as np
 from faasml._jobworkflow import WorkflowSpec
 from faasml.config import JobSpec
 from faasml.exceptions import ConfigError, WorkloadError
-from faasml.runtime.chunk_files import await_chunk, joined, read_chunk
+from faasml.runtime.chunk_files import await_chunk, join_file
 from faasml.runtime.coordinator import Coordinator, TrialState
 from faasml.runtime.job_profile import planning_inputs
 from faasml.runtime.run_base import job_workload
@@ -325,9 +325,8 @@ class WorkflowRun(TrainRun):
         for index, landed in enumerate(flow["chunks"], start=1):
             path = Path(self.spec.watch.folder) / landed["file"]
             try:
-                chunk = read_chunk(self.spec.watch, path)
-                self.train = joined(self.train, chunk, landed["file"])
-            except (WorkloadError, ConfigError, OSError, ValueError) as err:
+                self.train, _ = join_file(self.spec.watch, self.train, path)
+            except WorkloadError as err:
                 raise ConfigError(
                     f"the run trained on chunk file {landed['file']} before it stopped, and it "
                     f"cannot be read again to resume: {err}"

@@ -61,17 +61,16 @@ def higgs_like(
             f"the value of dataset.noise is {shown(noise)}, but must be a number >= 0"
         )
     _bound("higgs-like", n * d, f"samples {count_text(n)} × features {count_text(d)}", d)
+    if problem_seed is not None and (
+        isinstance(problem_seed, bool) or not isinstance(problem_seed, int)
+    ):
+        raise WorkloadError(
+            f"the value of dataset.problem_seed is {shown(problem_seed)}, but must be a whole "
+            "number"
+        )
     rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, 1])
     x = rng.normal(size=(n, d))
-    if problem_seed is not None:
-        if isinstance(problem_seed, bool) or not isinstance(problem_seed, int):
-            raise WorkloadError(
-                f"the value of dataset.problem_seed is {shown(problem_seed)}, but must be a "
-                "whole number"
-            )
-        rule = np.random.default_rng([int(problem_seed) & 0xFFFFFFFF, 2])
-    else:
-        rule = rng
+    rule = rng if problem_seed is None else np.random.default_rng([problem_seed & 0xFFFFFFFF, 2])
     w = rule.normal(size=d) / np.sqrt(d)
     q = rule.normal(size=d) / d
     logits = 2.0 * (x @ w) + 0.5 * ((x * x) @ q) * d / np.sqrt(d)
