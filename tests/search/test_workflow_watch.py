@@ -218,3 +218,24 @@ def test_a_stopped_run_resumes_on_the_files_it_took_and_waits_for_the_rest(
     assert [p["samples"] for p in phases] == [800, 1000, 1100]
     assert [c["file"] for c in resumed["workflow"]["chunks"]] == ["a.npz", "b.npz"]
     assert [h["epoch"] for h in resumed["trials"][0]["history"]] == [1, 2, 3]
+
+
+def test_a_failed_search_probe_is_counted_with_its_cause_in_the_summary() -> None:
+    from faasml.reports.run_summary import summary_lines
+
+    failed = (
+        "epoch 7 batch 0: function timeout: ran past its maximum duration of 0.14 s at 14.6 s "
+        "(its budget reservation ran out)"
+    )
+    state = {
+        "status": "finished",
+        "elapsed_s": 3.0,
+        "restarts": 2,
+        "trials": [{"status": "done", "failures": ["function killed: signal 9"]}],
+        "workflow": {
+            "phases": [{"probes": [{"failed": None}, {"failed": failed}]}],
+            "current": {"probes": [{"failed": None}]},
+        },
+    }
+    lines = summary_lines(state)
+    assert "trials: 1 done; restarts 2 (1 killed, 1 search probe: budget reservation)" in lines

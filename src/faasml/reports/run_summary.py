@@ -21,16 +21,26 @@ def _error(measured: float, predicted: float) -> str:
     return f"{(measured - predicted) / predicted:+.0%}"
 
 
+def _cause(failure: str) -> str:
+    if "reservation ran out" in failure:
+        return "budget reservation"
+    found = _CAUSE.search(failure)
+    return found.group(1) if found else "other"
+
+
 def restart_causes(state: dict[str, Any]) -> Counter[str]:
-    """Restarts by cause ('killed', 'out-of-memory', 'timeout', 'error', ...)."""
+    """Restarts by cause ('killed', 'out-of-memory', 'timeout', 'error', ...); a deployment
+    search's probe that failed counts as 'search probe: <cause>'."""
     causes: Counter[str] = Counter()
     for trial in state.get("trials", []):
         for failure in trial.get("failures", []):
-            found = _CAUSE.search(failure)
-            cause = found.group(1) if found else "other"
-            if "reservation ran out" in failure:
-                cause = "budget reservation"
-            causes[cause] += 1
+            causes[_cause(failure)] += 1
+    flow = state.get("workflow") or {}
+    phases = [*flow.get("phases", []), *([flow["current"]] if flow.get("current") else [])]
+    for phase in phases:
+        for probe in phase.get("probes", []):
+            if probe.get("failed"):
+                causes[f"search probe: {_cause(probe['failed'])}"] += 1
     return causes
 
 
