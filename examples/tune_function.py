@@ -93,7 +93,7 @@ def main() -> None:
     )
     results = tuner.fit()
     best = results.get_best_result()
-    print(f"status: {results.record['status']}, trials: {len(results)}")
+    print(f"status: {results.record.status}, trials: {len(results)}")
     print(
         f"best: {best.config} validation accuracy {best.metrics['val_accuracy']:.3f}, "
         f"loss {best.metrics['val_loss']:.3f}; reported: last training batch accuracy "

@@ -217,7 +217,9 @@ def planned_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     run.plan()
     record: dict[str, Any] = json.loads((folder / "run" / "record.json").read_text())
     record["status"] = "running"
-    record["trials"][0].update(status="running", epochs_done=1, history=[{"epoch": 1}])
+    epoch = {"epoch": 1, "loss": 0.7, "t_s": 0.4, "spent_usd": 1e-6, "epoch_s": 0.3}
+    epoch.update(n=1, memory_mb=1024)
+    record["trials"][0].update(status="running", epochs_done=1, history=[epoch])
     record["charges"] = [{"t_s": 0.5, "kind": "function", "usd": 1e-6, "trial": 0}]
     return record
 

@@ -44,6 +44,7 @@ from faasml._layers import set_path
 from faasml.config import JobSpec, load_job
 from faasml.exceptions import ConfigError
 from faasml.runtime.context import report
+from faasml.runtime.record import RunRecord
 from faasml.searchspace import KINDS, parse_search_space
 from faasml.types import Constraint, Objective
 from faasml.workloads.function_model import TorchTrainable
@@ -94,20 +95,20 @@ class ResultGrid:
     """Every trial of a tuning run and the run's record."""
 
     results: list[Result]
-    record: dict[str, Any]
+    record: RunRecord
     run_dir: Path
 
     def get_best_result(self) -> Result:
-        best = self.record.get("best")
-        if not best:
+        best = self.record.best
+        if best is None:
             raise ConfigError(
-                f"no trial finished ({self.record.get('status')}); see {self.run_dir / 'report.md'}"
+                f"no trial finished ({self.record.status}); see {self.run_dir / 'report.md'}"
             )
-        return next(r for r in self.results if r.trial_id == best["trial"])
+        return next(r for r in self.results if r.trial_id == best.trial)
 
     @property
     def spent_usd(self) -> float:
-        return float(sum(c["usd"] for c in self.record.get("charges", [])))
+        return self.record.bill_usd()
 
     def __len__(self) -> int:
         return len(self.results)
@@ -290,14 +291,14 @@ class Tuner:
         record = run.execute()
         results = [
             Result(
-                trial_id=t["trial_id"],
-                config=self.user_config(t["config"]),
-                metrics=t["history"][-1] if t["history"] else {},
-                status=t["status"],
-                checkpoint=t["checkpoint"],
-                history=t["history"],
+                trial_id=t.trial_id,
+                config=self.user_config(t.config),
+                metrics=dict(t.last),
+                status=t.status,
+                checkpoint=t.checkpoint,
+                history=list(t.history),
             )
-            for t in record["trials"]
+            for t in record.trials
         ]
         return ResultGrid(results, record, self.run_dir)
 

@@ -19,6 +19,10 @@ class WorkloadError(ConfigError):
     """A workload profile is missing a field or holds a bad value."""
 
 
+class RecordError(ConfigError):
+    """A run's record.json is damaged: a field missing, of the wrong type or against another."""
+
+
 class UnknownNameError(ConfigError, KeyError):
     """A name looked up in a registry is not there; the message lists the choices."""
 

@@ -12,20 +12,17 @@ import pytest
 from faasml.planners._space import searchable_space
 from faasml.planners.pareto import pareto_indices
 from faasml.planners.tuning import build_problem, plan_tuning
+from faasml.runtime.record import StageRecord
 from faasml.runtime.stage_pricing import partition_write_s, stage_estimates
-from faasml.types import Constraint
+from faasml.types import Constraint, TunePlan
 
 from .fixed_machine import SHA, machine, workload
 
 
-def _stages(plan: object) -> list[dict[str, object]]:
+def _stages(plan: TunePlan) -> list[StageRecord]:
     return [
-        {
-            "allocation": dataclasses.asdict(s.allocation),
-            "trials": s.trials,
-            "epochs": s.epochs,
-        }
-        for s in plan.stages  # type: ignore[attr-defined]
+        StageRecord(s.index, s.trials, s.epochs, s.allocation, 0.0, 0.0, 0.0, 0.0)
+        for s in plan.stages
     ]
 
 

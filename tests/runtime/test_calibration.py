@@ -11,6 +11,7 @@ from faasml.catalog import Catalog, load_catalog
 from faasml.models.cost import startup_cost
 from faasml.models.space import evaluate_allocation
 from faasml.runtime.calibration import REPLAN_DELTA, Calibration, moved, trial_factors
+from faasml.runtime.record import StageRecord
 from faasml.runtime.stage_pricing import (
     EarlyStart,
     overlap_delay,
@@ -246,18 +247,18 @@ def test_calibration_round_trips_through_the_record(workload: Workload, catalog:
     assert list(calibration.to_dict()) == ["512", "1024"]
 
 
-def _stage(trials: int, memory_mb: int, n: int = 1, epochs: int = 1) -> dict[str, object]:
+def _stage(trials: int, memory_mb: int, n: int = 1, epochs: int = 1) -> StageRecord:
     allocation = Allocation(n=n, memory_mb=memory_mb, storage="s3", scheme="allreduce")
-    return {"allocation": dataclasses.asdict(allocation), "trials": trials, "epochs": epochs}
+    return StageRecord(0, trials, epochs, allocation, 0.0, 0.0, 0.0, 0.0)
 
 
 def test_a_stage_on_the_memory_of_the_one_before_pays_no_cold_start(
     workload: Workload, catalog: Catalog
 ) -> None:
     first, same, other = _stage(8, 1024), _stage(4, 1024), _stage(4, 2048)
-    cold_same = stage_estimate(workload, catalog, Allocation(**same["allocation"]), 4, 1)  # type: ignore[arg-type]
-    cold_other = stage_estimate(workload, catalog, Allocation(**other["allocation"]), 4, 1)  # type: ignore[arg-type]
-    lone_first = stage_estimate(workload, catalog, Allocation(**first["allocation"]), 8, 1)  # type: ignore[arg-type]
+    cold_same = stage_estimate(workload, catalog, same.allocation, 4, 1)  # type: ignore[arg-type]
+    cold_other = stage_estimate(workload, catalog, other.allocation, 4, 1)  # type: ignore[arg-type]
+    lone_first = stage_estimate(workload, catalog, first.allocation, 8, 1)  # type: ignore[arg-type]
 
     (t1, c1), (t2, c2) = stage_estimates(workload, catalog, [first, same])
     # The first stage starts cold, once its partitions are written (time, not bill).
@@ -265,10 +266,10 @@ def test_a_stage_on_the_memory_of_the_one_before_pays_no_cold_start(
     assert write > 0
     assert (t1, c1) == pytest.approx((lone_first[0] + write, lone_first[1]))
     assert t2 < cold_same[0] and c2 < cold_same[1]  # the second starts on warm functions
-    warm = warm_after(catalog, workload, Allocation(**first["allocation"]), 8)  # type: ignore[arg-type]
+    warm = warm_after(catalog, workload, first.allocation, 8)  # type: ignore[arg-type]
     assert warm >= 4
     assert (t2, c2) == pytest.approx(
-        stage_estimate(workload, catalog, Allocation(**same["allocation"]), 4, 1, warm)  # type: ignore[arg-type]
+        stage_estimate(workload, catalog, same.allocation, 4, 1, warm)  # type: ignore[arg-type]
     )
 
     # On another memory size the next stage's functions start during the last wave of the
@@ -277,7 +278,7 @@ def test_a_stage_on_the_memory_of_the_one_before_pays_no_cold_start(
     pool = warm_pool(workload, catalog, [first])
     early = prewarmed(workload, catalog, first, other, pool)
     assert early[0] == 4 and c3 == pytest.approx(cold_other[1]) and t3 < cold_other[0]
-    other_allocation = Allocation(**other["allocation"])  # type: ignore[arg-type]
+    other_allocation = other.allocation
     assert (t3, c3) == pytest.approx(
         stage_estimate(workload, catalog, other_allocation, 4, 1, 0, early)
     )
@@ -308,7 +309,7 @@ def test_warm_functions_read_the_partitions_of_a_new_function_count_once_written
     (_, _), (t_wide, c_wide), (t_again, c_again) = stage_estimates(
         workload, local, [pair, wide, wide]
     )
-    allocation = Allocation(**wide["allocation"])  # type: ignore[arg-type]
+    allocation = wide.allocation
     warm = stage_estimate(workload, local, allocation, 1, 1, warm=2)
     table = evaluate_allocation(workload, local, allocation)
     first = local.platform.contention(wave_demand(local, allocation, 1))
@@ -329,7 +330,7 @@ def test_warm_functions_that_do_not_cover_the_first_wave_leave_the_cold_start(
 ) -> None:
     # One trial on one function leaves one warm; four trials on two functions each need 8.
     small, wide = _stage(1, 1024), _stage(4, 1024, n=2)
-    allocation = Allocation(**wide["allocation"])  # type: ignore[arg-type]
+    allocation = wide.allocation
     alone = stage_estimate(workload, catalog, allocation, 4, 1)
     assert stage_estimate(workload, catalog, allocation, 4, 1, warm=1) == pytest.approx(alone)
     # After the small stage the 7 more start during it (prewarmed): billed as alone.
@@ -345,9 +346,9 @@ def _bounded(vcpus: float) -> Catalog:
     return dataclasses.replace(local, platform=platform)
 
 
-def _local_stage(trials: int, memory_mb: int, n: int = 1) -> dict[str, object]:
+def _local_stage(trials: int, memory_mb: int, n: int = 1) -> StageRecord:
     allocation = Allocation(n=n, memory_mb=memory_mb, storage="embedded", scheme="allreduce")
-    return {"allocation": dataclasses.asdict(allocation), "trials": trials, "epochs": 1}
+    return StageRecord(0, trials, 1, allocation, 0.0, 0.0, 0.0, 0.0)
 
 
 def test_a_bounded_machine_stops_idle_functions_of_other_sizes_least_recent_first(

@@ -16,6 +16,7 @@ from faasml.config import JobSpec
 from faasml.models.space import evaluate_allocation
 from faasml.runtime.estimates import coordinator_seconds
 from faasml.runtime.job_profile import JobProfile, planning_inputs
+from faasml.runtime.record_json import record_to_json
 from faasml.runtime.stage_pricing import stage_estimate
 from faasml.runtime.tune_run import TuneRun
 from faasml.types import Allocation, Constraint
@@ -149,8 +150,8 @@ def test_a_run_measures_its_coordinator_and_recalibrates_from_the_kept_trials(
     poll = run.options.poll_s
     first = run.plan_catalog.platform.coordinator_s
     assert first > poll / 2  # one write of the run's record, and half a poll
-    assert run.state["coordinator_s"] == first
-    state = run.execute()
+    assert run.record.coordinator_s == first
+    state = record_to_json(run.execute())
     assert state["status"] == "finished"
     measured = run.plan_catalog.platform.coordinator_s  # re-calibrated after stage 1
     assert measured > poll / 2

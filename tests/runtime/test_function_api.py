@@ -25,9 +25,11 @@ from faasml.runtime.checkpoint import (
     load_checkpoint,
 )
 from faasml.runtime.coordinator import TrialFault
+from faasml.runtime.record_json import record_to_json
 from faasml.runtime.session import TuneRun
 from faasml.runtime.worker import Fault, seed_step
 from faasml.sync.stores import open_store
+from faasml.types import Allocation
 from faasml.workloads import create_optimizer
 from faasml.workloads.data import Dataset, batch_order, images, num_batches, partition
 from faasml.workloads.function_model import (
@@ -76,13 +78,9 @@ def _run_on_two_workers(folder: Path, faults: list[TrialFault] | None = None) ->
     )
     run = TuneRun(tuner.job, tuner.constraint, tuner.run_dir, faults=faults)
     run.plan()
-    run.state["plan"]["stages"][0]["allocation"] = {
-        "n": 2,
-        "memory_mb": 1024,
-        "storage": "embedded",
-        "scheme": "allreduce",
-    }
-    return run.execute()
+    assert run.record.plan is not None
+    run.record.plan.stages[0].allocation = Allocation(2, 1024, "embedded", "allreduce")
+    return record_to_json(run.execute())
 
 
 def _checkpoint(folder: Path, record: dict[str, Any], trial: int) -> Checkpoint:
@@ -191,7 +189,7 @@ def test_a_closure_train_fn_tunes_through_fit_and_reports_metrics(tmp_path: Path
         settings={"batch_size": 32, "tuning.stages": 1},
         run_dir=tmp_path / "run",
     ).fit()
-    assert results.record["status"] == "finished" and len(results) == 2
+    assert results.record.status == "finished" and len(results) == 2
     best = results.get_best_result()
     assert set(best.config) == {"lr", "hidden"} and 0.05 <= best.config["lr"] <= 0.5
     assert best.metrics["val_accuracy"] > 0.6

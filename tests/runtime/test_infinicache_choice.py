@@ -12,6 +12,7 @@ import pytest
 from faasml.catalog import load_catalog
 from faasml.config import JobSpec
 from faasml.runtime.profiling import profile_job, write_profile
+from faasml.runtime.record_json import record_to_json
 from faasml.runtime.run_base import stores_catalog
 from faasml.runtime.session import TuneRun
 from faasml.types import Constraint
@@ -55,7 +56,7 @@ def _run(store: str, folder: Path) -> tuple[dict[str, Any], list[Any]]:
     # nobody; two workers make every round's gradients cross the store.
     for stage in plan["stages"]:
         stage["allocation"].update(n=2, memory_mb=512, scheme="scatter-reduce")
-    record = run.execute()
+    record = record_to_json(run.execute())
     assert record["status"] == "finished", record.get("events")
     results = [
         (t["trial_id"], t["config"], t["epochs_done"], [_metrics(h) for h in t["history"]])

@@ -28,8 +28,9 @@ from faasml.runtime.job_profile import (
     roomy_memory_mb,
 )
 from faasml.runtime.platform import open_platform
+from faasml.runtime.record_json import record_to_json
 from faasml.runtime.session import TrainRun, TuneRun, resume_run
-from faasml.types import Allocation, Constraint
+from faasml.types import Constraint
 from faasml.workload import load_workload
 
 LOGREG: dict[str, Any] = {
@@ -174,10 +175,12 @@ def test_the_probe_times_each_configuration_and_a_tune_run_prices_its_trials(
     run = TuneRun(cnn.job, Constraint(budget_usd=0.05), tmp_path / "run")
     run.plan()  # from the cached profile
     drawn = mean_factor(cnn.job.sample_configs(), cnn.profile.config_costs)
-    assert run.state["compute_factor"] == pytest.approx(drawn)
+    assert record_to_json(run.record)["compute_factor"] == pytest.approx(drawn)
     if abs(drawn - 1.0) >= 0.005:  # shown, and recorded once
         assert run.compute_note is not None and f"{drawn:.2f}x" in run.compute_note
-        assert [e["text"] for e in run.state["events"]].count(run.compute_note) == 1
+        assert [e["text"] for e in record_to_json(run.record)["events"]].count(
+            run.compute_note
+        ) == 1
     mean, _ = planning_inputs(cnn.profile, load_workload("mobilenet-cifar10"), run.catalog)
     for (m, priced), (_, at_mean) in zip(
         run.workload.compute.points, mean.compute.points, strict=True
@@ -187,7 +190,7 @@ def test_the_probe_times_each_configuration_and_a_tune_run_prices_its_trials(
     train = TrainRun(cnn.job, Constraint(budget_usd=0.05), tmp_path / "train")
     train.plan()
     own = costs[config_text({"model.width": 8})]
-    assert train.state["compute_factor"] == pytest.approx(own)
+    assert record_to_json(train.record)["compute_factor"] == pytest.approx(own)
 
 
 def test_a_runs_functions_import_the_worker_as_they_start(
@@ -300,16 +303,17 @@ def test_a_tune_plan_never_chooses_memory_below_the_footprint(
     floor = measured.profile.memory_floor_mb()
     for constraint in (Constraint(deadline_s=600.0), Constraint(budget_usd=0.05)):
         run = TuneRun(measured.job, constraint, tmp_path / f"run-{constraint.deadline_s}")
-        plan = run.plan()
-        assert run.state["profile"]["key"] == measured.profile.key
-        assert run.state["profile_cached"] is True
+        run.plan()
+        plan = record_to_json(run.record)["plan"]
+        assert record_to_json(run.record)["profile"]["key"] == measured.profile.key
+        assert record_to_json(run.record)["profile_cached"] is True
         assert plan["workload"] == "measured"
         assert len(plan["stages"]) == 3
         for stage in plan["stages"]:
             assert stage["allocation"]["memory_mb"] >= floor, (stage, floor)
             assert stage["predicted_time_s"] > 0 and stage["predicted_cost_usd"] > 0
         # A cached profile costs the run nothing.
-        assert not any(c["kind"] == "profiling" for c in run.state["charges"])
+        assert not any(c["kind"] == "profiling" for c in record_to_json(run.record)["charges"])
 
 
 def test_a_tune_run_that_measures_bills_it_and_records_the_profile(
@@ -318,14 +322,14 @@ def test_a_tune_run_that_measures_bills_it_and_records_the_profile(
     run_dir = tmp_path / "run"
     run = TuneRun(logreg.job, Constraint(budget_usd=0.05), run_dir, reprofile=True)
     run.plan()
-    assert run.state["profile_cached"] is False
-    profiling = [c for c in run.state["charges"] if c["kind"] == "profiling"]
+    assert record_to_json(run.record)["profile_cached"] is False
+    profiling = [c for c in record_to_json(run.record)["charges"] if c["kind"] == "profiling"]
     assert profiling and sum(c["usd"] for c in profiling) == pytest.approx(
-        run.state["profile"]["profiling_usd"]
+        record_to_json(run.record)["profile"]["profiling_usd"]
     )
-    assert any("job profile" in e["text"] for e in run.state["events"])
+    assert any("job profile" in e["text"] for e in record_to_json(run.record)["events"])
 
-    state = run.execute()
+    state = record_to_json(run.execute())
     assert state["status"] == "finished"
     record = json.loads((run_dir / "record.json").read_text())
     profile = JobProfile.from_dict(record["profile"])
@@ -347,13 +351,14 @@ def test_a_resumed_run_plans_from_the_profile_in_its_record(
 ) -> None:
     run = TuneRun(logreg.job, Constraint(budget_usd=0.05), tmp_path / "run")
     run.plan()
-    allocation = Allocation(**run.state["plan"]["stages"][0]["allocation"])
+    assert run.record.plan is not None
+    allocation = run.record.plan.stages[0].allocation
     again = resume_run(tmp_path / "run")
-    recorded = JobProfile.from_dict(again.state["profile"])
-    assert recorded == JobProfile.from_dict(run.state["profile"])
+    recorded = JobProfile.from_dict(record_to_json(again.record)["profile"])
+    assert recorded == JobProfile.from_dict(record_to_json(run.record)["profile"])
     # What the resumed run prices its segments and re-plans with is what the plan was made with.
     assert again.predicted_round_s(allocation) == pytest.approx(run.predicted_round_s(allocation))
-    planned_on = JobProfile.from_dict(run.state["profile"])
+    planned_on = JobProfile.from_dict(record_to_json(run.record)["profile"])
     assert again.plan_catalog.platform.cold_start_s == planned_on.cold_start_s
     needed = float(again.workload.memory_needed_mb(1))
     assert needed == pytest.approx(planned_on.memory_floor_mb())

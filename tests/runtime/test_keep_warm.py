@@ -3,11 +3,10 @@ the planner prices each stage's start on its own; ``keep_warm`` sees the warm po
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from faasml.catalog import Catalog, load_catalog
+from faasml.runtime.record import StageRecord
 from faasml.runtime.stage_pricing import keep_warm, stage_estimates
 from faasml.types import Allocation, Constraint
 from faasml.workload import Workload
@@ -25,14 +24,12 @@ def workload() -> Workload:
     return table_workload()
 
 
-def _stage(trials: int, memory_mb: int) -> dict[str, object]:
+def _stage(trials: int, memory_mb: int) -> StageRecord:
     allocation = Allocation(n=1, memory_mb=memory_mb, storage="s3", scheme="allreduce")
-    return {"allocation": dataclasses.asdict(allocation), "trials": trials, "epochs": 1}
+    return StageRecord(0, trials, 1, allocation, 0.0, 0.0, 0.0, 0.0)
 
 
-def _totals(
-    workload: Workload, catalog: Catalog, stages: list[dict[str, object]]
-) -> tuple[float, float]:
+def _totals(workload: Workload, catalog: Catalog, stages: list[StageRecord]) -> tuple[float, float]:
     estimates = stage_estimates(workload, catalog, stages)
     return sum(t for t, _ in estimates), sum(c for _, c in estimates)
 
@@ -46,23 +43,23 @@ def test_a_stage_moves_onto_the_warm_size_when_that_is_cheaper(
     assert after[1] < before[1] and after[0] > before[0]  # cheaper, slower: a real trade-off
     cheapest = Constraint(deadline_s=after[0] * 2)
     kept = keep_warm(workload, catalog, plan, cheapest)
-    assert kept[1]["allocation"] == plan[0]["allocation"]
-    assert kept[1]["epoch_time_s"] > 0 and kept[1]["trials"] == 4
-    assert plan[1]["allocation"]["memory_mb"] == 2048  # the input is not changed
+    assert kept[1].allocation == plan[0].allocation
+    assert kept[1].epoch_time_s > 0 and kept[1].trials == 4
+    assert plan[1].allocation.memory_mb == 2048  # the input is not changed
     # Fastest within a budget: the move is slower, so the stage stays.
     fastest = Constraint(budget_usd=before[1] * 2)
-    assert keep_warm(workload, catalog, plan, fastest)[1]["allocation"] == plan[1]["allocation"]
+    assert keep_warm(workload, catalog, plan, fastest)[1].allocation == plan[1].allocation
     # A deadline the moved plan would miss: the stage stays.
     tight = Constraint(deadline_s=(before[0] + after[0]) / 2)
-    assert keep_warm(workload, catalog, plan, tight)[1]["allocation"] == plan[1]["allocation"]
+    assert keep_warm(workload, catalog, plan, tight)[1].allocation == plan[1].allocation
 
 
 def test_stages_before_start_are_left_as_they_are(workload: Workload, catalog: Catalog) -> None:
     plan = [_stage(8, 1024), _stage(4, 2048), _stage(2, 3008)]
     loose = Constraint(deadline_s=1e9)
     kept = keep_warm(workload, catalog, plan, loose, start=2)
-    assert [s["allocation"]["memory_mb"] for s in kept] == [1024, 2048, 2048]
-    assert [s["allocation"]["memory_mb"] for s in keep_warm(workload, catalog, plan, loose)] == [
+    assert [s.allocation.memory_mb for s in kept] == [1024, 2048, 2048]
+    assert [s.allocation.memory_mb for s in keep_warm(workload, catalog, plan, loose)] == [
         1024,
         1024,
         1024,

@@ -13,6 +13,7 @@ from faasml.catalog import load_catalog
 from faasml.config import load_job
 from faasml.exceptions import ConfigError
 from faasml.runtime.platform import Platform, open_platform
+from faasml.runtime.record_json import record_to_json
 from faasml.runtime.session import TuneRun
 from faasml.testing.platform_conformance import *  # noqa: F403
 from faasml.types import Constraint
@@ -85,7 +86,7 @@ def test_tune_runs_the_demo_job_through_lithops(platform: Platform, tmp_path: Pa
         platform_options={"config": config},
     )
     run.plan()
-    state = run.execute()
+    state = record_to_json(run.execute())
     assert state["status"] == "finished"
     # Every stage (re-plans included) synchronises no more functions than run at once: more
     # would wait in Lithops' queue while the first ones wait for them.

@@ -3,6 +3,7 @@ real worker processes of the local platform, a PyTorch model forced onto too sma
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import yaml
 
 from faasml.config import load_job
 from faasml.runtime.coordinator import Coordinator, CoordinatorOptions
+from faasml.runtime.record_json import record_to_json
 from faasml.runtime.session import TrainRun, TuneRun
 from faasml.runtime.trial import TrialState
 from faasml.types import Constraint
@@ -62,10 +64,11 @@ def _forced(
         measure=False,
     )
     plan = run.plan()
-    assert "profile" not in run.state and plan["workload"] != "measured"
-    assert len(plan["stages"]) == 2
+    assert run.record.profile is None and plan.workload != "measured"
+    assert len(plan.stages) == 2
     for index in stages:
-        plan["stages"][index]["allocation"]["memory_mb"] = TOO_SMALL_MB
+        stage = plan.stages[index]
+        stage.allocation = dataclasses.replace(stage.allocation, memory_mb=TOO_SMALL_MB)
     return run, run.execute()
 
 
@@ -138,9 +141,11 @@ def test_a_training_run_out_of_memory_moves_up_and_finishes(tmp_path: Path) -> N
         measure=False,
     )
     run.plan()
-    run.state["plan"]["stages"][0]["allocation"]["memory_mb"] = TOO_SMALL_MB
-    run.state["allocation"]["memory_mb"] = TOO_SMALL_MB
-    record = run.execute()
+    assert run.record.plan is not None and run.record.allocation is not None
+    stage = run.record.plan.stages[0]
+    stage.allocation = dataclasses.replace(stage.allocation, memory_mb=TOO_SMALL_MB)
+    run.record.allocation = stage.allocation
+    record = record_to_json(run.execute())
     assert record["status"] == "finished"
     assert run.coordinator is not None
     assert run.coordinator.memory_moves == [(0, TOO_SMALL_MB, MOVED_MB)]

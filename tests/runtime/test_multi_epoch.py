@@ -14,6 +14,7 @@ import pytest
 
 from faasml.runtime.checkpoint import load_checkpoint
 from faasml.runtime.coordinator import Coordinator, CoordinatorOptions, TrialFault, TrialState
+from faasml.runtime.record_json import record_to_json
 from faasml.runtime.session import TuneRun
 from faasml.runtime.worker import Fault, rounds_per_epoch
 from faasml.sync.stores import open_store
@@ -138,10 +139,9 @@ def test_buffers_and_dropout_are_the_same_over_several_epochs(tmp_path: Path) ->
         options = CoordinatorOptions(epochs_per_segment=epochs_per_segment)
         tune = TuneRun(tuner.job, tuner.constraint, tuner.run_dir, options=options, measure=False)
         tune.plan()
-        tune.state["plan"]["stages"][0]["allocation"] = dataclasses.asdict(ALLOCATION) | {
-            "memory_mb": 1024
-        }
-        return tune.execute()
+        assert tune.record.plan is not None
+        tune.record.plan.stages[0].allocation = dataclasses.replace(ALLOCATION, memory_mb=1024)
+        return record_to_json(tune.execute())
 
     one, three = run(tmp_path / "one", 1), run(tmp_path / "three", 3)
     assert [h["invocations"] for h in three["trials"][0]["history"]] == [1, 1, 0, 0]

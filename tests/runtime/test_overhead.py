@@ -25,6 +25,8 @@ from faasml.reports.run_dir import RunDir
 from faasml.runtime import run_base, worker
 from faasml.runtime.billing import Charge, Meter
 from faasml.runtime.coordinator_base import TIMINGS
+from faasml.runtime.record import RunRecord, TrialRecord
+from faasml.runtime.record_json import record_to_json
 from faasml.runtime.session import TuneRun
 from faasml.runtime.trial import TrialState
 from faasml.sync.stores import open_store
@@ -51,13 +53,16 @@ def test_a_record_written_lazily_is_whole_and_compact_and_not_fsynced(
 ) -> None:
     calls = _fsyncs(monkeypatch)
     run_dir = RunDir(tmp_path / "run")
-    state = {"kind": "tune", "trials": [{"history": [{"loss": 0.5}]}], "elapsed_s": 1.5}
-    run_dir.write_record(state, durable=False)
+    record = RunRecord("tune", {"name": "lazy"}, None, Constraint(1.0), "local", "local")
+    record.trials = [TrialRecord(0, {}, history=({"loss": 0.5},))]
+    record.elapsed_s = 1.5
+    state = record_to_json(record)
+    run_dir.write_record(record, durable=False)
     text = run_dir.record_path.read_text()
     assert json.loads(text) == state
     assert "\n" not in text  # compact: json's C encoder
     assert calls == []
-    run_dir.write_record(state)
+    run_dir.write_record(record)
     assert json.loads(run_dir.record_path.read_text()) == state
     assert "\n" in run_dir.record_path.read_text()  # indented, for people
     assert len(calls) == 1
@@ -96,13 +101,13 @@ def test_a_tune_run_records_where_its_time_went(
     writes: list[bool] = []
     real = RunDir.write_record
 
-    def write_record(self: RunDir, state: dict[str, object], *, durable: bool = True) -> None:
+    def write_record(self: RunDir, state: RunRecord, *, durable: bool = True) -> None:
         writes.append(durable)
         real(self, state, durable=durable)
 
     monkeypatch.setattr(RunDir, "write_record", write_record)
     monkeypatch.setattr(run_base, "DURABLE_EVERY_S", 1e9)
-    state = run.execute()
+    state = record_to_json(run.execute())
     assert state["status"] == "finished"
     # Two segments (two trials, one epoch): the record is rewritten lazily once per poll that
     # committed some (one for both where they end in the same poll); the durable writes are
@@ -211,7 +216,7 @@ def test_a_replaced_checkpoint_is_deleted_only_once_the_record_names_its_success
     real = EmbeddedStore._delete_prefix
     real_write = RunDir.write_record
 
-    def write_record(self: RunDir, state: dict[str, object], *, durable: bool = True) -> None:
+    def write_record(self: RunDir, state: RunRecord, *, durable: bool = True) -> None:
         real_write(self, state, durable=durable)
         durable_writes.append(durable)
 
@@ -226,7 +231,7 @@ def test_a_replaced_checkpoint_is_deleted_only_once_the_record_names_its_success
     monkeypatch.setattr(EmbeddedStore, "_delete_prefix", delete_prefix)
     monkeypatch.setattr(RunDir, "write_record", write_record)
     monkeypatch.setattr(run_base, "DURABLE_EVERY_S", 1e9)  # after a segment: never synced
-    state = run.execute()
+    state = record_to_json(run.execute())
     assert state["status"] == "finished"
     assert deleted  # the two trials kept after stage 1 replaced their checkpoints
     objects = open_store(f"embedded://{run.dir.path / 'objects'}")

@@ -37,6 +37,7 @@ from faasml.runtime.profile_check import (
     rechecks,
 )
 from faasml.runtime.profile_record import ProfileCheck
+from faasml.runtime.record_json import record_to_json
 from faasml.runtime.session import TuneRun
 from faasml.types import Constraint
 
@@ -147,11 +148,13 @@ def test_a_hundredfold_cached_profile_is_rescaled_before_the_plan(
         assert seconds < _compute(inflated, memory) / 2
     assert profile.load_avg == check.load_now
     # The record holds the re-checked profile, its line is an event, the re-check is billed.
-    recorded = JobProfile.from_dict(run.state["profile"])
+    recorded = JobProfile.from_dict(record_to_json(run.record)["profile"])
     assert recorded.compute_points == profile.compute_points and recorded.check == check
-    assert any(e["text"].startswith("profile re-checked") for e in run.state["events"])
+    assert any(
+        e["text"].startswith("profile re-checked") for e in record_to_json(run.record)["events"]
+    )
     assert "rescaled" in check.line() and "12.5 then" in check.line()
-    profiling = [c for c in run.state["charges"] if c["kind"] == "profiling"]
+    profiling = [c for c in record_to_json(run.record)["charges"] if c["kind"] == "profiling"]
     assert profiling and sum(c["usd"] for c in profiling) == pytest.approx(check.usd)
     # The planner plans from the rescaled figures, not the cached ones.
     base = dataclasses.replace(run.workload)

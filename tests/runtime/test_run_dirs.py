@@ -83,7 +83,7 @@ def test_force_overwrites_and_an_interrupted_run_says_how_to_resume(
     (copy / "record.json").write_text(json.dumps({**record, "status": "running"}))
     assert main(["tune", str(job), "--budget", "1", "--run-dir", str(copy)]) == 2
     assert f"continue it with: faasml resume {copy}" in _error(capsys)
-    assert resume_run(copy).state["status"] == "running"  # the advice works
+    assert resume_run(copy).record.status == "running"  # the advice works
     assert main(["tune", str(job), "--budget", "1", "--run-dir", str(copy), "--force"]) == 0
     assert json.loads((copy / "record.json").read_text())["status"] == "finished"
 

@@ -19,6 +19,8 @@ from faasml.runtime import segments
 from faasml.runtime.coordinator import CoordinatorOptions
 from faasml.runtime.platform import Invocation, open_platform
 from faasml.runtime.platforms.local import LocalPlatform
+from faasml.runtime.record import StageRecord
+from faasml.runtime.record_json import record_to_json
 from faasml.runtime.session import TuneRun
 from faasml.runtime.stage_pricing import (
     NO_EARLY_START,
@@ -34,9 +36,9 @@ from .table_workload import table_workload
 from .tiny_jobs import four_trial_tune_job
 
 
-def _stage(trials: int, memory_mb: int, epochs: int = 1, n: int = 1) -> dict[str, Any]:
+def _stage(trials: int, memory_mb: int, epochs: int = 1, n: int = 1) -> StageRecord:
     allocation = Allocation(n=n, memory_mb=memory_mb, storage="s3", scheme="allreduce")
-    return {"allocation": dataclasses.asdict(allocation), "trials": trials, "epochs": epochs}
+    return StageRecord(0, trials, epochs, allocation, 0.0, 0.0, 0.0, 0.0)
 
 
 @pytest.fixture
@@ -58,7 +60,7 @@ def test_a_stage_on_a_new_size_waits_only_for_the_part_of_its_start_not_hidden(
     pool = warm_pool(workload, catalog, plan[:1])
     started, hidden, _ = prewarmed(workload, catalog, plan[0], plan[1], pool)
     assert started == 4 and hidden > 0  # 4 trials on one function each, none of 2048 MB warm
-    allocation = Allocation(**plan[1]["allocation"])
+    allocation = plan[1].allocation
     cold = stage_estimate(workload, catalog, allocation, 4, 3)
     warm = stage_estimate(workload, catalog, allocation, 4, 3, warm=4)
     assert cold[0] > warm[0]  # the cold start is priced without a prewarm
@@ -80,7 +82,7 @@ def test_no_prewarm_is_priced_where_it_does_not_fit_beside_the_last_wave(
     assert prewarmed(workload, roomy, plan[0], plan[1], {})[0] == 1
     # Two functions of one vCPU in the last wave fill two vCPUs: no room for one of two.
     assert prewarmed(workload, tight, plan[0], plan[1], {}) == NO_EARLY_START
-    allocation = Allocation(**plan[1]["allocation"])
+    allocation = plan[1].allocation
     assert stage_estimates(workload, tight, plan)[1] == pytest.approx(
         stage_estimate(workload, tight, allocation, 1, 1)
     )
@@ -105,10 +107,9 @@ def _forced_run(tmp_path: Path, name: str) -> TuneRun:
     )
     run.plan()
     run.delta = math.inf
-    for stage, memory in zip(run.state["plan"]["stages"], (STAGE_1_MB, STAGE_2_MB), strict=True):
-        stage["allocation"] = dataclasses.asdict(
-            Allocation(n=1, memory_mb=memory, storage="embedded", scheme="allreduce")
-        )
+    assert run.record.plan is not None
+    for stage, memory in zip(run.record.plan.stages, (STAGE_1_MB, STAGE_2_MB), strict=True):
+        stage.allocation = Allocation(n=1, memory_mb=memory, storage="embedded", scheme="allreduce")
     return run
 
 
@@ -128,7 +129,7 @@ def test_the_next_stage_starts_on_functions_prewarmed_during_the_last_wave(
     # a busy machine must not push the prewarm past the wave's end).
     monkeypatch.setattr(segments, "PREWARM_LEAD", math.inf)
     run = _forced_run(tmp_path, "prewarm-stages")
-    record = run.execute()
+    record = record_to_json(run.execute())
     assert record["status"] == "finished"
     assert [t["status"] for t in record["trials"]].count("done") == 2
     second = [i for memory, i in invoked if memory == STAGE_2_MB]
@@ -159,9 +160,10 @@ def test_the_next_stage_starts_on_functions_prewarmed_during_the_last_wave(
 
 def test_a_run_whose_stages_share_a_size_prewarms_nothing(tmp_path: Path) -> None:
     run = _forced_run(tmp_path, "prewarm-none")
-    for stage in run.state["plan"]["stages"]:
-        stage["allocation"]["memory_mb"] = STAGE_1_MB
-    record = run.execute()
+    assert run.record.plan is not None
+    for stage in run.record.plan.stages:
+        stage.allocation = dataclasses.replace(stage.allocation, memory_mb=STAGE_1_MB)
+    record = record_to_json(run.execute())
     assert record["status"] == "finished"
     assert not [c for c in record["charges"] if c["detail"].startswith("prewarm")]
     assert not any("prewarmed" in e["text"] for e in record["events"])

@@ -14,6 +14,7 @@ from faasml.catalog import load_catalog
 from faasml.config import JobSpec
 from faasml.exceptions import ConfigError
 from faasml.runtime.profiling import profile_job, write_profile
+from faasml.runtime.record_json import record_to_json
 from faasml.runtime.session import TuneRun
 from faasml.testing.servers import LocalServer
 from faasml.types import Constraint
@@ -84,7 +85,7 @@ def test_tuning_runs_through_the_store_the_plan_chose_and_pays_for_it(
     # nobody; two workers make every round's gradients cross the store.
     plan["stages"][0]["allocation"].update(n=2, memory_mb=1024)
     before = _commands(redis_url)
-    record = run.execute()
+    record = record_to_json(run.execute())
     assert record["status"] == "finished"
     # The workers' gradients went through Redis: dozens of commands per epoch.
     assert _commands(redis_url) - before > 20

@@ -11,6 +11,7 @@ import pytest
 
 from faasml.config import JobSpec
 from faasml.runtime.coordinator import CoordinatorOptions
+from faasml.runtime.record_json import record_to_json
 from faasml.runtime.session import TuneRun, resume_run
 from faasml.sync.stores import open_store
 from faasml.testing.servers import RedisServer
@@ -54,7 +55,7 @@ def test_a_store_that_dies_mid_run_stops_it_cleanly_and_says_which(tmp_path: Pat
         )
         plan = run.plan()
         plan["stages"][0]["allocation"].update(n=2, memory_mb=1024)  # gradients cross Redis
-        record = run.execute()  # no exception: a stop, not a crash
+        record = record_to_json(run.execute())  # no exception: a stop, not a crash
 
         assert record["status"] == "stopped"
         reason = record["stop_reason"]
@@ -73,7 +74,7 @@ def test_a_store_that_dies_mid_run_stops_it_cleanly_and_says_which(tmp_path: Pat
         server = RedisServer(port=port).start()
         if server.port != port:
             pytest.skip(f"port {port} was taken meanwhile; the resume part needs it")
-        resumed = resume_run(tmp_path / "run").execute()
+        resumed = record_to_json(resume_run(tmp_path / "run").execute())
         assert resumed["status"] == "finished"
         assert [t["epochs_done"] for t in resumed["trials"]] == [3, 3]
     finally:

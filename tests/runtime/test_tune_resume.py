@@ -18,6 +18,7 @@ import yaml
 from faasml.cli.main import main
 from faasml.config import load_job
 from faasml.runtime.coordinator import CoordinatorOptions
+from faasml.runtime.record_json import record_to_json
 from faasml.runtime.session import TuneRun, resume_run
 from faasml.sim.curves import read_curve
 from faasml.types import Constraint
@@ -69,6 +70,7 @@ from faasml.runtime.coordinator import CoordinatorOptions, TrialFault
 from faasml.runtime.session import TuneRun
 from faasml.runtime.worker import Fault
 from faasml.types import Constraint
+from faasml.runtime.record_json import record_to_json
 
 hang = TrialFault(3, 0, Fault(worker_id=0, round_id=1, during="hang"))
 options = CoordinatorOptions(silent_after_s=3600, epochs_per_segment={segment})
@@ -102,7 +104,7 @@ def test_killed_coordinator_resumes_with_nothing_lost(
         load_job(job_file), Constraint(budget_usd=0.05), tmp_path / "clean", options=options
     )
     clean.plan()
-    expected = clean.execute()
+    expected = record_to_json(clean.execute())
     if epochs_per_segment is not None:  # some epoch was trained inside a longer segment
         assert any(h["invocations"] == 0 for t in expected["trials"] for h in t["history"])
 
@@ -127,7 +129,7 @@ def test_killed_coordinator_resumes_with_nothing_lost(
     assert state["status"] == "running"
     assert _far_enough(state, epochs_per_stage)
 
-    resumed = resume_run(run_dir).execute()
+    resumed = record_to_json(resume_run(run_dir).execute())
     assert resumed["status"] == "finished"
     for trial, clean_trial in zip(resumed["trials"], expected["trials"], strict=True):
         assert trial["status"] == clean_trial["status"]

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from faasml.runtime.record_json import record_to_json
 from faasml.runtime.session import resume_run
 
 JOB: dict[str, Any] = {
@@ -64,10 +65,11 @@ class Killed(WorkflowRun):
         super().save()
         if self.probing:
             return
-        current = self.state.get("workflow", {}).get("current") or {}
-        if current.get("index") != 2:
+        flow = self.record.workflow
+        current = None if flow is None else flow.current
+        if current is None or current.index != 2:
             return
-        if WHEN == "mid-search" and len(current["probes"]) == 1 and "choice" not in current:
+        if WHEN == "mid-search" and len(current.probes) == 1 and current.choice is None:
             os.kill(os.getpid(), signal.SIGKILL)
         if WHEN == "mid-phase" and self.trials[0].epochs_done == 3:
             os.kill(os.getpid(), signal.SIGKILL)
@@ -97,7 +99,7 @@ def test_a_killed_workflow_run_resumes_with_nothing_lost(tmp_path: Path, when: s
     before = killed["workflow"]
     assert len(before["phases"]) == 1 and before["current"]["index"] == 2
 
-    resumed = resume_run(run_dir).execute()
+    resumed = record_to_json(resume_run(run_dir).execute())
 
     assert resumed["status"] == "finished"
     history = resumed["trials"][0]["history"]

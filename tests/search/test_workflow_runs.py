@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from faasml.config import JobSpec
+from faasml.runtime.record_json import record_to_json
 from faasml.runtime.workflow_run import WorkflowRun
 from faasml.types import Constraint
 
@@ -32,7 +33,7 @@ def run(folder: Path, workflow: dict[str, Any], epochs: int, **changes: Any) -> 
     )
     flow = WorkflowRun(job, Constraint(budget_usd=1.0), folder)
     flow.plan()
-    return flow.execute()
+    return record_to_json(flow.execute())
 
 
 @pytest.fixture(scope="module")

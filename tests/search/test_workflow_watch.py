@@ -5,7 +5,9 @@ files written by a thread as a data pipeline would."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import json
 import threading
 import time
 from pathlib import Path
@@ -17,6 +19,7 @@ from faasml._jobworkflow import WatchSpec
 from faasml.config import JobSpec
 from faasml.exceptions import ConfigError, WorkloadError
 from faasml.runtime.chunk_files import await_chunk, joined, landed_files
+from faasml.runtime.record_json import record_to_json
 from faasml.runtime.workflow_run import WorkflowRun, workflow_phases
 from faasml.types import Constraint
 from faasml.workloads.data import Dataset, write_npz
@@ -162,7 +165,7 @@ def test_each_file_landing_is_trained_on_with_the_data_before_it(tmp_path: Path)
     flow.plan()
     writer.start()
     try:
-        record = flow.execute()
+        record = record_to_json(flow.execute())
     finally:
         writer.join()
     assert record["status"] == "finished"
@@ -185,7 +188,7 @@ def test_a_run_whose_next_file_does_not_land_stops_saying_so(tmp_path: Path) -> 
         job(incoming, timeout_s=0.3, poll_s=0.05), Constraint(budget_usd=1.0), tmp_path / "run"
     )
     flow.plan()
-    record = flow.execute()
+    record = record_to_json(flow.execute())
     assert record["status"] == "stopped"
     assert "no chunk file landed" in record["stop_reason"]
     assert "file 2 of 2" in record["stop_reason"]
@@ -207,11 +210,11 @@ def test_a_stopped_run_resumes_on_the_files_it_took_and_waits_for_the_rest(
         job(incoming, timeout_s=0.3, poll_s=0.05), Constraint(budget_usd=1.0), run_dir
     )
     flow.plan()
-    stopped = flow.execute()
+    stopped = record_to_json(flow.execute())
     assert stopped["status"] == "stopped"
 
     drop(incoming, "b.npz", 100, seed=6)
-    resumed = resume_run(run_dir).execute()
+    resumed = record_to_json(resume_run(run_dir).execute())
     assert resumed["status"] == "finished"
     # a.npz read again (the data it trained on), b.npz taken next: nothing trained twice.
     phases = resumed["workflow"]["phases"]
@@ -227,15 +230,18 @@ def test_a_failed_search_probe_is_counted_with_its_cause_in_the_summary() -> Non
         "epoch 7 batch 0: function timeout: ran past its maximum duration of 0.14 s at 14.6 s "
         "(its budget reservation ran out)"
     )
-    state = {
-        "status": "finished",
-        "elapsed_s": 3.0,
-        "restarts": 2,
-        "trials": [{"status": "done", "failures": ["function killed: signal 9"]}],
-        "workflow": {
-            "phases": [{"probes": [{"failed": None}, {"failed": failed}]}],
-            "current": {"probes": [{"failed": None}]},
-        },
-    }
-    lines = summary_lines(state)
+    from faasml.runtime.record_json import record_from_json
+
+    fixture = Path(__file__).parents[1] / "runtime" / "records" / "v0-workflow.json"
+    record = record_from_json(json.loads(fixture.read_text()))
+    record.restarts = 2
+    killed = ("function killed: signal 9",)
+    record.trials = [dataclasses.replace(record.trials[0], failures=killed)]
+    assert record.workflow is not None
+    first = record.workflow.phases[0]
+    first.probes = [first.probes[0], dataclasses.replace(first.probes[1], failed=failed)]
+    record.workflow.current = dataclasses.replace(
+        record.workflow.phases[1], probes=[first.probes[0]]
+    )
+    lines = summary_lines(record)
     assert "trials: 1 done; restarts 2 (1 killed, 1 search probe: budget reservation)" in lines

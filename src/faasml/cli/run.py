@@ -17,6 +17,7 @@ from faasml.exceptions import ConfigError
 from faasml.reports.run_dir import RunDir
 from faasml.reports.run_summary import exit_code, summary_lines
 from faasml.runtime.platform import PLATFORMS
+from faasml.runtime.record import PlanRecord
 from faasml.runtime.session import BaseRun, TrainRun, TuneRun, resume_run
 from faasml.units import format_duration, format_money
 
@@ -130,7 +131,8 @@ def run_resume(args: argparse.Namespace) -> int:
     if args.budget is not None or args.deadline is not None:
         constraint = constraint_from(args)
     run = resume_run(args.run_dir, constraint=constraint)
-    console().print(f"Resuming the {run.kind} run in {args.run_dir} (status {run.state['status']})")
+    status = run.record.status
+    console().print(f"Resuming the {run.kind} run in {args.run_dir} (status {status})")
     return _execute(run)
 
 
@@ -150,26 +152,28 @@ def _plan(run: TuneRun | TrainRun) -> None:
             out.print(run.compute_note[0].upper() + run.compute_note[1:], soft_wrap=True)
 
 
-def print_plan(run: BaseRun) -> None:
+def print_plan(plan: PlanRecord, job_name: str) -> None:
     out = console()
-    plan = run.state["plan"]
     out.print(
-        f"[bold]Plan[/] ({plan['planner']}) for {run.job.name}: predicted "
-        f"[bold]{format_duration(plan['time_s'])}[/] and [bold]{format_money(plan['cost_usd'])}[/]"
+        f"[bold]Plan[/] ({plan.planner}) for {job_name}: predicted "
+        f"[bold]{format_duration(plan.time_s)}[/] and [bold]{format_money(plan.cost_usd)}[/]"
     )
-    for stage in plan["stages"]:
-        a = stage["allocation"]
+    for stage in plan.stages:
+        a = stage.allocation
         out.print(
-            f"  stage {stage['index']}: {stage['trials']} trial(s) × {stage['epochs']} epoch(s) on "
-            f"{a['n']} × {a['memory_mb']} MB, {a['storage']}/{a['scheme']} — "
-            f"{format_duration(stage['time_s'])}, {format_money(stage['cost_usd'])}"
+            f"  stage {stage.index}: {stage.trials} trial(s) × {stage.epochs} epoch(s) on "
+            f"{a.n} × {a.memory_mb} MB, {a.storage}/{a.scheme} — "
+            f"{format_duration(stage.time_s)}, {format_money(stage.cost_usd)}"
         )
 
 
 def _execute(run: BaseRun) -> int:
     out = console()
-    print_plan(run)
-    total = sum(s["trials"] * s["epochs"] for s in run.state["plan"]["stages"])
+    plan = run.record.plan
+    if plan is None:  # a run object made without planning (the commands plan first)
+        plan = run.plan()
+    print_plan(plan, run.job.name)
+    total = sum(s.trials * s.epochs for s in plan.stages)
     piped = not out.is_terminal  # a bar is for a terminal: piped, one plain line a stage
     with Progress(
         TextColumn("{task.description}"),
@@ -201,15 +205,15 @@ def _execute(run: BaseRun) -> int:
             )
 
         run.progress = show
-        state = run.execute()
-    for line in summary_lines(state):
+        record = run.execute()
+    for line in summary_lines(record):
         style = "bold red" if line.startswith(("LOST", "TARGET MISSED")) else ""
         out.print(f"[{style}]{escape(line)}[/]" if style else escape(line), soft_wrap=True)
-    best = state.get("best")
-    if best:
-        value = best.get("val_loss")
+    best = record.best
+    if best is not None:
+        value = best.val_loss
         shown = f"{value:.4g}" if isinstance(value, float) else str(value)
-        config = {k: round(v, 4) if isinstance(v, float) else v for k, v in best["config"].items()}
-        out.print(escape(f"Best: trial {best['trial']} {config} — validation loss {shown}"))
+        config = {k: round(v, 4) if isinstance(v, float) else v for k, v in best.config.items()}
+        out.print(escape(f"Best: trial {best.trial} {config} — validation loss {shown}"))
     out.print(f"Report: {run.dir.path / 'report.md'}")
-    return exit_code(state)
+    return exit_code(record)

@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from faasml._files import write_atomic
-from faasml._validate import Fields, shown
-from faasml.exceptions import ConfigError
+from faasml._validate import shown
+from faasml.exceptions import ConfigError, RecordError
 from faasml.reports.run_report import render_report
+from faasml.runtime.record import KINDS, RunRecord
+from faasml.runtime.record_json import record_from_json, record_to_json
 from faasml.sim.curves import CurvePoint, write_curve
-from faasml.types import Objective
 
 
 class RunDir:
@@ -70,17 +71,18 @@ class RunDir:
                 "empty folder (or pass --force to write into it)"
             )
 
-    def write_record(self, state: dict[str, Any], *, durable: bool = True) -> None:
+    def write_record(self, record: RunRecord, *, durable: bool = True) -> None:
         """Write ``record.json`` atomically (temporary file, fsync, rename). ``durable=False``
         (the rewrites after segments): without the fsync (see ``write_atomic``), and compact
         (json's C encoder: the indented form is encoded in Python, milliseconds a segment)."""
         self.path.mkdir(parents=True, exist_ok=True)
-        text = json.dumps(state, indent=1 if durable else None, default=_plain)
+        data = record_to_json(record)
+        text = json.dumps(data, indent=1 if durable else None, default=_plain)
         write_atomic(self.record_path, text, durable=durable)
 
-    def read_record(self) -> dict[str, Any]:
-        """The record of the run, checked to hold what a resumed run reads; a missing,
-        unreadable or malformed record raises a one-line ``ConfigError`` naming the file."""
+    def read_record(self) -> RunRecord:
+        """The record of the run, migrated and validated (``record_json``); a missing,
+        unreadable or damaged record raises a one-line ``ConfigError`` naming the file."""
         if not self.record_path.exists():
             raise ConfigError(f"{self.path} is not a run directory: it has no record.json")
         try:
@@ -91,11 +93,9 @@ class RunDir:
             problem = err.strerror if isinstance(err, OSError) else err
             raise ConfigError(f"cannot read {self.record_path}: {problem}") from None
         try:
-            check_record(data)
-        except ConfigError as err:
-            raise ConfigError(f"{self.record_path} is not a usable run record: {err}") from None
-        result: dict[str, Any] = data
-        return result
+            return record_from_json(data)
+        except RecordError as err:
+            raise RecordError(f"{self.record_path} is not a usable run record: {err}") from None
 
     def sync_dir(self) -> Path:
         """Where the parameter store keeps gradients: tmpfs when there is one."""
@@ -106,11 +106,11 @@ class RunDir:
         folder.mkdir(parents=True, exist_ok=True)
         return folder
 
-    def write_outputs(self, state: dict[str, Any]) -> list[Path]:
+    def write_outputs(self, record: RunRecord) -> list[Path]:
         """Curves, plots and the Markdown report from a record."""
         written = []
-        for trial in state.get("trials", []):
-            history = trial.get("history", [])
+        for trial in record.trials:
+            history = trial.history
             if not history:
                 continue
             points = [
@@ -121,82 +121,22 @@ class RunDir:
             ]
             written.append(
                 write_curve(
-                    self.path / "curves" / f"trial-{trial['trial_id']}.csv",
+                    self.path / "curves" / f"trial-{trial.trial_id}.csv",
                     points,
-                    metadata={"run": state.get("kind", ""), "trial": str(trial["trial_id"])},
+                    metadata={"run": record.kind, "trial": str(trial.trial_id)},
                 )
             )
         from faasml.reports.run_plots import write_plots
 
-        plots = write_plots(state, self.path / "plots")
+        plots = write_plots(record, self.path / "plots")
         from faasml.reports.windsr_maps import write_windsr_maps
 
-        plots += write_windsr_maps(state, self.path)  # [] unless the model is WindSR's
+        plots += write_windsr_maps(record, self.path)  # [] unless the model is WindSR's
         written.extend(plots)
         report = self.path / "report.md"
-        write_atomic(report, render_report(state, [p.relative_to(self.path) for p in plots]))
+        write_atomic(report, render_report(record, [p.relative_to(self.path) for p in plots]))
         written.append(report)
         return written
-
-
-KINDS = ("tune", "train")
-_OBJECTIVES = tuple(objective.value for objective in Objective)
-_TRIAL_INTS = ("epochs_done", "epoch", "batch", "round_id", "restarts", "memory_mb")
-
-
-def check_record(data: object) -> None:
-    """What a resumed run reads from a record: its kind, status, job, constraint, platform,
-    trials and charges, each of the right type; a ``ConfigError`` names the first that is not."""
-    top = Fields(data, "record")
-    top.choice("kind", KINDS)
-    top.text("status")
-    top.sub("job")
-    source = top.raw("job_source", None)
-    if source is not None and not isinstance(source, str):
-        raise top.fail("job_source", source, "must be a path or null")
-    constraint = top.sub("constraint")
-    for name in ("budget_usd", "deadline_s"):
-        constraint.optional_number(name, minimum=0, strict_minimum=True)
-    constraint.choice("objective", _OBJECTIVES)
-    if top.has("platform"):
-        top.text("platform")
-    options = top.raw("platform_options", None)
-    if options is not None and not (
-        isinstance(options, Mapping) and all(isinstance(key, str) for key in options)
-    ):
-        raise top.fail("platform_options", options, "must be a mapping of option names")
-    top.number("elapsed_s", minimum=0)
-    top.items("events", allow_empty=True)
-    for index, item in enumerate(top.items("trials", allow_empty=True)):
-        _check_trial(Fields(item, f"record.trials[{index}]"))
-    for index, item in enumerate(top.items("charges", allow_empty=True)):
-        charge = Fields(item, f"record.charges[{index}]")
-        charge.number("t_s")
-        charge.text("kind")
-        charge.number("usd")
-        charge.integer("trial", -1)
-        if not isinstance(charge.raw("detail", ""), str):
-            raise charge.fail("detail", charge.raw("detail"), "must be a string")
-        charge.finish()
-
-
-def _check_trial(trial: Fields) -> None:
-    """A trial as ``TrialState`` holds it: every field known and of its type."""
-    trial.integer("trial_id", minimum=0)
-    trial.sub("config")
-    for name in _TRIAL_INTS:
-        trial.integer(name, 0, minimum=0)
-    checkpoint = trial.raw("checkpoint", None)
-    if checkpoint is not None and not isinstance(checkpoint, str):
-        raise trial.fail("checkpoint", checkpoint, "must be a key or null")
-    trial.text("status")
-    if trial.has("history"):
-        for index, record in enumerate(trial.items("history", allow_empty=True)):
-            Fields(record, f"{trial.where}.history[{index}]")
-    if trial.has("failures"):
-        trial.items("failures", allow_empty=True)
-    trial.sub("partial", {})
-    trial.finish()
 
 
 def _peek(record: Path) -> tuple[str, str]:

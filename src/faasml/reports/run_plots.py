@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from faasml.runtime.record import RunRecord
 
-def write_plots(state: dict[str, Any], folder: Path) -> list[Path]:
+
+def write_plots(record: RunRecord, folder: Path) -> list[Path]:
     """PNG plots of a run record; none (and no error) when matplotlib is not installed."""
     try:
         import matplotlib
@@ -17,15 +19,15 @@ def write_plots(state: dict[str, Any], folder: Path) -> list[Path]:
         return []
     folder.mkdir(parents=True, exist_ok=True)
     out: list[Path] = []
-    trials = [t for t in state.get("trials", []) if t.get("history")]
+    trials = [t for t in record.trials if t.history]
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for trial in trials:
-        epochs = [h["epoch"] for h in trial["history"]]
+        epochs = [h["epoch"] for h in trial.history]
         losses = [
-            h["val_loss"] if h.get("val_loss") is not None else h["loss"] for h in trial["history"]
+            h["val_loss"] if h.get("val_loss") is not None else h["loss"] for h in trial.history
         ]
-        ax.plot(epochs, losses, marker="o", label=f"trial {trial['trial_id']}")
+        ax.plot(epochs, losses, marker="o", label=f"trial {trial.trial_id}")
     ax.set_xlabel("epoch")
     ax.set_ylabel("validation loss")
     ax.set_title("Loss curves")
@@ -34,14 +36,14 @@ def write_plots(state: dict[str, Any], folder: Path) -> list[Path]:
     out.append(_save(fig, folder / "loss.png"))
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    charges = sorted(state.get("charges", []), key=lambda c: c["t_s"])
+    charges = sorted(record.charges, key=lambda c: c.t_s)
     total, xs, ys = 0.0, [0.0], [0.0]
     for charge in charges:
-        total += charge["usd"]
-        xs.append(charge["t_s"])
+        total += charge.usd
+        xs.append(charge.t_s)
         ys.append(total)
     ax.step(xs, ys, where="post", label="spent")
-    budget = state.get("constraint", {}).get("budget_usd")
+    budget = record.constraint.budget_usd
     title = "Spend over time"
     if budget is not None and total >= 0.1 * budget:
         ax.axhline(budget, color="red", linestyle="--", label="budget")
@@ -55,7 +57,7 @@ def write_plots(state: dict[str, Any], folder: Path) -> list[Path]:
 
     fig, ax = plt.subplots(figsize=(6, 4))
     points = sorted(
-        ((h["t_s"], h["n"] * h["memory_mb"]) for t in trials for h in t["history"]),
+        ((h["t_s"], h["n"] * h["memory_mb"]) for t in trials for h in t.history),
     )
     if points:
         ax.step([p[0] for p in points], [p[1] for p in points], where="pre")
@@ -65,7 +67,7 @@ def write_plots(state: dict[str, Any], folder: Path) -> list[Path]:
     out.append(_save(fig, folder / "allocation.png"))
     from faasml.reports.search_report import write_search_plot
 
-    out.extend(write_search_plot(state, folder))
+    out.extend(write_search_plot(record, folder))
     return out
 
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from faasml.reports.run_summary import summary_lines
+from faasml.runtime.record import Estimate, PlanRecord, RunRecord
 from faasml.units import format_duration, format_money
 
 
@@ -17,20 +17,19 @@ def _error(actual: float, predicted: float) -> str:
     return f"{(actual - predicted) / predicted:+.0%}" if predicted else "-"
 
 
-def _stage_cell(stage: dict[str, Any], which: str) -> str:
-    """'time, bill' of a stage as ``which`` (predicted, repredicted, measured) says, or '-'."""
-    time_s, cost = stage.get(f"{which}_time_s"), stage.get(f"{which}_cost_usd")
-    if time_s is None or cost is None:
+def _stage_cell(value: Estimate | None) -> str:
+    """'time, bill' of a stage's estimate (planned, re-predicted, measured), or '-'."""
+    if value is None:
         return "-"
-    return f"{format_duration(time_s)}, {format_money(cost)}"
+    return f"{format_duration(value.time_s)}, {format_money(value.cost_usd)}"
 
 
-def _between_lines(plan: dict[str, Any]) -> list[str]:
+def _between_lines(plan: PlanRecord) -> list[str]:
     """The run's own time between stages (ranking, re-calibration, re-planning, the record):
     as the plan priced it and as measured."""
-    predicted = plan.get("between_stages_s")
-    stages = plan.get("stages", [])
-    measured = [s["measured_between_s"] for s in stages[:-1] if "measured_between_s" in s]
+    predicted = plan.between_stages_s
+    stages = plan.stages
+    measured = [s.measured_between_s for s in stages[:-1] if s.measured_between_s is not None]
     if predicted is None or len(stages) < 2:
         return []
     shown = (
@@ -45,17 +44,16 @@ def _between_lines(plan: dict[str, Any]) -> list[str]:
     ]
 
 
-def _reprediction_lines(state: dict[str, Any]) -> list[str]:
+def _reprediction_lines(record: RunRecord) -> list[str]:
     """A training run's re-predictions after live re-calibration: the rest of the run as
     re-predicted after an epoch, against what the rest then measured (the rest priced to the
     last epoch allowed; a run stopped before it ran fewer epochs than re-predicted)."""
-    repredictions = state.get("plan", {}).get("repredictions", [])
+    repredictions = record.plan.repredictions if record.plan is not None else []
     if not repredictions:
         return []
-    elapsed = float(state.get("elapsed_s", 0.0))
-    charges = state.get("charges", [])
-    run_bill = sum(c["usd"] for c in charges if c.get("kind") != "profiling")
-    done = max((t.get("epochs_done", 0) for t in state.get("trials", [])), default=0)
+    elapsed = record.elapsed_s
+    run_bill = record.run_usd()
+    done = max((t.epochs_done for t in record.trials), default=0)
     lines = [
         "",
         "Re-predicted during the run, after re-calibration (the rest of the run from that epoch):",
@@ -65,35 +63,25 @@ def _reprediction_lines(state: dict[str, Any]) -> list[str]:
         "|---:|---:|---:|---:|---:|---:|",
     ]
     for r in repredictions:
-        whole = r["at_s"] + r["rest_time_s"], r["spent_usd"] + r["rest_cost_usd"]
+        whole = r.at_s + r.rest_time_s, r.spent_usd + r.rest_cost_usd
         lines.append(
-            f"| {r['epoch']} | {format_duration(r['at_s'])} | {r['rest_epochs']} "
-            f"({max(done - r['epoch'], 0)}) | {format_duration(r['rest_time_s'])}, "
-            f"{format_money(r['rest_cost_usd'])} | {format_duration(elapsed - r['at_s'])}, "
-            f"{format_money(run_bill - r['spent_usd'])} | {format_duration(whole[0])}, "
+            f"| {r.epoch} | {format_duration(r.at_s)} | {r.rest_epochs} "
+            f"({max(done - r.epoch, 0)}) | {format_duration(r.rest_time_s)}, "
+            f"{format_money(r.rest_cost_usd)} | {format_duration(elapsed - r.at_s)}, "
+            f"{format_money(run_bill - r.spent_usd)} | {format_duration(whole[0])}, "
             f"{format_money(whole[1])} |"
         )
     return lines
 
 
-def render_report(state: dict[str, Any], plots: list[Path]) -> str:
-    plan = state.get("plan", {})
-    lines = [f"# faasml {state.get('kind', 'run')}: {state.get('job', {}).get('name', '')}", ""]
-    constraint = state.get("constraint", {})
-    bounds = []
-    if constraint.get("budget_usd") is not None:
-        bounds.append(f"budget {format_money(constraint['budget_usd'])}")
-    if constraint.get("deadline_s") is not None:
-        bounds.append(f"deadline {format_duration(constraint['deadline_s'])}")
-    lines.append(
-        f"Status: **{state.get('status')}**; {', '.join(bounds)}; catalog {state.get('catalog')}."
-    )
-    lines += ["", "```", *summary_lines(state), "```"]
-    charges = state.get("charges", [])
-    spent = sum(c["usd"] for c in charges)
-    profiling = sum(c["usd"] for c in charges if c.get("kind") == "profiling")
-    elapsed = float(state.get("elapsed_s", 0.0))
-    lines += [
+def _plan_lines(record: RunRecord) -> list[str]:
+    """The plan against the run: totals, then stage by stage."""
+    plan = record.plan
+    spent, profiling = record.bill_usd(), record.usd_of("profiling")
+    elapsed = record.elapsed_s
+    time_s = plan.time_s if plan is not None else 0.0
+    cost = plan.cost_usd if plan is not None else None
+    lines = [
         "",
         "## Plan against actual",
         "",
@@ -102,54 +90,68 @@ def render_report(state: dict[str, Any], plots: list[Path]) -> str:
         "",
         "| | predicted | actual | error |",
         "|---|---:|---:|---:|",
-        f"| time | {format_duration(plan.get('time_s', 0.0))} | {format_duration(elapsed)} | "
-        f"{_error(elapsed, plan.get('time_s', 0.0))} |",
-        f"| bill (run) | {_money(plan.get('cost_usd'))} | {format_money(spent - profiling)} | "
-        f"{_error(spent - profiling, plan.get('cost_usd', 0.0))} |",
+        f"| time | {format_duration(time_s)} | {format_duration(elapsed)} | "
+        f"{_error(elapsed, time_s)} |",
+        f"| bill (run) | {_money(cost)} | {format_money(spent - profiling)} | "
+        f"{_error(spent - profiling, cost or 0.0)} |",
         "",
-        f"Planner: {plan.get('planner', '-')}; re-plans during the run: {plan.get('replans', 0)}.",
+    ]
+    if plan is None:
+        return [*lines, "Not planned yet."]
+    lines += [
+        f"Planner: {plan.planner}; re-plans during the run: {plan.replans}.",
         *_between_lines(plan),
         "",
         "| stage | trials | epochs | allocation | predicted epoch | measured epoch (mean) "
         "| predicted stage | re-predicted | measured |",
         "|---:|---:|---:|---|---:|---:|---:|---:|---:|",
     ]
-    trials = state.get("trials", [])
     epochs_before = 0
-    for stage in plan.get("stages", []):
-        a = stage["allocation"]
-        first, last = epochs_before + 1, epochs_before + stage["epochs"]
+    for stage in plan.stages:
+        a = stage.allocation
+        first, last = epochs_before + 1, epochs_before + stage.epochs
         epochs_before = last
         measured = [
-            h["epoch_s"]
-            for t in trials
-            for h in t.get("history", [])
-            if first <= h["epoch"] <= last
+            h["epoch_s"] for t in record.trials for h in t.history if first <= h["epoch"] <= last
         ]
         mean = sum(measured) / len(measured) if measured else None
         lines.append(
-            f"| {stage['index']} | {stage['trials']} | {stage['epochs']} | "
-            f"{a['n']} × {a['memory_mb']} MB, {a['storage']}/{a['scheme']} | "
-            f"{format_duration(stage['epoch_time_s'])} | "
+            f"| {stage.index} | {stage.trials} | {stage.epochs} | "
+            f"{a.n} × {a.memory_mb} MB, {a.storage}/{a.scheme} | "
+            f"{format_duration(stage.epoch_time_s)} | "
             f"{'-' if mean is None else format_duration(mean)} | "
-            f"{_stage_cell(stage, 'predicted')} | {_stage_cell(stage, 'repredicted')} | "
-            f"{_stage_cell(stage, 'measured')} |"
+            f"{_stage_cell(stage.planned)} | {_stage_cell(stage.repredicted)} | "
+            f"{_stage_cell(stage.measured)} |"
         )
-    lines += _reprediction_lines(state)
+    return lines
+
+
+def render_report(record: RunRecord, plots: list[Path]) -> str:
+    c = record.constraint
+    lines = [f"# faasml {record.kind}: {record.job_name}", ""]
+    bounds = []
+    if c.budget_usd is not None:
+        bounds.append(f"budget {format_money(c.budget_usd)}")
+    if c.deadline_s is not None:
+        bounds.append(f"deadline {format_duration(c.deadline_s)}")
+    lines.append(f"Status: **{record.status}**; {', '.join(bounds)}; catalog {record.catalog}.")
+    lines += ["", "```", *summary_lines(record), "```"]
+    lines += _plan_lines(record)
+    lines += _reprediction_lines(record)
     by_kind: dict[str, float] = {}
-    for charge in state.get("charges", []):
-        by_kind[charge["kind"]] = by_kind.get(charge["kind"], 0.0) + charge["usd"]
+    for charge in record.charges:
+        by_kind[charge.kind] = by_kind.get(charge.kind, 0.0) + charge.usd
     lines += ["", "## Bill", "", "| item | US dollars |", "|---|---:|"]
     for kind, usd in sorted(by_kind.items()):
         lines.append(f"| {kind} | {format_money(usd)} |")
-    lines.append(f"| **total** | **{format_money(spent)}** |")
-    best = state.get("best")
+    lines.append(f"| **total** | **{format_money(record.bill_usd())}** |")
+    best = record.best
     lines += ["", "## Best configuration", ""]
     if best:
         lines.append(
-            f"Trial {best['trial']}: `{best['config']}`; validation loss "
-            f"{best.get('val_loss')}, accuracy {best.get('val_accuracy')}; "
-            f"checkpoint `{best.get('checkpoint')}` in `objects/`."
+            f"Trial {best.trial}: `{best.config}`; validation loss "
+            f"{best.val_loss}, accuracy {best.val_accuracy}; "
+            f"checkpoint `{best.checkpoint}` in `objects/`."
         )
     else:
         lines.append("None finished.")
@@ -157,12 +159,12 @@ def render_report(state: dict[str, Any], plots: list[Path]) -> str:
         "",
         "## Restarts and failures",
         "",
-        f"Segments run: {state.get('segments', 0)}; restarts: {state.get('restarts', 0)}; "
-        f"cold starts: {state.get('cold_starts', 0)}. "
-        f"Enforcement: {state.get('enforcement', {})}.",
+        f"Segments run: {record.segments}; restarts: {record.restarts}; "
+        f"cold starts: {record.cold_starts}. "
+        f"Enforcement: {record.enforcement or {}}.",
         "",
     ]
-    failures = [(t["trial_id"], f) for t in trials for f in t.get("failures", [])]
+    failures = [(t.trial_id, f) for t in record.trials for f in t.failures]
     for trial_id, failure in failures:
         lines.append(f"- trial {trial_id}: {failure}")
     if not failures:
@@ -174,19 +176,17 @@ def render_report(state: dict[str, Any], plots: list[Path]) -> str:
         "| trial | status | epochs | last val loss | config |",
         "|---:|---|---:|---:|---|",
     ]
-    for t in trials:
-        last = t["history"][-1] if t.get("history") else {}
+    for t in record.trials:
         lines.append(
-            f"| {t['trial_id']} | {t['status']} | {t['epochs_done']} | "
-            f"{last.get('val_loss', '-')} | `{t['config']}` |"
+            f"| {t.trial_id} | {t.status} | {t.epochs_done} | "
+            f"{t.last.get('val_loss', '-')} | `{t.config}` |"
         )
     from faasml.reports.search_report import workflow_lines
 
-    lines += workflow_lines(state)
-    events = state.get("events", [])
-    if events:
+    lines += workflow_lines(record)
+    if record.events:
         lines += ["", "## Events", ""]
-        lines += [f"- {e['t_s']:.1f} s: {e['text']}" for e in events]
+        lines += [f"- {e.t_s:.1f} s: {e.text}" for e in record.events]
     if plots:
         lines += ["", "## Plots", ""]
         lines += [f"![{p.stem}]({p.as_posix()})" for p in plots]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Any
 
+from faasml.runtime.record import PlanRecord, RunRecord
 from faasml.units import format_duration, format_money
 
 FAILED_STATUSES = ("failed", "target-missed")
@@ -28,102 +28,102 @@ def _cause(failure: str) -> str:
     return found.group(1) if found else "other"
 
 
-def restart_causes(state: dict[str, Any]) -> Counter[str]:
+def restart_causes(record: RunRecord) -> Counter[str]:
     """Restarts by cause ('killed', 'out-of-memory', 'timeout', 'error', ...); a deployment
     search's probe that failed counts as 'search probe: <cause>'."""
     causes: Counter[str] = Counter()
-    for trial in state.get("trials", []):
-        for failure in trial.get("failures", []):
+    for trial in record.trials:
+        for failure in trial.failures:
             causes[_cause(failure)] += 1
-    flow = state.get("workflow") or {}
-    phases = [*flow.get("phases", []), *([flow["current"]] if flow.get("current") else [])]
+    phases = record.workflow.all_phases() if record.workflow is not None else []
     for phase in phases:
-        for probe in phase.get("probes", []):
-            if probe.get("failed"):
-                causes[f"search probe: {_cause(probe['failed'])}"] += 1
+        for probe in phase.probes:
+            if probe.failed:
+                causes[f"search probe: {_cause(probe.failed)}"] += 1
     return causes
 
 
-def lost_trials(state: dict[str, Any]) -> list[int]:
+def lost_trials(record: RunRecord) -> list[int]:
     """Trials that failed (restarted past the limit): lost to the search."""
-    return [t["trial_id"] for t in state.get("trials", []) if t.get("status") == "failed"]
+    return [t.trial_id for t in record.trials if t.status == "failed"]
 
 
-def exit_code(state: dict[str, Any]) -> int:
+def exit_code(record: RunRecord) -> int:
     """0 when the run finished (or stopped cleanly at its budget) and lost no trial, else 1."""
-    if state.get("status") in FAILED_STATUSES or lost_trials(state):
+    if record.status in FAILED_STATUSES or lost_trials(record):
         return 1
     return 0
 
 
-def summary_lines(state: dict[str, Any]) -> list[str]:
+def _plan_line(record: RunRecord, plan: PlanRecord) -> str:
+    """The plan's time and bill against the measured ones."""
+    profiling = record.usd_of("profiling")
+    elapsed = record.elapsed_s
+    run_bill = record.bill_usd() - profiling
+    waiting = record.waiting_s
+    running = elapsed - waiting
+    measured = f"{format_duration(elapsed)} ({_error(elapsed, plan.time_s)})"
+    if waiting > 0:  # data that had not landed yet: not a time any plan predicts
+        measured = (
+            f"{format_duration(running)} running ({_error(running, plan.time_s)}; "
+            f"{format_duration(waiting)} more waiting for data)"
+        )
+    searched = record.usd_of("search")
+    billed = f"{format_money(run_bill)} ({_error(run_bill, plan.cost_usd)})"
+    if searched > 0:  # a deployment search's probes: a cost the plan leaves to the search
+        trained = run_bill - searched
+        billed = (
+            f"{format_money(trained)} training ({_error(trained, plan.cost_usd)}) + "
+            f"{format_money(searched)} searching"
+        )
+    return (
+        f"predicted {format_duration(plan.time_s)} and {format_money(plan.cost_usd)};"
+        f" measured {measured} and {billed}"
+    )
+
+
+def summary_lines(record: RunRecord) -> list[str]:
     """The run's outcome: status, time and bill against the plan, profiling, trials and
     restarts with their causes, the target when one was set."""
-    charges = state.get("charges", [])
-    profiling = sum(c["usd"] for c in charges if c.get("kind") == "profiling")
-    bill = sum(c["usd"] for c in charges)
-    plan = state.get("plan", {})
-    elapsed = float(state.get("elapsed_s", 0.0))
+    profiling = record.usd_of("profiling")
+    bill = record.bill_usd()
+    plan = record.plan
+    elapsed = record.elapsed_s
     lines = [
-        f"{state.get('status', '?')} in {format_duration(elapsed)}, bill {format_money(bill)}"
+        f"{record.status} in {format_duration(elapsed)}, bill {format_money(bill)}"
         + (f" (profiling {format_money(profiling)})" if profiling else "")
     ]
-    if plan:
-        run_bill = bill - profiling
-        waiting = float(state.get("waiting_s", 0.0))
-        running = elapsed - waiting
-        measured = f"{format_duration(elapsed)} ({_error(elapsed, plan['time_s'])})"
-        if waiting > 0:  # data that had not landed yet: not a time any plan predicts
-            measured = (
-                f"{format_duration(running)} running ({_error(running, plan['time_s'])}; "
-                f"{format_duration(waiting)} more waiting for data)"
-            )
-        searched = sum(c["usd"] for c in charges if c.get("kind") == "search")
-        billed = f"{format_money(run_bill)} ({_error(run_bill, plan['cost_usd'])})"
-        if searched > 0:  # a deployment search's probes: a cost the plan leaves to the search
-            trained = run_bill - searched
-            billed = (
-                f"{format_money(trained)} training ({_error(trained, plan['cost_usd'])}) + "
-                f"{format_money(searched)} searching"
-            )
+    if plan is not None:
+        lines.append(_plan_line(record, plan))
+    if plan is not None and plan.repredictions:  # re-calibrated: the last whole-run re-prediction
+        last = plan.repredictions[-1]
+        time_s = last.at_s + last.rest_time_s
+        usd = last.spent_usd + last.rest_cost_usd
         lines.append(
-            f"predicted {format_duration(plan['time_s'])} and {format_money(plan['cost_usd'])};"
-            f" measured {measured} and {billed}"
+            f"re-predicted after epoch {last.epoch}: {format_duration(time_s)} "
+            f"({_error(elapsed, time_s)}) and {format_money(usd)} ({_error(bill - profiling, usd)})"
         )
-    repredictions = plan.get("repredictions") if plan else None
-    if repredictions:  # a training run re-calibrated: its last re-prediction of the whole run
-        last = repredictions[-1]
-        time_s = last["at_s"] + last["rest_time_s"]
-        usd = last["spent_usd"] + last["rest_cost_usd"]
-        run_bill = bill - profiling
+    profile = record.profile
+    if profile is not None:
+        how = "cached" if record.profile_cached else "measured"
+        if profile.check is not None:
+            how += f", re-checked: {profile.check.action}"
         lines.append(
-            f"re-predicted after epoch {last['epoch']}: {format_duration(time_s)} "
-            f"({_error(elapsed, time_s)}) and {format_money(usd)} ({_error(run_bill, usd)})"
+            f"job profile {how}: footprint {profile.footprint_mb:.0f} MB, "
+            f"{profile.params:,} parameters, cold start {profile.cold_start_s:.2f} s"
         )
-    profile = state.get("profile")
-    if profile:
-        how = "cached" if state.get("profile_cached") else "measured"
-        check = profile.get("check")
-        if isinstance(check, dict) and "action" in check:
-            how += f", re-checked: {check['action']}"
-        lines.append(
-            f"job profile {how}: footprint {profile['footprint_mb']:.0f} MB, "
-            f"{profile['params']:,} parameters, cold start {profile['cold_start_s']:.2f} s"
-        )
-    counts = Counter(t.get("status", "?") for t in state.get("trials", []))
+    counts = Counter(t.status for t in record.trials)
     trials = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-    causes = restart_causes(state)
-    restarts = int(state.get("restarts", sum(causes.values())))
+    causes = restart_causes(record)
+    restarts = record.restarts
     why = ", ".join(f"{n} {cause}" for cause, n in causes.most_common())
     lines.append(f"trials: {trials or 'none'}; restarts {restarts}" + (f" ({why})" if why else ""))
-    lost = lost_trials(state)
+    lost = lost_trials(record)
     if lost:
         lines.append(f"LOST: trial(s) {lost} failed after repeated restarts (see the report)")
-    target = state.get("target")
-    if target and not target.get("reached"):
-        lines.append(
-            f"TARGET MISSED: validation loss {target['last']:.4g} > target {target['loss']:g}"
-        )
-    if state.get("stop_reason"):
-        lines.append(f"stopped: {state['stop_reason']}")
+    target = record.target
+    if target is not None and not target.reached:
+        lines.append(f"TARGET MISSED: validation loss {target.last:.4g} > target {target.loss:g}")
+    if record.stop_reason:
+        lines.append(f"stopped: {record.stop_reason}")
     return lines

@@ -5,40 +5,35 @@ a plot like SMLT Figs. 13–14 (what changed, workers and throughput over time).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
+from faasml.runtime.record import PhaseRecord, RunRecord
+from faasml.types import Allocation
 from faasml.units import format_duration, format_money
 
 
-def _allocation(a: dict[str, Any]) -> str:
-    return f"{a['n']} × {a['memory_mb']} MB, {a['storage']}/{a['scheme']}"
+def _allocation(a: Allocation) -> str:
+    return f"{a.n} × {a.memory_mb} MB, {a.storage}/{a.scheme}"
 
 
-def _what(phase: dict[str, Any]) -> str:
-    model = {k: v for k, v in phase["model"].items() if k != "name"}
-    name = phase["model"]["name"]
-    return f"batch {phase['batch_size']}, {phase['samples']:,} samples, {name} {model}"
+def _what(phase: PhaseRecord) -> str:
+    model = {k: v for k, v in phase.model.items() if k != "name"}
+    name = phase.model.get("name")
+    return f"batch {phase.batch_size}, {phase.samples:,} samples, {name} {model}"
 
 
-def _phases(flow: dict[str, Any]) -> list[dict[str, Any]]:
-    """The finished phases and the one under way when the run stopped (if any)."""
-    current = flow.get("current")
-    return list(flow.get("phases", [])) + ([current] if current else [])
-
-
-def workflow_lines(state: dict[str, Any]) -> list[str]:
+def workflow_lines(record: RunRecord) -> list[str]:
     """Markdown lines of the searches of a workflow run (none for other runs)."""
-    flow = state.get("workflow")
-    if not flow:
+    flow = record.workflow
+    if flow is None:
         return []
-    phases = _phases(flow)
-    search = sum(p.get("search_usd", 0.0) for p in phases)
-    bill = sum(c["usd"] for c in state.get("charges", []))
+    phases = flow.all_phases()
+    search = sum(p.search_usd for p in phases)
+    bill = record.bill_usd()
     share = f" ({search / bill:.0%} of the bill)" if bill > 0 else ""
-    triggers = sum(1 for p in phases if p.get("retrigger"))
+    triggers = sum(1 for p in phases if p.retrigger)
     lines = [
         "",
-        f"## Deployment search ({flow.get('kind')})",
+        f"## Deployment search ({flow.kind})",
         "",
         f"Search cost {format_money(search)}{share}; {len(phases)} phase(s), "
         f"{triggers} re-trigger(s).",
@@ -47,45 +42,44 @@ def workflow_lines(state: dict[str, Any]) -> list[str]:
         "|---:|---|---|---:|---:|---|---:|---:|",
     ]
     for p in phases:
-        epochs = p.get("epochs_run", [])
-        rates = [h["samples_per_s"] for h in epochs if h.get("samples_per_s")]
+        rates = [h["samples_per_s"] for h in p.epochs_run if h.get("samples_per_s")]
         rate = f"{sum(rates) / len(rates):,.0f}" if rates else "-"
-        how = "re-triggered" if p.get("retrigger") else ("first" if p.get("searched") else "kept")
+        how = "re-triggered" if p.retrigger else ("first" if p.searched else "kept")
         lines.append(
-            f"| {p['index']} | {p.get('change') or '-'} | {how}: {p.get('stop_reason', '-')} | "
-            f"{len(p.get('probes', []))} | {format_money(p.get('search_usd', 0.0))} | "
-            f"{_allocation(p['choice']) if 'choice' in p else '-'} | {rate} | "
-            f"{format_money(p.get('train_usd', 0.0))} |"
+            f"| {p.index} | {p.change or '-'} | {how}: {p.stop_reason or '-'} | "
+            f"{len(p.probes)} | {format_money(p.search_usd)} | "
+            f"{_allocation(p.choice) if p.choice is not None else '-'} | {rate} | "
+            f"{format_money(p.train_usd or 0.0)} |"
         )
     for p in phases:
-        if not p.get("probes"):
+        if not p.probes:
             continue
         lines += [
             "",
-            f"Phase {p['index']} probes ({_what(p)}):",
+            f"Phase {p.index} probes ({_what(p)}):",
             "",
             "| probe | allocation | epoch (measured) | epoch (model) | samples/s | epoch cost "
             "| probe time | probe cost |",
             "|---:|---|---:|---:|---:|---:|---:|---:|",
         ]
-        for i, q in enumerate(p["probes"], 1):
-            measured = "-" if q["epoch_s"] is None else format_duration(q["epoch_s"])
-            rate = "-" if q["samples_per_s"] is None else f"{q['samples_per_s']:,.0f}"
-            cost = "-" if q["epoch_usd"] is None else format_money(q["epoch_usd"])
-            failed = f" (failed: {q['failed']})" if q.get("failed") else ""
+        for i, q in enumerate(p.probes, 1):
+            measured = "-" if q.epoch_s is None else format_duration(q.epoch_s)
+            rate = "-" if q.samples_per_s is None else f"{q.samples_per_s:,.0f}"
+            cost = "-" if q.epoch_usd is None else format_money(q.epoch_usd)
+            failed = f" (failed: {q.failed})" if q.failed else ""
             lines.append(
-                f"| {i} | {_allocation(q['allocation'])}{failed} | {measured} | "
-                f"{format_duration(q['predicted_epoch_s'])} | {rate} | {cost} | "
-                f"{format_duration(q['probe_s'])} | {format_money(q['probe_usd'])} |"
+                f"| {i} | {_allocation(q.allocation)}{failed} | {measured} | "
+                f"{format_duration(q.predicted_epoch_s)} | {rate} | {cost} | "
+                f"{format_duration(q.probe_s)} | {format_money(q.probe_usd)} |"
             )
     return lines
 
 
-def write_search_plot(state: dict[str, Any], folder: Path) -> list[Path]:
+def write_search_plot(record: RunRecord, folder: Path) -> list[Path]:
     """'workflow.png': what changed, workers and throughput per epoch over time (SMLT Figs.
     13–14); none without matplotlib or a workflow."""
-    flow = state.get("workflow")
-    if not flow or not _phases(flow):
+    flow = record.workflow
+    if flow is None or not flow.all_phases():
         return []
     try:
         import matplotlib
@@ -94,20 +88,23 @@ def write_search_plot(state: dict[str, Any], folder: Path) -> list[Path]:
         import matplotlib.pyplot as plt
     except ImportError:
         return []
-    kind = flow.get("kind")
+    kind = flow.kind
     label = {"dynamic-batching": "batch size", "nas": "model parameters (MB)"}.get(
         kind, "training samples"
     )
-    xs, changed, workers, rates = [], [], [], []
-    for p in _phases(flow):
-        for h in p.get("epochs_run", []):
+    xs: list[float] = []
+    changed: list[float] = []
+    workers: list[int] = []
+    rates: list[float] = []
+    for p in flow.all_phases():
+        for h in p.epochs_run:
             xs.append(h["t_s"])
             if kind == "dynamic-batching":
-                changed.append(p["batch_size"])
+                changed.append(p.batch_size)
             elif kind == "nas":
-                changed.append(p.get("model_mb", 0.0))
+                changed.append(p.model_mb)
             else:
-                changed.append(p["samples"])
+                changed.append(p.samples)
             workers.append(h["n"])
             rates.append(h.get("samples_per_s") or 0.0)
     if not xs:
@@ -118,9 +115,9 @@ def write_search_plot(state: dict[str, Any], folder: Path) -> list[Path]:
     ):
         ax.step(xs, values, where="pre", marker="o")
         ax.set_ylabel(name)
-    for p in _phases(flow):
+    for p in flow.all_phases():
         for ax in axes:
-            ax.axvline(p["t_start_s"], color="grey", linestyle=":", linewidth=0.8)
+            ax.axvline(p.t_start_s, color="grey", linestyle=":", linewidth=0.8)
     axes[-1].set_xlabel("seconds (dotted: a phase starts; its search runs first)")
     axes[0].set_title(f"Workflow ({kind})")
     folder.mkdir(parents=True, exist_ok=True)

@@ -14,19 +14,20 @@ from typing import Any
 
 import numpy as np
 
+from faasml.runtime.record import RunRecord
+
 MODELS = ("windsr", "windsr-srcnn")
 TEST_KEY = "run/data/test"
 """Where the run's coordinator keeps the held-out set (namespace ``run``)."""
 
 
-def write_windsr_maps(state: dict[str, Any], run_path: Path, patches: int = 3) -> list[Path]:
+def write_windsr_maps(record: RunRecord, run_path: Path, patches: int = 3) -> list[Path]:
     """``plots/windsr-maps.png`` for a WindSR run with a checkpoint; [] for any other run."""
-    job = state.get("job") or {}
-    model_spec = job.get("model")
+    model_spec: Any = record.job.get("model")
     if not isinstance(model_spec, dict):
         model_spec = {"name": model_spec}
     name = model_spec.get("name")
-    key = (state.get("best") or {}).get("checkpoint")
+    key = record.best.checkpoint if record.best is not None else None
     if name not in MODELS or not key:
         return []
     try:

@@ -128,6 +128,11 @@ class Meter:
                 out[charge.kind] = out.get(charge.kind, 0.0) + charge.usd
         return out
 
+    def snapshot(self) -> list[Charge]:
+        """The charges so far (a copy: the run's record keeps them)."""
+        with self._lock:
+            return list(self.charges)
+
     def to_list(self) -> list[dict[str, Any]]:
         with self._lock:
             return [dict(vars(charge)) for charge in self.charges]  # flat: asdict's copy

@@ -22,7 +22,6 @@ from faasml.exceptions import ConfigError
 from faasml.models.space import evaluate_allocation
 from faasml.reports.run_dir import RunDir
 from faasml.runtime.billing import Meter
-from faasml.runtime.calibration import Calibration
 from faasml.runtime.config_cost import factor
 from faasml.runtime.coordinator import Coordinator, CoordinatorOptions, TrialFault, TrialState
 from faasml.runtime.estimates import coordinator_seconds
@@ -34,6 +33,8 @@ from faasml.runtime.job_profile import (
     platform_options_for,
 )
 from faasml.runtime.platform import Platform, open_platform
+from faasml.runtime.record import Event, PlanRecord, RunRecord, TrialRecord
+from faasml.runtime.record_json import constraint_json
 from faasml.runtime.worker import ModelRecipe
 from faasml.sync.stores import open_store
 from faasml.types import Allocation, Constraint, Objective
@@ -70,11 +71,7 @@ def job_workload(
 
 
 def constraint_dict(constraint: Constraint) -> dict[str, Any]:
-    return {
-        "budget_usd": constraint.budget_usd,
-        "deadline_s": constraint.deadline_s,
-        "objective": constraint.goal.value,
-    }
+    return constraint_json(constraint)
 
 
 def constraint_from_dict(data: dict[str, Any]) -> Constraint:
@@ -110,23 +107,6 @@ def stores_catalog(catalog: Catalog, stores: Mapping[str, str | None]) -> Catalo
     return catalog.restricted_to(list(stores))
 
 
-def _recorded_profile(state: dict[str, Any], where: Path) -> JobProfile:
-    """The job profile a record holds, or a one-line error naming the record."""
-    try:
-        profile = JobProfile.from_dict(state["profile"], cached=True)
-        float(profile.memory_floor_mb())
-        if not profile.compute_points or not all(
-            m > 0 and s > 0 for m, s in profile.compute_points
-        ):
-            raise ValueError("compute_points")
-    except (TypeError, ValueError, AttributeError, KeyError) as err:
-        raise ConfigError(
-            f"{where}: its 'profile' is malformed ({type(err).__name__}: {err}); remove it to "
-            "resume planning from the job's named profile"
-        ) from None
-    return profile
-
-
 class BaseRun:
     """What tuning and training share: data, platform, stores, meter, coordinator, record."""
 
@@ -140,7 +120,7 @@ class BaseRun:
         constraint: Constraint,
         run_dir: str | Path,
         *,
-        state: dict[str, Any] | None = None,
+        record: RunRecord | None = None,
         faults: list[TrialFault] | None = None,
         options: CoordinatorOptions | None = None,
         progress: Progress | None = None,
@@ -168,21 +148,16 @@ class BaseRun:
         self.compute_note: str | None = None
         """What the configurations this run trains cost against the profile's mean, where it
         is not the mean (one console line; an event in the record)."""
-        self.state: dict[str, Any] = state or {
-            "kind": self.kind,
-            "job": job.to_dict(redact=True),
-            "job_source": job.source,
-            "constraint": constraint_dict(constraint),
-            "catalog": self.catalog.name,
-            "platform": job.platform,
-            "platform_options": _recordable(platform_options or {}),
-            "status": "planned",
-            "trials": [],
-            "charges": [],
-            "elapsed_s": 0.0,
-            "events": [],
-        }
-        self.meter = Meter.from_list(self.catalog, self.state["charges"])
+        self.record = record or RunRecord(
+            kind=self.kind,
+            job=job.to_dict(redact=True),
+            job_source=None if job.source is None else str(job.source),
+            constraint=constraint,
+            catalog=self.catalog.name,
+            platform=job.platform,
+            platform_options=_recordable(platform_options or {}),
+        )
+        self.meter = Meter(self.catalog, list(self.record.charges))
         self.faults = faults or []
         self.options = options or CoordinatorOptions()
         self.platform_options = platform_options_for(job, self.model, platform_options or {})
@@ -195,7 +170,7 @@ class BaseRun:
         """When the record was last made durable (monotonic)."""
         self._lazy = False
         self._recipes: dict[int, ModelRecipe] = {}
-        self.trials: list[TrialState] = [TrialState.from_dict(t) for t in self.state["trials"]]
+        self.trials: list[TrialState] = [t.state() for t in self.record.trials]
 
     # ------------------------------------------------------------------ pieces
 
@@ -226,31 +201,28 @@ class BaseRun:
         """Write the record (atomically; durably, but for ``save_segment``'s)."""
         if self._counted is not None:  # counts so far, so a killed run's record keeps them
             coordinator, base = self._counted
-            for key, value in (
-                ("restarts", coordinator.restarts),
-                ("segments", coordinator.segments),
-                ("cold_starts", coordinator.platform.cold_starts),
-            ):
-                self.state[key] = base[key] + value
+            self.record.restarts = base["restarts"] + coordinator.restarts
+            self.record.segments = base["segments"] + coordinator.segments
+            self.record.cold_starts = base["cold_starts"] + coordinator.platform.cold_starts
             previous = self._timings_base
-            self.state["timings"] = {
+            self.record.timings = {
                 key: previous.get(key, 0.0) + value for key, value in coordinator.timings.items()
             }
-        self.state["trials"] = [t.to_dict() for t in self.trials]
-        self.state["charges"] = self.meter.to_list()
+        self.record.trials = [TrialRecord.of(t) for t in self.trials]
+        self.record.charges = self.meter.snapshot()
         now = time.monotonic()
         durable = not self._lazy or now - self._synced >= DURABLE_EVERY_S
-        self.dir.write_record(self.state, durable=durable)
+        self.dir.write_record(self.record, durable=durable)
         if durable:
             self._synced = now
             if self._counted is not None:  # the record on disk names their successors now
                 self._counted[0].release_replaced()
 
     def event(self, text: str) -> None:
-        self.state["events"].append({"t_s": round(self._elapsed(), 3), "text": text})
+        self.record.events.append(Event(round(self._elapsed(), 3), text))
 
     def _elapsed(self) -> float:
-        return float(self.state["elapsed_s"]) + (time.monotonic() - self._started)
+        return self.record.elapsed_s + (time.monotonic() - self._started)
 
     def platform(self) -> Platform:
         """The run's platform, opened once: the probe's warm functions serve the run."""
@@ -265,10 +237,11 @@ class BaseRun:
     def measured(self) -> None:
         """Plan from the job's measured profile: the one in the record (a resumed run), the
         cached one, or a new measurement on the run's platform (billed as 'profiling')."""
-        if not self.measure and "profile" not in self.state:
+        record = self.record
+        if not self.measure and record.profile is None:
             return
-        if "profile" in self.state:
-            profile = _recorded_profile(self.state, self.dir.record_path)
+        if record.profile is not None:
+            profile = record.profile
         else:
             platform = self.platform()  # first: it may narrow the catalog's concurrency
             profile = measure_job(
@@ -279,49 +252,40 @@ class BaseRun:
                 platform_options=self.platform_options,
                 refresh=self.reprofile,
             )
-            self.state["profile"] = profile.to_dict()
-            self.state["profile_cached"] = profile.cached
+            record.profile, record.profile_cached = profile, profile.cached
             where = "from the cache" if profile.cached else f"in {profile.profiling_s:.1f} s"
             self.event(f"job profile {where}: {profile.summary()}")
             if profile.check is not None:
                 self.event(profile.check.line())
         self.profile = profile
-        recorded = self.state.get("coordinator_s")
-        if not isinstance(recorded, int | float) or not 0 <= recorded < 60:
-            # Measured once (a resumed run keeps its figure; a malformed one is measured again).
+        if record.coordinator_s is None or not record.coordinator_s < 60:
+            # Measured once (a resumed run keeps its figure; an implausible one is measured again).
             self.save()  # durable: the profile is kept whatever follows
             began = time.monotonic()
             # A lazy write of the record, as after a segment: of the order of a commit (which
             # updates the trial's history and deletes the segment's keys), a little more.
-            self.dir.write_record(self.state, durable=False)
+            self.dir.write_record(record, durable=False)
             seconds = coordinator_seconds([time.monotonic() - began], [], self.options.poll_s)
-            self.state["coordinator_s"] = seconds
-        self.state["compute_factor"] = factor = self._compute_factor(profile)
+            record.coordinator_s = seconds
+        record.compute_factor = factor = self._compute_factor(profile)
         if profile.config_costs and abs(factor - 1.0) >= 0.005:
             self.compute_note = (
                 f"the {self._trained_what()} at {factor:.2f}x the search space's mean cost per "
                 "sample (the model configurations as the probe timed them)"
             )
-            if not any(e["text"] == self.compute_note for e in self.state["events"]):
+            if not any(e.text == self.compute_note for e in record.events):
                 self.event(self.compute_note)  # once: a resumed run measures it again
         self.workload, self.plan_catalog = planning_inputs(
             profile,
             self.workload,
             self.catalog,
-            coordinator_s=float(self.state["coordinator_s"]),
+            coordinator_s=record.coordinator_s,
             compute_factor=factor,
         )
-        if self.state.get("calibration"):  # corrections a resumed run had made
-            try:
-                calibration = Calibration.from_dict(self.state["calibration"])
-                self.workload, self.plan_catalog = calibration.recalibrated(
-                    self.workload, self.plan_catalog
-                )
-            except (TypeError, ValueError, AttributeError, KeyError, IndexError):
-                raise ConfigError(
-                    f"{self.dir.record_path}: its 'calibration' is malformed (memory MB -> "
-                    "[measured seconds per MB, vCPU demand]); remove it to resume without"
-                ) from None
+        if record.calibration is not None:  # corrections a resumed run had made
+            self.workload, self.plan_catalog = record.calibration.recalibrated(
+                self.workload, self.plan_catalog
+            )
 
     def _trained_what(self) -> str:
         return "job's own configuration trains"
@@ -343,12 +307,13 @@ class BaseRun:
         record; where the platform cannot tell, as the probe started them."""
         if self.profile is None:
             return {}
-        if self.state.get("profile_cached", True) and self.profile.check is None:
+        cached = self.record.profile_cached is not False
+        if cached and self.profile.check is None:
             return {}  # a re-check's functions are warm as a probe's are
-        if "probe_warm" not in self.state:
+        if self.record.probe_warm is None:
             counted = None if self._platform is None else self._platform.warm_instances()
             check = self.profile.check
-            if counted is None and check is not None and self.state.get("profile_cached", True):
+            if counted is None and check is not None and cached:
                 counted = {check.memory_mb: check.functions}  # what the re-check started
             if counted is None:
                 counted = {memory: 1 for memory, _ in self.profile.compute_points}
@@ -356,8 +321,8 @@ class BaseRun:
                     largest = max(counted)
                     fill = int(self.plan_catalog.platform.max_concurrent(largest))
                     counted[largest] = max(1, min(MAX_GROUP, fill))
-            self.state["probe_warm"] = {str(m): int(c) for m, c in counted.items()}
-        return {int(m): int(c) for m, c in self.state["probe_warm"].items()}
+            self.record.probe_warm = {int(m): int(c) for m, c in counted.items()}
+        return dict(self.record.probe_warm)
 
     def planner_catalog(self) -> Catalog:
         """What the planners price with: ``plan_catalog``, or (``plan_contention`` off, as the
@@ -370,7 +335,7 @@ class BaseRun:
     def planning_constraint(self) -> Constraint:
         """The constraint less what measuring the job took (money, and time when measured now)."""
         c = self.constraint
-        if self.profile is None or self.state.get("profile_cached", True):
+        if self.profile is None or self.record.profile_cached is not False:
             spent_s = 0.0
         else:
             spent_s = self.profile.profiling_s
@@ -386,7 +351,7 @@ class BaseRun:
         return Constraint(budget, deadline, c.objective)
 
     def _open(self) -> tuple[Platform, Coordinator]:
-        if self.profile is None and "profile" in self.state:
+        if self.profile is None and self.record.profile is not None:
             self.measured()  # a resumed run plans and guards with the profile it was planned on
         self._started = time.monotonic()
         objects = open_store(f"embedded://{self.dir.path.resolve() / 'objects'}")
@@ -405,22 +370,20 @@ class BaseRun:
             options=self.options,
             faults=self.faults,
             on_segment=self._on_segment,
-            clock_origin=self._started - float(self.state["elapsed_s"]),
+            clock_origin=self._started - self.record.elapsed_s,
             stores=stores,
         )
         coordinator.predicted_round_s = self.predicted_round_s
         # Segment predictions (the budget guard's) start from the measured cold start.
         coordinator.estimator.platform = self.plan_catalog.platform
-        keys = ("restarts", "segments", "cold_starts")
-        self._counted = (coordinator, {key: int(self.state.get(key, 0)) for key in keys})
-        recorded = self.state.get("timings")
-        self._timings_base = {
-            key: float(value)
-            for key, value in (recorded.items() if isinstance(recorded, dict) else ())
-            if isinstance(value, int | float)
-        }
+        r = self.record
+        counts = {"restarts": r.restarts, "segments": r.segments, "cold_starts": r.cold_starts}
+        self._counted = (coordinator, counts)
+        self._timings_base = dict(r.timings)
         coordinator.set_data(self.train, self.test)
-        self.state["enforcement"] = dataclasses.asdict(platform.enforcement)
+        self.record.enforcement = {
+            key: str(value) for key, value in dataclasses.asdict(platform.enforcement).items()
+        }
         return platform, coordinator
 
     def save_segment(self) -> None:
@@ -441,8 +404,8 @@ class BaseRun:
     def snapshot(self) -> dict[str, Any]:
         alive = [t for t in self.trials if t.status in ("pending", "running", "done")]
         return {
-            "stage": self.state.get("stage", 0) + 1,
-            "stages": len(self.state.get("plan", {}).get("stages", [])) or 1,
+            "stage": self.record.stage + 1,
+            "stages": len(self.record.plan.stages) if self.record.plan is not None else 1,
             "alive": len(alive),
             "epochs_done": sum(t.epochs_done for t in self.trials),
             "spent_usd": self.meter.total_usd,
@@ -450,27 +413,26 @@ class BaseRun:
             "elapsed_s": self._elapsed(),
         }
 
-    def execute(self) -> dict[str, Any]:
+    def execute(self) -> RunRecord:
         """Run (or continue) to the end; returns the final record."""
         platform, coordinator = self._open()
-        self.state["status"] = "running"
+        record = self.record
+        record.status = "running"
         try:
             self._drive(coordinator)
             if coordinator.stop_reason:
-                self.state["status"] = "stopped"
-                self.state["stop_reason"] = coordinator.stop_reason
+                record.status = "stopped"
+                record.stop_reason = coordinator.stop_reason
                 self.event(coordinator.stop_reason)
-            elif self.state["status"] == "running":
+            elif record.status == "running":
                 done = any(t.status == "done" for t in self.trials)
-                missed = self.state.get("outcome") == "target-missed"
-                self.state["status"] = (
-                    ("target-missed" if missed else "finished") if done else "failed"
-                )
+                missed = record.outcome == "target-missed"
+                record.status = ("target-missed" if missed else "finished") if done else "failed"
         finally:
             try:  # bills the time-priced services up to now, so before the run's time is taken
                 coordinator.close()
             finally:
-                self.state["elapsed_s"] = self._elapsed()
+                record.elapsed_s = self._elapsed()
                 self.save()
             self._counted = None
             platform.close()
@@ -480,8 +442,12 @@ class BaseRun:
             # namespace, a resumed segment starts a new one): nothing in it is needed later.
             shutil.rmtree(self.dir.sync_dir(), ignore_errors=True)
             self.save()
-        self.dir.write_outputs(self.state)
-        return self.state
+        self.dir.write_outputs(record)
+        return record
+
+    def plan(self) -> PlanRecord:
+        """Measure the job and plan the run; the record keeps the plan."""
+        raise NotImplementedError
 
     def _drive(self, coordinator: Coordinator) -> None:
         raise NotImplementedError

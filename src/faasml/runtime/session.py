@@ -50,30 +50,31 @@ def resume_run(
     from faasml.config import load_job
 
     folder = RunDir(run_dir)
-    state = folder.read_record()
-    if state.get("status") in ("finished", "target-missed"):
+    record = folder.read_record()
+    if record.status in ("finished", "target-missed"):
         raise ConfigError(f"the run in {run_dir} has finished; nothing to resume")
-    source = state.get("job_source")
-    job = (
-        load_job(source) if source and Path(source).exists() else JobSpec.from_mapping(state["job"])
-    )
+    source = record.job_source
+    job = load_job(source) if source and Path(source).exists() else JobSpec.from_mapping(record.job)
     if constraint is None:
-        constraint = constraint_from_dict(state["constraint"])
+        constraint = record.constraint
     else:
-        state["constraint"] = constraint_dict(constraint)
+        record.constraint = constraint
     # The platform it ran on, which the command line may have chosen (--platform, --address).
-    job = dataclasses.replace(job, platform=state.get("platform", job.platform))
-    kwargs.setdefault("platform_options", state.get("platform_options") or {})
-    cls: type[BaseRun] = TuneRun if state["kind"] == "tune" else TrainRun
-    if state.get("workflow"):  # phases deployed by a search (docs/search.md)
-        from faasml.runtime.workflow_run import WorkflowRun
+    job = dataclasses.replace(job, platform=record.platform)
+    kwargs.setdefault("platform_options", dict(record.platform_options))
+    cls: type[BaseRun] = TuneRun if record.kind == "tune" else TrainRun
+    if record.workflow is not None or (record.plan is None and job.workflow is not None):
+        from faasml.runtime.workflow_run import WorkflowRun  # phases deployed by a search
 
         cls = WorkflowRun
-    state.pop("stop_reason", None)  # the run goes on: a reason it stopped is history now
-    for trial in state["trials"]:
-        if trial["status"] in ("running", "stopped"):  # stopped by the run, not finished
-            trial["status"] = "pending"
-    run = cls(job, constraint, run_dir, state=state, **kwargs)
-    if "profile" in state:
+    record.stop_reason = None  # the run goes on: a reason it stopped is history now
+    record.trials = [  # stopped by the run, not finished
+        dataclasses.replace(t, status="pending") if t.status in ("running", "stopped") else t
+        for t in record.trials
+    ]
+    run = cls(job, constraint, run_dir, record=record, **kwargs)
+    if record.plan is None:  # saved before its plan (refused, or stopped while planning)
+        run.plan()  # afresh, from the profile the record holds (or a new measurement)
+    elif record.profile is not None:
         run.measured()  # the profile (and calibration) the run was planned and corrected with
     return run

@@ -7,16 +7,18 @@ is no worse."""
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple, Protocol
 
 from faasml.catalog import Catalog
 from faasml.models.cost import startup_cost
 from faasml.models.space import evaluate_allocation
 from faasml.planners.tuning._problem import trials_per_wave
 from faasml.runtime.estimates import fits_capacity
+from faasml.runtime.record import StageRecord
 from faasml.types import Allocation, Constraint, Objective
 from faasml.workload import Workload
 
@@ -34,6 +36,19 @@ class EarlyStart(NamedTuple):
 
 
 NO_EARLY_START = EarlyStart(0, 0.0)
+
+
+class PlannedStage(Protocol):
+    """A stage as priced here: its allocation, trials and epochs (a ``StageRecord``)."""
+
+    @property
+    def allocation(self) -> Allocation: ...
+
+    @property
+    def trials(self) -> int: ...
+
+    @property
+    def epochs(self) -> int: ...
 
 
 def stage_estimate(
@@ -126,7 +141,7 @@ def warm_after(catalog: Catalog, workload: Workload, allocation: Allocation, tri
 def stage_estimates(
     workload: Workload,
     catalog: Catalog,
-    stages: list[dict[str, Any]],
+    stages: Sequence[PlannedStage],
     warm: Mapping[int, int] | None = None,
     beside: bool = True,
     factors: Mapping[int, Sequence[float]] | None = None,
@@ -148,10 +163,10 @@ def stage_estimates(
     held: dict[int, int] = {}  # memory MB -> the function count whose partitions they hold
     out: list[tuple[float, float]] = []
     for index, stage in enumerate(stages):
-        allocation = Allocation(**stage["allocation"])
-        trials, epochs = stage["trials"], stage["epochs"]
+        allocation = stage.allocation
+        trials, epochs = stage.trials, stage.epochs
         ready = pool.get(allocation.memory_mb, 0)
-        written = allocation.n in {int(s["allocation"]["n"]) for s in stages[:index]}
+        written = allocation.n in {s.allocation.n for s in stages[:index]}
         rereads = held.get(allocation.memory_mb, allocation.n) != allocation.n
         early = NO_EARLY_START
         if index > 0:
@@ -186,21 +201,21 @@ def partition_write_s(
     return workload.dataset_mb / rate + n * store.latency_s
 
 
-def _last_wave(workload: Workload, catalog: Catalog, stage: Mapping[str, Any]) -> int:
+def _last_wave(workload: Workload, catalog: Catalog, stage: PlannedStage) -> int:
     """Trials in ``stage``'s last wave (0 where its allocation cannot run)."""
-    table = evaluate_allocation(workload, catalog, Allocation(**stage["allocation"]))
+    table = evaluate_allocation(workload, catalog, stage.allocation)
     if len(table) == 0:
         return 0
     k = int(trials_per_wave(table, catalog)[0])
-    trials = int(stage["trials"])
+    trials = stage.trials
     return trials - (math.ceil(trials / k) - 1) * k
 
 
 def prewarmed(
     workload: Workload,
     catalog: Catalog,
-    stage: Mapping[str, Any],
-    following: Mapping[str, Any],
+    stage: PlannedStage,
+    following: PlannedStage,
     pool: Mapping[int, int],
 ) -> EarlyStart:
     """What the runtime's prewarm (``Coordinator.run(..., then=Prewarm(...))``, the rule of
@@ -213,8 +228,8 @@ def prewarmed(
     overlaps the last wave's epochs: hidden up to the wave's length (the runtime starts them
     at most PREWARM_LEAD × a start before the stage's predicted end, so a longer wave hides
     all of it)."""
-    before, after = Allocation(**stage["allocation"]), Allocation(**following["allocation"])
-    need = warm_after(catalog, workload, after, following["trials"])
+    before, after = stage.allocation, following.allocation
+    need = warm_after(catalog, workload, after, following.trials)
     extra = need - pool.get(after.memory_mb, 0)
     last = _last_wave(workload, catalog, stage)
     if extra <= 0 or last == 0:
@@ -229,14 +244,14 @@ def prewarmed(
     beside = platform.contention(demand + extra * float(platform.vcpus(after.memory_mb)))
     slower = platform.contention(demand)
     epoch_s = float(evaluate_allocation(workload, catalog, before).time_s[0])
-    return EarlyStart(extra, int(stage["epochs"]) * epoch_s * slower, beside)
+    return EarlyStart(extra, stage.epochs * epoch_s * slower, beside)
 
 
 def overlap_delay(
     workload: Workload,
     catalog: Catalog,
-    stage: Mapping[str, Any],
-    following: Mapping[str, Any],
+    stage: PlannedStage,
+    following: PlannedStage,
     early: EarlyStart,
 ) -> tuple[float, float]:
     """Seconds and dollars ``stage`` gains from ``following``'s functions starting beside its
@@ -247,12 +262,12 @@ def overlap_delay(
     L seconds. 0 where the machine delivers what both demand."""
     if early.functions == 0 or early.contention is None:
         return 0.0, 0.0
-    before = Allocation(**stage["allocation"])
+    before = stage.allocation
     last = _last_wave(workload, catalog, stage)
     alone = catalog.platform.contention(wave_demand(catalog, before, last))
     if early.contention <= alone:
         return 0.0, 0.0
-    after = Allocation(**following["allocation"])
+    after = following.allocation
     started = float(catalog.platform.cold_start_time(after.memory_mb)) * early.contention
     ratio = alone / early.contention
     overlap = min(started, early.hidden_s / ratio)
@@ -265,7 +280,7 @@ def overlap_delay(
 def warm_pool(
     workload: Workload,
     catalog: Catalog,
-    stages: list[dict[str, Any]],
+    stages: Sequence[PlannedStage],
     warm: Mapping[int, int] | None = None,
 ) -> dict[int, int]:
     """Memory MB -> functions warm after ``stages`` ran in turn, from ``warm`` before them
@@ -276,8 +291,8 @@ def warm_pool(
     start no prediction had)."""
     pool = dict(warm or {})
     for stage in stages:
-        allocation = Allocation(**stage["allocation"])
-        left = warm_after(catalog, workload, allocation, stage["trials"])
+        allocation = stage.allocation
+        left = warm_after(catalog, workload, allocation, stage.trials)
         memory = allocation.memory_mb
         own = max(pool.pop(memory, 0), left)
         pool = {**_room(catalog, pool, memory, own), memory: own}
@@ -304,19 +319,20 @@ def _room(catalog: Catalog, idle: Mapping[int, int], memory: int, count: int) ->
 def keep_warm(
     workload: Workload,
     catalog: Catalog,
-    stages: list[dict[str, Any]],
+    stages: Sequence[StageRecord],
     constraint: Constraint,
     warm: Mapping[int, int] | None = None,
     start: int = 0,
-) -> list[dict[str, Any]]:
+) -> list[StageRecord]:
     """Stages ``start``… moved, one at a time in order, onto the allocation of the stage before
     where ``stage_estimates`` (which knows the functions each stage leaves warm) says the rest
     is then no worse for the constraint's goal and still within it. The planner prices every
     stage's start on its own (stages are independent in its knapsack); a stage on the size the
-    one before left warm pays no cold start, which only this pass sees."""
-    best = [dict(s) for s in stages]
+    one before left warm pays no cold start, which only this pass sees. The stages given are
+    not changed (a moved one is a new record)."""
+    best = list(stages)
 
-    def totals(plan: list[dict[str, Any]]) -> tuple[float, float]:
+    def totals(plan: list[StageRecord]) -> tuple[float, float]:
         estimates = stage_estimates(workload, catalog, plan, warm)[start:]
         return sum(t for t, _ in estimates), sum(c for _, c in estimates)
 
@@ -325,18 +341,18 @@ def keep_warm(
 
     current = totals(best)
     for index in range(max(start, 1), len(best)):
-        before = best[index - 1]["allocation"]
-        if best[index]["allocation"] == before:
+        before = best[index - 1].allocation
+        if best[index].allocation == before:
             continue
-        table = evaluate_allocation(workload, catalog, Allocation(**before))
+        table = evaluate_allocation(workload, catalog, before)
         if len(table) == 0:
             continue
-        moved_stage = {
-            **best[index],
-            "allocation": dict(before),
-            "epoch_time_s": float(table.time_s[0]),
-            "epoch_cost_usd": float(table.cost_usd[0]),
-        }
+        moved_stage = dataclasses.replace(
+            best[index],
+            allocation=before,
+            epoch_time_s=float(table.time_s[0]),
+            epoch_cost_usd=float(table.cost_usd[0]),
+        )
         candidate = [*best[:index], moved_stage, *best[index + 1 :]]
         value = totals(candidate)
         if constraint.admits(*value) and key(value) <= key(current):

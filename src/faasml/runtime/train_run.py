@@ -22,6 +22,15 @@ from faasml.models.space import evaluate_allocation
 from faasml.runtime.calibration import REPLAN_DELTA, Calibration, moved
 from faasml.runtime.coordinator import Coordinator, TrialState
 from faasml.runtime.estimates import coordinator_seconds
+from faasml.runtime.record import (
+    AllocationChange,
+    Best,
+    Estimate,
+    PlanRecord,
+    Reprediction,
+    StageRecord,
+    Target,
+)
 from faasml.runtime.run_base import BaseRun
 from faasml.runtime.stage_pricing import stage_estimate
 from faasml.types import Allocation
@@ -40,7 +49,7 @@ class TrainRun(BaseRun):
     kind = "train"
     delta = REPLAN_DELTA
 
-    def plan(self) -> dict[str, Any]:
+    def plan(self) -> PlanRecord:
         from faasml.planners.adaptive import AdaptiveScheduler
         from faasml.planners.training import plan_training
 
@@ -50,24 +59,17 @@ class TrainRun(BaseRun):
         static = plan_training(
             self.workload, self.planner_catalog(), constraint, epochs=training.max_epochs
         )
-        allocation = static.choice.allocation
-        self.state["plan"] = {
-            "planner": "static",
-            "stages": [
-                {
-                    "index": 1,
-                    "trials": 1,
-                    "epochs": training.max_epochs,
-                    "allocation": dataclasses.asdict(allocation),
-                    "epoch_time_s": static.choice.epoch_time_s,
-                    "epoch_cost_usd": static.choice.epoch_cost_usd,
-                    "time_s": static.time_s,
-                    "cost_usd": static.cost_usd,
-                }
-            ],
-            "time_s": static.time_s,
-            "cost_usd": static.cost_usd,
-        }
+        stage = StageRecord(
+            index=1,
+            trials=1,
+            epochs=training.max_epochs,
+            allocation=static.choice.allocation,
+            epoch_time_s=static.choice.epoch_time_s,
+            epoch_cost_usd=static.choice.epoch_cost_usd,
+            time_s=static.time_s,
+            cost_usd=static.cost_usd,
+        )
+        plan = PlanRecord("static", [stage], static.time_s, static.cost_usd)
         if training.target_loss is not None:
             scheduler = AdaptiveScheduler(
                 dataclasses.replace(self.workload, epochs=training.max_epochs),
@@ -77,36 +79,39 @@ class TrainRun(BaseRun):
             )
             start = scheduler.start()
             table = evaluate_allocation(self.workload, self.plan_catalog, start)
-            stage = self.state["plan"]["stages"][0]
-            stage["allocation"] = dataclasses.asdict(start)
-            stage["epoch_time_s"] = float(table.time_s[0])
-            stage["epoch_cost_usd"] = float(table.cost_usd[0])
-            self.state["plan"]["planner"] = "adaptive"
+            stage.allocation = start
+            stage.epoch_time_s = float(table.time_s[0])
+            stage.epoch_cost_usd = float(table.cost_usd[0])
+            plan.planner = "adaptive"
         # The run's prediction: a cold start unless the probe left a function of this size
         # warm, then the epochs (slower where the machine is shared: contention).
-        stage = self.state["plan"]["stages"][0]
-        chosen = Allocation(**stage["allocation"])
+        chosen = stage.allocation
         warm = self._probe_warm().get(chosen.memory_mb, 0)
-        stage["time_s"], stage["cost_usd"] = stage_estimate(
+        stage.time_s, stage.cost_usd = stage_estimate(
             self.workload, self.plan_catalog, chosen, 1, training.max_epochs, warm
         )
-        stage["predicted_time_s"], stage["predicted_cost_usd"] = stage["time_s"], stage["cost_usd"]
-        self.state["plan"].update(time_s=stage["time_s"], cost_usd=stage["cost_usd"])
-        self.state["allocation"] = self.state["plan"]["stages"][0]["allocation"]
-        self.state["allocations"] = [{"epoch": 1, **self.state["allocation"]}]
+        stage.planned = Estimate(stage.time_s, stage.cost_usd)
+        plan.time_s, plan.cost_usd = stage.time_s, stage.cost_usd
+        self.record.plan = plan
+        self.record.allocation = chosen
+        self.record.allocations = [AllocationChange(1, chosen)]
         self.trials = [TrialState(0, {})]
         self.save()
-        return self.state["plan"]
+        return plan
 
     def _drive(self, coordinator: Coordinator) -> None:
-        if "plan" not in self.state:
-            self.plan()
+        plan = self.record.plan if self.record.plan is not None else self.plan()
         try:
             self._train(coordinator)
         finally:  # the run's one stage, as measured (the report sets it beside the plan)
-            stage = self.state["plan"]["stages"][0]
-            stage["measured_time_s"] = self._elapsed()
-            stage["measured_cost_usd"] = self._run_usd()
+            plan.stages[0].measured = Estimate(self._elapsed(), self._run_usd())
+
+    def _allocation(self) -> Allocation:
+        """The allocation the run trains on now (the plan's first, until it switches)."""
+        if self.record.allocation is not None:
+            return self.record.allocation
+        assert self.record.plan is not None  # the run follows one
+        return self.record.plan.stages[0].allocation
 
     def _run_usd(self) -> float:
         """What the run has billed so far, less measuring the job (the plan's bill)."""
@@ -136,14 +141,12 @@ class TrainRun(BaseRun):
         self._gaps: list[float] = []  # the run's own time between two epochs' segments
         ended: float | None = None
         while trial.epochs_done < training.max_epochs and trial.status != "failed":
-            allocation = Allocation(**self.state["allocation"])
+            allocation = self._allocation()
             if pending is not None and pending[0] <= trial.epochs_done + 1:
                 allocation = pending[1]
                 pending = None
-                self.state["allocation"] = dataclasses.asdict(allocation)
-                self.state["allocations"].append(
-                    {"epoch": trial.epochs_done + 1, **self.state["allocation"]}
-                )
+                self.record.allocation = allocation
+                self.record.allocations.append(AllocationChange(trial.epochs_done + 1, allocation))
                 self.event(f"epoch {trial.epochs_done + 1}: switched to {allocation}")
             # Without a scheduler nothing is decided between epochs: short ones may share a
             # segment (the coordinator chooses); with one, each epoch ends a segment.
@@ -180,21 +183,21 @@ class TrainRun(BaseRun):
         loss = _loss(trial.last) if trial.history else float("inf")
         if training.target_loss is not None:
             reached = loss <= training.target_loss
-            self.state["target"] = {"loss": training.target_loss, "reached": reached, "last": loss}
+            self.record.target = Target(training.target_loss, reached, loss)
             if not reached:
-                self.state["outcome"] = "target-missed"
+                self.record.outcome = "target-missed"
                 self.event(
                     f"target loss {training.target_loss:g} not reached: the last validation "
                     f"loss is {loss:.4g} after {trial.epochs_done} epoch(s)"
                 )
-        self.state["best"] = {
-            "trial": 0,
-            "config": {},
-            "metric": "loss",
-            "val_loss": trial.last.get("val_loss"),
-            "val_accuracy": trial.last.get("val_accuracy"),
-            "checkpoint": trial.checkpoint,
-        }
+        self.record.best = Best(
+            trial=0,
+            config={},
+            metric="loss",
+            val_loss=trial.last.get("val_loss"),
+            val_accuracy=trial.last.get("val_accuracy"),
+            checkpoint=trial.checkpoint,
+        )
 
     def _recalibrate(
         self,
@@ -216,12 +219,12 @@ class TrainRun(BaseRun):
         base_workload, base_catalog = self._planned
         calibration = Calibration()
         calibration.observe([trial.history], range(1, epoch + 1), base_workload, base_catalog)
-        self.state["calibration"] = calibration.to_dict()
+        self.record.calibration = calibration
         workload, catalog = calibration.recalibrated(base_workload, base_catalog)
         between = coordinator_seconds(
             coordinator.commits_s, coordinator.launches_s, coordinator.options.poll_s
         )
-        self.state["coordinator_s"] = between
+        self.record.coordinator_s = between
         platform = dataclasses.replace(catalog.platform, coordinator_s=between)
         catalog = dataclasses.replace(catalog, platform=platform)
         gap = statistics.mean(self._gaps) if self._gaps else 0.0
@@ -229,20 +232,10 @@ class TrainRun(BaseRun):
         rest_s += gap * left
         now = self._elapsed()
         spent = self._run_usd()
-        stage = self.state["plan"]["stages"][0]
-        stage["repredicted_time_s"] = now + rest_s
-        stage["repredicted_cost_usd"] = spent + rest_usd
-        self.state["plan"].setdefault("repredictions", []).append(
-            {
-                "epoch": epoch,
-                "at_s": now,
-                "spent_usd": spent,
-                "rest_epochs": left,
-                "rest_time_s": rest_s,
-                "rest_cost_usd": rest_usd,
-                "between_epochs_s": gap,
-            }
-        )
+        plan = self.record.plan
+        assert plan is not None  # the run follows one
+        plan.stages[0].repredicted = Estimate(now + rest_s, spent + rest_usd)
+        plan.repredictions.append(Reprediction(epoch, now, spent, left, rest_s, rest_usd, gap))
         old = evaluate_allocation(self.workload, self.plan_catalog, allocation)
         new = evaluate_allocation(workload, catalog, allocation)
         self.workload, self.plan_catalog = workload, catalog

@@ -14,7 +14,6 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any
 
 from faasml.exceptions import InfeasibleConstraintError
 from faasml.runtime.calibration import REPLAN_DELTA, Calibration, moved, trial_factors
@@ -22,9 +21,10 @@ from faasml.runtime.config_cost import factor, mean_factor
 from faasml.runtime.coordinator import Coordinator, Prewarm, TrialState
 from faasml.runtime.estimates import coordinator_seconds
 from faasml.runtime.profile_record import JobProfile
+from faasml.runtime.record import Best, Estimate, PlanRecord, StageRecord
 from faasml.runtime.run_base import BaseRun
 from faasml.runtime.stage_pricing import keep_warm, stage_estimates, warm_after, warm_pool
-from faasml.types import Allocation, Constraint
+from faasml.types import Constraint, StagePlan
 
 
 def metric_key(metric: str) -> Callable[[TrialState], float]:
@@ -41,17 +41,18 @@ def metric_key(metric: str) -> Callable[[TrialState], float]:
     return key
 
 
-def _stage_dict(stage: Any) -> dict[str, Any]:
-    return {
-        "index": stage.index,
-        "trials": stage.trials,
-        "epochs": stage.epochs,
-        "allocation": dataclasses.asdict(stage.allocation),
-        "epoch_time_s": stage.epoch.time_s,
-        "epoch_cost_usd": stage.epoch.cost_usd,
-        "time_s": stage.time_s,
-        "cost_usd": stage.cost_usd,
-    }
+def _stage_record(stage: StagePlan) -> StageRecord:
+    """A planner's stage as the run's plan holds it (its prediction set by the run)."""
+    return StageRecord(
+        index=stage.index,
+        trials=stage.trials,
+        epochs=stage.epochs,
+        allocation=stage.allocation,
+        epoch_time_s=stage.epoch.time_s,
+        epoch_cost_usd=stage.epoch.cost_usd,
+        time_s=stage.time_s,
+        cost_usd=stage.cost_usd,
+    )
 
 
 class TuneRun(BaseRun):
@@ -87,23 +88,23 @@ class TuneRun(BaseRun):
         return [c / mean for c in costs]
 
     def _estimates(
-        self, stages: list[dict[str, Any]], trials_of: list[dict[str, Any]] | None = None
+        self, stages: list[StageRecord], trials_of: list[StageRecord] | None = None
     ) -> list[tuple[float, float]]:
         """Every stage's time and cost from the functions the probe left warm, each stage's
         trials priced by their cost factors where known (``trials_of``: the stages that
         hold them, ``stages`` by default)."""
         known = trials_of if trials_of is not None else stages
-        factors = {i: s["trial_factors"] for i, s in enumerate(known) if "trial_factors" in s}
+        factors = {i: s.trial_factors for i, s in enumerate(known) if s.trial_factors is not None}
         return stage_estimates(
             self.workload,
             self.plan_catalog,
             stages,
             self._probe_warm(),
             factors=factors,
-            write_mbps=self.state.get("partition_write_mbps"),
+            write_mbps=self.record.partition_write_mbps,
         )
 
-    def plan(self, planner: str = "exact") -> dict[str, Any]:
+    def plan(self, planner: str = "exact") -> PlanRecord:
         from faasml.planners.tuning import SuccessiveHalving, plan_tuning
 
         self.measured()
@@ -120,7 +121,7 @@ class TuneRun(BaseRun):
             planner,
             warm=self._probe_warm(),
         )
-        stages = [_stage_dict(s) for s in plan.stages]
+        stages = [_stage_record(s) for s in plan.stages]
         # The planner prices each stage's cold start; a stage on the memory size of the one
         # before starts on the functions it left warm, so the run's prediction leaves it out.
         stages = keep_warm(
@@ -128,48 +129,47 @@ class TuneRun(BaseRun):
         )
         first = self._first_stage_factors()
         if first is not None:
-            stages[0]["trial_factors"] = first
+            stages[0].trial_factors = tuple(first)
         estimates = self._estimates(stages)
         for stage, (time_s, cost_usd) in zip(stages, estimates, strict=True):
-            stage["time_s"] = stage["predicted_time_s"] = time_s
-            stage["cost_usd"] = stage["predicted_cost_usd"] = cost_usd
-        self.state["plan"] = {
-            "planner": planner,
-            "stages": stages,
-            "time_s": sum(s["time_s"] for s in stages),
-            "cost_usd": sum(s["cost_usd"] for s in stages),
-            "workload": "measured" if self.profile is not None else self.workload.name,
-        }
-        self.state["stage"] = 0
+            stage.time_s, stage.cost_usd = time_s, cost_usd
+            stage.planned = Estimate(time_s, cost_usd)
+        self.record.plan = record = PlanRecord(
+            planner=planner,
+            stages=stages,
+            time_s=sum(s.time_s for s in stages),
+            cost_usd=sum(s.cost_usd for s in stages),
+            workload="measured" if self.profile is not None else self.workload.name,
+        )
+        self.record.stage = 0
         self.trials = [TrialState(i, c) for i, c in enumerate(self.job.sample_configs())]
         self.save()
         # Between two stages the run ranks, re-calibrates, re-predicts (re-plans where the
         # prediction moved) and writes its record: priced as this plan took (in the time,
         # not billed: no function runs then).
         between = time.monotonic() - began
-        self.state["plan"]["between_stages_s"] = between
-        self.state["plan"]["time_s"] += between * (len(stages) - 1)
+        record.between_stages_s = between
+        record.time_s += between * (len(stages) - 1)
         self.save()
-        return self.state["plan"]
+        return record
 
     def _drive(self, coordinator: Coordinator) -> None:
-        if "plan" not in self.state:
-            self.plan()
+        plan = self.record.plan if self.record.plan is not None else self.plan()
         metric = self.job.require_tuning().metric
-        while self.state["stage"] < len(self.state["plan"]["stages"]):
-            stages = self.state["plan"]["stages"]
-            index = self.state["stage"]
+        while self.record.stage < len(plan.stages):
+            stages = plan.stages
+            index = self.record.stage
             stage = stages[index]
-            allocation = Allocation(**stage["allocation"])
-            until = sum(s["epochs"] for s in stages[: index + 1])
+            allocation = stage.allocation
+            until = sum(s.epochs for s in stages[: index + 1])
             alive = [t for t in self.trials if t.status in ("pending", "running", "done")]
             self.event(f"stage {index + 1}: {len(alive)} trials on {allocation}")
             began, spent, mark = self._elapsed(), self.meter.total_usd, len(self.meter.charges)
             then = None
             if self.prewarm and index + 1 < len(stages):  # started in this last wave
                 following = stages[index + 1]
-                ahead = Allocation(**following["allocation"])
-                want = warm_after(self.plan_catalog, self.workload, ahead, following["trials"])
+                ahead = following.allocation
+                want = warm_after(self.plan_catalog, self.workload, ahead, following.trials)
                 then = Prewarm(ahead, want)
             coordinator.run(alive, allocation, until, then)
             ended = self._elapsed()
@@ -179,47 +179,51 @@ class TuneRun(BaseRun):
                     f"stage {index + 2}: {then.started} function(s) of {then.allocation.memory_mb}"
                     f" MB started during stage {index + 1}'s last wave (prewarmed)"
                 )
-            stage["measured_time_s"] = ended - began
             # The next stage's prewarmed starts are billed during this one, and predicted
             # with the stage they start (``stage_estimates``): measured there too.
             next_usd = 0.0
             if then is not None and then.started:
                 next_usd = self.meter.prewarm_usd(then.allocation.memory_mb, since=mark)
-                stages[index + 1]["prewarm_usd"] = next_usd
-            stage["measured_cost_usd"] = (
-                self.meter.total_usd - spent - next_usd + stage.get("prewarm_usd", 0.0)
+                stages[index + 1].prewarm_usd = next_usd
+            stage.measured = Estimate(
+                ended - began,
+                self.meter.total_usd - spent - next_usd + (stage.prewarm_usd or 0.0),
             )
             self._record_best(metric)
             if coordinator.stop_reason:
                 return
             ranked = sorted((t for t in alive if t.status == "done"), key=metric_key(metric))
             if index + 1 < len(stages):
-                keep = stages[index + 1]["trials"]
+                keep = stages[index + 1].trials
                 for trial in ranked[keep:]:
                     trial.status = "pruned"
                 self.event(
                     f"stage {index + 1} done: kept trials {[t.trial_id for t in ranked[:keep]]}"
                 )
                 self._recalibrate(index, alive, coordinator)
-            self.state["stage"] = index + 1
+            self.record.stage = index + 1
             self.save()
-            stage["measured_between_s"] = self._elapsed() - ended
+            stages[index].measured_between_s = self._elapsed() - ended
 
     def _record_best(self, metric: str) -> None:
-        """The best trial so far (also when a budget stop ends the run early)."""
-        ranked = sorted((t for t in self.trials if t.history), key=metric_key(metric))
+        """The best trial so far (also when a budget stop ends the run early); a trial that
+        failed is not one."""
+        ranked = sorted(
+            (t for t in self.trials if t.history and t.status not in ("failed", "diverged")),
+            key=metric_key(metric),
+        )
         if not ranked:
             return
         best = ranked[0]
-        self.state["best"] = {
-            "trial": best.trial_id,
-            "config": best.config,
-            "metric": metric,
-            "val_loss": best.last.get("val_loss"),
-            "val_accuracy": best.last.get("val_accuracy"),
-            "checkpoint": best.checkpoint,
-            "epochs": best.epochs_done,
-        }
+        self.record.best = Best(
+            trial=best.trial_id,
+            config=dict(best.config),
+            metric=metric,
+            val_loss=best.last.get("val_loss"),
+            val_accuracy=best.last.get("val_accuracy"),
+            checkpoint=best.checkpoint,
+            epochs=best.epochs_done,
+        )
 
     # ------------------------------------------------------------ re-calibration
 
@@ -229,14 +233,15 @@ class TuneRun(BaseRun):
         moved by more than δ. Only the kept trials: where the search space sizes the model
         (``model.width``), the ones kept are not a sample of it — wider models ranked best
         train slower — and they are what the rest of the run trains."""
-        stages = self.state["plan"]["stages"]
-        last = sum(s["epochs"] for s in stages[: index + 1])
+        assert self.record.plan is not None  # the run follows one
+        stages = self.record.plan.stages
+        last = sum(s.epochs for s in stages[: index + 1])
         kept = [t for t in trials if t.status == "done"] or trials
         calibration = Calibration()
         histories = [t.history for t in kept]
         calibration.observe(histories, range(1, last + 1), self.workload, self.plan_catalog)
         factors = trial_factors(histories, range(1, last + 1), self.workload, self.plan_catalog)
-        self.state["calibration"] = calibration.to_dict()
+        self.record.calibration = calibration
         self._grow_footprint(coordinator)
         self.workload, self.plan_catalog = calibration.recalibrated(
             self.workload, self.plan_catalog
@@ -244,7 +249,7 @@ class TuneRun(BaseRun):
         cold = coordinator.estimator.cold_start_at_one_vcpu()
         if cold is not None:  # the cold starts this run measured, as the catalog states them
             # (they started side by side with the stage's first wave: taken back to one alone)
-            allocation = Allocation(**stages[index]["allocation"])
+            allocation = stages[index].allocation
             functions = warm_after(self.plan_catalog, self.workload, allocation, len(trials))
             demand = functions * float(self.plan_catalog.platform.vcpus(allocation.memory_mb))
             cold /= self.plan_catalog.platform.contention(demand)
@@ -254,22 +259,19 @@ class TuneRun(BaseRun):
         between = coordinator_seconds(
             coordinator.commits_s, coordinator.launches_s, coordinator.options.poll_s
         )
-        self.state["coordinator_s"] = between
+        self.record.coordinator_s = between
         # How fast this run's coordinator wrote the partitions (a later count's are priced so).
-        self.state["partition_write_mbps"] = coordinator.partition_write_mbps()
+        self.record.partition_write_mbps = coordinator.partition_write_mbps()
         platform = dataclasses.replace(self.plan_catalog.platform, coordinator_s=between)
         self.plan_catalog = dataclasses.replace(self.plan_catalog, platform=platform)
         rest = stages[index + 1 :]
         if rest:  # the next stage trains the trials kept: priced each as it measured
-            rest[0]["trial_factors"] = factors
-        before = (sum(s["time_s"] for s in rest), sum(s["cost_usd"] for s in rest))
+            rest[0].trial_factors = tuple(factors)
+        before = (sum(s.time_s for s in rest), sum(s.cost_usd for s in rest))
         estimates = self._estimates(stages)[index + 1 :]
         for stage, estimate in zip(rest, estimates, strict=True):
-            stage["repredicted_time_s"], stage["repredicted_cost_usd"] = estimate
-        after = (
-            sum(s["repredicted_time_s"] for s in rest),
-            sum(s["repredicted_cost_usd"] for s in rest),
-        )
+            stage.repredicted = Estimate(*estimate)
+        after = (sum(e[0] for e in estimates), sum(e[1] for e in estimates))
         if not moved(before, after, self.delta):
             return
         self.event(
@@ -292,17 +294,19 @@ class TuneRun(BaseRun):
         """Plan stages ``start``… again within the budget and deadline left."""
         from faasml.planners.tuning import Stages, plan_tuning
 
-        stages = self.state["plan"]["stages"]
+        record = self.record.plan
+        assert record is not None  # the run follows one
+        stages = record.stages
         rest = stages[start:]
         c = self.constraint
         budget = None if c.budget_usd is None else c.budget_usd - self.meter.total_usd
         # The stages re-planned are apart by the run's own work between them (``plan``).
-        between = self.state["plan"].get("between_stages_s", 0.0) * (len(rest) - 1)
+        between = (record.between_stages_s or 0.0) * (len(rest) - 1)
         deadline = None if c.deadline_s is None else c.deadline_s - self._elapsed() - between
         if (budget is not None and budget <= 0) or (deadline is not None and deadline <= 0):
             self.event("nothing of the constraint is left to re-plan with; the plan stands")
             return
-        job = Stages(tuple(s["trials"] for s in rest), tuple(s["epochs"] for s in rest))
+        job = Stages(tuple(s.trials for s in rest), tuple(s.epochs for s in rest))
         # The stages run so far left their functions warm: the first stage re-planned may
         # start on them without a cold start (the planner knows it).
         warm = warm_pool(self.workload, self.plan_catalog, stages[:start], self._probe_warm())
@@ -315,7 +319,7 @@ class TuneRun(BaseRun):
                 self.planner_catalog(),
                 Constraint(budget, deadline, c.objective),
                 job,
-                self.state["plan"]["planner"],
+                record.planner,
                 warm=warm,
             )
         except InfeasibleConstraintError as err:
@@ -324,26 +328,26 @@ class TuneRun(BaseRun):
         fresh_stages = keep_warm(
             self.workload,
             self.plan_catalog,
-            [*stages[:start], *(_stage_dict(new) for new in plan.stages)],
+            [*stages[:start], *(_stage_record(new) for new in plan.stages)],
             plan.constraint,
             self._probe_warm(),
             start,
         )[start:]
         # The same trials, stage by stage, as the stages they replace.
         estimates = self._estimates([*stages[:start], *fresh_stages], stages)[start:]
-        for old, fresh, estimate in zip(rest, fresh_stages, estimates, strict=True):
-            fresh["index"] = old["index"]
-            for key in ("predicted_time_s", "predicted_cost_usd"):
-                fresh[key] = old[key]
-            fresh["time_s"], fresh["cost_usd"] = estimate
-            fresh["repredicted_time_s"], fresh["repredicted_cost_usd"] = estimate
-            if fresh["allocation"] != old["allocation"]:
-                self.event(
-                    f"stage {old['index']} re-planned: {Allocation(**old['allocation'])} -> "
-                    f"{Allocation(**fresh['allocation'])}"
-                )
-            # Already billed; already measured.
-            carried = {k: old[k] for k in ("prewarm_usd", "trial_factors") if k in old}
-            old.clear()
-            old.update(fresh, **carried)
-        self.state["plan"]["replans"] = self.state["plan"].get("replans", 0) + 1
+        for offset, (old, fresh, estimate) in enumerate(
+            zip(rest, fresh_stages, estimates, strict=True)
+        ):
+            if fresh.allocation != old.allocation:
+                self.event(f"stage {old.index} re-planned: {old.allocation} -> {fresh.allocation}")
+            stages[start + offset] = dataclasses.replace(
+                fresh,
+                index=old.index,
+                time_s=estimate[0],
+                cost_usd=estimate[1],
+                planned=old.planned,  # the prediction before the run stands
+                repredicted=Estimate(*estimate),
+                prewarm_usd=old.prewarm_usd,  # already billed
+                trial_factors=old.trial_factors,  # already measured
+            )
+        record.replans += 1

@@ -29,6 +29,19 @@ from faasml.exceptions import ConfigError, WorkloadError
 from faasml.runtime.chunk_files import await_chunk, join_file
 from faasml.runtime.coordinator import Coordinator, TrialState
 from faasml.runtime.job_profile import planning_inputs
+from faasml.runtime.record import (
+    AllocationChange,
+    Best,
+    Chunk,
+    PhaseRecord,
+    PlanRecord,
+    ProbeRecord,
+    Rejected,
+    RunRecord,
+    SearchGoal,
+    StageRecord,
+    WorkflowRecord,
+)
 from faasml.runtime.run_base import job_workload
 from faasml.runtime.search_probe import probe_allocation
 from faasml.runtime.train_run import TrainRun
@@ -227,7 +240,7 @@ class WorkflowRun(TrainRun):
         phase: Phase,
         trial: TrialState,
         space: DeploymentSpace,
-        record: dict[str, Any],
+        record: PhaseRecord,
         candidate: Allocation,
     ) -> Measurement:
         """One real probe of ``candidate`` (billed as 'search'), as time and cost per epoch:
@@ -248,23 +261,23 @@ class WorkflowRun(TrainRun):
             result.usd,
             failed=None if ok else (result.failed or "nothing measured"),
         )
-        record["probes"].append(
-            {
-                "allocation": dataclasses.asdict(candidate),
-                "epoch_s": epoch_s if ok else None,
-                "epoch_usd": out.cost_usd if ok else None,
-                "samples_per_s": phase.samples / epoch_s if ok else None,
-                "predicted_epoch_s": float(space.table.time_s[index]),
-                "probe_s": result.wall_s,
-                "probe_usd": result.usd,
-                "failed": out.failed,
-            }
+        record.probes.append(
+            ProbeRecord(
+                allocation=candidate,
+                epoch_s=epoch_s if ok else None,
+                epoch_usd=out.cost_usd if ok else None,
+                samples_per_s=phase.samples / epoch_s if ok else None,
+                predicted_epoch_s=float(space.table.time_s[index]),
+                probe_s=result.wall_s,
+                probe_usd=result.usd,
+                failed=out.failed,
+            )
         )
         return out
 
     # ------------------------------------------------------------------ plan
 
-    def plan(self) -> dict[str, Any]:
+    def plan(self) -> PlanRecord:
         """The phases with the model's own choice for each (what the search starts from)."""
         self.measured()
         stages = []
@@ -282,73 +295,67 @@ class WorkflowRun(TrainRun):
             cost = float(space.table.startup_usd[best] + phase.epochs * space.table.cost_usd[best])
             total_s, total_usd = total_s + time_s, total_usd + cost
             stages.append(
-                {
-                    "index": phase.index + 1,
-                    "trials": 1,
-                    "epochs": phase.epochs,
-                    "allocation": dataclasses.asdict(space.allocation(best)),
-                    "epoch_time_s": float(space.table.time_s[best]),
-                    "epoch_cost_usd": float(space.table.cost_usd[best]),
-                    "time_s": time_s,
-                    "cost_usd": cost,
-                    "batch_size": phase.batch_size,
-                    "samples": phase.samples,
-                    "model": phase.model,
-                }
+                StageRecord(
+                    index=phase.index + 1,
+                    trials=1,
+                    epochs=phase.epochs,
+                    allocation=space.allocation(best),
+                    epoch_time_s=float(space.table.time_s[best]),
+                    epoch_cost_usd=float(space.table.cost_usd[best]),
+                    time_s=time_s,
+                    cost_usd=cost,
+                    batch_size=phase.batch_size,
+                    samples=phase.samples,
+                    model=dict(phase.model),
+                )
             )
         search = self.spec.search
         how = "cold" if self.profile is None else "warm"
         if self.profile is not None and search.searcher == "gp-ei":
             how += f", choice {search.choice}"  # the rule applies to a warm GP + EI search
-        self.state["plan"] = {
-            "planner": f"search ({search.searcher}, {how})",
-            "stages": stages,
-            "time_s": total_s,
-            "cost_usd": total_usd,
-        }
-        self.state["workflow"] = {"kind": self.spec.kind, "phases": []}
-        self.state["allocation"] = stages[0]["allocation"]
-        self.state["allocations"] = []
+        plan = PlanRecord(f"search ({search.searcher}, {how})", stages, total_s, total_usd)
+        self.record.plan = plan
+        self.record.workflow = WorkflowRecord(self.spec.kind)
+        self.record.allocation = stages[0].allocation
+        self.record.allocations = []
         self.trials = [TrialState(t, {}) for t in sorted({p.trial for p in self.phases})]
         self.save()
-        return self.state["plan"]
+        return plan
 
     # ------------------------------------------------------------------ watched chunks
 
-    def _restore_chunks(self, flow: dict[str, Any]) -> None:
+    def _restore_chunks(self, flow: WorkflowRecord) -> None:
         """The chunk files a run took before a resume, read again in turn (the phases that
         trained on them replay as recorded)."""
-        flow.setdefault("chunks", [])
-        flow.setdefault("rejected", [])
         if self.spec.watch is None:
             return
-        for index, landed in enumerate(flow["chunks"], start=1):
-            path = Path(self.spec.watch.folder) / landed["file"]
+        for index, landed in enumerate(flow.chunks, start=1):
+            path = Path(self.spec.watch.folder) / landed.file
             try:
                 self.train, _ = join_file(self.spec.watch, self.train, path)
             except WorkloadError as err:
                 raise ConfigError(
-                    f"the run trained on chunk file {landed['file']} before it stopped, and it "
+                    f"the run trained on chunk file {landed.file} before it stopped, and it "
                     f"cannot be read again to resume: {err}"
                 ) from None
             self.phases[index] = dataclasses.replace(
-                self.phases[index], samples=len(self.train), change=landed["change"]
+                self.phases[index], samples=len(self.train), change=landed.change
             )
 
     def _waited(self, seconds: float) -> None:
         """Count time spent waiting for data (no function held): the run's summary sets its
         prediction against the time it ran, not the time its data took to come."""
-        self.state["waiting_s"] = float(self.state.get("waiting_s", 0.0)) + max(seconds, 0.0)
+        self.record.waiting_s += max(seconds, 0.0)
 
-    def _land_chunk(self, phase: Phase, flow: dict[str, Any]) -> Phase | None:
+    def _land_chunk(self, phase: Phase, flow: WorkflowRecord) -> Phase | None:
         """Wait for the next chunk file (no function is held meanwhile); the phase with the
         data landed so far, or None when none landed in time."""
         assert self.spec.watch is not None
         watch = self.spec.watch
-        taken = {c["file"] for c in flow["chunks"]} | {r["file"] for r in flow["rejected"]}
+        taken = {c.file for c in flow.chunks} | {r.file for r in flow.rejected}
 
         def reject(name: str, reason: str) -> None:
-            flow["rejected"].append({"file": name, "reason": reason})
+            flow.rejected.append(Rejected(name, reason))
             self.event(f"chunk file {name} rejected, not trained on: {reason}")
             self.save()
 
@@ -367,7 +374,7 @@ class WorkflowRun(TrainRun):
             f"chunk file {phase.index} of {watch.files} landed: {name} ({samples:,} samples; "
             f"{len(self.train):,} in all)"
         )
-        flow["chunks"].append({"file": name, "samples": samples, "change": change})
+        flow.chunks.append(Chunk(name, samples, change))
         self.phases[phase.index] = dataclasses.replace(
             phase, samples=len(self.train), change=change
         )
@@ -409,15 +416,14 @@ class WorkflowRun(TrainRun):
         )
 
     def _replay(
-        self, phase: Phase, last: DeploymentSearch | None, record: dict[str, Any]
+        self, phase: Phase, last: DeploymentSearch | None, record: PhaseRecord
     ) -> DeploymentSearch:
         """The search a recorded phase ran, rebuilt from its recorded probes (a resumed run:
         the posterior the next re-trigger starts from; nothing is probed again)."""
         space = self.phase_space(phase)
-        goal = _goal_of(record["goal"])
-        search = self.search_for(phase, last, space, goal)
-        for probe in record["probes"]:
-            search.record(Allocation(**probe["allocation"]), _measurement_of(probe))
+        search = self.search_for(phase, last, space, _goal_of(record.goal))
+        for probe in record.probes:
+            search.record(probe.allocation, _measurement_of(probe))
         return search
 
     def save(self) -> None:
@@ -425,7 +431,7 @@ class WorkflowRun(TrainRun):
         resumes on it (online chunks land on it; events stay in order)."""
         if self._driving:
             now = time.monotonic()
-            self.state["elapsed_s"] = float(self.state["elapsed_s"]) + (now - self._started)
+            self.record.elapsed_s += now - self._started
             self._started = now
         super().save()
 
@@ -437,19 +443,22 @@ class WorkflowRun(TrainRun):
             self._driving = False
 
     def _drive_phases(self, coordinator: Coordinator) -> None:
-        if "plan" not in self.state:
+        if self.record.plan is None or self.record.workflow is None:
             self.plan()
-        flow = self.state["workflow"]
-        done: list[dict[str, Any]] = flow["phases"]
+        flow = self.record.workflow
+        assert flow is not None  # planned
+        done = flow.phases
         options = self.spec.search
         search: DeploymentSearch | None = None
         allocation: Allocation | None = None
         # The run's clock (it goes on across a resume): online chunks land on it.
-        origin = float(flow.setdefault("origin_s", coordinator.now()))
-        self._probes = sum(len(r["probes"]) for r in done)
+        if flow.origin_s is None:
+            flow.origin_s = coordinator.now()
+        origin = flow.origin_s
+        self._probes = sum(len(r.probes) for r in done)
         self._restore_chunks(flow)
         for phase in self.phases:
-            if self.spec.watch is not None and phase.index > len(flow["chunks"]):
+            if self.spec.watch is not None and phase.index > len(flow.chunks):
                 landed = self._land_chunk(phase, flow)
                 if landed is None:
                     coordinator.stop_reason = (
@@ -463,12 +472,12 @@ class WorkflowRun(TrainRun):
             trial = self.trials[[t.trial_id for t in self.trials].index(phase.trial)]
             if phase.index < len(done):  # finished before a resume: its search replayed
                 record = done[phase.index]
-                if record["searched"]:
+                if record.searched:
                     search = self._replay(phase, search, record)
-                allocation = Allocation(**record["choice"])
+                allocation = record.choice
                 continue
-            current = flow.get("current")
-            resumed = current is not None and current["index"] == phase.index + 1
+            current = flow.current
+            resumed = current is not None and current.index == phase.index + 1
             wait = phase.arrival_s - (coordinator.now() - origin)
             if wait > 0 and not resumed:
                 # online: the chunk has not landed; no function is held meanwhile
@@ -480,37 +489,32 @@ class WorkflowRun(TrainRun):
                 coordinator._prepared.clear()
                 coordinator.set_data(self.phase_data(phase), self.test)
             space = self.phase_space(phase)
-            if resumed:
+            if current is not None and resumed:
                 record = current
-                goal = _goal_of(record["goal"])
-                self._probes += len(record["probes"])
+                goal = _goal_of(record.goal)
+                self._probes += len(record.probes)
                 self.event(f"phase {phase.index + 1}: resumed")
             else:
                 goal = self.phase_goal(phase, self.meter.total_usd, coordinator.now())
-                record = {
-                    "index": phase.index + 1,
-                    "change": phase.change,
-                    "batch_size": phase.batch_size,
-                    "samples": phase.samples,
-                    "model": phase.model,
-                    "model_mb": float(self._phase_model(phase).size_mb),
-                    "params": int(self._phase_model(phase).num_params),
-                    "epochs": phase.epochs,
-                    "trial": phase.trial,
-                    "t_start_s": coordinator.now(),
-                    "goal": {
-                        "objective": goal.objective.value,
-                        "epochs": goal.epochs,
-                        "limit": goal.limit,
-                    },
-                    "probes": [],
-                }
-                flow["current"] = record
+                record = PhaseRecord(
+                    index=phase.index + 1,
+                    change=phase.change,
+                    batch_size=phase.batch_size,
+                    samples=phase.samples,
+                    model=dict(phase.model),
+                    model_mb=float(self._phase_model(phase).size_mb),
+                    params=int(self._phase_model(phase).num_params),
+                    epochs=phase.epochs,
+                    trial=phase.trial,
+                    t_start_s=coordinator.now(),
+                    goal=SearchGoal(goal.objective, goal.epochs, goal.limit),
+                )
+                flow.current = record
             first = search is None
             retrigger = not first and bool(phase.change) and options.retrigger
-            if "choice" in record:  # resumed after its search: train on what it chose
-                allocation = Allocation(**record["choice"])
-                if record["searched"]:
+            if record.choice is not None:  # resumed after its search: train on what it chose
+                allocation = record.choice
+                if record.searched:
                     search = self._replay(phase, search, record)
             elif first or retrigger:
                 if resumed:  # the probes done before the resume, then the rest of them
@@ -528,65 +532,63 @@ class WorkflowRun(TrainRun):
                 if measured_any:
                     result = search.result()
                     allocation = result.choice
-                    record["stop_reason"] = result.stop_reason
+                    record.stop_reason = result.stop_reason
                 else:
                     allocation = space.allocation(int(np.argmin(space.prior(goal))))
-                    record["stop_reason"] = "no probe measured: the model's choice"
-                record["searched"] = True
-                record["retrigger"] = retrigger
+                    record.stop_reason = "no probe measured: the model's choice"
+                record.searched = True
+                record.retrigger = retrigger
             else:
-                record["searched"] = False
-                record["retrigger"] = False
-                record["stop_reason"] = (
+                record.searched = False
+                record.retrigger = False
+                record.stop_reason = (
                     "no change" if not phase.change else "re-trigger off: the first choice kept"
                 )
             assert allocation is not None
             end_epoch = phase.first_epoch + phase.epochs
-            if "choice" not in record:
-                record["choice"] = dataclasses.asdict(allocation)
-                record["search_usd"] = sum(p["probe_usd"] for p in record["probes"])
-                record["search_s"] = sum(p["probe_s"] for p in record["probes"])
-                record["train_from_usd"] = self.meter.total_usd
-                self.state["allocation"] = dataclasses.asdict(allocation)
-                self.state["allocations"].append(
-                    {"epoch": trial.epochs_done + 1, **self.state["allocation"]}
-                )
+            if record.choice is None:
+                record.choice = allocation
+                record.search_usd = sum(p.probe_usd for p in record.probes)
+                record.search_s = sum(p.probe_s for p in record.probes)
+                record.train_from_usd = self.meter.total_usd
+                self.record.allocation = allocation
+                self.record.allocations.append(AllocationChange(trial.epochs_done + 1, allocation))
                 self.event(f"phase {phase.index + 1}: runs on {allocation}")
                 self.save()
             if coordinator.stop_reason:
-                record["t_end_s"] = coordinator.now()
+                record.t_end_s = coordinator.now()
                 return
             coordinator.run([trial], allocation, end_epoch)
             if trial.status == "done":
                 trial.status = "running" if phase is not self.phases[-1] else "done"
-            record["t_end_s"] = coordinator.now()
-            record["train_usd"] = self.meter.total_usd - record.pop("train_from_usd")
-            record["epochs_run"] = [h for h in trial.history if h["epoch"] > phase.first_epoch]
+            record.t_end_s = coordinator.now()
+            began_usd = record.train_from_usd if record.train_from_usd is not None else 0.0
+            record.epochs_run = [h for h in trial.history if h["epoch"] > phase.first_epoch]
             if coordinator.stop_reason or trial.status == "failed":
-                record["train_from_usd"] = self.meter.total_usd - record.pop("train_usd")
-                return
+                return  # its training goes on from the bill it started at, on a resume
+            record.train_usd = self.meter.total_usd - began_usd
+            record.train_from_usd = None
             done.append(record)
-            flow.pop("current", None)
+            flow.current = None
             self.save()
         for t in self.trials:
             if t.status in ("running", "pending") and t.epochs_done > 0:
                 t.status = "done"
         best = min(
-            (t for t in self.trials if t.history),
+            (t for t in self.trials if t.history and t.status not in ("failed", "diverged")),
             key=lambda t: _loss(t.last),
             default=None,
         )
         if best is not None:
-            self.state["best"] = {
-                "trial": best.trial_id,
-                "config": {
-                    "model": self.phases[[p.trial for p in self.phases].index(best.trial_id)].model
-                },
-                "metric": "loss",
-                "val_loss": best.last.get("val_loss"),
-                "val_accuracy": best.last.get("val_accuracy"),
-                "checkpoint": best.checkpoint,
-            }
+            phase_of = self.phases[[p.trial for p in self.phases].index(best.trial_id)]
+            self.record.best = Best(
+                trial=best.trial_id,
+                config={"model": phase_of.model},
+                metric="loss",
+                val_loss=best.last.get("val_loss"),
+                val_accuracy=best.last.get("val_accuracy"),
+                checkpoint=best.checkpoint,
+            )
 
 
 def train_workflow(
@@ -595,9 +597,9 @@ def train_workflow(
     budget_usd: float | None = None,
     deadline_s: float | None = None,
     run_dir: str | Path | None = None,
-) -> dict[str, Any]:
+) -> RunRecord:
     """Run a job with a ``workflow:`` (a file or a ``JobSpec``) within a budget or deadline;
-    returns the run's record (``record["workflow"]["phases"]`` holds the searches)."""
+    returns the run's record (``record.workflow.phases`` holds the searches)."""
     from faasml.config import load_job
     from faasml.types import Constraint
 
@@ -612,18 +614,18 @@ def train_workflow(
     return flow.execute()
 
 
-def _goal_of(data: dict[str, Any]) -> DeploymentGoal:
-    return DeploymentGoal(Objective(data["objective"]), float(data["epochs"]), data["limit"])
+def _goal_of(goal: SearchGoal) -> DeploymentGoal:
+    return DeploymentGoal(goal.objective, goal.epochs, goal.limit)
 
 
-def _measurement_of(probe: dict[str, Any]) -> Measurement:
+def _measurement_of(probe: ProbeRecord) -> Measurement:
     """A recorded probe as the search observed it."""
-    failed = probe["failed"]
+    failed = probe.failed
     return Measurement(
-        probe["epoch_s"] if failed is None else math.inf,
-        probe["epoch_usd"] if failed is None else math.inf,
-        probe["probe_s"],
-        probe["probe_usd"],
+        probe.epoch_s if failed is None and probe.epoch_s is not None else math.inf,
+        probe.epoch_usd if failed is None and probe.epoch_usd is not None else math.inf,
+        probe.probe_s,
+        probe.probe_usd,
         failed=failed,
     )
 

@@ -1,0 +1,232 @@
+"""The typed run record: records of the shape written before it had a schema version load,
+report and resume; a damaged record is one line naming what is wrong; mutated records load or
+fail so, never with another exception."""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from faasml.cli.main import main
+from faasml.exceptions import RecordError
+from faasml.reports.run_dir import RunDir
+from faasml.reports.run_report import render_report
+from faasml.reports.run_summary import summary_lines
+from faasml.runtime.record import RunRecord
+from faasml.runtime.record_json import SCHEMA_VERSION, record_from_json, record_to_json
+from faasml.types import Allocation
+
+RECORDS = Path(__file__).parent / "records"
+FIXTURES = ["v0-tune.json", "v0-train.json", "v0-workflow.json", "v0-before-plan.json"]
+"""Records written by faasml before the typed record (``faasml tune|train`` on tiny jobs, and
+a tune refused for its budget after the profile was saved): no ``schema_version``."""
+
+
+def _fixture(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((RECORDS / name).read_text())
+    assert "schema_version" not in data  # the shape before the field
+    return data
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_a_record_of_the_version_before_loads_typed_and_writes_back_the_same(name: str) -> None:
+    data = _fixture(name)
+    record = record_from_json(data)
+    assert isinstance(record, RunRecord)
+    if record.plan is not None:  # the plan is typed through: no dicts to rebuild from
+        assert all(isinstance(s.allocation, Allocation) for s in record.plan.stages)
+    again = json.loads(json.dumps(record_to_json(record)))
+    counts = {"restarts": 0, "segments": 0, "cold_starts": 0}  # 0 before the run opens
+    assert again == {**counts, **data, "schema_version": SCHEMA_VERSION}
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_a_record_of_the_version_before_reports(name: str) -> None:
+    record = record_from_json(_fixture(name))
+    report = render_report(record, [])
+    assert f"Status: **{record.status}**" in report
+    assert "## Plan against actual" in report
+    assert summary_lines(record)[0].startswith(record.status)
+
+
+def test_the_stages_keep_planned_repredicted_and_measured_apart() -> None:
+    record = record_from_json(_fixture("v0-tune.json"))
+    assert record.plan is not None
+    first, second = record.plan.stages
+    assert first.planned is not None and first.measured is not None and first.repredicted is None
+    assert second.repredicted is not None and second.measured is not None
+    assert second.planned is not None and second.planned != second.repredicted
+
+
+def test_a_record_saved_before_its_plan_resumes_and_plans_afresh(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`faasml tune JOB --budget 0.0000001` measured the job, saved its record and was refused
+    the plan; resuming it with a budget plans and runs (it was a KeyError on 'plan')."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    shutil.copy(RECORDS / "v0-before-plan.json", run_dir / "record.json")
+    assert main(["resume", str(run_dir), "--budget", "0.05"]) == 0
+    out = capsys.readouterr().out
+    assert "Plan (exact) for fixture-tune" in out
+    record = json.loads((run_dir / "record.json").read_text())
+    assert record["schema_version"] == SCHEMA_VERSION
+    assert record["status"] == "finished" and len(record["plan"]["stages"]) == 2
+    assert record["constraint"]["budget_usd"] == 0.05
+
+
+def test_a_record_saved_before_its_plan_is_refused_in_one_line_where_still_infeasible(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    shutil.copy(RECORDS / "v0-before-plan.json", run_dir / "record.json")
+    assert main(["resume", str(run_dir), "--budget", "0.0000001"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("error: ") and error.count("\n") == 1 and "budget" in error
+
+
+def _damaged(data: dict[str, Any], how: str) -> dict[str, Any]:
+    data = copy.deepcopy(data)
+    if how == "kind":
+        data["kind"] = "train"
+    elif how == "address":
+        data["platform_options"] = {"address": "ray://head:10001"}
+    elif how == "best-failed":
+        best = data["best"]["trial"]
+        data["trials"][best]["status"] = "failed"
+    elif how == "best-missing":
+        data["best"]["trial"] = 99
+    elif how == "negative-charge":
+        data["charges"][0]["usd"] = -0.5
+    elif how == "missing":
+        del data["constraint"]
+    elif how == "type":
+        data["elapsed_s"] = "fast"
+    elif how == "stage-type":
+        data["plan"]["stages"][1]["allocation"]["n"] = "two"
+    elif how == "newer":
+        data["schema_version"] = SCHEMA_VERSION + 1
+    elif how == "trial-status":
+        data["trials"][0]["status"] = "lost"
+    elif how == "history":
+        del data["trials"][0]["history"][0]["loss"]
+    elif how == "profile":
+        data["profile"]["compute_points"] = []
+    return data
+
+
+DAMAGE = {
+    "kind": r"record.kind is 'train', but the record holds 4 trials",
+    "address": r"record.platform_options.address is 'ray://head:10001', but record.platform is "
+    "'local'",
+    "best-failed": r"record.best names trial 3, but that trial failed",
+    "best-missing": r"record.best names trial 99, which the record lacks",
+    "negative-charge": r"record.charges\[0\].usd is -0.5, but must be >= 0",
+    "missing": r"record.constraint is missing",
+    "type": r"record.elapsed_s is 'fast', but must be a number",
+    "stage-type": r"record.plan.stages\[1\].allocation.n is 'two', but must be a whole number",
+    "newer": r"schema_version 2: written by a newer faasml",
+    "trial-status": r"record.trials\[0\].status is 'lost', but must be one of",
+    "history": r"record.trials\[0\].history\[0\].loss is missing",
+    "profile": r"its 'profile' is malformed",
+}
+
+
+@pytest.mark.parametrize("how", sorted(DAMAGE))
+def test_a_damaged_record_is_one_line_naming_the_field_and_the_rule(
+    tmp_path: Path, how: str
+) -> None:
+    folder = RunDir(tmp_path / "run")
+    folder.path.mkdir()
+    folder.record_path.write_text(json.dumps(_damaged(_fixture("v0-tune.json"), how)))
+    with pytest.raises(RecordError, match=DAMAGE[how]) as caught:
+        folder.read_record()
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith(f"{folder.record_path} is not a usable")
+
+
+def test_resume_and_the_command_line_say_a_damaged_record_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    damaged = {**_damaged(_fixture("v0-tune.json"), "kind"), "status": "stopped"}
+    (run_dir / "record.json").write_text(json.dumps(damaged))
+    assert main(["resume", str(run_dir)]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "record.kind is 'train'" in error
+
+
+# ------------------------------------------------------------------ fuzz
+
+ODD: list[Any] = [None, True, 0, -1, 1, 2.5, -1e-9, 1e308, "", "x", "tune", [], [1], {}, {"a": 1}]
+values = st.recursive(
+    st.sampled_from(ODD) | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner),
+    max_leaves=6,
+)
+
+
+def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [prefix]
+    if isinstance(node, dict):
+        for key, child in node.items():
+            found += _paths(child, (*prefix, key))
+    elif isinstance(node, list):
+        for index, child in enumerate(node):
+            found += _paths(child, (*prefix, index))
+    return found
+
+
+def _mutate(data: Any, draw: st.DataObject, rounds: int) -> Any:
+    """``rounds`` random edits: set, delete, retype or wrap a value anywhere in the record."""
+    data = copy.deepcopy(data)
+    for _ in range(rounds):
+        paths = [p for p in _paths(data) if p]
+        if not paths:
+            return data
+        path = draw.draw(st.sampled_from(paths))
+        parent = data
+        for step in path[:-1]:
+            parent = parent[step]
+        last = path[-1]
+        action = draw.draw(st.sampled_from(["set", "delete", "text", "wrap", "negate"]))
+        if action == "set":
+            parent[last] = copy.deepcopy(draw.draw(values))
+        elif action == "delete":
+            del parent[last]
+        elif action == "text":
+            parent[last] = str(parent[last])
+        elif action == "wrap":
+            parent[last] = [parent[last]]
+        elif action == "negate" and isinstance(parent[last], int | float):
+            parent[last] = -parent[last] - 1
+    return data
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(name=st.sampled_from(FIXTURES), rounds=st.integers(1, 3), data=st.data())
+def test_mutated_records_load_or_fail_in_one_line(name: str, rounds: int, data: Any) -> None:
+    mutated = _mutate(_fixture(name), data, rounds)
+    try:
+        record = record_from_json(mutated)
+    except RecordError as err:
+        assert str(err) and "\n" not in str(err), repr(str(err))
+        return
+    # What loads is whole: it reports, and writes back to a record that loads the same.
+    render_report(record, [])
+    summary_lines(record)
+    again = record_from_json(json.loads(json.dumps(record_to_json(record))))
+    assert record_to_json(again) == record_to_json(record)
