@@ -40,6 +40,7 @@ re-planning). Profiling is never in the ratio: it runs before the run's clock st
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import tempfile
@@ -75,6 +76,8 @@ def faasml_run(
 ) -> dict[str, Any]:
     from faasml.config import load_job
     from faasml.runtime.coordinator import CoordinatorOptions
+    from faasml.runtime.record import Estimate
+    from faasml.runtime.record_json import record_to_json
     from faasml.runtime.session import TuneRun
     from faasml.runtime.stage_pricing import stage_estimates
     from faasml.types import Constraint
@@ -88,15 +91,16 @@ def faasml_run(
     planned = time.monotonic() - began
     if plan:  # a fixed plan (n x MB per stage, the last repeated), re-planning off
         run.delta = float("inf")
-        stages = run.state["plan"]["stages"]
+        assert run.record.plan is not None
+        stages = run.record.plan.stages
         for index, stage in enumerate(stages):
             n, memory = plan[min(index, len(plan) - 1)]
-            stage["allocation"] = dict(stage["allocation"], n=n, memory_mb=memory)
+            stage.allocation = dataclasses.replace(stage.allocation, n=n, memory_mb=memory)
         estimates = stage_estimates(run.workload, run.plan_catalog, stages, run._probe_warm())
         for stage, (time_s, cost_usd) in zip(stages, estimates, strict=True):
-            stage["time_s"] = stage["predicted_time_s"] = time_s
-            stage["cost_usd"] = stage["predicted_cost_usd"] = cost_usd
-    state = run.execute()
+            stage.time_s, stage.cost_usd = time_s, cost_usd
+            stage.planned = Estimate(time_s, cost_usd)
+    state = record_to_json(run.execute())
     state["bench_plan_s"] = planned
     return state
 

@@ -22,6 +22,7 @@ import yaml
 from faasml.catalog import load_catalog
 from faasml.config import load_job
 from faasml.runtime.platform import open_platform
+from faasml.runtime.record_json import record_to_json
 from faasml.runtime.session import TuneRun
 from faasml.testing.ray_cluster import local_ray_cluster
 from faasml.types import Constraint
@@ -58,7 +59,7 @@ def demo(name: str, folder: Path, trials: int, samples: int, **options: Any) -> 
     )
     run.plan()
     start = time.perf_counter()
-    state = run.execute()
+    state = record_to_json(run.execute())
     return {
         "status": state["status"],
         "wall_s": time.perf_counter() - start,

@@ -47,6 +47,7 @@ from faasml.runtime.billing import Meter
 from faasml.runtime.coordinator import Coordinator, TrialState
 from faasml.runtime.platform import open_platform
 from faasml.runtime.profiling import profile_job, write_profile
+from faasml.runtime.record_json import record_to_json
 from faasml.runtime.session import job_workload
 from faasml.runtime.worker import ModelRecipe
 from faasml.sync.stores import open_store
@@ -260,8 +261,8 @@ def run_job(
             if run._platform is not None:  # measured, then could not plan: close its functions
                 run._platform.close()
             raise
-        first = (run.workload, run.plan_catalog, copy.deepcopy(run.state.get("plan", {})))
-        state = run.execute()
+        first = (run.workload, run.plan_catalog, copy.deepcopy(run.record.plan))
+        state = record_to_json(run.execute())
     wall = time.monotonic() - began
     charges = state["charges"]
     profiling_usd = sum(c["usd"] for c in charges if c["kind"] == "profiling")
@@ -336,7 +337,9 @@ def run_job(
             for s in stages
         ],
         "profile": state["profile"],
-        "audit": None if trace is None else (run, (*first[:2], first[2].get("stages")), trace),
+        "audit": None
+        if trace is None
+        else (run, (*first[:2], first[2].stages if first[2] else []), trace),
     }
 
 

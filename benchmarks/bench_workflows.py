@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from faasml.config import load_job
+from faasml.runtime.record_json import record_to_json
 from faasml.runtime.workflow_run import WorkflowRun
 from faasml.types import Constraint
 from faasml.units import format_money
@@ -32,7 +33,7 @@ def run(path: Path, retrigger: bool, constraint: Constraint, folder: Path) -> di
     flow = WorkflowRun(job, constraint, folder)
     flow.plan()
     began = time.monotonic()
-    state = flow.execute()
+    state = record_to_json(flow.execute())
     wall = time.monotonic() - began
     by_kind: dict[str, float] = {}
     for charge in state["charges"]:

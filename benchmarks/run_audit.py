@@ -29,8 +29,8 @@ from typing import Any
 
 from faasml.models.space import evaluate_allocation
 from faasml.planners.tuning._problem import trials_per_wave
+from faasml.runtime.record import StageRecord
 from faasml.runtime.stage_pricing import warm_pool, wave_demand
-from faasml.types import Allocation
 
 COMPONENTS = (
     "cold start",
@@ -86,7 +86,7 @@ class SegmentTrace:
 class RunTrace:
     stages: list[tuple[float, float]] = field(default_factory=list)
     segments: list[SegmentTrace] = field(default_factory=list)
-    repredicted: dict[int, tuple[Any, Any, list[dict[str, Any]]]] = field(default_factory=dict)
+    repredicted: dict[int, tuple[Any, Any, list[StageRecord]]] = field(default_factory=dict)
     """Stage index -> (workload, catalog, stages) its re-prediction was made with."""
 
 
@@ -156,7 +156,7 @@ def traced() -> Iterator[RunTrace]:
             trace.repredicted[index + 1] = (
                 self.workload,
                 self.plan_catalog,
-                copy.deepcopy(self.state["plan"]["stages"]),
+                copy.deepcopy(self.record.plan.stages),
             )
             return result
 
@@ -191,7 +191,7 @@ def measured_parts(trace: RunTrace, stage: int) -> dict[str, float]:
 def predicted_parts(
     workload: Any,
     catalog: Any,
-    stages: list[dict[str, Any]],
+    stages: list[StageRecord],
     index: int,
     warm: dict[int, int],
     profile: Any,
@@ -202,8 +202,8 @@ def predicted_parts(
     synchronisation; the per-invocation latency (the probe's dispatch plus a checkpoint's
     save and load) as the round trip and loading's checkpoint part."""
     stage = stages[index]
-    allocation = Allocation(**stage["allocation"])
-    trials, epochs = stage["trials"], stage["epochs"]
+    allocation = stage.allocation
+    trials, epochs = stage.trials, stage.epochs
     pool = warm_pool(workload, catalog, stages[:index], warm)
     table = evaluate_allocation(workload, catalog, allocation)
     out = dict.fromkeys(COMPONENTS, 0.0)
@@ -244,18 +244,18 @@ def predicted_parts(
     return out
 
 
-def print_audit(run: Any, first: tuple[Any, Any, list[dict[str, Any]]], trace: RunTrace) -> None:
+def print_audit(run: Any, first: tuple[Any, Any, list[StageRecord]], trace: RunTrace) -> None:
     """Per stage and component: first prediction, re-prediction, measured, and the run's time
     between and after stages."""
     profile = run.profile
     warm = run._probe_warm()
     workload0, catalog0, stages0 = first
-    stages = run.state["plan"]["stages"]
+    stages = run.record.plan.stages
     total = dict.fromkeys(("pred", "re", "meas"), 0.0)
     for index, stage in enumerate(stages):
         if index >= len(trace.stages):
             break
-        shape = f"{stage['trials']}x{stage['allocation']['n']}x{stage['allocation']['memory_mb']}"
+        shape = f"{stage.trials}x{stage.allocation.n}x{stage.allocation.memory_mb}"
         pred = predicted_parts(workload0, catalog0, stages0, index, warm, profile)
         re = None
         if index in trace.repredicted:
@@ -266,7 +266,7 @@ def print_audit(run: Any, first: tuple[Any, Any, list[dict[str, Any]]], trace: R
         epochs = sum(s.epochs for s in segs)
         print(
             f"    audit stage {index + 1} {shape}: {len(segs)} segments, {epochs} epochs "
-            f"(pred {stages0[index]['trials'] * stages0[index]['epochs']}), "
+            f"(pred {stages0[index].trials * stages0[index].epochs}), "
             f"{sum(1 for s in segs if s.cold_s > 0)} cold"
         )
         print(f"      {'component':<36} {'pred s':>7} {'re s':>7} {'meas s':>7} {'meas-pred':>9}")
@@ -282,7 +282,7 @@ def print_audit(run: Any, first: tuple[Any, Any, list[dict[str, Any]]], trace: R
         total["pred"] += p
         total["meas"] += m
     walls = sum(b - a for a, b in trace.stages)
-    elapsed = float(run.state["elapsed_s"])
+    elapsed = run.record.elapsed_s
     print(
         f"    audit run: stages {walls:.2f} s of {elapsed:.2f} s measured; between and after "
         f"stages (ranking, re-calibration, re-planning, records, closing) {elapsed - walls:.2f} s "
