@@ -296,7 +296,7 @@ def _record(f: Fields) -> RunRecord:
         profile=profile_from(f) if f.raw("profile", None) is not None else None,
         profile_cached=maybe(f, "profile_cached", lambda g, n: g.boolean(n)),
         coordinator_s=f.optional_number("coordinator_s", minimum=0),
-        compute_factor=f.optional_number("compute_factor", minimum=0, strict_minimum=True),
+        compute_factor=f.optional_number("compute_factor", minimum=0),
         probe_warm=maybe(f, "probe_warm", counts_by_memory),
         plan=maybe(f, "plan", lambda g, n: plan_from(g.sub(n))),
         stage=f.integer("stage", 0, minimum=0),

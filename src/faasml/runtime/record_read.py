@@ -94,15 +94,16 @@ def stage_from(f: Fields) -> StageRecord:
     factors = f.raw("trial_factors", None)
     if factors is not None:
         ok = isinstance(factors, list) and all(
-            isinstance(x, int | float) and not isinstance(x, bool) and x > 0 for x in factors
+            isinstance(x, int | float) and not isinstance(x, bool) and 0 <= x < math.inf
+            for x in factors
         )
         if not ok:
-            raise f.fail("trial_factors", factors, "must be a list of positive numbers")
+            raise f.fail("trial_factors", factors, "must be a list of numbers >= 0")
     model = f.raw("model", None)
     stage = StageRecord(
         index=f.integer("index", minimum=0),
         trials=f.integer("trials", minimum=1),
-        epochs=f.integer("epochs", minimum=1),
+        epochs=f.integer("epochs", minimum=0),
         allocation=allocation_from(f.sub("allocation")),
         epoch_time_s=f.number("epoch_time_s", minimum=0),
         epoch_cost_usd=f.number("epoch_cost_usd", minimum=0),
@@ -365,7 +366,7 @@ def phase_from(f: Fields) -> PhaseRecord:
         model=mapping_of(f, "model"),
         model_mb=f.number("model_mb", minimum=0),
         params=f.integer("params", minimum=0),
-        epochs=f.integer("epochs", minimum=1),
+        epochs=f.integer("epochs", minimum=0),
         trial=f.integer("trial", minimum=0),
         t_start_s=f.number("t_start_s", minimum=0),
         goal=phase_goal_from(f.sub("goal")),
