@@ -69,7 +69,7 @@ def _forced(
     for index in stages:
         stage = plan.stages[index]
         stage.allocation = dataclasses.replace(stage.allocation, memory_mb=TOO_SMALL_MB)
-    return run, run.execute()
+    return run, record_to_json(run.execute())
 
 
 @pytest.fixture(scope="module")
