@@ -4,6 +4,7 @@ invocations; a run through it gives the embedded store's exact model results."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +55,10 @@ def _run(store: str, folder: Path) -> tuple[dict[str, Any], list[Any]]:
     plan = run.plan()
     # On two cores the planner gives this small job one worker, which synchronises with
     # nobody; two workers make every round's gradients cross the store.
-    for stage in plan["stages"]:
-        stage["allocation"].update(n=2, memory_mb=512, scheme="scatter-reduce")
+    for stage in plan.stages:
+        stage.allocation = dataclasses.replace(
+            stage.allocation, n=2, memory_mb=512, scheme="scatter-reduce"
+        )
     record = record_to_json(run.execute())
     assert record["status"] == "finished", record.get("events")
     results = [

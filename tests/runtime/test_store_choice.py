@@ -80,10 +80,11 @@ def test_tuning_runs_through_the_store_the_plan_chose_and_pays_for_it(
     job = JobSpec.from_mapping({**JOB, "store": redis_url})
     run = TuneRun(job, Constraint(budget_usd=0.05), tmp_path / "run")
     plan = run.plan()
-    assert {s["allocation"]["storage"] for s in plan["stages"]} == {"redis"}
+    assert {s.allocation.storage for s in plan.stages} == {"redis"}
     # On two cores the planner gives this small job one worker, which synchronises with
     # nobody; two workers make every round's gradients cross the store.
-    plan["stages"][0]["allocation"].update(n=2, memory_mb=1024)
+    first = plan.stages[0]
+    first.allocation = dataclasses.replace(first.allocation, n=2, memory_mb=1024)
     before = _commands(redis_url)
     record = record_to_json(run.execute())
     assert record["status"] == "finished"

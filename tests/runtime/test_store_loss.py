@@ -4,6 +4,7 @@ here on loopback and stopped in the middle of a two-worker run."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,8 @@ def test_a_store_that_dies_mid_run_stops_it_cleanly_and_says_which(tmp_path: Pat
             options=CoordinatorOptions(epochs_per_segment=1),  # no trial ends in one segment
         )
         plan = run.plan()
-        plan["stages"][0]["allocation"].update(n=2, memory_mb=1024)  # gradients cross Redis
+        first = plan.stages[0]  # gradients cross Redis:
+        first.allocation = dataclasses.replace(first.allocation, n=2, memory_mb=1024)
         record = record_to_json(run.execute())  # no exception: a stop, not a crash
 
         assert record["status"] == "stopped"
