@@ -11,17 +11,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from faasml.cli.main import main
+from faasml.config import load_job
 from faasml.exceptions import RecordError
 from faasml.reports.run_dir import RunDir
 from faasml.reports.run_report import render_report
 from faasml.reports.run_summary import summary_lines
-from faasml.runtime.record import RunRecord
+from faasml.runtime.record import Best, RunRecord
 from faasml.runtime.record_json import SCHEMA_VERSION, record_from_json, record_to_json
-from faasml.types import Allocation
+from faasml.runtime.session import TuneRun
+from faasml.types import Allocation, Constraint
+
+from .tiny_jobs import four_trial_tune_job
 
 RECORDS = Path(__file__).parent / "records"
 FIXTURES = ["v0-tune.json", "v0-train.json", "v0-workflow.json", "v0-before-plan.json"]
@@ -163,6 +168,24 @@ def test_resume_and_the_command_line_say_a_damaged_record_in_one_line(
     assert main(["resume", str(run_dir)]) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "record.kind is 'train'" in error
+
+
+def test_a_best_trial_that_fails_mid_stage_gives_way_in_the_record(tmp_path: Path) -> None:
+    """The record after a segment never names a failed trial best (a resume would refuse it):
+    the best of the others takes its place."""
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(yaml.safe_dump(four_trial_tune_job("best-fails", epochs_per_stage=1)))
+    run = TuneRun(load_job(job_file), Constraint(budget_usd=0.05), tmp_path / "run", measure=False)
+    run.plan()
+    epoch = {"epoch": 1, "loss": 0.7, "t_s": 1.0, "spent_usd": 1e-6, "epoch_s": 0.5}
+    for trial, loss in zip(run.trials, (0.5, 0.4, 0.6, 0.7), strict=True):
+        trial.history = [{**epoch, "n": 1, "memory_mb": 1024, "val_loss": loss}]
+        trial.epochs_done, trial.status = 1, "done"
+    run.record.best = Best(1, dict(run.trials[1].config), "loss", 0.4, None, None, 1)
+    run.trials[1].status = "failed"  # restarted past the limit in the next stage
+    run.save()
+    record = RunDir(tmp_path / "run").read_record()
+    assert record.best is not None and record.best.trial == 0 and record.best.val_loss == 0.5
 
 
 # ------------------------------------------------------------------ fuzz

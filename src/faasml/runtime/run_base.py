@@ -209,6 +209,11 @@ class BaseRun:
                 key: previous.get(key, 0.0) + value for key, value in coordinator.timings.items()
             }
         self.record.trials = [TrialRecord.of(t) for t in self.trials]
+        best = self.record.best
+        if best is not None and any(
+            t.trial_id == best.trial and t.status in ("failed", "diverged") for t in self.trials
+        ):
+            self._best_lost()
         self.record.charges = self.meter.snapshot()
         now = time.monotonic()
         durable = not self._lazy or now - self._synced >= DURABLE_EVERY_S
@@ -217,6 +222,10 @@ class BaseRun:
             self._synced = now
             if self._counted is not None:  # the record on disk names their successors now
                 self._counted[0].release_replaced()
+
+    def _best_lost(self) -> None:
+        """The best trial so far failed (mid-stage): it is no longer the best."""
+        self.record.best = None
 
     def event(self, text: str) -> None:
         self.record.events.append(Event(round(self._elapsed(), 3), text))

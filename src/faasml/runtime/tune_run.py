@@ -205,6 +205,11 @@ class TuneRun(BaseRun):
             self.save()
             stages[index].measured_between_s = self._elapsed() - ended
 
+    def _best_lost(self) -> None:
+        """The best trial so far failed mid-stage: the best of the rest."""
+        self.record.best = None
+        self._record_best(self.job.require_tuning().metric)
+
     def _record_best(self, metric: str) -> None:
         """The best trial so far (also when a budget stop ends the run early); a trial that
         failed is not one."""
