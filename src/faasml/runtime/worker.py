@@ -408,8 +408,8 @@ def seed_step(seed: int, worker_id: int, round_id: int) -> None:
     dropout draw the same numbers when a segment is rerun from its checkpoint.
 
     The CPU generator alone, and the GPUs' only once CUDA is initialised: ``torch.manual_seed``
-    also queries every accelerator back-end, ~60 µs a call (measured: an MLP's rounds 16-22 %
-    slower than the job probe had timed them), against ~1 µs here."""
+    also queries every accelerator back-end on every call, a cost per round that the job
+    probe's timings do not hold, so the rounds would run slower than they were priced."""
     torch = sys.modules.get("torch")
     if torch is not None:
         value = ((seed * 1_000_003 + round_id) * 1_009 + worker_id) & (2**63 - 1)

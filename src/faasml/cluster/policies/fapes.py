@@ -18,8 +18,8 @@
    job (shortest = most), ``(rank / mean rank) ** srpt`` — the marginal weights of heSRPT
    (Berg et al., 2020) for least mean completion time — so short jobs buy more GPUs and
    long ones leave room; ``srpt=0`` weighs all jobs alike (eq. 6 as printed). The default
-   exponent 2 is measured, not derived (docs/cluster.md: 0.8–2.8 % lower mean JCT than 1,
-   measured with restart avoidance as first written, before the repair order was removed).
+   exponent 2 is a measured choice, not a derived one (its measurements:
+   benchmarks/results/cluster_policies.md).
 4. Back-filling (our addition): GPUs that no plan uses in the current round (reserved for
    later rounds, or left by fragmentation) go for this round to the jobs whose weighted
    Pollux fitness (−1/speedup) they raise most, queued jobs first; a job back-filled in the
