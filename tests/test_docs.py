@@ -29,8 +29,6 @@ SKIP = re.compile(r"<!--\s*not run:?\s*(.*?)\s*-->")
 FAASML = re.compile(r"^(?:\.venv/bin/)?faasml(?=\s|$)")
 TIMEOUT_S = 240
 
-pytestmark = pytest.mark.slow
-
 
 @dataclass(frozen=True)
 class Block:
@@ -154,6 +152,7 @@ def test_the_docs_have_blocks_to_run() -> None:
     assert len(PYTHON) >= 5 and len(SHELL) >= 5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", PYTHON, ids=lambda b: b.name)
 def test_python_block_runs(block: Block, folder: Path) -> None:
     script = folder / "block.py"
@@ -162,6 +161,7 @@ def test_python_block_runs(block: Block, folder: Path) -> None:
     assert done.returncode == 0, f"{block.name}\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", SHELL, ids=lambda b: b.name)
 def test_shell_block_runs(block: Block, folder: Path) -> None:
     faasml = shutil.which("faasml", path=str(Path(sys.executable).parent)) or "faasml"
