@@ -17,6 +17,7 @@ import faasml
 from faasml.cli.main import main
 from faasml.config import JobSpec
 from faasml.exceptions import DivergedError
+from faasml.reports.run_dir import RunDir
 from faasml.runtime.coordinator import CoordinatorOptions, TrialState
 from faasml.runtime.ranking import divergence, rank_key, ranked
 from faasml.sim.curves import read_curve
@@ -172,7 +173,7 @@ def test_tune_where_every_trial_diverges_has_no_best_and_exits_non_zero(
     out = capsys.readouterr().out
     assert "trial 0 diverged at epoch 1 (loss nan); ranked last" in out
     assert "NO BEST: every trial diverged" in out and "Best:" not in out
-    record = json.loads((run_dir / "record.json").read_text())
+    record = RunDir(run_dir).read_record()  # a record a resume reads: diverged_epoch checked
     assert record["status"] == "failed" and "best" not in record
     assert record["trials"][0]["status"] == "diverged"
     assert record["trials"][0]["epochs_done"] == 1  # not its stage's second epoch
