@@ -203,7 +203,7 @@ def _execute(run: BaseRun) -> int:
         run.progress = show
         state = run.execute()
     for line in summary_lines(state):
-        style = "bold red" if line.startswith(("LOST", "TARGET MISSED")) else ""
+        style = "bold red" if line.startswith(("LOST", "TARGET MISSED", "NO BEST")) else ""
         out.print(f"[{style}]{escape(line)}[/]" if style else escape(line), soft_wrap=True)
     best = state.get("best")
     if best:

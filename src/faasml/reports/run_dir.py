@@ -22,6 +22,7 @@ from faasml._files import write_atomic
 from faasml._validate import Fields, shown
 from faasml.exceptions import ConfigError
 from faasml.reports.run_report import render_report
+from faasml.runtime.ranking import diverged_at
 from faasml.sim.curves import CurvePoint, write_curve
 from faasml.types import Objective
 
@@ -110,22 +111,10 @@ class RunDir:
         """Curves, plots and the Markdown report from a record."""
         written = []
         for trial in state.get("trials", []):
-            history = trial.get("history", [])
-            if not history:
-                continue
-            points = [
-                CurvePoint(
-                    int(h["epoch"]), float(h["loss"]), float(h["t_s"]), float(h["spent_usd"])
-                )
-                for h in history
-            ]
-            written.append(
-                write_curve(
-                    self.path / "curves" / f"trial-{trial['trial_id']}.csv",
-                    points,
-                    metadata={"run": state.get("kind", ""), "trial": str(trial["trial_id"])},
-                )
-            )
+            curve = _curve(trial, state.get("kind", ""))
+            if curve is not None:
+                path = self.path / "curves" / f"trial-{trial['trial_id']}.csv"
+                written.append(write_curve(path, curve[0], metadata=curve[1]))
         from faasml.reports.run_plots import write_plots
 
         plots = write_plots(state, self.path / "plots")
@@ -137,6 +126,24 @@ class RunDir:
         write_atomic(report, render_report(state, [p.relative_to(self.path) for p in plots]))
         written.append(report)
         return written
+
+
+def _curve(trial: Mapping[str, Any], kind: str) -> tuple[list[CurvePoint], dict[str, str]] | None:
+    """A trial's loss curve and its metadata: the epochs before it diverged (a curve holds
+    finite losses; the metadata says where it diverged); None without such an epoch."""
+    history = trial.get("history", [])
+    found = diverged_at(history)
+    points = [
+        CurvePoint(int(h["epoch"]), float(h["loss"]), float(h["t_s"]), float(h["spent_usd"]))
+        for h in history
+        if found is None or h["epoch"] < found[0]
+    ]
+    if not points:
+        return None
+    metadata = {"run": kind, "trial": str(trial["trial_id"])}
+    if found is not None:
+        metadata["diverged"] = f"at epoch {found[0]} ({found[1]})"
+    return points, metadata
 
 
 KINDS = ("tune", "train")
@@ -190,6 +197,8 @@ def _check_trial(trial: Fields) -> None:
     if checkpoint is not None and not isinstance(checkpoint, str):
         raise trial.fail("checkpoint", checkpoint, "must be a key or null")
     trial.text("status")
+    if trial.raw("diverged_epoch", None) is not None:
+        trial.integer("diverged_epoch", minimum=1)
     if trial.has("history"):
         for index, record in enumerate(trial.items("history", allow_empty=True)):
             Fields(record, f"{trial.where}.history[{index}]")

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from faasml.reports.run_summary import summary_lines
+from faasml.runtime.ranking import diverged_at
 from faasml.units import format_duration, format_money
 
 
@@ -74,6 +75,15 @@ def _reprediction_lines(state: dict[str, Any]) -> list[str]:
             f"{format_money(whole[1])} |"
         )
     return lines
+
+
+def _status_cell(trial: dict[str, Any]) -> str:
+    """A trial's status; a diverged one's with the epoch and why (ranked last)."""
+    if trial.get("status") != "diverged":
+        return str(trial.get("status"))
+    found = diverged_at(trial.get("history", []))
+    epoch = trial.get("diverged_epoch") or (found[0] if found else "?")
+    return f"diverged at epoch {epoch} ({found[1] if found else 'NaN or infinite'}), ranked last"
 
 
 def render_report(state: dict[str, Any], plots: list[Path]) -> str:
@@ -151,6 +161,8 @@ def render_report(state: dict[str, Any], plots: list[Path]) -> str:
             f"{best.get('val_loss')}, accuracy {best.get('val_accuracy')}; "
             f"checkpoint `{best.get('checkpoint')}` in `objects/`."
         )
+    elif any(t.get("status") == "diverged" for t in trials):
+        lines.append("None: no trial ended with a finite loss (see the diverged trials below).")
     else:
         lines.append("None finished.")
     lines += [
@@ -177,7 +189,7 @@ def render_report(state: dict[str, Any], plots: list[Path]) -> str:
     for t in trials:
         last = t["history"][-1] if t.get("history") else {}
         lines.append(
-            f"| {t['trial_id']} | {t['status']} | {t['epochs_done']} | "
+            f"| {t['trial_id']} | {_status_cell(t)} | {t['epochs_done']} | "
             f"{last.get('val_loss', '-')} | `{t['config']}` |"
         )
     from faasml.reports.search_report import workflow_lines

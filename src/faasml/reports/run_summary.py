@@ -7,6 +7,7 @@ import re
 from collections import Counter
 from typing import Any
 
+from faasml.runtime.ranking import diverged_line
 from faasml.units import format_duration, format_money
 
 FAILED_STATUSES = ("failed", "target-missed")
@@ -116,6 +117,7 @@ def summary_lines(state: dict[str, Any]) -> list[str]:
     restarts = int(state.get("restarts", sum(causes.values())))
     why = ", ".join(f"{n} {cause}" for cause, n in causes.most_common())
     lines.append(f"trials: {trials or 'none'}; restarts {restarts}" + (f" ({why})" if why else ""))
+    lines += _diverged_lines(state)
     lost = lost_trials(state)
     if lost:
         lines.append(f"LOST: trial(s) {lost} failed after repeated restarts (see the report)")
@@ -126,4 +128,25 @@ def summary_lines(state: dict[str, Any]) -> list[str]:
         )
     if state.get("stop_reason"):
         lines.append(f"stopped: {state['stop_reason']}")
+    return lines
+
+
+def _diverged_lines(state: dict[str, Any]) -> list[str]:
+    """One line per diverged trial; where no trial is left to be the best, a line saying so."""
+    trials = state.get("trials", [])
+    diverged = [t for t in trials if t.get("status") == "diverged"]
+    lines = [
+        diverged_line(t["trial_id"], t.get("diverged_epoch"), t.get("history", []))
+        for t in diverged
+    ]
+    if diverged and not state.get("best") and state.get("kind") == "tune":
+        what = (
+            "every trial diverged"
+            if len(diverged) == len(trials)
+            else f"no trial ended with a finite loss ({len(diverged)} diverged)"
+        )
+        lines.append(
+            f"NO BEST: {what} (a NaN or infinite loss); narrow the search space "
+            "(e.g. lower learning rates)"
+        )
     return lines

@@ -99,6 +99,9 @@ class WorkerTask:
     """Whole epochs this invocation trains, from ``epoch`` (more than one only from an
     epoch's start to its end: ``start_batch`` 0, ``stop_batch`` None); worker 0 evaluates
     after each, and one checkpoint is written at the end."""
+    stop_diverged: bool = False
+    """End a segment of several epochs after the first whose parameters are NaN or infinite
+    (every worker holds the same parameters, so all stop at the same epoch)."""
 
 
 @dataclass
@@ -350,8 +353,11 @@ def run_segment(task: WorkerTask) -> SegmentReport:
                 }
             )
             context.open_context()
+            if task.stop_diverged and not np.isfinite(params).all():
+                break  # diverged: the coordinator trains this trial no further
     finally:
         heartbeat.stop()
+    epochs = len(per_epoch) or epochs  # fewer than asked where it diverged
     epoch_done = stop >= rounds
     checkpoint_key: str | None = None
     if task.worker_id == 0:
@@ -365,7 +371,7 @@ def run_segment(task: WorkerTask) -> SegmentReport:
             ),
         )
         checkpoint_key = task.checkpoint_out
-        if epoch_done and epochs == 1:
+        if epoch_done and not per_epoch:  # one epoch: evaluated here, not in the loop
             val = _evaluate(task, objects, model, params)
     reported = context.close_context()
     return SegmentReport(
