@@ -5,7 +5,8 @@ to queued jobs).
 The second mend of FaPES's restart avoidance made every plan follow the servers its job
 got (``follow_plan``), so that the swap is not redone every round. With a dedicated
 partition at high inference load and 30 s restarts it raised mean average JCT by 4.1 %
-over the code before the mends (docs/cluster.md). This runs FaPES with the mend on and off
+over the code before the mends (benchmarks/results/fapes_loans.md). This runs FaPES with
+the mend on and off
 in one process, on the eight Pollux workloads, in the settings asked for:
 
 - ``shared``: the whole 16 x 4 pool, no inference;

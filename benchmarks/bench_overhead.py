@@ -28,7 +28,8 @@ epoch per segment (``1-ep``), side by side in one sitting. ``--plan 1x1728,1x896
 plan (n x MB per stage, the last repeated; re-planning off) and ``--compare-prewarm`` runs each
 job twice on it, with the next stage's functions prewarmed during the last wave (``pre``) and
 without (``cold``): what prewarming saves, on one plan. On a loaded machine the second run in
-one process ran slower whatever it was (docs/runtime.md): there, compare runs in separate
+one process ran slower whatever it was (benchmarks/results/overhead.md): there, compare runs
+in separate
 processes, alternated (``--no-prewarm`` runs without). ``--breakdown`` prints, under each
 job's line, where faasml's time went (the record's ``timings``, ``coordinator_base.TIMINGS``):
 the workers' loading, training rounds and the rest of the function (evaluation, checkpoint),

@@ -23,10 +23,12 @@ training function.
 
 ``Tuner.fit`` plans the successive-halving stages within the budget or deadline, runs every
 trial for real on the job's platform and returns the results; the run directory holds the
-record, the report and the plots. ``faasml.report(...)`` (``ctx.report`` in a training
-function) records extra metrics from model code. A training function becomes a job whose model
-is the function (``faasml.workloads.function_model``), so it runs through the same planner,
-coordinator, workers, checkpoints and billing as a job file.
+record, the report and the plots. A trial whose loss turns NaN or infinite is marked
+'diverged' and ranked last; where every trial diverges, ``fit`` raises ``DivergedError``.
+``faasml.report(...)`` (``ctx.report`` in a training function) records extra metrics from model
+code. A training function becomes a job whose model is the function
+(``faasml.workloads.function_model``), so it runs through the same planner, coordinator,
+workers, checkpoints and billing as a job file.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from typing import Any
 
 from faasml._layers import set_path
 from faasml.config import JobSpec, load_job
-from faasml.exceptions import ConfigError
+from faasml.exceptions import ConfigError, DivergedError
 from faasml.runtime.context import report
 from faasml.runtime.record import RunRecord
 from faasml.searchspace import KINDS, parse_search_space
@@ -289,6 +291,11 @@ class Tuner:
         run = TuneRun(self.job, self.constraint, self.run_dir)
         run.plan()
         record = run.execute()
+        if record.best is None and any(t.status == "diverged" for t in record.trials):
+            raise DivergedError(
+                "no trial ended with a finite loss: every trial that trained diverged (a NaN or "
+                f"infinite loss); narrow the search space; see {self.run_dir / 'report.md'}"
+            )
         results = [
             Result(
                 trial_id=t.trial_id,

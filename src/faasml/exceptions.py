@@ -53,6 +53,10 @@ class StoreUnavailableError(FaasmlError):
     """A store's server cannot be reached (after retries); the message names the endpoint."""
 
 
+class DivergedError(FaasmlError):
+    """Every trial of a tuning run diverged (a NaN or infinite loss): it has no best."""
+
+
 class UnreachableTargetError(FaasmlError):
     """A fitted loss curve does not reach the target loss: the target is at or below its floor."""
 

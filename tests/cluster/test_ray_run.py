@@ -63,7 +63,8 @@ def test_real_jobs_and_a_service_with_a_reclaim_on_ray(
     assert s["reclaim_preemptions"] >= 1
     # A warm serving slot per GPU of each server was started before the clock (fapes
     # loaning: inference may use any server). Requests were really sent and measured; how
-    # many met the SLO depends on this machine's load (docs/cluster.md reports a run).
+    # many met the SLO depends on this machine's load (benchmarks/results/cluster_run.md
+    # reports runs).
     assert s["serving_slots"] == 4
     assert s["requests"] > 0 and 0 <= s["slo_requests"] <= 1
     assert (result.forecast, result.headroom, result.inference_start_s) == ("max", 1.2, 0.5)

@@ -207,7 +207,7 @@ def _execute(run: BaseRun) -> int:
         run.progress = show
         record = run.execute()
     for line in summary_lines(record):
-        style = "bold red" if line.startswith(("LOST", "TARGET MISSED")) else ""
+        style = "bold red" if line.startswith(("LOST", "TARGET MISSED", "NO BEST")) else ""
         out.print(f"[{style}]{escape(line)}[/]" if style else escape(line), soft_wrap=True)
     best = record.best
     if best is not None:

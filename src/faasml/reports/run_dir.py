@@ -22,7 +22,8 @@ from faasml._files import write_atomic
 from faasml._validate import shown
 from faasml.exceptions import ConfigError, RecordError
 from faasml.reports.run_report import render_report
-from faasml.runtime.record import KINDS, RunRecord
+from faasml.runtime.ranking import diverged_at
+from faasml.runtime.record import KINDS, RunRecord, TrialRecord
 from faasml.runtime.record_json import record_from_json, record_to_json
 from faasml.sim.curves import CurvePoint, write_curve
 
@@ -110,22 +111,10 @@ class RunDir:
         """Curves, plots and the Markdown report from a record."""
         written = []
         for trial in record.trials:
-            history = trial.history
-            if not history:
-                continue
-            points = [
-                CurvePoint(
-                    int(h["epoch"]), float(h["loss"]), float(h["t_s"]), float(h["spent_usd"])
-                )
-                for h in history
-            ]
-            written.append(
-                write_curve(
-                    self.path / "curves" / f"trial-{trial.trial_id}.csv",
-                    points,
-                    metadata={"run": record.kind, "trial": str(trial.trial_id)},
-                )
-            )
+            curve = _curve(trial, record.kind)
+            if curve is not None:
+                path = self.path / "curves" / f"trial-{trial.trial_id}.csv"
+                written.append(write_curve(path, curve[0], metadata=curve[1]))
         from faasml.reports.run_plots import write_plots
 
         plots = write_plots(record, self.path / "plots")
@@ -137,6 +126,23 @@ class RunDir:
         write_atomic(report, render_report(record, [p.relative_to(self.path) for p in plots]))
         written.append(report)
         return written
+
+
+def _curve(trial: TrialRecord, kind: str) -> tuple[list[CurvePoint], dict[str, str]] | None:
+    """A trial's loss curve and its metadata: the epochs before it diverged (a curve holds
+    finite losses; the metadata says where it diverged); None without such an epoch."""
+    found = diverged_at(trial.history)
+    points = [
+        CurvePoint(int(h["epoch"]), float(h["loss"]), float(h["t_s"]), float(h["spent_usd"]))
+        for h in trial.history
+        if found is None or h["epoch"] < found[0]
+    ]
+    if not points:
+        return None
+    metadata = {"run": kind, "trial": str(trial.trial_id)}
+    if found is not None:
+        metadata["diverged"] = f"at epoch {found[0]} ({found[1]})"
+    return points, metadata
 
 
 def _peek(record: Path) -> tuple[str, str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +24,15 @@ def write_plots(record: RunRecord, folder: Path) -> list[Path]:
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for trial in trials:
-        epochs = [h["epoch"] for h in trial.history]
-        losses = [
-            h["val_loss"] if h.get("val_loss") is not None else h["loss"] for h in trial.history
+        points = [  # a diverged epoch's NaN or infinite loss is left out
+            (h["epoch"], h["val_loss"] if h.get("val_loss") is not None else h["loss"])
+            for h in trial.history
         ]
-        ax.plot(epochs, losses, marker="o", label=f"trial {trial.trial_id}")
+        points = [(e, v) for e, v in points if math.isfinite(v)]
+        label = f"trial {trial.trial_id}"
+        if trial.status == "diverged":
+            label += f" (diverged at epoch {trial.diverged_epoch})"
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
     ax.set_xlabel("epoch")
     ax.set_ylabel("validation loss")
     ax.set_title("Loss curves")

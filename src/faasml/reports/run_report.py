@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from faasml.reports.run_summary import summary_lines
-from faasml.runtime.record import Estimate, PlanRecord, RunRecord
+from faasml.runtime.ranking import diverged_at
+from faasml.runtime.record import Estimate, PlanRecord, RunRecord, TrialRecord
 from faasml.units import format_duration, format_money
 
 
@@ -72,6 +73,15 @@ def _reprediction_lines(record: RunRecord) -> list[str]:
             f"{format_money(whole[1])} |"
         )
     return lines
+
+
+def _status_cell(trial: TrialRecord) -> str:
+    """A trial's status; a diverged one's with the epoch and why (ranked last)."""
+    if trial.status != "diverged":
+        return trial.status
+    found = diverged_at(trial.history)
+    epoch = trial.diverged_epoch or (found[0] if found else "?")
+    return f"diverged at epoch {epoch} ({found[1] if found else 'NaN or infinite'}), ranked last"
 
 
 def _plan_lines(record: RunRecord) -> list[str]:
@@ -153,6 +163,8 @@ def render_report(record: RunRecord, plots: list[Path]) -> str:
             f"{best.val_loss}, accuracy {best.val_accuracy}; "
             f"checkpoint `{best.checkpoint}` in `objects/`."
         )
+    elif any(t.status == "diverged" for t in record.trials):
+        lines.append("None: no trial ended with a finite loss (see the diverged trials below).")
     else:
         lines.append("None finished.")
     lines += [
@@ -178,7 +190,7 @@ def render_report(record: RunRecord, plots: list[Path]) -> str:
     ]
     for t in record.trials:
         lines.append(
-            f"| {t.trial_id} | {t.status} | {t.epochs_done} | "
+            f"| {t.trial_id} | {_status_cell(t)} | {t.epochs_done} | "
             f"{t.last.get('val_loss', '-')} | `{t.config}` |"
         )
     from faasml.reports.search_report import workflow_lines

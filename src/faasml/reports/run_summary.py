@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from faasml.runtime.ranking import diverged_line
 from faasml.runtime.record import PlanRecord, RunRecord
 from faasml.units import format_duration, format_money
 
@@ -118,6 +119,7 @@ def summary_lines(record: RunRecord) -> list[str]:
     restarts = record.restarts
     why = ", ".join(f"{n} {cause}" for cause, n in causes.most_common())
     lines.append(f"trials: {trials or 'none'}; restarts {restarts}" + (f" ({why})" if why else ""))
+    lines += _diverged_lines(record)
     lost = lost_trials(record)
     if lost:
         lines.append(f"LOST: trial(s) {lost} failed after repeated restarts (see the report)")
@@ -126,4 +128,22 @@ def summary_lines(record: RunRecord) -> list[str]:
         lines.append(f"TARGET MISSED: validation loss {target.last:.4g} > target {target.loss:g}")
     if record.stop_reason:
         lines.append(f"stopped: {record.stop_reason}")
+    return lines
+
+
+def _diverged_lines(record: RunRecord) -> list[str]:
+    """One line per diverged trial; where no trial is left to be the best, a line saying so."""
+    trials = record.trials
+    diverged = [t for t in trials if t.status == "diverged"]
+    lines = [diverged_line(t.trial_id, t.diverged_epoch, t.history) for t in diverged]
+    if diverged and record.best is None and record.kind == "tune":
+        what = (
+            "every trial diverged"
+            if len(diverged) == len(trials)
+            else f"no trial ended with a finite loss ({len(diverged)} diverged)"
+        )
+        lines.append(
+            f"NO BEST: {what} (a NaN or infinite loss); narrow the search space "
+            "(e.g. lower learning rates)"
+        )
     return lines

@@ -4,9 +4,8 @@ The job probe times every model configuration it builds (the search space's ``mo
 ``batch_size`` extremes, ``job_profile.model_configs``), and the profile's computation per
 sample is their mean. Trials differ: a ``model.width`` of 16 trains slower than one of 8, a
 transformer of two layers about twice as slow as one of one. A tuning run knows its trials'
-configurations before it plans, so it prices them, not the mean (measured before this: the
-job set's plans missed by 23-65 % where the trials drawn or the survivors were mostly of one
-kind).
+configurations before it plans, so it prices them, not the mean: where the trials drawn are
+mostly of one kind, the mean would price them far off.
 
 ``factor`` interpolates a configuration's cost between the measured ones, multilinearly
 over each numeric key's two extremes (a choice of several numbers, a range), and matches

@@ -39,6 +39,9 @@ class CoordinatorOptions:
     the segment's fixed time (``segments.SEGMENT_OVERHEAD_SHARE``); k trains up to k (1: one
     epoch per segment). Never past the end of a stage or the duration limit."""
     poll_s: float = 0.005
+    stop_diverged: bool = False
+    """Mark a trial 'diverged' at the first epoch whose loss or metric is NaN or infinite and
+    train it no further (a worker of several epochs stops at the end of that epoch)."""
 
 
 @dataclass

@@ -211,7 +211,7 @@ def _probe_recipes(
             timings: list[float] = []
             began = time.perf_counter()
             # Up to CHECKPOINT_TIMINGS times (a small model's in well under a second), the
-            # median kept: one write that met a busy disk took 47 ms where the others took 2.
+            # median kept: one write that meets a busy disk would price every epoch too long.
             while len(timings) < CHECKPOINT_TIMINGS and (
                 not timings or time.perf_counter() - began < CHECKPOINT_TIMING_S
             ):

@@ -187,6 +187,7 @@ class TrialRecord:
             failures=tuple(trial.failures),
             partial=dict(trial.partial),
             memory_mb=trial.memory_mb,
+            diverged_epoch=trial.diverged_epoch,
         )
 
     def state(self) -> TrialState:
@@ -205,6 +206,7 @@ class TrialRecord:
             failures=list(self.failures),
             partial=dict(self.partial),
             memory_mb=self.memory_mb,
+            diverged_epoch=self.diverged_epoch,
         )
 
     @property

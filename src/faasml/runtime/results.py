@@ -8,6 +8,7 @@ import time
 
 from faasml.runtime.coordinator_base import Segment
 from faasml.runtime.failures import FailureHandling
+from faasml.runtime.ranking import divergence
 from faasml.runtime.trial import TrialState
 from faasml.runtime.worker import SegmentReport
 
@@ -170,6 +171,9 @@ class ResultCommits(FailureHandling):
         trial.epochs_done += 1
         trial.epoch += 1
         trial.batch = 0
+        stop = self.options.stop_diverged and trial.diverged_epoch is None
+        if stop and divergence(trial.history[-1]) is not None:  # launched no more
+            trial.status, trial.diverged_epoch = "diverged", trial.epoch
 
     def _overhead(self, segment: Segment, per_round: float) -> float:
         """Billed seconds of the segment's longest function outside its rounds and start."""

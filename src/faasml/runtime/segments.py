@@ -125,6 +125,7 @@ class SegmentLaunching(FailureHandling, DataPartitions):
                     sync_timeout_s=self.options.sync_timeout_s,
                     fault=fault,
                     epochs=epochs,
+                    stop_diverged=self.options.stop_diverged,
                 )
                 invocations.append(
                     self.platform.invoke(WORKER_FN, task, allocation.memory_mb, timeout)

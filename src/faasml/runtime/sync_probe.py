@@ -119,8 +119,7 @@ def round_figures(results: Sequence[Mapping[str, Any]]) -> tuple[tuple[SyncRound
         if not rows:
             continue
         # Means, not medians: an epoch's synchronisation is the sum of its rounds, and a
-        # reduce that polls with back-off has a long tail (a round of a transformer job took
-        # 2.1 ms on average in a run, where the median round of its probe took 1.3 ms).
+        # reduce that polls with back-off has a long tail, which a median leaves out.
         transfer = statistics.fmean(min(row) for row in rows)
         wait = max(statistics.fmean(sum(row) / len(row) - min(row) for row in rows), 0.0)
         figures.append((str(name), float(transfer), float(wait)))

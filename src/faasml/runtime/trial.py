@@ -20,7 +20,8 @@ class TrialState:
     round_id: int = 0
     checkpoint: str | None = None
     status: str = "pending"
-    """pending, running, done (reached its epochs), stopped (budget), failed, pruned."""
+    """pending, running, done (reached its epochs), stopped (budget), failed, pruned,
+    diverged (a NaN or infinite loss or metric: trained no further, ranked last)."""
     history: list[dict[str, Any]] = field(default_factory=list)
     restarts: int = 0
     failures: list[str] = field(default_factory=list)
@@ -29,6 +30,8 @@ class TrialState:
     memory_mb: int = 0
     """Memory the trial was moved to after running out of it (0: the plan's), kept in the
     record so that a resumed run does not start it again where it cannot fit."""
+    diverged_epoch: int | None = None
+    """The first epoch whose loss or metric was NaN or infinite (status 'diverged')."""
 
     def to_dict(self) -> dict[str, Any]:
         """A copy as plain values (the record's form): what ``asdict`` makes, without its

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from types import MappingProxyType
 
 from faasml.exceptions import InfeasibleConstraintError
@@ -21,24 +21,11 @@ from faasml.runtime.config_cost import factor, mean_factor
 from faasml.runtime.coordinator import Coordinator, Prewarm, TrialState
 from faasml.runtime.estimates import coordinator_seconds
 from faasml.runtime.profile_record import JobProfile
+from faasml.runtime.ranking import diverged_line, is_diverged, ranked
 from faasml.runtime.record import Best, Estimate, PlanRecord, StageRecord
 from faasml.runtime.run_base import BaseRun
 from faasml.runtime.stage_pricing import keep_warm, stage_estimates, warm_after, warm_pool
 from faasml.types import Constraint, StagePlan
-
-
-def metric_key(metric: str) -> Callable[[TrialState], float]:
-    """Sort key of trials by their last validation metric, best first."""
-
-    def key(trial: TrialState) -> float:
-        last = trial.last
-        if metric == "accuracy":
-            value = last.get("val_accuracy")
-            return -(value if value is not None else -1.0)
-        value = last.get("val_loss")
-        return float(value if value is not None else last.get("loss", float("inf")))
-
-    return key
 
 
 def _stage_record(stage: StagePlan) -> StageRecord:
@@ -156,6 +143,8 @@ class TuneRun(BaseRun):
     def _drive(self, coordinator: Coordinator) -> None:
         plan = self.record.plan if self.record.plan is not None else self.plan()
         metric = self.job.require_tuning().metric
+        # A trial whose loss turns NaN or infinite is trained no further and never kept.
+        coordinator.options = dataclasses.replace(coordinator.options, stop_diverged=True)
         while self.record.stage < len(plan.stages):
             stages = plan.stages
             index = self.record.stage
@@ -189,16 +178,20 @@ class TuneRun(BaseRun):
                 ended - began,
                 self.meter.total_usd - spent - next_usd + (stage.prewarm_usd or 0.0),
             )
+            self._note_diverged(alive)
             self._record_best(metric)
             if coordinator.stop_reason:
                 return
-            ranked = sorted((t for t in alive if t.status == "done"), key=metric_key(metric))
+            order = ranked((t for t in alive if t.status == "done"), metric)
+            if not order and any(t.status == "diverged" for t in alive):
+                self._end_diverged()
+                return
             if index + 1 < len(stages):
                 keep = stages[index + 1].trials
-                for trial in ranked[keep:]:
+                for trial in order[keep:]:
                     trial.status = "pruned"
                 self.event(
-                    f"stage {index + 1} done: kept trials {[t.trial_id for t in ranked[:keep]]}"
+                    f"stage {index + 1} done: kept trials {[t.trial_id for t in order[:keep]]}"
                 )
                 self._recalibrate(index, alive, coordinator)
             self.record.stage = index + 1
@@ -210,16 +203,32 @@ class TuneRun(BaseRun):
         self.record.best = None
         self._record_best(self.job.require_tuning().metric)
 
+    def _note_diverged(self, trials: list[TrialState]) -> None:
+        """One event per trial that diverged in the stage just run."""
+        for trial in trials:
+            if trial.status == "diverged":
+                self.event(diverged_line(trial.trial_id, trial.diverged_epoch, trial.history))
+
+    def _end_diverged(self) -> None:
+        """Every trial the stage trained diverged: the run ends, its best the best finite
+        trial an earlier stage pruned, or none (the run failed)."""
+        assert self.record.plan is not None  # the run follows one
+        self.record.stage = len(self.record.plan.stages)
+        if self.record.best is not None:
+            self.record.status = "finished"
+            self.event("every trial left diverged; the best is a finite trial pruned earlier")
+        else:
+            self.record.status = "failed"
+            self.event("every trial diverged (NaN or infinite loss): no best configuration")
+
     def _record_best(self, metric: str) -> None:
-        """The best trial so far (also when a budget stop ends the run early); a trial that
-        failed is not one."""
-        ranked = sorted(
-            (t for t in self.trials if t.history and t.status not in ("failed", "diverged")),
-            key=metric_key(metric),
-        )
-        if not ranked:
+        """The best trial so far (also when a budget stop ends the run early); none where
+        every trial that trained diverged, and never one that failed."""
+        order = ranked((t for t in self.trials if t.history and t.status != "failed"), metric)
+        if not order or is_diverged(order[0]):
+            self.record.best = None
             return
-        best = ranked[0]
+        best = order[0]
         self.record.best = Best(
             trial=best.trial_id,
             config=dict(best.config),

@@ -99,6 +99,9 @@ class WorkerTask:
     """Whole epochs this invocation trains, from ``epoch`` (more than one only from an
     epoch's start to its end: ``start_batch`` 0, ``stop_batch`` None); worker 0 evaluates
     after each, and one checkpoint is written at the end."""
+    stop_diverged: bool = False
+    """End a segment of several epochs after the first whose parameters are NaN or infinite
+    (every worker holds the same parameters, so all stop at the same epoch)."""
 
 
 @dataclass
@@ -350,8 +353,11 @@ def run_segment(task: WorkerTask) -> SegmentReport:
                 }
             )
             context.open_context()
+            if task.stop_diverged and not np.isfinite(params).all():
+                break  # diverged: the coordinator trains this trial no further
     finally:
         heartbeat.stop()
+    epochs = len(per_epoch) or epochs  # fewer than asked where it diverged
     epoch_done = stop >= rounds
     checkpoint_key: str | None = None
     if task.worker_id == 0:
@@ -365,7 +371,7 @@ def run_segment(task: WorkerTask) -> SegmentReport:
             ),
         )
         checkpoint_key = task.checkpoint_out
-        if epoch_done and epochs == 1:
+        if epoch_done and not per_epoch:  # one epoch: evaluated here, not in the loop
             val = _evaluate(task, objects, model, params)
     reported = context.close_context()
     return SegmentReport(
@@ -408,8 +414,8 @@ def seed_step(seed: int, worker_id: int, round_id: int) -> None:
     dropout draw the same numbers when a segment is rerun from its checkpoint.
 
     The CPU generator alone, and the GPUs' only once CUDA is initialised: ``torch.manual_seed``
-    also queries every accelerator back-end, ~60 µs a call (measured: an MLP's rounds 16-22 %
-    slower than the job probe had timed them), against ~1 µs here."""
+    also queries every accelerator back-end on every call, a cost per round that the job
+    probe's timings do not hold, so the rounds would run slower than they were priced."""
     torch = sys.modules.get("torch")
     if torch is not None:
         value = ((seed * 1_000_003 + round_id) * 1_009 + worker_id) & (2**63 - 1)

@@ -18,8 +18,8 @@
    job (shortest = most), ``(rank / mean rank) ** srpt`` — the marginal weights of heSRPT
    (Berg et al., 2020) for least mean completion time — so short jobs buy more GPUs and
    long ones leave room; ``srpt=0`` weighs all jobs alike (eq. 6 as printed). The default
-   exponent 2 is measured, not derived (docs/cluster.md: 0.8–2.8 % lower mean JCT than 1,
-   measured with restart avoidance as first written, before the repair order was removed).
+   exponent 2 is a measured choice, not a derived one (its measurements:
+   benchmarks/results/cluster_policies.md).
 4. Back-filling (our addition): GPUs that no plan uses in the current round (reserved for
    later rounds, or left by fragmentation) go for this round to the jobs whose weighted
    Pollux fitness (−1/speedup) they raise most, queued jobs first; a job back-filled in the
@@ -128,12 +128,12 @@ class FapesPolicy(ClusterPolicy):
         self.follow_plans = follow_plans
         """Whether every plan follows the servers its job got (:func:`follow_plan`); off,
         a plan keeps the servers it was made with and the swap is redone every round
-        (docs/cluster.md measures both)."""
+        (benchmarks/results/fapes_loans.md measures both)."""
         self.yield_planless = yield_planless
         """Whether running jobs without a plan join the cohort every round and yield their
         GPUs to the queued jobs planned before them (:meth:`_planless`); off, such a job
         keeps its GPUs until it ends while the board shows it for two rounds, and queued
-        jobs planned into them can wait for hours (docs/cluster.md)."""
+        jobs planned into them can wait for hours (benchmarks/results/fapes_loans.md)."""
         self.sticky = sticky
         """Whether back-filling charges a restart for every choice but keeping last round's
         back-filled GPUs that are still free (such a job is not charged ``horizon``'s
@@ -314,7 +314,7 @@ class FapesPolicy(ClusterPolicy):
         them now. Without a plan they are back-filled again, on their own GPUs where those
         stay free (no restart). Before, such a job kept its GPUs until it ended while the
         board showed it for two rounds only, so a queued job was planned two rounds ahead,
-        every round, for hours (docs/cluster.md)."""
+        every round, for hours (benchmarks/results/fapes_loans.md)."""
         if not self.yield_planless:
             return []
         taken = {v.name for v in recycled}
@@ -494,7 +494,8 @@ def _repair(
     then the cohort in priority order, keep their servers where free; the rest are packed
     on free GPUs, or wait. (Serving first the jobs outside the cohort that keep their
     placement was tried: it queued jobs longer where few GPUs are left to training —
-    docs/cluster.md; :func:`restore_servers` saves those restarts without that.)"""
+    benchmarks/results/fapes_loans.md; :func:`restore_servers` saves those restarts without
+    that.)"""
     rank = {name: i for i, name in enumerate(priority)}
     names = sorted(wanted, key=lambda n: (n in rank, rank.get(n, 0), n))
     free = np.array(cluster.capacity(), dtype=np.int64)

@@ -3,8 +3,8 @@
 - ``malletrain``: the MILP (:mod:`.allocator`) on curves the Job Profiling Advisor measures
   online (inverse order) and the Job Monitor refines; no prior information.
 - ``freetrain``: the same MILP told each job's true measured scalability (an oracle bound).
-- ``freetrain-guess``: the same MILP on the guess a FreeTrain user without measurements makes:
-  linear scaling from the job's one-node rate, up to its max nodes.
+- ``freetrain-guess``: the same MILP on the guess a FreeTrain user makes without a scaling
+  profile: linear scaling from each job's measured one-node rate, up to its max nodes.
 - ``greedy``: FCFS, each job takes what it can up to its max.
 - ``equal``: the idle nodes split evenly among the running jobs.
 
