@@ -281,13 +281,17 @@ class Tuner:
     def fit(self) -> ResultGrid:
         """Plan, run every stage for real and return the results."""
         from faasml.reports.run_dir import RunDir
+        from faasml.runtime.run_lock import lock_run
         from faasml.runtime.session import TuneRun
 
         if not self._checked:
             RunDir(self.run_dir).check_new()  # never over a run that is there
-        run = TuneRun(self.job, self.constraint, self.run_dir)
-        run.plan()
-        record = run.execute()
+        with lock_run(self.run_dir):  # one run at a time in the folder
+            if RunDir(self.run_dir).record_path.exists():
+                RunDir(self.run_dir).check_new()  # a run began in it since: refused
+            run = TuneRun(self.job, self.constraint, self.run_dir)
+            run.plan()
+            record = run.execute()
         results = [
             Result(
                 trial_id=t["trial_id"],
