@@ -248,6 +248,7 @@ class Tuner:
                 "name": fm.FACTORY,
                 "function": packed,
                 "sha256": digest,
+                "signature": fm.sign_packed(packed),  # loaded again only under this user's key
                 "config": config,
                 "seed": seed,
                 "shape": list(train.input_shape),
