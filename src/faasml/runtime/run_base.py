@@ -490,7 +490,8 @@ class BaseRun:
             # The parameter store holds only rounds in flight (each segment has its own
             # namespace, a resumed segment starts a new one): nothing in it is needed later.
             shutil.rmtree(self.dir.sync_dir(), ignore_errors=True)
-            self.save()
+            if not ended:  # else written once more below, after the outputs
+                self.save()
         if ended:
             self.state["status"] = ended
         self.dir.write_outputs(self.state)  # first: a run killed now still has its report
