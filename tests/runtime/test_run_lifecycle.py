@@ -160,7 +160,7 @@ def test_a_full_disk_stops_the_run_in_one_line_and_resume_finishes_it(tmp_path: 
     assert _status(run_dir) == "finished"
 
 
-# A process that holds a run directory's lock until it is killed.
+# A process that holds a run directory's lock until it is killed (a password on its command line).
 HOLDER = """
 import sys, time
 from faasml.runtime.run_lock import lock_run
@@ -176,7 +176,9 @@ def held(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
     """An empty run directory another process holds the lock of."""
     folder = tmp_path / "held"
     process = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(folder)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", HOLDER, str(folder), "redis://:hunter2@localhost:6379"],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert process.stdout is not None and process.stdout.readline() == "locked\n"
@@ -196,6 +198,7 @@ def test_a_second_run_in_a_held_folder_is_refused_naming_the_holder(
     err = " ".join(capsys.readouterr().err.split())
     assert f"the run directory {folder} is in use by pid {holder.pid} on " in err
     assert "since 20" in err  # when it began
+    assert "redis://:***@localhost:6379" in err and "hunter2" not in err  # its command, redacted
     tuner = faasml.Tuner(_job_file(tmp_path), budget=0.05, run_dir=folder)
     with pytest.raises(RunDirInUseError, match=f"in use by pid {holder.pid}"):
         tuner.fit()

@@ -133,13 +133,25 @@ def _acquire(path: Path) -> int:
     stamp = {
         "pid": os.getpid(),
         "host": socket.gethostname(),
-        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv else "",
+        "command": _command(),
         "since": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     with contextlib.suppress(OSError):  # who holds it is for messages only
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(stamp) + "\n").encode(), 0)
     return fd
+
+
+def _command() -> str:
+    """This process's command line, any password in it (a store's URL) redacted."""
+    from faasml._layers import redact_url
+
+    words = [Path(sys.argv[0]).name, *sys.argv[1:]] if sys.argv else []
+    shown = []
+    for word in words:
+        flag, equals, value = word.partition("=") if word.startswith("-") else ("", "", word)
+        shown.append(flag + equals + redact_url(value))
+    return " ".join(shown)
 
 
 def _holder(fd: int) -> str:
