@@ -32,6 +32,7 @@ JOB = four_trial_tune_job("lifecycle", epochs_per_stage=1)
 # the test stops it; or ('full-disk') from then on writes no file past half the record's size
 # (RLIMIT_FSIZE: the kernel refuses the next write of the record, EFBIG, as a full disk would).
 SLOW_TUNE = """
+import os
 import resource
 import signal
 import sys
@@ -63,7 +64,12 @@ signal.signal(signal.SIGINT, signal.default_int_handler)  # as on a terminal, no
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails, as on a full disk
 from faasml.cli.main import main
 
-sys.exit(main(sys.argv[2:]))
+code = main(sys.argv[2:])
+tasks = [f"/proc/self/task/{task}/children" for task in os.listdir("/proc/self/task")]
+left = [pid for path in tasks for pid in open(path).read().split()]
+if left:  # the run stopped its functions, whatever stopped it
+    print(f"functions left running: {left}", file=sys.stderr)
+sys.exit(code)
 """
 
 

@@ -478,18 +478,20 @@ class BaseRun:
                 self.event(f"interrupted: {interruption(err)}")
             raise
         finally:
-            try:  # bills the time-priced services up to now, so before the run's time is taken
-                coordinator.close()
-            finally:
-                self.state["elapsed_s"] = self._elapsed()
-                self.save()
-            self._counted = None
-            platform.close()
-            self._platform = None
-            coordinator.objects.close()
-            # The parameter store holds only rounds in flight (each segment has its own
-            # namespace, a resumed segment starts a new one): nothing in it is needed later.
-            shutil.rmtree(self.dir.sync_dir(), ignore_errors=True)
+            try:
+                try:  # bills the time-priced services up to now, so before the run's time is taken
+                    coordinator.close()
+                finally:
+                    self.state["elapsed_s"] = self._elapsed()
+                    self.save()
+            finally:  # even where the record cannot be written (a full disk)
+                self._counted = None
+                platform.close()
+                self._platform = None
+                coordinator.objects.close()
+                # The parameter store holds only rounds in flight (each segment has its own
+                # namespace, a resumed segment starts a new one): nothing in it is needed later.
+                shutil.rmtree(self.dir.sync_dir(), ignore_errors=True)
             if not ended:  # else written once more below, after the outputs
                 self.save()
         if ended:
