@@ -98,9 +98,18 @@ def _start_slow_tune(tmp_path: Path, mode: str, run_dir: Path) -> subprocess.Pop
     )
 
 
+def _committed(run_dir: Path) -> bool:
+    """The record says the run is running and holds a checkpoint (a segment committed)."""
+    try:
+        record = json.loads((run_dir / "record.json").read_text())
+    except (OSError, ValueError):
+        return False  # not written yet (it is replaced whole, never seen half-written)
+    return record["status"] == "running" and any(t["checkpoint"] for t in record["trials"])
+
+
 def _wait_running(process: subprocess.Popen[str], run_dir: Path) -> None:
     deadline = time.monotonic() + 300  # a hang detector: the loop ends on the record
-    while _status(run_dir) != "running":
+    while not _committed(run_dir):
         assert process.poll() is None, process.communicate()[1][-2000:]
         assert time.monotonic() < deadline, "the run never recorded that it was running"
         time.sleep(0.05)
@@ -158,7 +167,7 @@ def test_a_full_disk_stops_the_run_in_one_line_and_resume_finishes_it(tmp_path: 
             process.wait()
     assert process.returncode == 1
     line = _one_line(stderr)
-    assert line.startswith(f"error: disk full writing {run_dir.resolve() / 'record.json'}")
+    assert line.startswith(f"error: disk full writing {run_dir.resolve()}{os.sep}")  # the record
     assert line.endswith(f"then resume the run with faasml resume {run_dir}")
     assert not list(run_dir.glob(".record.json.*"))  # no temporary file left
     assert _status(run_dir) == "running"  # the last record written whole: resumable
