@@ -250,6 +250,7 @@ class Tuner:
                 "name": fm.FACTORY,
                 "function": packed,
                 "sha256": digest,
+                "signature": fm.sign_packed(packed),  # loaded again only under this user's key
                 "config": config,
                 "seed": seed,
                 "shape": list(train.input_shape),
@@ -283,13 +284,17 @@ class Tuner:
     def fit(self) -> ResultGrid:
         """Plan, run every stage for real and return the results."""
         from faasml.reports.run_dir import RunDir
+        from faasml.runtime.run_lock import lock_run
         from faasml.runtime.session import TuneRun
 
         if not self._checked:
             RunDir(self.run_dir).check_new()  # never over a run that is there
-        run = TuneRun(self.job, self.constraint, self.run_dir)
-        run.plan()
-        record = run.execute()
+        with lock_run(self.run_dir):  # one run at a time in the folder
+            if RunDir(self.run_dir).record_path.exists():
+                RunDir(self.run_dir).check_new()  # a run began in it since: refused
+            run = TuneRun(self.job, self.constraint, self.run_dir)
+            run.plan()
+            record = run.execute()
         if not record.get("best") and any(t["status"] == "diverged" for t in record["trials"]):
             raise DivergedError(
                 "no trial ended with a finite loss: every trial that trained diverged (a NaN or "
