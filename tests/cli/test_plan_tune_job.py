@@ -70,4 +70,12 @@ def test_plan_tune_of_a_job_file_is_the_plan_its_run_makes(
     assert again["workload"] == "measured"
     assert _shape(again["stages"]) == run_shape
     assert _allocations(again["stages"]) == _allocations(measured["stages"])
+    # The run shows the planner's plan as planned (its bill; its time differs only by the
+    # coordinator's seconds the run measures as it starts), its own prediction beside it.
+    assert again["cost_usd"] == pytest.approx(measured["cost_usd"], rel=1e-9)
+    for ran, planned in zip(again["stages"], measured["stages"], strict=True):
+        assert ran["cost_usd"] == pytest.approx(planned["cost_usd"], rel=1e-9)
+    assert again["predicted_cost_usd"] == pytest.approx(
+        sum(s["predicted_cost_usd"] for s in again["stages"])
+    )
     assert measured["catalog"] == "local" and measured["workload"] == "tune-logreg"
