@@ -99,3 +99,6 @@ def test_one_default_shape_for_the_job_file_the_planner_the_cli_and_the_api(
     )
     shape = tuner.job.require_tuning().shape
     assert (shape.trial_counts, shape.epochs) == want
+    config = faasml.TuneConfig(budget=0.05, num_samples=16, stages=5)
+    longest = faasml.Tuner(job, tune_config=config, run_dir=tmp_path / "r5").job.require_tuning()
+    assert longest.trials_per_stage == (16, 8, 4, 2, 1)
