@@ -54,13 +54,15 @@ from faasml.workloads.function_model import TorchTrainable
 @dataclass(frozen=True)
 class TuneConfig:
     """What to tune within: a budget (US dollars), a deadline (seconds) or both, and the SHA
-    shape (``num_samples`` trials, keep 1/``reduction_factor`` per stage)."""
+    shape (``num_samples`` trials, keep 1/``reduction_factor`` per stage); stages and epochs
+    not given take the one default rule of ``faasml.models.shape``, as a job file does."""
 
     budget: float | None = None
     deadline: float | None = None
     num_samples: int | None = None
     reduction_factor: int | None = None
     epochs_per_stage: int | None = None
+    stages: int | None = None
     metric: str | None = None
     mode: str | None = None
     """'min' for loss, 'max' for accuracy (Ray Tune's spelling); implied by ``metric``."""
@@ -147,6 +149,7 @@ class Tuner:
                 ("tuning.trials", config.num_samples),
                 ("tuning.reduction_factor", config.reduction_factor),
                 ("tuning.epochs_per_stage", config.epochs_per_stage),
+                ("tuning.stages", config.stages),
                 ("tuning.metric", config.metric),
             )
             if value is not None

@@ -44,7 +44,7 @@ DATA = images(180, classes=3, size=8, channels=1, seed=1)
 TRAIN = (DATA.features[:150], DATA.labels[:150])
 TEST = (DATA.features[150:], DATA.labels[150:])
 SPACE = {"lr": {"loguniform": [0.003, 0.05]}, "width": 4}
-SETTINGS = {"batch_size": 16, "tuning.stages": 1, "seed": 2}
+SETTINGS = {"batch_size": 16, "tuning.stages": 1, "tuning.epochs_per_stage": 1, "seed": 2}
 
 
 def bn_cnn(config: dict[str, Any], ctx: Any) -> faasml.TorchTrainable:
@@ -188,7 +188,7 @@ def test_a_closure_train_fn_tunes_through_fit_and_reports_metrics(tmp_path: Path
         {"lr": {"loguniform": [0.05, 0.5]}, "hidden": {"choice": [4, 8]}},
         budget=0.05,
         tune_config=faasml.TuneConfig(num_samples=2),
-        settings={"batch_size": 32, "tuning.stages": 1},
+        settings={"batch_size": 32, "tuning.stages": 1, "tuning.epochs_per_stage": 1},
         run_dir=tmp_path / "run",
     ).fit()
     assert results.record["status"] == "finished" and len(results) == 2

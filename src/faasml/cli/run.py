@@ -156,16 +156,31 @@ def _plan(run: TuneRun | TrainRun) -> None:
 def print_plan(run: BaseRun) -> None:
     out = console()
     plan = run.state["plan"]
-    out.print(
-        f"[bold]Plan[/] ({plan['planner']}) for {run.job.name}: predicted "
+    # A tuning run predicts beside the planner (``predicted_*``): both are shown.
+    beside = "predicted_time_s" in plan
+    what = "planned" if beside else "predicted"
+    line = (
+        f"[bold]Plan[/] ({plan['planner']}) for {run.job.name}: {what} "
         f"[bold]{format_duration(plan['time_s'])}[/] and [bold]{format_money(plan['cost_usd'])}[/]"
     )
+    if beside:
+        line += (
+            f"; the run predicts [bold]{format_duration(plan['predicted_time_s'])}[/] and "
+            f"[bold]{format_money(plan['predicted_cost_usd'])}[/]"
+        )
+    out.print(line)
     for stage in plan["stages"]:
         a = stage["allocation"]
+        run_s = ""
+        if beside and "predicted_time_s" in stage:
+            run_s = (
+                f" (run: {format_duration(stage['predicted_time_s'])}, "
+                f"{format_money(stage['predicted_cost_usd'])})"
+            )
         out.print(
             f"  stage {stage['index']}: {stage['trials']} trial(s) × {stage['epochs']} epoch(s) on "
             f"{a['n']} × {a['memory_mb']} MB, {a['storage']}/{a['scheme']} — "
-            f"{format_duration(stage['time_s'])}, {format_money(stage['cost_usd'])}"
+            f"{format_duration(stage['time_s'])}, {format_money(stage['cost_usd'])}{run_s}"
         )
 
 
