@@ -19,6 +19,7 @@ from faasml.job.layers import set_path
 from faasml.job.parse import is_reference, parse_batch_size, parse_model, parse_optimizer
 from faasml.job.spec import DatasetSpec, JobSpec
 from faasml.job.workflow import check_workflow
+from faasml.workloads.build import build_model
 from faasml.workloads.data import generate_dataset
 from faasml.workloads.optim import OPTIMIZERS
 
@@ -93,8 +94,6 @@ def check_trial(job: JobSpec, *, model: bool = True) -> None:
     )
     if is_reference(job.model.name):
         return
-    from faasml.workloads.build import build_model
-
     built = build_model(job.model, sample.input_shape, sample.num_classes)
     # Built-in networks are refused before they are built; a linear model allocates nothing
     # until its parameters are made: all are bounded here.
