@@ -48,6 +48,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from faasml.job import apply_config
+from faasml.workloads.build import load_data
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # job file, budget (USD): generous, so the planner minimises the run's time.
@@ -74,7 +77,7 @@ def faasml_run(
     plan: list[tuple[int, int]] | None = None,
     prewarm: bool = True,
 ) -> dict[str, Any]:
-    from faasml.config import load_job
+    from faasml.job import load_job
     from faasml.runtime.coordinator import CoordinatorOptions
     from faasml.runtime.session import TuneRun
     from faasml.runtime.stage_pricing import stage_estimates
@@ -126,16 +129,16 @@ def plain_loop(path: Path, trials: list[dict[str, Any]], one_thread: bool) -> tu
 def _plain_loop(path: Path, trials: list[dict[str, Any]]) -> tuple[float, int]:
     import numpy as np
 
-    from faasml.config import load_job
+    from faasml.job import load_job
     from faasml.workloads import create_model, create_optimizer
     from faasml.workloads.data import iterate_minibatches
 
     job = load_job(path)
-    train, test = job.dataset.load()
+    train, test = load_data(job.dataset)
     began = time.monotonic()
     epochs_total = 0
     for trial in trials:
-        spec = job.with_config(trial["config"]) if trial["config"] else job
+        spec = apply_config(job, trial["config"]) if trial["config"] else job
         model = create_model(
             spec.model.name, train.input_shape, train.num_classes, **dict(spec.model.options)
         )

@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from faasml.workloads.build import build_model, load_data
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -39,14 +41,16 @@ def _load() -> str:
 def _busy_profile(job_path: str, hogs: int, settle_s: float) -> Path:
     """The job's profile measured beside ``hogs`` busy loops; the path of its cache file."""
     from faasml.catalog import load_catalog
-    from faasml.config import load_job
+    from faasml.job import load_job
     from faasml.runtime.job_profile import cache_dir, measure_job, platform_options_for
     from faasml.runtime.platform import open_platform
 
     job = load_job(job_path)
     catalog = load_catalog(job.catalog)
-    train, _ = job.dataset.load()
-    options = platform_options_for(job, job.model.build(train.input_shape, train.num_classes), {})
+    train, _ = load_data(job.dataset)
+    options = platform_options_for(
+        job, build_model(job.model, train.input_shape, train.num_classes), {}
+    )
     loops = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(hogs)]
     try:
         time.sleep(settle_s)  # the load average follows the loops over a minute

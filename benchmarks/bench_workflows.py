@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from faasml.config import load_job
+from faasml.job import load_job
 from faasml.runtime.workflow_run import WorkflowRun
 from faasml.types import Constraint
 from faasml.units import format_money

@@ -42,9 +42,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from faasml._layers import set_path
-from faasml.config import JobSpec, load_job
 from faasml.exceptions import ConfigError, DivergedError
+from faasml.job import JobSpec, from_mapping, load_job
+from faasml.job.layers import set_path
 from faasml.runtime.context import report
 from faasml.searchspace import KINDS, parse_search_space
 from faasml.types import Constraint, Objective
@@ -172,7 +172,7 @@ class Tuner:
                 data = job.to_dict(redact=False)
                 for key, value in overrides.items():
                     _set(data, key, value)
-                self.job = JobSpec.from_mapping(data, source=job.source)
+                self.job = from_mapping(data, source=job.source)
             else:
                 self.job = load_job(Path(job), overrides)
         self.job.require_tuning()
@@ -270,7 +270,7 @@ class Tuner:
         for key, value in {**settings, **tuning}.items():
             set_path(data, key, value)
         data["dataset"]["seed"] = data.get("seed", 0)
-        return JobSpec.from_mapping(data)
+        return from_mapping(data)
 
     def _run_dir(self, name: str) -> Path:
         """runs/<name>-<time>, chosen once."""

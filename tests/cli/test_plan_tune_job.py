@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from faasml.cli.main import main
-from faasml.config import load_job
+from faasml.job import load_job
 from faasml.runtime.session import TuneRun
 from faasml.types import Constraint
 

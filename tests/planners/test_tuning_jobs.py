@@ -79,7 +79,7 @@ def test_one_default_shape_for_the_job_file_the_planner_the_cli_and_the_api(
     import faasml
     from faasml.cli.main import build_parser
     from faasml.cli.plan_tune import job_from
-    from faasml.config import load_job
+    from faasml.job import load_job
 
     text = (EXAMPLES / "tune-logreg.yaml").read_text()
     job = tmp_path / "job.yaml"

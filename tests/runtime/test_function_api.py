@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import faasml
-from faasml.config import JobSpec
 from faasml.exceptions import ConfigError, FaasmlError
+from faasml.job import apply_config, from_mapping
 from faasml.runtime.checkpoint import (
     Checkpoint,
     checkpoint_from_bytes,
@@ -29,6 +29,7 @@ from faasml.runtime.session import TuneRun
 from faasml.runtime.worker import Fault, seed_step
 from faasml.sync.stores import open_store
 from faasml.workloads import create_optimizer
+from faasml.workloads.build import build_model, load_data
 from faasml.workloads.data import Dataset, batch_order, images, num_batches, partition
 from faasml.workloads.function_model import (
     FunctionModel,
@@ -111,9 +112,9 @@ def test_batchnorm_cnn_on_two_workers_checkpoints_the_mean_of_their_buffers(
 
     # Replay the two workers here: each round, each worker's gradient and updated buffers,
     # then their mean. The checkpoint must hold the mean of the buffers, not one worker's.
-    spec = JobSpec.from_mapping(record["job"]).with_config(trial["config"])
-    train, _ = spec.dataset.load()
-    model = spec.model.build(train.input_shape, train.num_classes)
+    spec = apply_config(from_mapping(record["job"]), trial["config"])
+    train, _ = load_data(spec.dataset)
+    model = build_model(spec.model, train.input_shape, train.num_classes)
     assert isinstance(model, FunctionModel)
     torch.set_num_threads(1)
     name, hyper = model.own_optimizer()
@@ -298,7 +299,7 @@ def test_torch_datasets_and_loaders_become_arrays(tmp_path: Path) -> None:
 
     tuner = faasml.Tuner(loader_fn, SPACE, budget=0.05, run_dir=tmp_path)
     assert tuner.job.batch_size == 5  # the loader's batch size, as the per-worker batch
-    train, test = tuner.job.dataset.load()
+    train, test = load_data(tuner.job.dataset)
     assert len(train) == 10 and len(test) == 30
 
 
@@ -369,7 +370,7 @@ def test_batch_size_is_faasmls_and_configs_come_back_by_name(tmp_path: Path) -> 
     tuner = faasml.Tuner(train_fn, space, budget=1, run_dir=tmp_path / "a")
     assert seen == [{"width": 4, "lr": seen[0]["lr"]}]  # no batch_size in config
     assert set(tuner.job.search_space.params) == {"model.config.lr", "batch_size"}  # type: ignore[union-attr]
-    trial = tuner.job.with_config({"model.config.lr": 0.01, "batch_size": 8})
+    trial = apply_config(tuner.job, {"model.config.lr": 0.01, "batch_size": 8})
     assert trial.batch_size == 8 and trial.model.options["config"] == {"width": 4, "lr": 0.01}
     assert tuner.user_config({"model.config.lr": 0.01, "batch_size": 8}) == {
         "width": 4,

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from faasml.catalog import Catalog, load_catalog
-from faasml.config import JobSpec, load_job
+from faasml.job import JobSpec, load_job
 from faasml.runtime.billing import Meter
 from faasml.runtime.config_cost import config_text, mean_factor
 from faasml.runtime.job_profile import (
@@ -31,6 +31,7 @@ from faasml.runtime.platform import open_platform
 from faasml.runtime.session import TrainRun, TuneRun, resume_run
 from faasml.types import Allocation, Constraint
 from faasml.workload import load_workload
+from faasml.workloads.build import build_model, load_data
 
 LOGREG: dict[str, Any] = {
     "name": "profile-logreg",
@@ -77,8 +78,10 @@ def _write(folder: Path, spec: dict[str, Any], name: str = "job.yaml") -> Path:
 
 
 def _options(job: JobSpec) -> dict[str, Any]:
-    train, _ = job.dataset.load()
-    return platform_options_for(job, job.model.build(train.input_shape, train.num_classes), {})
+    train, _ = load_data(job.dataset)
+    return platform_options_for(
+        job, build_model(job.model, train.input_shape, train.num_classes), {}
+    )
 
 
 @dataclasses.dataclass

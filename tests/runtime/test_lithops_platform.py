@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from faasml.catalog import load_catalog
-from faasml.config import load_job
 from faasml.exceptions import ConfigError
+from faasml.job import load_job
 from faasml.runtime.platform import Platform, open_platform
 from faasml.runtime.session import TuneRun
 from faasml.testing.platform_conformance import *  # noqa: F403

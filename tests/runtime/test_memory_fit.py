@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from faasml.config import load_job
+from faasml.job import load_job
 from faasml.runtime.coordinator import Coordinator, CoordinatorOptions
 from faasml.runtime.session import TrainRun, TuneRun
 from faasml.runtime.trial import TrialState

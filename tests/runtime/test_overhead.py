@@ -20,7 +20,7 @@ import yaml
 import faasml
 from faasml import _files
 from faasml.catalog import load_catalog
-from faasml.config import load_job
+from faasml.job import load_job
 from faasml.reports.run_dir import RunDir
 from faasml.runtime import run_base, worker
 from faasml.runtime.billing import Charge, Meter

@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from faasml.catalog import Catalog, load_catalog
-from faasml.config import JobSpec, load_job
 from faasml.exceptions import ConfigError
+from faasml.job import JobSpec, load_job
 from faasml.runtime.billing import Meter
 from faasml.runtime.job_profile import (
     JobProfile,

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from faasml.catalog import Catalog, load_catalog
-from faasml.config import load_job
+from faasml.job import load_job
 from faasml.runtime import segments
 from faasml.runtime.coordinator import CoordinatorOptions
 from faasml.runtime.platform import Invocation, open_platform

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from faasml.cli.main import main
-from faasml.config import load_job
+from faasml.job import load_job
 from faasml.runtime.coordinator import CoordinatorOptions
 from faasml.runtime.session import TuneRun, resume_run
 from faasml.sim.curves import read_curve
@@ -68,7 +68,7 @@ def test_tune_command_writes_record_report_curves_and_plots(tmp_path: Path) -> N
 # (the test once killed a run that had already finished: 'finished' == 'running').
 KILLED_RUN = """
 import sys
-from faasml.config import load_job
+from faasml.job import load_job
 from faasml.runtime.coordinator import CoordinatorOptions, TrialFault
 from faasml.runtime.session import TuneRun
 from faasml.runtime.worker import Fault

@@ -144,7 +144,7 @@ def setup_from(args: argparse.Namespace) -> TuningSetup:
                 "environment)"
             )
         from faasml.catalog import load_catalog
-        from faasml.config import load_job
+        from faasml.job import load_job
         from faasml.runtime.plan_inputs import job_inputs
 
         spec = load_job(path)

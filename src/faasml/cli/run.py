@@ -12,8 +12,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from faasml.cli._common import add_constraint_options, console, constraint_from
-from faasml.config import JobSpec, load_job
 from faasml.exceptions import ConfigError
+from faasml.job import JobSpec, load_job
 from faasml.reports.run_dir import RunDir
 from faasml.reports.run_summary import exit_code, summary_lines
 from faasml.runtime.platform import PLATFORMS

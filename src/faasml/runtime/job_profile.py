@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from faasml.catalog import Catalog
-from faasml.config import JobSpec
 from faasml.exceptions import FaasmlError
+from faasml.job import JobSpec
 from faasml.runtime.billing import Meter
 from faasml.runtime.config_cost import ConfigCosts, relative_costs
 from faasml.runtime.contention import (
@@ -48,6 +48,7 @@ from faasml.runtime.profile_check import (
 from faasml.runtime.profile_record import MEMORY_MARGIN, JobProfile
 from faasml.runtime.segments import WORKER_MODULE
 from faasml.runtime.sync_probe import measured_sync, priced_storages
+from faasml.workloads.build import load_data
 
 __all__ = [
     "MAX_GROUP",
@@ -189,7 +190,7 @@ def _probe_calls(
 ) -> tuple[ProbeCalls, tuple[Any, Any], list[Any]]:
     """The job's probe as a measurement and a re-check both run it: the data loaded, every
     model configuration built; (calls, (train, test), recipes)."""
-    train, test = job.dataset.load()
+    train, test = load_data(job.dataset)
     recipes = job_recipes(job, model_configs(job), train)
     calls = ProbeCalls(
         job, catalog, platform, folder, recipes, (train, test), measure_s=measure_s, meter=meter,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from faasml.catalog import Catalog, load_catalog
-from faasml.config import JobSpec
+from faasml.job import JobSpec
 from faasml.runtime.config_cost import mean_factor
 from faasml.runtime.coordinator import CoordinatorOptions
 from faasml.runtime.estimates import coordinator_seconds
@@ -21,6 +21,7 @@ from faasml.runtime.job_profile import (
 from faasml.runtime.profile_record import JobProfile
 from faasml.runtime.run_base import job_workload, stores_catalog
 from faasml.workload import Workload
+from faasml.workloads.build import build_model, load_data
 
 
 @dataclass(frozen=True)
@@ -40,8 +41,8 @@ def job_inputs(job: JobSpec, catalog: Catalog | None = None) -> JobInputs:
     (``TuneRun._compute_factor``). The coordinator's seconds between invocations, which a
     run measures as it starts, are priced at half a poll period (no commit measured yet)."""
     chosen = stores_catalog(catalog or load_catalog(job.catalog), job.sync_stores())
-    train, _ = job.dataset.load()
-    model = job.model.build(train.input_shape, train.num_classes)
+    train, _ = load_data(job.dataset)
+    model = build_model(job.model, train.input_shape, train.num_classes)
     workload = job_workload(job, train, model)
     key = profile_key(job, chosen, platform_options_for(job, model, {}))
     profile = cached_profile(key)

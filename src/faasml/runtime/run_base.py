@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from faasml.catalog import Catalog, load_catalog
-from faasml.config import JobSpec
 from faasml.exceptions import ConfigError
+from faasml.job import JobSpec, apply_config
 from faasml.models.space import evaluate_allocation
 from faasml.reports.run_dir import RunDir
 from faasml.runtime.billing import Meter
@@ -40,6 +40,7 @@ from faasml.sync.stores import open_store
 from faasml.types import Allocation, Constraint, Objective
 from faasml.workload import Workload, load_workload
 from faasml.workloads import Model
+from faasml.workloads.build import build_model, load_data
 from faasml.workloads.data import Dataset
 
 DEFAULT_PROFILE = "lr-higgs"
@@ -85,7 +86,7 @@ def constraint_from_dict(data: dict[str, Any]) -> Constraint:
 def _recordable(options: Mapping[str, Any]) -> dict[str, Any]:
     """The platform options a resumed run needs again: plain values, none holding a password
     (a redacted one would only fail on resume)."""
-    from faasml._layers import has_password
+    from faasml.job.layers import has_password
 
     return {
         key: value
@@ -158,8 +159,8 @@ class BaseRun:
         self.progress = progress
         self.stores = job.sync_stores()
         self.catalog = stores_catalog(catalog or load_catalog(job.catalog), self.stores)
-        self.train, self.test = job.dataset.load()
-        self.model = job.model.build(self.train.input_shape, self.train.num_classes)
+        self.train, self.test = load_data(job.dataset)
+        self.model = build_model(job.model, self.train.input_shape, self.train.num_classes)
         self.workload = job_workload(job, self.train, self.model)
         self.plan_catalog = self.catalog
         """The catalog the planners price with: the measured cold start and per-invocation
@@ -202,7 +203,7 @@ class BaseRun:
 
     def recipe(self, trial: TrialState) -> ModelRecipe:
         if trial.trial_id not in self._recipes:
-            job = self.job.with_config(trial.config) if trial.config else self.job
+            job = apply_config(self.job, trial.config) if trial.config else self.job
             self._recipes[trial.trial_id] = ModelRecipe(
                 model=job.model.name,
                 model_options=dict(job.model.options),

@@ -144,7 +144,7 @@ def _acquire(path: Path) -> int:
 
 def _command() -> str:
     """This process's command line, any password in it (a store's URL) redacted."""
-    from faasml._layers import redact_url
+    from faasml.job.layers import redact_url
 
     words = [Path(sys.argv[0]).name, *sys.argv[1:]] if sys.argv else []
     shown = []
