@@ -9,10 +9,10 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from faasml.runtime.coordinator_base import BudgetExhaustedError, Segment
+from faasml.runtime.coordinator.failures import FailureHandling
+from faasml.runtime.coordinator.partitions import DataPartitions
+from faasml.runtime.coordinator.state import BudgetExhaustedError, Segment
 from faasml.runtime.estimates import BUDGET_MARGIN, fits_capacity, reservation
-from faasml.runtime.failures import FailureHandling
-from faasml.runtime.partitions import DataPartitions
 from faasml.runtime.platform import CapacityError, FunctionError, Invocation
 from faasml.runtime.trial import TrialState
 from faasml.runtime.worker import Fault, WorkerTask, rounds_per_epoch

@@ -9,9 +9,9 @@ import math
 import time
 
 from faasml.exceptions import StoreUnavailableError
-from faasml.runtime.coordinator_base import Segment
+from faasml.runtime.coordinator.billing import SegmentBilling
+from faasml.runtime.coordinator.state import Segment
 from faasml.runtime.platform import FunctionError, Invocation
-from faasml.runtime.segment_billing import SegmentBilling
 from faasml.runtime.trial import TrialState
 from faasml.types import Allocation
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 
 from faasml.catalog import StorageService
-from faasml.runtime.coordinator_base import CoordinatorBase, Segment
+from faasml.runtime.coordinator.state import CoordinatorBase, Segment
 from faasml.runtime.platform import FunctionError, Invocation
 from faasml.runtime.trial import TrialState
 from faasml.runtime.worker import SegmentReport

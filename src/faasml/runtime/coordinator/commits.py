@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import time
 
-from faasml.runtime.coordinator_base import Segment
-from faasml.runtime.failures import FailureHandling
+from faasml.runtime.coordinator.failures import FailureHandling
+from faasml.runtime.coordinator.state import Segment
 from faasml.runtime.ranking import divergence
 from faasml.runtime.trial import TrialState
 from faasml.runtime.worker import SegmentReport

@@ -21,15 +21,15 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from faasml.runtime.coordinator_base import (
+from faasml.runtime.coordinator.commits import ResultCommits
+from faasml.runtime.coordinator.failures import LOST_STORE
+from faasml.runtime.coordinator.launcher import WORKER_FN, Prewarm, SegmentLaunching
+from faasml.runtime.coordinator.state import (
     BudgetExhaustedError,
     CoordinatorBase,
     CoordinatorOptions,
     Segment,
 )
-from faasml.runtime.failures import LOST_STORE
-from faasml.runtime.results import ResultCommits
-from faasml.runtime.segments import WORKER_FN, Prewarm, SegmentLaunching
 from faasml.runtime.trial import TrialFault, TrialState
 from faasml.runtime.worker import SegmentReport
 from faasml.types import Allocation
