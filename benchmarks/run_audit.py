@@ -94,6 +94,7 @@ class RunTrace:
 def traced() -> Iterator[RunTrace]:
     """Probes on ``Coordinator`` and ``TuneRun`` for the runs inside the block."""
     from faasml.runtime.coordinator import Coordinator
+    from faasml.runtime.coordinator.commits import Committer
     from faasml.runtime.tune_run import TuneRun
 
     trace = RunTrace()
@@ -163,7 +164,7 @@ def traced() -> Iterator[RunTrace]:
         return wrapper
 
     patch(Coordinator, "run", run)
-    patch(Coordinator, "_commit", commit)
+    patch(Committer, "commit", commit)
     patch(TuneRun, "_recalibrate", recalibrate)
     try:
         yield trace
