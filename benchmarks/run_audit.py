@@ -92,7 +92,8 @@ class RunTrace:
 
 @contextmanager
 def traced() -> Iterator[RunTrace]:
-    """Probes on ``Coordinator`` and ``TuneRun`` for the runs inside the block."""
+    """Probes on ``Coordinator`` (its run and its committer) and ``TuneRun`` for the runs inside
+    the block."""
     from faasml.runtime.coordinator import Coordinator
     from faasml.runtime.coordinator.commits import Committer
     from faasml.runtime.tune_run import TuneRun

@@ -74,7 +74,7 @@ class Coordinator:
         self.meter = meter
         self.objects = objects
         self.recipe_of = recipe_of
-        self.budget_usd = budget_usd
+        self._budget_usd = budget_usd
         self.estimator = SegmentEstimator(catalog.platform)
         origin = time.monotonic() if clock_origin is None else clock_origin
         self._state = CoordinatorState(
@@ -82,8 +82,10 @@ class Coordinator:
         )
         state = self._state
         self._partitions = Partitions(objects, state)
-        stores_ = SyncStores(sync_url, stores)
-        self._biller = SegmentBiller(platform, catalog, meter, self.estimator, stores_, state.now)
+        sync_stores = SyncStores(sync_url, stores)
+        self._biller = SegmentBiller(
+            platform, catalog, meter, self.estimator, sync_stores, state.now
+        )
         self._failures = FailurePolicy(
             catalog, objects, self.estimator, self._biller, state, on_segment
         )
@@ -96,7 +98,7 @@ class Coordinator:
             state,
             on_segment,
         )
-        parts = LaunchParts(self._partitions, stores_, self._biller, self._failures)
+        parts = LaunchParts(self._partitions, sync_stores, self._biller, self._failures)
         self._launcher = Launcher(
             platform,
             catalog,
@@ -285,7 +287,12 @@ class Coordinator:
 
     @namespace.setter
     def namespace(self, value: str) -> None:
-        self._state.namespace = value.rstrip("/")
+        self._state.namespace = value
+
+    @property
+    def budget_usd(self) -> float | None:
+        """The budget the launcher guards (None: no budget)."""
+        return self._budget_usd
 
     @property
     def stop_reason(self) -> str | None:
