@@ -31,7 +31,7 @@ without (``cold``): what prewarming saves, on one plan. On a loaded machine the 
 one process ran slower whatever it was (benchmarks/results/overhead.md): there, compare runs
 in separate
 processes, alternated (``--no-prewarm`` runs without). ``--breakdown`` prints, under each
-job's line, where faasml's time went (the record's ``timings``, ``coordinator_base.TIMINGS``):
+job's line, where faasml's time went (the record's ``timings``, ``coordinator.TIMINGS``):
 the workers' loading, training rounds and the rest of the function (evaluation, checkpoint),
 invocation and dispatch outside the function, cold starts, the coordinator's launching and
 commits (the record's rewrite among them), and the time between stages (re-calibration,

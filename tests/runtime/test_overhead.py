@@ -24,7 +24,7 @@ from faasml.job import load_job
 from faasml.reports.run_dir import RunDir
 from faasml.runtime import run_base, worker
 from faasml.runtime.billing import Charge, Meter
-from faasml.runtime.coordinator_base import TIMINGS
+from faasml.runtime.coordinator import TIMINGS
 from faasml.runtime.session import TuneRun
 from faasml.runtime.trial import TrialState
 from faasml.sync.stores import open_store

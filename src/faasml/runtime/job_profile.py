@@ -37,6 +37,7 @@ from faasml.runtime.contention import (
     faster_solo,
     solo_disturbed,
 )
+from faasml.runtime.coordinator import WORKER_MODULE
 from faasml.runtime.platform import FunctionError, Platform
 from faasml.runtime.probe_calls import MAX_GROUP, ProbeCalls, job_recipes
 from faasml.runtime.profile_check import (
@@ -46,7 +47,6 @@ from faasml.runtime.profile_check import (
     rechecks,
 )
 from faasml.runtime.profile_record import MEMORY_MARGIN, JobProfile
-from faasml.runtime.segments import WORKER_MODULE
 from faasml.runtime.sync_probe import measured_sync, priced_storages
 from faasml.workloads.build import load_data
 

@@ -477,7 +477,6 @@ class WorkflowRun(TrainRun):
                 self._waited(wait)
             if phase.samples != coordinator.samples:
                 coordinator.namespace = f"run/p{phase.index}"
-                coordinator._prepared.clear()
                 coordinator.set_data(self.phase_data(phase), self.test)
             space = self.phase_space(phase)
             if resumed:
