@@ -6,13 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from faasml.catalog import load_catalog
-from faasml.job import JobSpec
+from faasml.job import from_mapping
 from faasml.runtime.billing import Meter
 from faasml.runtime.coordinator import Coordinator
 from faasml.runtime.platform import open_platform
 from faasml.runtime.worker import ModelRecipe
 from faasml.sync.stores import open_store
 from faasml.workloads._dataset import dataset_from_bytes, partition
+from faasml.workloads.build import load_data
 
 JOB = {
     "name": "data-test",
@@ -25,7 +26,7 @@ JOB = {
 
 
 def test_new_data_under_a_new_namespace_gets_its_own_partitions(tmp_path: Path) -> None:
-    train, test = JobSpec.from_mapping(JOB).dataset.load()
+    train, test = load_data(from_mapping(JOB).dataset)
     recipe = ModelRecipe(
         "logistic-regression", {}, train.input_shape, train.num_classes, "sgd", {}, 50, 3
     )
