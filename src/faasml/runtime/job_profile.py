@@ -8,13 +8,13 @@ framework included) is the footprint; at the least memory that holds it plus
 functions synchronising the job's real gradient through its store (``runtime.sync_probe``).
 ``planning_inputs`` turns a profile into the ``Workload`` (u(m) as a measured table, the
 footprint as ``runtime_mb``) and ``Catalog`` (measured cold start and per-invocation latency)
-the planners read. Profiles are cached by a key of everything that changes them.
+the planners read. Profiles are cached by a key of everything that changes them
+(``runtime.profile_key``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import itertools
 import json
 import math
@@ -45,6 +45,7 @@ from faasml.runtime.profile_check import (
     load_average,
     rechecks,
 )
+from faasml.runtime.profile_key import profile_key
 from faasml.runtime.profile_record import MEMORY_MARGIN, JobProfile
 from faasml.runtime.segments import WORKER_MODULE
 from faasml.runtime.sync_probe import measured_sync, priced_storages
@@ -66,8 +67,6 @@ __all__ = [
 ]
 from faasml.workload import ComputeProfile, Workload
 
-PROBE_VERSION = 14
-"""Bumped when the probe measures differently: older cached profiles are then re-measured."""
 MEASURE_S = 0.6
 """Seconds of computation each compute measurement covers at least (six CPU-quota periods)."""
 MAX_CONFIGS = 8
@@ -101,29 +100,6 @@ def _distinct(values: tuple[Any, ...]) -> list[Any]:
 
 def _size_rank(config: Mapping[str, Any]) -> tuple[float, ...]:
     return tuple(float(v) if isinstance(v, int | float) else 0.0 for v in config.values())
-
-
-def profile_key(job: JobSpec, catalog: Catalog, platform_options: Mapping[str, Any]) -> str:
-    """Everything that changes what the probe would measure, hashed."""
-    from faasml import __version__
-
-    identity = {
-        "model": job.model.name,
-        "model_options": dict(job.model.options),
-        "search_space": job.search_space.to_dict() if job.search_space else None,
-        "dataset": job.to_dict(redact=True).get("dataset"),
-        "optimizer": job.optimizer.name,
-        "batch_size": job.batch_size,
-        "platform": job.platform,
-        "platform_options": {k: repr(v) for k, v in sorted(platform_options.items())},
-        "catalog": repr(catalog.platform),
-        "stores": job.to_dict(redact=True).get("stores"),
-        "store": job.store,
-        "probe": PROBE_VERSION,
-        "faasml": __version__,
-    }
-    text = json.dumps(identity, sort_keys=True, default=repr)
-    return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
 def cache_dir() -> Path:
