@@ -41,7 +41,10 @@ from faasml.runtime.platform import FunctionError, Platform
 from faasml.runtime.probe_calls import MAX_GROUP, ProbeCalls, job_recipes
 from faasml.runtime.profile_check import (
     RECHECK_MEASURE_S,
+    STALE_THRESHOLD,
     checked_profile,
+    drift_action,
+    epochs_line,
     load_average,
     rechecks,
 )
@@ -57,6 +60,7 @@ __all__ = [
     "ProfilingError",
     "cache_dir",
     "cached_profile",
+    "epochs_checked",
     "fitting_memory_mb",
     "measure_job",
     "model_configs",
@@ -117,6 +121,26 @@ def cached_profile(key: str) -> JobProfile | None:
         return JobProfile.from_dict(json.loads(path.read_text()), cached=True)
     except (OSError, ValueError, TypeError, KeyError):
         return None
+
+
+def epochs_checked(profile: JobProfile, ratio: float) -> str | None:
+    """The cached ``profile`` after a run's own epochs computed at ``ratio`` times its time
+    per sample: kept within ``STALE_THRESHOLD``; beyond it, its computation rescaled to them
+    in the cache; beyond ``RESCALE_LIMIT``, removed, so that the next run measures the job
+    again. The run's event line; None where kept (or the cache holds another profile now)."""
+    action = drift_action((ratio,), STALE_THRESHOLD)
+    current = cached_profile(profile.key)
+    if action == "kept" or current is None or current.compute_points != profile.compute_points:
+        return None
+    if action == "rescaled":
+        points = tuple((m, s * ratio) for m, s in profile.compute_points)
+        _store_profile(dataclasses.replace(profile, compute_points=points))
+    else:
+        try:
+            (cache_dir() / f"{profile.key}.json").unlink()
+        except OSError:
+            return None
+    return epochs_line(ratio, action)
 
 
 def _store_profile(profile: JobProfile) -> None:
@@ -186,26 +210,22 @@ def measure_job(
     clock: Callable[[], float] | None = None,
 ) -> JobProfile:
     """The job's profile: from the cache, else measured on ``platform`` (billed to ``meter``
-    as 'profiling' charges when given). A cached profile is first re-checked where the
-    platform's speed can drift (``recheck``: as ``profile_check.rechecks`` decides), and
-    comes back kept, rescaled or measured again, with its ``check``."""
+    as 'profiling' charges when given). A cached profile is used as it is (the run's own
+    epochs check it: ``epochs_checked``) unless a re-check is asked for
+    (``recheck``, ``profile_check.rechecks``): it then comes back kept, rescaled or measured
+    again, with its ``check``."""
     key = profile_key(job, catalog, platform_options or {})
     check = None
     if not refresh:
         found = cached_profile(key)
         if found is not None:
-            drifts = platform.speed_drifts
-            if not rechecks(drifts, recheck, found.load_avg, load_average()):
+            if not rechecks(recheck):
                 return found
             found = _recheck(found, job, catalog, platform, meter, clock)
             check = found.check
             if check is None or check.action != "re-profiled":
                 if check is not None and check.action == "rescaled":
                     _store_profile(found)
-                elif check is not None and check.load_now is not None:
-                    # Kept: the figures hold at this load too, so the next run compares its
-                    # load with this one (else every run at this load re-checks again).
-                    _store_profile(dataclasses.replace(found, load_avg=check.load_now))
                 return found
     began = time.monotonic()
     platform_spec = catalog.platform
