@@ -18,6 +18,7 @@ import yaml
 from faasml.catalog import Catalog, load_catalog
 from faasml.config import JobSpec, load_job
 from faasml.exceptions import ConfigError
+from faasml.reports.run_summary import summary_lines
 from faasml.runtime.billing import Meter
 from faasml.runtime.job_profile import (
     JobProfile,
@@ -277,6 +278,7 @@ def test_a_far_off_cached_profile_is_marked_stale_by_the_runs_epochs(
     record = _run_two_stages(tmp_path)
     stale = [e["text"] for e in record["events"] if "the cached profile's time" in e["text"]]
     assert len(stale) == 1 and "marked stale" in stale[0]
+    assert any("job profile cached, stale by the run's epochs" in s for s in summary_lines(record))
     assert not path.exists()
     assert not _measure(job, catalog).cached  # the next run measures the job again
 
@@ -292,6 +294,8 @@ def test_an_off_cached_profile_is_rescaled_to_the_runs_epochs(
     record = _run_two_stages(tmp_path)
     lines = [e["text"] for e in record["events"] if "the cached profile's time" in e["text"]]
     assert len(lines) == 1 and "rescaled to them in the cache" in lines[0]
+    shown = summary_lines(record)
+    assert any("job profile cached, rescaled by the run's epochs" in s for s in shown)
     kept = JobProfile.from_dict(json.loads(path.read_text()))
     for memory, seconds in kept.compute_points:  # up from a hundredth (a 10x margin)
         assert seconds > _compute(truth, memory) / 10
