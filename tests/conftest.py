@@ -17,7 +17,7 @@ from faasml.testing.servers import LocalServer, MemcachedServer, RedisServer
 # Measured job profiles are cached per test session (a job measured once serves every test that
 # runs it), never in the user's own cache.
 os.environ.setdefault("FAASML_CACHE", tempfile.mkdtemp(prefix="faasml-test-cache-"))
-# A cached profile is re-checked against the machine only in the tests of the re-check
+# A cached profile is re-checked by a probe only where a test asks for it
 # (tests/runtime/test_profile_check.py): elsewhere a profile measured in this session serves.
 os.environ.setdefault("FAASML_PROFILE_RECHECK", "0")
 

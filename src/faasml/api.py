@@ -254,6 +254,7 @@ class Tuner:
                 "function": packed,
                 "sha256": digest,
                 "signature": fm.sign_packed(packed),  # loaded again only under this user's key
+                "structure": fm.function_structure(function, trainable),  # the profile's key
                 "config": config,
                 "seed": seed,
                 "shape": list(train.input_shape),

@@ -143,3 +143,28 @@ def test_an_error_with_line_breaks_and_brackets_prints_as_one_line(
     print_error("store failed:\n  TimeoutError: no value under [bold]'p/sync/3'[/bold]\n")
     err = capsys.readouterr().err
     assert err == "error: store failed:; TimeoutError: no value under [bold]'p/sync/3'[/bold]\n"
+
+
+def test_job_check_prints_a_module_factory_model_as_written(tmp_path: Path) -> None:
+    """``cnnjob:factory`` stays text: no rich emoji (``:factory:``) or markup in a name."""
+    (tmp_path / "cnnjob.py").write_text(
+        "from faasml.testing.models import reporting_logreg as factory\n"
+    )
+    job = tmp_path / "[x]job.yaml"
+    job.write_text(
+        "name: smiley\nmodel: cnnjob:factory\n"
+        "dataset: {synthetic: higgs-like, samples: 200}\n"
+        "optimizer: {name: sgd, lr: 0.1}\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    result = subprocess.run(
+        [sys.executable, "-m", "faasml.cli.main", "job", "check", str(job)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "cnnjob:factory: " in result.stdout and "\N{FACTORY}" not in result.stdout
+    assert f"({job})" in result.stdout  # the path's brackets are not markup

@@ -127,12 +127,18 @@ PIPE_WIDTH = 100_000
 def console(*, stderr: bool = False) -> Console:
     """Where every command prints its text and tables. On a terminal: rich, as wide as the
     terminal. Piped or redirected (CI logs, ``| less``): plain text, no colour, and so wide
-    that no table cell is cut or wrapped and no line is broken, whatever COLUMNS says."""
+    that no table cell is cut or wrapped and no line is broken, whatever COLUMNS says.
+    Never emoji: a ``module:factory:`` or a path is printed as written."""
     stream = sys.stderr if stderr else sys.stdout
     if stream.isatty():
-        return Console(highlight=False, stderr=stderr)
+        return Console(highlight=False, stderr=stderr, emoji=False)
     return Console(
-        highlight=False, stderr=stderr, width=PIPE_WIDTH, color_system=None, soft_wrap=False
+        highlight=False,
+        stderr=stderr,
+        width=PIPE_WIDTH,
+        color_system=None,
+        soft_wrap=False,
+        emoji=False,
     )
 
 

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from faasml.cli._common import console, print_json
@@ -255,7 +256,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         loaning = f"{config.loaning}, forecast {config.forecast} × {config.headroom:g}"
         _print_loans(out, results, services, loaning)
     for plot in plots:
-        out.print(f"plot: {plot}")
+        out.print(escape(f"plot: {plot}"))
     return 0
 
 

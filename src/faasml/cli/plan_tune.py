@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from faasml._validate import load_yaml
@@ -185,7 +186,7 @@ def run_plan_tune(args: argparse.Namespace) -> int:
         print_tune_plan(plan, others)
         if args.plot:
             _common.console().print(
-                f"Plots written to {args.plot}/budget_share.png and tradeoff.png"
+                escape(f"Plots written to {args.plot}/budget_share.png and tradeoff.png")
             )
 
     return _common.emit(args, lambda: comparison_dict(plan, others), show)
@@ -195,7 +196,8 @@ def print_tune_plan(plan: TunePlan, others: dict[str, TunePlan | str]) -> None:
     out = _common.console()
     trials = plan.stages[0].trials
     out.print(
-        f"[bold]faasml plan tune[/] {plan.workload} on {plan.catalog}: {trials} trials first, "
+        f"[bold]faasml plan tune[/] {escape(str(plan.workload))} on {escape(str(plan.catalog))}: "
+        f"{trials} trials first, "
         f"{len(plan.stages)} stages, {_common.bounds_text(plan.constraint)}"
     )
     out.print(

@@ -96,9 +96,8 @@ def run_profile(args: argparse.Namespace) -> int:
                 f"{profile.footprint_mb:.0f} MB + 20 %); leave --memories out to choose sizes"
             )
     counts = tuple(n for n in _ints(args.counts, "--counts") if n > 1)
-    out.print(
-        f"Profiling {job.name}: memories {memories} MB, counts {counts}, {args.rounds} rounds"
-    )
+    rounds = f"counts {counts}, {args.rounds} rounds"
+    out.print(escape(f"Profiling {job.name}: memories {memories} MB, {rounds}"))
     with tempfile.TemporaryDirectory(prefix="faasml-profile-") as work:
         result = profile_job(
             job,
@@ -124,6 +123,6 @@ def run_profile(args: argparse.Namespace) -> int:
         for key, value in sorted(store.sync_s_per_round.items()):
             out.print(f"    sync {key}: {value * 1e3:.2f} ms per round")
     workload_path, catalog_path = write_profile(job, result, Path(args.out))
-    out.print(f"Wrote {workload_path} and {catalog_path}; use them in the job file:")
-    out.print(f"  profile: {workload_path}\n  catalog: {catalog_path}")
+    out.print(escape(f"Wrote {workload_path} and {catalog_path}; use them in the job file:"))
+    out.print(escape(f"  profile: {workload_path}\n  catalog: {catalog_path}"))
     return 0

@@ -133,24 +133,27 @@ def run_resume(args: argparse.Namespace) -> int:
     with lock_run(args.run_dir):
         run = resume_run(args.run_dir, constraint=constraint)
         status = run.state["status"]
-        console().print(f"Resuming the {run.kind} run in {args.run_dir} (status {status})")
+        console().print(escape(f"Resuming the {run.kind} run in {args.run_dir} (status {status})"))
         return _execute(run)
 
 
 def _plan(run: TuneRun | TrainRun) -> None:
     """Measure the job (or take its cached profile), then plan from it."""
     out = console()
-    out.print(f"Measuring {run.job.name} on {run.job.platform} (cached per job and platform)…")
+    out.print(
+        escape(f"Measuring {run.job.name} on {run.job.platform} (cached per job and platform)…")
+    )
     run.plan()
     profile = run.profile
     if profile is not None:
         cost = run.meter.by_kind().get("profiling", 0.0)
         how = "cached" if profile.cached else f"{profile.profiling_s:.1f} s, {format_money(cost)}"
-        out.print(f"{profile.summary()} [{how}]", soft_wrap=True)
+        out.print(escape(f"{profile.summary()} [{how}]"), soft_wrap=True)
         if profile.check is not None:
-            out.print(profile.check.line(), soft_wrap=True)
+            out.print(escape(profile.check.line()), soft_wrap=True)
         if run.compute_note is not None:
-            out.print(run.compute_note[0].upper() + run.compute_note[1:], soft_wrap=True)
+            note = run.compute_note[0].upper() + run.compute_note[1:]
+            out.print(escape(note), soft_wrap=True)
 
 
 def print_plan(run: BaseRun) -> None:
@@ -160,7 +163,7 @@ def print_plan(run: BaseRun) -> None:
     beside = "predicted_time_s" in plan
     what = "planned" if beside else "predicted"
     line = (
-        f"[bold]Plan[/] ({plan['planner']}) for {run.job.name}: {what} "
+        f"[bold]Plan[/] ({plan['planner']}) for {escape(run.job.name)}: {what} "
         f"[bold]{format_duration(plan['time_s'])}[/] and [bold]{format_money(plan['cost_usd'])}[/]"
     )
     if beside:
@@ -229,5 +232,5 @@ def _execute(run: BaseRun) -> int:
         shown = f"{value:.4g}" if isinstance(value, float) else str(value)
         config = {k: round(v, 4) if isinstance(v, float) else v for k, v in best["config"].items()}
         out.print(escape(f"Best: trial {best['trial']} {config} — validation loss {shown}"))
-    out.print(f"Report: {run.dir.path / 'report.md'}")
+    out.print(escape(f"Report: {run.dir.path / 'report.md'}"))
     return exit_code(state)

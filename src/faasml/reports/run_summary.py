@@ -116,6 +116,14 @@ def summary_lines(state: dict[str, Any]) -> list[str]:
         check = profile.get("check")
         if isinstance(check, dict) and "action" in check:
             how += f", re-checked: {check['action']}"
+        for event in state.get("events", []):  # the run's epochs corrected the cached one
+            text = str(event.get("text", ""))
+            if "the cached profile's time per sample" in text:
+                how += (
+                    ", stale by the run's epochs"
+                    if "stale" in text
+                    else ", rescaled by the run's epochs"
+                )
         lines.append(
             f"job profile {how}: footprint {profile['footprint_mb']:.0f} MB, "
             f"{profile['params']:,} parameters, cold start {profile['cold_start_s']:.2f} s"

@@ -22,13 +22,14 @@ from faasml.job import JobSpec, apply_config
 from faasml.models.space import evaluate_allocation
 from faasml.reports.run_dir import RunDir
 from faasml.runtime.billing import Meter
-from faasml.runtime.calibration import Calibration
+from faasml.runtime.calibration import Calibration, compute_ratio
 from faasml.runtime.config_cost import factor
 from faasml.runtime.coordinator import Coordinator, CoordinatorOptions, TrialFault, TrialState
 from faasml.runtime.estimates import coordinator_seconds
 from faasml.runtime.job_profile import (
     MAX_GROUP,
     JobProfile,
+    epochs_checked,
     measure_job,
     planning_inputs,
     platform_options_for,
@@ -167,6 +168,8 @@ class BaseRun:
         overhead in place of the catalog's (prices unchanged)."""
         self.measure, self.reprofile = measure, reprofile
         self.profile: JobProfile | None = None
+        self._profiled: Catalog | None = None
+        """The catalog as the profile priced it (the run's epochs are checked with it)."""
         self.compute_note: str | None = None
         """What the configurations this run trains cost against the profile's mean, where it
         is not the mean (one console line; an event in the record)."""
@@ -313,6 +316,7 @@ class BaseRun:
             coordinator_s=float(self.state["coordinator_s"]),
             compute_factor=factor,
         )
+        self._profiled = self.plan_catalog
         if self.state.get("calibration"):  # corrections a resumed run had made
             try:
                 calibration = Calibration.from_dict(self.state["calibration"])
@@ -324,6 +328,20 @@ class BaseRun:
                     f"{self.dir.record_path}: its 'calibration' is malformed (memory MB -> "
                     "[measured seconds per MB, vCPU demand]); remove it to resume without"
                 ) from None
+
+    def _check_profile(self, histories: list[list[dict[str, Any]]], epochs: range) -> None:
+        """Correct a cached profile the run's own ``epochs`` disagree with, for the next run
+        (``job_profile.epochs_checked``); this one is corrected by its calibration."""
+        profile = self.profile
+        if self._profiled is None or profile is None or not self.state.get("profile_cached"):
+            return
+        measured = compute_ratio(
+            histories, epochs, profile.compute_points, profile.train_samples, self._profiled
+        )
+        factor = float(self.state.get("compute_factor", 1.0))  # the trials' cost, as priced
+        line = None if measured is None else epochs_checked(profile, measured / max(factor, 1e-9))
+        if line is not None:
+            self.event(line)
 
     def _trained_what(self) -> str:
         return "job's own configuration trains"

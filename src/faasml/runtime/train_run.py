@@ -216,6 +216,7 @@ class TrainRun(BaseRun):
         base_workload, base_catalog = self._planned
         calibration = Calibration()
         calibration.observe([trial.history], range(1, epoch + 1), base_workload, base_catalog)
+        self._check_profile([trial.history], range(1, epoch + 1))
         self.state["calibration"] = calibration.to_dict()
         workload, catalog = calibration.recalibrated(base_workload, base_catalog)
         between = coordinator_seconds(

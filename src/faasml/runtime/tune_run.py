@@ -259,6 +259,7 @@ class TuneRun(BaseRun):
         calibration = Calibration()
         histories = [t.history for t in kept]
         calibration.observe(histories, range(1, last + 1), self.workload, self.plan_catalog)
+        self._check_profile([t.history for t in trials], range(1, last + 1))  # all drawn
         factors = trial_factors(histories, range(1, last + 1), self.workload, self.plan_catalog)
         self.state["calibration"] = calibration.to_dict()
         self._grow_footprint(coordinator)
