@@ -456,14 +456,14 @@ def planning_inputs(
 
 
 def platform_options_for(job: JobSpec, model: object, options: Mapping[str, Any]) -> dict[str, Any]:
-    """The platform options a run of ``job`` uses: on ``local``, its functions import the
-    worker's module as they start (``WORKER_MODULE``: as a Lambda's init phase runs the
-    handler module's imports, paid in the cold start the probe measures, not in the first
-    invocation), and a PyTorch model's functions import torch too (a deployment package's
-    import, outside the address-space cap, counted in resident memory as on a real
+    """The platform options a run of ``job`` uses: on ``local``, ``ray`` and ``lithops``, its
+    functions import the worker's module as they start (``WORKER_MODULE``: as a Lambda's init
+    phase runs the handler module's imports, paid in the cold start the probe measures, not in
+    the first invocation), and a PyTorch model's functions import torch too (a deployment
+    package's import, outside the address-space cap, counted in resident memory as on a real
     function)."""
     out = dict(options)
-    if job.platform == "local" and "preload" not in out:
+    if job.platform in ("local", "ray", "lithops") and "preload" not in out:
         from faasml.workloads.torch_model import TorchModel
 
         torch = ("torch",) if isinstance(model, TorchModel) else ()

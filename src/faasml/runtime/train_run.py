@@ -18,7 +18,9 @@ import statistics
 import time
 from typing import TYPE_CHECKING, Any
 
+from faasml.exceptions import InfeasibleConstraintError
 from faasml.models.space import evaluate_allocation
+from faasml.runtime.billing import refused_after_profiling
 from faasml.runtime.calibration import REPLAN_DELTA, Calibration, moved
 from faasml.runtime.coordinator import Coordinator, TrialState
 from faasml.runtime.estimates import coordinator_seconds
@@ -47,9 +49,13 @@ class TrainRun(BaseRun):
         self.measured()
         training = self.job.training
         constraint = self.planning_constraint()
-        static = plan_training(
-            self.workload, self.planner_catalog(), constraint, epochs=training.max_epochs
-        )
+        try:
+            static = plan_training(
+                self.workload, self.planner_catalog(), constraint, epochs=training.max_epochs
+            )
+        except InfeasibleConstraintError as err:
+            budget = self.constraint.budget_usd
+            raise refused_after_profiling(err, budget, self.meter.total_usd) from None
         allocation = static.choice.allocation
         self.state["plan"] = {
             "planner": "static",

@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import Any
 
 from faasml.exceptions import InfeasibleConstraintError
+from faasml.runtime.billing import refused_after_profiling
 from faasml.runtime.calibration import REPLAN_DELTA, Calibration, moved, trial_factors
 from faasml.runtime.config_cost import factor, mean_factor
 from faasml.runtime.coordinator import Coordinator, Prewarm, TrialState
@@ -108,14 +109,18 @@ class TuneRun(BaseRun):
         sha = SuccessiveHalving(
             tuning.trials, tuning.reduction_factor, tuning.stages, tuning.epochs_per_stage
         )
-        plan = plan_tuning(
-            self.workload,
-            self.planner_catalog(),
-            self.planning_constraint(),
-            sha,
-            planner,
-            warm=self._probe_warm(),
-        )
+        try:
+            plan = plan_tuning(
+                self.workload,
+                self.planner_catalog(),
+                self.planning_constraint(),
+                sha,
+                planner,
+                warm=self._probe_warm(),
+            )
+        except InfeasibleConstraintError as err:
+            budget = self.constraint.budget_usd
+            raise refused_after_profiling(err, budget, self.meter.total_usd) from None
         stages = [_stage_dict(s) for s in plan.stages]
         # The planner prices each stage's cold start; a stage on the memory size of the one
         # before starts on the functions it left warm, so the run's prediction leaves it out.
