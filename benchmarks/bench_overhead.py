@@ -31,7 +31,7 @@ without (``cold``): what prewarming saves, on one plan. On a loaded machine the 
 one process ran slower whatever it was (benchmarks/results/overhead.md): there, compare runs
 in separate
 processes, alternated (``--no-prewarm`` runs without). ``--breakdown`` prints, under each
-job's line, where faasml's time went (the record's ``timings``, ``coordinator_base.TIMINGS``):
+job's line, where faasml's time went (the record's ``timings``, ``coordinator.TIMINGS``):
 the workers' loading, training rounds and the rest of the function (evaluation, checkpoint),
 invocation and dispatch outside the function, cold starts, the coordinator's launching and
 commits (the record's rewrite among them), and the time between stages (re-calibration,
@@ -48,6 +48,9 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from faasml.job import apply_config
+from faasml.workloads.build import load_data
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -75,7 +78,7 @@ def faasml_run(
     plan: list[tuple[int, int]] | None = None,
     prewarm: bool = True,
 ) -> dict[str, Any]:
-    from faasml.config import load_job
+    from faasml.job import load_job
     from faasml.runtime.coordinator import CoordinatorOptions
     from faasml.runtime.record import Estimate
     from faasml.runtime.record_json import record_to_json
@@ -100,7 +103,7 @@ def faasml_run(
         estimates = stage_estimates(run.workload, run.plan_catalog, stages, run._probe_warm())
         for stage, (time_s, cost_usd) in zip(stages, estimates, strict=True):
             stage.time_s, stage.cost_usd = time_s, cost_usd
-            stage.planned = Estimate(time_s, cost_usd)
+            stage.predicted = Estimate(time_s, cost_usd)
     state = record_to_json(run.execute())
     state["bench_plan_s"] = planned
     return state
@@ -130,16 +133,16 @@ def plain_loop(path: Path, trials: list[dict[str, Any]], one_thread: bool) -> tu
 def _plain_loop(path: Path, trials: list[dict[str, Any]]) -> tuple[float, int]:
     import numpy as np
 
-    from faasml.config import load_job
+    from faasml.job import load_job
     from faasml.workloads import create_model, create_optimizer
     from faasml.workloads.data import iterate_minibatches
 
     job = load_job(path)
-    train, test = job.dataset.load()
+    train, test = load_data(job.dataset)
     began = time.monotonic()
     epochs_total = 0
     for trial in trials:
-        spec = job.with_config(trial["config"]) if trial["config"] else job
+        spec = apply_config(job, trial["config"]) if trial["config"] else job
         model = create_model(
             spec.model.name, train.input_shape, train.num_classes, **dict(spec.model.options)
         )

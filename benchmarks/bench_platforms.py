@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from faasml.catalog import load_catalog
-from faasml.config import load_job
+from faasml.job import load_job
 from faasml.runtime.platform import open_platform
 from faasml.runtime.record_json import record_to_json
 from faasml.runtime.session import TuneRun

@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from faasml.workloads.build import build_model, load_data
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -39,14 +41,16 @@ def _load() -> str:
 def _busy_profile(job_path: str, hogs: int, settle_s: float) -> Path:
     """The job's profile measured beside ``hogs`` busy loops; the path of its cache file."""
     from faasml.catalog import load_catalog
-    from faasml.config import load_job
+    from faasml.job import load_job
     from faasml.runtime.job_profile import cache_dir, measure_job, platform_options_for
     from faasml.runtime.platform import open_platform
 
     job = load_job(job_path)
     catalog = load_catalog(job.catalog)
-    train, _ = job.dataset.load()
-    options = platform_options_for(job, job.model.build(train.input_shape, train.num_classes), {})
+    train, _ = load_data(job.dataset)
+    options = platform_options_for(
+        job, build_model(job.model, train.input_shape, train.num_classes), {}
+    )
     loops = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(hogs)]
     try:
         time.sleep(settle_s)  # the load average follows the loops over a minute
@@ -84,8 +88,9 @@ def _run(job_path: str, budget: float, recheck: bool, folder: Path) -> dict[str,
     return {
         "recheck": recheck,
         "load": load,
-        "predicted_s": float(state["plan"]["time_s"]),
-        "predicted_usd": float(state["plan"]["cost_usd"]),
+        # The run's own prediction (a tuning run keeps the planner's figures in time_s).
+        "predicted_s": float(state["plan"].get("predicted_time_s", state["plan"]["time_s"])),
+        "predicted_usd": float(state["plan"].get("predicted_cost_usd", state["plan"]["cost_usd"])),
         "measured_s": float(state["elapsed_s"]),
         "measured_usd": sum(c["usd"] for c in charges) - profiling,
         "profiling_usd": profiling,

@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from faasml.config import load_job
+from faasml.job import load_job
 from faasml.runtime.coordinator import Coordinator, TrialState
 from faasml.runtime.session import TuneRun
 from faasml.runtime.stage_pricing import stage_estimate

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from faasml.catalog import load_catalog
-from faasml.config import JobSpec
+from faasml.job import JobSpec, from_mapping
 from faasml.models import evaluate
 from faasml.models.sync import sync_time
 from faasml.runtime.billing import Meter
@@ -52,10 +52,11 @@ from faasml.runtime.session import job_workload
 from faasml.runtime.worker import ModelRecipe
 from faasml.sync.stores import open_store
 from faasml.types import Allocation
+from faasml.workloads.build import build_model, load_data
 
 
 def job(samples: int) -> JobSpec:
-    return JobSpec.from_mapping(
+    return from_mapping(
         {
             "name": "bench-logreg",
             "model": "logistic-regression",
@@ -74,8 +75,8 @@ def allocations(args: argparse.Namespace) -> None:
     workload_path, catalog_path = write_profile(spec, result, work / "profile")
     spec = dataclasses.replace(spec, profile=str(workload_path), catalog=str(catalog_path))
     catalog = load_catalog(catalog_path)
-    train, test = spec.dataset.load()
-    model = spec.model.build(train.input_shape, train.num_classes)
+    train, test = load_data(spec.dataset)
+    model = build_model(spec.model, train.input_shape, train.num_classes)
     workload = job_workload(spec, train, model)
     recipe = ModelRecipe(
         "logistic-regression",
@@ -241,7 +242,7 @@ def run_job(
     import contextlib
     import copy
 
-    from faasml.config import load_job
+    from faasml.job import load_job
     from faasml.runtime.session import TrainRun, TuneRun
     from run_audit import traced
 
@@ -379,7 +380,7 @@ class LoadSampler:
 def measure_only(path: str, kind: str, work: Path) -> None:
     """Measure ``path``'s profile into the cache (billed nowhere), so that every run after
     it, of either planning, starts from the same cached profile."""
-    from faasml.config import load_job
+    from faasml.job import load_job
     from faasml.runtime.session import TrainRun, TuneRun
     from faasml.types import Constraint
 

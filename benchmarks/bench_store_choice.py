@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 from faasml.catalog import Catalog, load_catalog
-from faasml.config import JobSpec
+from faasml.job import JobSpec, from_mapping
 from faasml.models import evaluate
 from faasml.runtime.profiling import profile_job, write_profile
 from faasml.testing.servers import MemcachedServer, MotoServer, RedisServer
@@ -32,7 +32,7 @@ COUNTS = (2, 3, 4, 6)
 
 
 def job(samples: int, stores: dict[str, str]) -> JobSpec:
-    return JobSpec.from_mapping(
+    return from_mapping(
         {
             "name": "bench-store-choice",
             "model": "logistic-regression",

@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from faasml.config import load_job
+from faasml.job import load_job
 from faasml.runtime.record_json import record_to_json
 from faasml.runtime.workflow_run import WorkflowRun
 from faasml.types import Constraint

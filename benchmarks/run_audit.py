@@ -92,8 +92,10 @@ class RunTrace:
 
 @contextmanager
 def traced() -> Iterator[RunTrace]:
-    """Probes on ``Coordinator`` and ``TuneRun`` for the runs inside the block."""
+    """Probes on ``Coordinator`` (its run and its committer) and ``TuneRun`` for the runs inside
+    the block."""
     from faasml.runtime.coordinator import Coordinator
+    from faasml.runtime.coordinator.commits import Committer
     from faasml.runtime.tune_run import TuneRun
 
     trace = RunTrace()
@@ -163,7 +165,7 @@ def traced() -> Iterator[RunTrace]:
         return wrapper
 
     patch(Coordinator, "run", run)
-    patch(Coordinator, "_commit", commit)
+    patch(Committer, "commit", commit)
     patch(TuneRun, "_recalibrate", recalibrate)
     try:
         yield trace

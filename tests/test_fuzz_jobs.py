@@ -17,8 +17,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from faasml.config import JobSpec, check_job, load_job, parse_assignments
 from faasml.exceptions import FaasmlError
+from faasml.job import JobSpec, check_job, from_mapping, load_job, parse_assignments
 from faasml.runtime.session import BaseRun, TuneRun, resume_run
 from faasml.types import Constraint
 
@@ -162,7 +162,7 @@ def test_mutated_job_files_load_or_fail_in_one_line(
     if job is not None:
         assert isinstance(job, JobSpec)
         check_job(job)  # the shared validation passes again on what it accepted
-        again = JobSpec.from_mapping(job.to_dict(redact=False))
+        again = from_mapping(job.to_dict(redact=False))
         assert again.to_dict() == job.to_dict()
 
 

@@ -93,14 +93,17 @@ def load_yaml(path: Path, error: type[ConfigError] = ConfigError) -> Any:
     """Parse a YAML file; a missing, unreadable or malformed file raises ``error`` naming the
     path and the rule, in one line: UTF-8 text (or UTF-16 with a byte-order mark, as YAML
     allows), at most ``MAX_YAML_BYTES``, nested at most ``MAX_YAML_DEPTH`` deep, at most
-    ``MAX_YAML_VALUES`` values with aliases expanded, and no alias inside itself."""
+    ``MAX_YAML_VALUES`` values with aliases expanded, no alias inside itself, no key twice."""
+    too_large = f"{path} is larger than {MAX_YAML_BYTES:,} bytes, the most faasml reads"
     try:
         with open(path, "rb") as stream:
-            raw = stream.read(MAX_YAML_BYTES + 1)
+            if os.fstat(stream.fileno()).st_size > MAX_YAML_BYTES:  # before reading any of it
+                raise error(too_large)
+            raw = stream.read(MAX_YAML_BYTES + 1)  # a pipe has no size: bounded while read
     except OSError as err:
         raise error(f"cannot read {path}: {err.strerror or err}") from None
     if len(raw) > MAX_YAML_BYTES:
-        raise error(f"{path} is larger than {MAX_YAML_BYTES:,} bytes, the most faasml reads")
+        raise error(too_large)
     return parse_yaml(_decode(raw, path, error), str(path), error)
 
 
@@ -108,16 +111,76 @@ def parse_yaml(text: str, where: str, error: type[ConfigError] = ConfigError) ->
     """Parse YAML text (a file's, or a value given on the command line or in the environment)
     under the rules of ``load_yaml``; ``where`` names it in the one-line error."""
     try:
-        _check_nesting(text, where, error)
-        data = yaml.safe_load(text)
+        data = _load(text)
+    except _RefusedError as err:
+        raise error(f"{where} {err}") from None
     except yaml.YAMLError as err:
         raise error(f"{where} is not valid YAML: {_yaml_problem(err)}") from None
-    except RecursionError:  # a backstop: _check_nesting bounds the depth first
+    except RecursionError:  # a backstop: the loader bounds the depth first
         raise error(f"{where} nests deeper than {MAX_YAML_DEPTH} levels") from None
     except ValueError as err:  # e.g. an integer of more digits than Python converts
         raise error(f"{where} holds a value Python cannot read: {err}") from None
     _measure(data, 0, {}, set(), where, error)
     return data
+
+
+def _load(text: str) -> Any:
+    loader = _Loader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+class _RefusedError(Exception):
+    """A rule of ``parse_yaml`` broken while the text is read (the message follows its name)."""
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML's safe loader, refusing while it reads, before anything large is built: more than
+    ``MAX_YAML_VALUES`` nodes (an alias counted once), nesting deeper than ``MAX_YAML_DEPTH``,
+    and a mapping with a key twice (YAML forbids it; PyYAML would keep the last silently)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._nodes = 0
+        self._depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self._nodes += 1
+        if self._nodes > MAX_YAML_VALUES:
+            line = self.peek_event().start_mark.line + 1  # type: ignore[no-untyped-call]
+            raise _RefusedError(
+                f"holds more than {MAX_YAML_VALUES:,} values (stopped at line {line})"
+            )
+        if not self.check_event(yaml.MappingStartEvent, yaml.SequenceStartEvent):
+            return super().compose_node(parent, index)
+        self._depth += 1
+        if self._depth > MAX_YAML_DEPTH:
+            raise _RefusedError(f"nests deeper than {MAX_YAML_DEPTH} levels")
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        first: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # ``<<: *defaults``: keys merged in are meant to be overridden
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                again = key in first
+            except TypeError:
+                continue  # an unhashable key: the constructor below says so
+            if again:
+                raise _RefusedError(
+                    f"has the key {shown(key)} twice (lines {first[key]} and {line}): the "
+                    "second would replace the first; keep one"
+                )
+            first[key] = line
+        return super().construct_mapping(node, deep=deep)
 
 
 def _decode(raw: bytes, path: Path, error: type[ConfigError]) -> str:
@@ -130,18 +193,6 @@ def _decode(raw: bytes, path: Path, error: type[ConfigError]) -> str:
             f"0x{raw[err.start]:02x} at offset {err.start} cannot be decoded "
             "(save the file as UTF-8)"
         ) from None
-
-
-def _check_nesting(text: str, path: str, error: type[ConfigError]) -> None:
-    """Refuse deep nesting from the event stream, before the (recursive) composer sees it."""
-    depth = 0
-    for event in yaml.parse(text, Loader=yaml.SafeLoader):
-        if isinstance(event, yaml.CollectionStartEvent):
-            depth += 1
-            if depth > MAX_YAML_DEPTH:
-                raise error(f"{path} nests deeper than {MAX_YAML_DEPTH} levels")
-        elif isinstance(event, yaml.CollectionEndEvent):
-            depth -= 1
 
 
 def _measure(

@@ -42,9 +42,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from faasml._layers import set_path
-from faasml.config import JobSpec, load_job
 from faasml.exceptions import ConfigError, DivergedError
+from faasml.job import JobSpec, from_mapping, load_job
+from faasml.job.layers import set_path
 from faasml.runtime.context import report
 from faasml.runtime.record import RunRecord
 from faasml.searchspace import KINDS, parse_search_space
@@ -55,13 +55,15 @@ from faasml.workloads.function_model import TorchTrainable
 @dataclass(frozen=True)
 class TuneConfig:
     """What to tune within: a budget (US dollars), a deadline (seconds) or both, and the SHA
-    shape (``num_samples`` trials, keep 1/``reduction_factor`` per stage)."""
+    shape (``num_samples`` trials, keep 1/``reduction_factor`` per stage); stages and epochs
+    not given take the one default rule of ``faasml.models.shape``, as a job file does."""
 
     budget: float | None = None
     deadline: float | None = None
     num_samples: int | None = None
     reduction_factor: int | None = None
     epochs_per_stage: int | None = None
+    stages: int | None = None
     metric: str | None = None
     mode: str | None = None
     """'min' for loss, 'max' for accuracy (Ray Tune's spelling); implied by ``metric``."""
@@ -148,6 +150,7 @@ class Tuner:
                 ("tuning.trials", config.num_samples),
                 ("tuning.reduction_factor", config.reduction_factor),
                 ("tuning.epochs_per_stage", config.epochs_per_stage),
+                ("tuning.stages", config.stages),
                 ("tuning.metric", config.metric),
             )
             if value is not None
@@ -170,7 +173,7 @@ class Tuner:
                 data = job.to_dict(redact=False)
                 for key, value in overrides.items():
                     _set(data, key, value)
-                self.job = JobSpec.from_mapping(data, source=job.source)
+                self.job = from_mapping(data, source=job.source)
             else:
                 self.job = load_job(Path(job), overrides)
         self.job.require_tuning()
@@ -251,6 +254,8 @@ class Tuner:
                 "name": fm.FACTORY,
                 "function": packed,
                 "sha256": digest,
+                "signature": fm.sign_packed(packed),  # loaded again only under this user's key
+                "structure": fm.function_structure(function, trainable),  # the profile's key
                 "config": config,
                 "seed": seed,
                 "shape": list(train.input_shape),
@@ -267,7 +272,7 @@ class Tuner:
         for key, value in {**settings, **tuning}.items():
             set_path(data, key, value)
         data["dataset"]["seed"] = data.get("seed", 0)
-        return JobSpec.from_mapping(data)
+        return from_mapping(data)
 
     def _run_dir(self, name: str) -> Path:
         """runs/<name>-<time>, chosen once."""
@@ -284,13 +289,17 @@ class Tuner:
     def fit(self) -> ResultGrid:
         """Plan, run every stage for real and return the results."""
         from faasml.reports.run_dir import RunDir
+        from faasml.runtime.run_lock import lock_run
         from faasml.runtime.session import TuneRun
 
         if not self._checked:
             RunDir(self.run_dir).check_new()  # never over a run that is there
-        run = TuneRun(self.job, self.constraint, self.run_dir)
-        run.plan()
-        record = run.execute()
+        with lock_run(self.run_dir):  # one run at a time in the folder
+            if RunDir(self.run_dir).record_path.exists():
+                RunDir(self.run_dir).check_new()  # a run began in it since: refused
+            run = TuneRun(self.job, self.constraint, self.run_dir)
+            run.plan()
+            record = run.execute()
         if record.best is None and any(t.status == "diverged" for t in record.trials):
             raise DivergedError(
                 "no trial ended with a finite loss: every trial that trained diverged (a NaN or "

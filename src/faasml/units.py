@@ -70,9 +70,14 @@ def format_duration(seconds: float) -> str:
 
 
 def format_money(usd: float) -> str:
-    """US dollars with precision that keeps small amounts readable."""
-    if usd >= 1:
-        return f"${usd:,.2f}"
-    if usd >= 0.01:
-        return f"${usd:.4f}"
-    return f"${usd:.6f}"
+    """US dollars with precision that keeps small amounts readable; a negative amount as
+    ``-$0.50``, and one that rounds to zero (a float sum's -1e-19) as ``$0.000000``."""
+    amount = abs(usd)
+    if amount >= 1:
+        text = f"{amount:,.2f}"
+    elif amount >= 0.01:
+        text = f"{amount:.4f}"
+    else:
+        text = f"{amount:.6f}"
+    negative = usd < 0 and float(text.replace(",", "")) != 0
+    return f"{'-' if negative else ''}${text}"

@@ -88,7 +88,7 @@ def test_a_real_tune_prints_one_plain_progress_line_a_stage_when_piped(tmp_path:
     assert result.returncode == 0, result.stderr
     progress = [line for line in result.stdout.splitlines() if " alive, spent " in line]
     stages = [line.split(":")[0] for line in progress]
-    assert stages == [f"stage {k}/5" for k in range(1, 6)]  # the example's five stages
+    assert stages == [f"stage {k}/4" for k in range(1, 5)]  # the example's four stages
     assert all(len(line) <= 80 for line in progress)
     assert "━" not in result.stdout and "\x1b" not in result.stdout  # no bar, no escapes
     assert "finished in" in result.stdout
@@ -143,3 +143,28 @@ def test_an_error_with_line_breaks_and_brackets_prints_as_one_line(
     print_error("store failed:\n  TimeoutError: no value under [bold]'p/sync/3'[/bold]\n")
     err = capsys.readouterr().err
     assert err == "error: store failed:; TimeoutError: no value under [bold]'p/sync/3'[/bold]\n"
+
+
+def test_job_check_prints_a_module_factory_model_as_written(tmp_path: Path) -> None:
+    """``cnnjob:factory`` stays text: no rich emoji (``:factory:``) or markup in a name."""
+    (tmp_path / "cnnjob.py").write_text(
+        "from faasml.testing.models import reporting_logreg as factory\n"
+    )
+    job = tmp_path / "[x]job.yaml"
+    job.write_text(
+        "name: smiley\nmodel: cnnjob:factory\n"
+        "dataset: {synthetic: higgs-like, samples: 200}\n"
+        "optimizer: {name: sgd, lr: 0.1}\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    result = subprocess.run(
+        [sys.executable, "-m", "faasml.cli.main", "job", "check", str(job)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "cnnjob:factory: " in result.stdout and "\N{FACTORY}" not in result.stdout
+    assert f"({job})" in result.stdout  # the path's brackets are not markup

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 import faasml
-from faasml.config import JobSpec
 from faasml.exceptions import ConfigError, FaasmlError
+from faasml.job import from_mapping
 
 JOB = {
     "name": "api-tune",
@@ -24,7 +24,7 @@ JOB = {
 
 def test_tuner_fit_returns_the_best_trial_with_reported_metrics(tmp_path: Path) -> None:
     tuner = faasml.Tuner(
-        JobSpec.from_mapping(JOB),
+        from_mapping(JOB),
         param_space={"optimizer.lr": {"uniform": [0.05, 0.3]}},
         tune_config=faasml.TuneConfig(budget=0.05, num_samples=2),
         run_dir=tmp_path / "run",
@@ -46,4 +46,4 @@ def test_report_outside_a_worker_says_where_it_belongs() -> None:
 
 def test_tuner_refuses_a_bad_mode() -> None:
     with pytest.raises(ConfigError, match="mode"):
-        faasml.Tuner(JobSpec.from_mapping(JOB), tune_config=faasml.TuneConfig(budget=1, mode="up"))
+        faasml.Tuner(from_mapping(JOB), tune_config=faasml.TuneConfig(budget=1, mode="up"))

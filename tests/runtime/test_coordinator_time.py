@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from faasml.catalog import Catalog, load_catalog
-from faasml.config import JobSpec
+from faasml.job import from_mapping
 from faasml.models.space import evaluate_allocation
 from faasml.runtime.estimates import coordinator_seconds
 from faasml.runtime.job_profile import JobProfile, planning_inputs
@@ -144,7 +144,7 @@ def test_planning_inputs_put_the_measured_coordinator_time_in_the_catalog(
 def test_a_run_measures_its_coordinator_and_recalibrates_from_the_kept_trials(
     tmp_path: Path,
 ) -> None:
-    job = JobSpec.from_mapping({**four_trial_tune_job("coordinator-time", 1), "platform": "local"})
+    job = from_mapping({**four_trial_tune_job("coordinator-time", 1), "platform": "local"})
     run = TuneRun(job, Constraint(deadline_s=600.0), tmp_path / "run")
     run.plan()
     poll = run.options.poll_s

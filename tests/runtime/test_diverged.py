@@ -15,8 +15,8 @@ import yaml
 
 import faasml
 from faasml.cli.main import main
-from faasml.config import JobSpec
 from faasml.exceptions import DivergedError
+from faasml.job import from_mapping
 from faasml.reports.run_dir import RunDir
 from faasml.runtime.coordinator import CoordinatorOptions, TrialState
 from faasml.runtime.ranking import divergence, rank_key, ranked
@@ -184,7 +184,7 @@ def test_tune_where_every_trial_diverges_has_no_best_and_exits_non_zero(
 
 def test_tuner_raises_where_every_trial_diverges(tmp_path: Path) -> None:
     tuner = faasml.Tuner(
-        JobSpec.from_mapping(_one_trial_job()),
+        from_mapping(_one_trial_job()),
         tune_config=faasml.TuneConfig(budget=0.05),
         run_dir=tmp_path / "run",
     )

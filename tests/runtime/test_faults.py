@@ -13,7 +13,7 @@ import pytest
 from numpy.typing import NDArray
 
 from faasml.catalog import load_catalog
-from faasml.config import JobSpec
+from faasml.job import from_mapping
 from faasml.runtime.billing import Meter
 from faasml.runtime.checkpoint import load_checkpoint
 from faasml.runtime.coordinator import Coordinator, CoordinatorOptions, TrialFault, TrialState
@@ -21,6 +21,7 @@ from faasml.runtime.platform import open_platform
 from faasml.runtime.worker import Fault, ModelRecipe
 from faasml.sync.stores import open_store
 from faasml.types import Allocation
+from faasml.workloads.build import load_data
 
 JOB = {
     "name": "fault-test",
@@ -35,8 +36,8 @@ JOB = {
 @contextmanager
 def _coordinator(folder: Path, optimizer: dict[str, float], **kwargs: Any) -> Iterator[Coordinator]:
     """A coordinator of JOB's logistic regression on the local platform, its data set."""
-    job = JobSpec.from_mapping(JOB)
-    train, test = job.dataset.load()
+    job = from_mapping(JOB)
+    train, test = load_data(job.dataset)
     recipe = ModelRecipe(
         "logistic-regression",
         {},

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from faasml.catalog import load_catalog
-from faasml.config import JobSpec
+from faasml.job import from_mapping
 from faasml.runtime.profiling import profile_job, write_profile
 from faasml.runtime.record_json import record_to_json
 from faasml.runtime.run_base import stores_catalog
@@ -38,7 +38,7 @@ def test_offered_only_when_named_and_priced_by_the_url() -> None:
     assert service.hourly_usd == pytest.approx(
         service.cache_nodes * service.cache_memory_mb / 1024 * 3600 * price
     )
-    job = JobSpec.from_mapping({**JOB, "store": URL})
+    job = from_mapping({**JOB, "store": URL})
     priced = stores_catalog(catalog, job.sync_stores()).storage("infinicache")
     assert (priced.cache_nodes, priced.cache_memory_mb) == (3, 160)
     assert priced.hourly_usd == pytest.approx(3 * 160 / 1024 * 3600 * price)
@@ -50,7 +50,7 @@ def _metrics(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def _run(store: str, folder: Path) -> tuple[dict[str, Any], list[Any]]:
-    job = JobSpec.from_mapping({**JOB, "store": store})
+    job = from_mapping({**JOB, "store": store})
     run = TuneRun(job, Constraint(budget_usd=0.05), folder, measure=False)
     plan = run.plan()
     # On two cores the planner gives this small job one worker, which synchronises with
@@ -82,7 +82,7 @@ def test_a_tuning_run_through_infinicache_matches_the_embedded_store(tmp_path: P
 
 
 def test_profile_measures_infinicache_through_a_deployment_it_starts(tmp_path: Path) -> None:
-    job = JobSpec.from_mapping({**JOB, "stores": {"infinicache": URL}})
+    job = from_mapping({**JOB, "stores": {"infinicache": URL}})
     result = profile_job(job, memories=(512,), counts=(2,), rounds=2, work_dir=tmp_path / "w")
     store = result.stores["infinicache"]
     assert store.latency_s > 0 and store.bandwidth_mbps > 0

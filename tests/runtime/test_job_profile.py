@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from faasml.catalog import Catalog, load_catalog
-from faasml.config import JobSpec, load_job
+from faasml.job import JobSpec, load_job
 from faasml.runtime.billing import Meter
 from faasml.runtime.config_cost import config_text, mean_factor
 from faasml.runtime.job_profile import (
@@ -32,6 +32,7 @@ from faasml.runtime.record_json import record_to_json
 from faasml.runtime.session import TrainRun, TuneRun, resume_run
 from faasml.types import Constraint
 from faasml.workload import load_workload
+from faasml.workloads.build import build_model, load_data
 
 LOGREG: dict[str, Any] = {
     "name": "profile-logreg",
@@ -78,8 +79,10 @@ def _write(folder: Path, spec: dict[str, Any], name: str = "job.yaml") -> Path:
 
 
 def _options(job: JobSpec) -> dict[str, Any]:
-    train, _ = job.dataset.load()
-    return platform_options_for(job, job.model.build(train.input_shape, train.num_classes), {})
+    train, _ = load_data(job.dataset)
+    return platform_options_for(
+        job, build_model(job.model, train.input_shape, train.num_classes), {}
+    )
 
 
 @dataclasses.dataclass
@@ -308,7 +311,7 @@ def test_a_tune_plan_never_chooses_memory_below_the_footprint(
         assert record_to_json(run.record)["profile"]["key"] == measured.profile.key
         assert record_to_json(run.record)["profile_cached"] is True
         assert plan["workload"] == "measured"
-        assert len(plan["stages"]) == 3
+        assert len(plan["stages"]) == 2  # 4 trials, η = 2: ⌊log_2 4⌋ stages
         for stage in plan["stages"]:
             assert stage["allocation"]["memory_mb"] >= floor, (stage, floor)
             assert stage["predicted_time_s"] > 0 and stage["predicted_cost_usd"] > 0

@@ -6,17 +6,21 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import faasml
 from faasml.catalog import load_catalog
-from faasml.config import load_job
 from faasml.exceptions import ConfigError
-from faasml.runtime.platform import Platform, open_platform
+from faasml.job import JobSpec, load_job
+from faasml.runtime.platform import FunctionError, Platform, open_platform
 from faasml.runtime.record_json import record_to_json
 from faasml.runtime.session import TuneRun
 from faasml.testing.platform_conformance import *  # noqa: F403
 from faasml.types import Constraint
+
+from .tiny_jobs import example_train_fn
 
 pytest.importorskip("lithops")
 
@@ -94,3 +98,63 @@ def test_tune_runs_the_demo_job_through_lithops(platform: Platform, tmp_path: Pa
     assert all(stage["allocation"]["n"] <= limit for stage in state["plan"]["stages"])
     assert sum(c["usd"] for c in state["charges"]) > 0
     assert state["best"]["val_loss"] < 0.69  # better than chance on the two classes
+
+
+def test_a_torch_allocation_past_the_memory_size_is_out_of_memory(platform: Platform) -> None:
+    """torch's allocator fails with RuntimeError, not MemoryError: still an out-of-memory."""
+    pytest.importorskip("torch")
+    invocation = platform.invoke("faasml.testing.functions:allocate_tensor", 8 * 1024, 1024)
+    with pytest.raises(FunctionError) as caught:
+        invocation.result(timeout=120)
+    assert caught.value.kind == "out-of-memory", caught.value
+    assert "can't allocate memory" in str(caught.value)
+
+
+def _run_on_lithops(job: JobSpec, run_dir: Path) -> dict[str, Any]:
+    config = {
+        "lithops": {"backend": "localhost", "storage": "localhost", "data_cleaner": False},
+        "localhost": {"runtime": sys.executable},
+    }
+    run = TuneRun(job, Constraint(budget_usd=0.05), run_dir, platform_options={"config": config})
+    run.plan()
+    state = record_to_json(run.execute())
+    assert state["status"] == "finished", state["events"][-3:]
+    assert 0 < sum(c["usd"] for c in state["charges"]) <= 0.05
+    return state
+
+
+def test_tune_runs_the_digits_cnn_through_lithops(platform: Platform, tmp_path: Path) -> None:
+    """PyTorch under the functions' address-space cap: torch is imported before it."""
+    pytest.importorskip("torch")
+    pytest.importorskip("sklearn")
+    text = (EXAMPLES / "tune-digits.yaml").read_text()
+    job_file = tmp_path / "digits.yaml"
+    job_file.write_text(
+        text.replace("trials: 8", "trials: 2")
+        .replace("samples: 1797", "samples: 400")
+        .replace("epochs_per_stage: 2", "epochs_per_stage: 1")
+        .replace("platform: local", "platform: lithops")
+    )
+    state = _run_on_lithops(load_job(job_file), tmp_path / "run")
+    assert sorted(t["status"] for t in state["trials"]) == ["done", "pruned"]
+
+
+def test_a_torch_training_function_tunes_through_lithops(
+    platform: Platform, tmp_path: Path
+) -> None:
+    """The BatchNorm CNN of examples/tune_function.py, two configurations, one stage."""
+    pytest.importorskip("torch")
+    tuner = faasml.Tuner(
+        example_train_fn(),
+        {"lr": {"loguniform": [0.001, 0.05]}, "width": 4, "weight_decay": 0.0},
+        budget=0.05,
+        tune_config=faasml.TuneConfig(num_samples=2),
+        settings={"batch_size": 32, "tuning.stages": 1, "platform": "lithops"},
+        run_dir=tmp_path / "run",
+    )
+    # The Tuner's job, run with the module's Lithops settings (no data cleaner left running).
+    state = _run_on_lithops(tuner.job, tmp_path / "run")
+    assert [t["status"] for t in state["trials"]] == ["done", "done"]
+    # torch is imported outside the address-space cap, so the probe times the function at a
+    # small size too (under the cap, torch's own address space filled a small function).
+    assert min(m for m, _ in state["profile"]["compute_points"]) < 1024

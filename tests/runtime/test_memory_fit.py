@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from faasml.config import load_job
+from faasml.job import load_job
 from faasml.runtime.coordinator import Coordinator, CoordinatorOptions
 from faasml.runtime.record_json import record_to_json
 from faasml.runtime.session import TrainRun, TuneRun
@@ -29,7 +29,13 @@ CNN: dict[str, Any] = {
     "dataset": {"synthetic": "images", "samples": 300, "classes": 4, "test_fraction": 0.2},
     "optimizer": {"name": "adam", "lr": 0.003},
     "search_space": {"optimizer.lr": {"loguniform": [0.0003, 0.03]}},
-    "tuning": {"trials": 2, "reduction_factor": 2, "epochs_per_stage": 1, "metric": "loss"},
+    "tuning": {
+        "trials": 2,
+        "reduction_factor": 2,
+        "epochs_per_stage": 1,
+        "stages": 2,
+        "metric": "loss",
+    },
     "batch_size": 32,
     "seed": 0,
     "platform": "local",

@@ -20,11 +20,11 @@ import yaml
 import faasml
 from faasml import _files
 from faasml.catalog import load_catalog
-from faasml.config import load_job
+from faasml.job import load_job
 from faasml.reports.run_dir import RunDir
 from faasml.runtime import run_base, worker
 from faasml.runtime.billing import Charge, Meter
-from faasml.runtime.coordinator_base import TIMINGS
+from faasml.runtime.coordinator import TIMINGS
 from faasml.runtime.record import RunRecord, TrialRecord
 from faasml.runtime.record_json import record_to_json
 from faasml.runtime.session import TuneRun

@@ -66,3 +66,15 @@ def test_a_full_cluster_refuses_with_capacity_error(platform: Platform) -> None:
             running.append(platform.invoke("faasml.testing.functions:sleep", 3.0, 1769))
     for invocation in running:
         invocation.cancel()
+
+
+def test_a_torch_allocation_past_the_memory_size_is_out_of_memory(platform: Platform) -> None:
+    """torch's allocator fails with RuntimeError, not MemoryError: still an out-of-memory."""
+    pytest.importorskip("torch")
+    from faasml.runtime.platform import FunctionError
+
+    invocation = platform.invoke("faasml.testing.functions:allocate_tensor", 8 * 1024, 1024)
+    with pytest.raises(FunctionError) as caught:
+        invocation.result(timeout=120)
+    assert caught.value.kind == "out-of-memory", caught.value
+    assert "can't allocate memory" in str(caught.value)

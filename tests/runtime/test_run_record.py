@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from faasml.cli.main import main
-from faasml.config import load_job
 from faasml.exceptions import RecordError
+from faasml.job import load_job
 from faasml.reports.run_dir import RunDir
 from faasml.reports.run_report import render_report
 from faasml.reports.run_summary import summary_lines
@@ -65,9 +65,9 @@ def test_the_stages_keep_planned_repredicted_and_measured_apart() -> None:
     record = record_from_json(_fixture("v0-tune.json"))
     assert record.plan is not None
     first, second = record.plan.stages
-    assert first.planned is not None and first.measured is not None and first.repredicted is None
+    assert first.predicted is not None and first.measured is not None and first.repredicted is None
     assert second.repredicted is not None and second.measured is not None
-    assert second.planned is not None and second.planned != second.repredicted
+    assert second.predicted is not None and second.predicted != second.repredicted
 
 
 def test_a_record_saved_before_its_plan_resumes_and_plans_afresh(

@@ -14,9 +14,8 @@ import pytest
 import yaml
 
 from faasml.catalog import Catalog, load_catalog
-from faasml.config import load_job
-from faasml.runtime import segments
-from faasml.runtime.coordinator import CoordinatorOptions
+from faasml.job import load_job
+from faasml.runtime.coordinator import CoordinatorOptions, launcher
 from faasml.runtime.platform import Invocation, open_platform
 from faasml.runtime.platforms.local import LocalPlatform
 from faasml.runtime.record import StageRecord
@@ -127,7 +126,7 @@ def test_the_next_stage_starts_on_functions_prewarmed_during_the_last_wave(
     monkeypatch.setattr(LocalPlatform, "invoke", spy)
     # As soon as the last wave runs, whatever its predicted time left (a slow first epoch on
     # a busy machine must not push the prewarm past the wave's end).
-    monkeypatch.setattr(segments, "PREWARM_LEAD", math.inf)
+    monkeypatch.setattr(launcher, "PREWARM_LEAD", math.inf)
     run = _forced_run(tmp_path, "prewarm-stages")
     record = record_to_json(run.execute())
     assert record["status"] == "finished"

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from faasml.catalog import load_catalog
-from faasml.config import JobSpec
 from faasml.exceptions import ConfigError
+from faasml.job import from_mapping
 from faasml.runtime.profiling import profile_job, write_profile
 from faasml.runtime.record_json import record_to_json
 from faasml.runtime.session import TuneRun
@@ -46,7 +46,7 @@ def _keys(url: str) -> set[bytes]:
 def test_profile_measures_every_store_the_job_names(
     redis_server: LocalServer, memcached_server: LocalServer, tmp_path: Path
 ) -> None:
-    job = JobSpec.from_mapping(
+    job = from_mapping(
         {**JOB, "stores": {"redis": redis_server.url, "memcached": memcached_server.url}}
     )
     before = _keys(redis_server.url)
@@ -77,7 +77,7 @@ def test_tuning_runs_through_the_store_the_plan_chose_and_pays_for_it(
     redis_server: LocalServer, tmp_path: Path
 ) -> None:
     redis_url = redis_server.url
-    job = JobSpec.from_mapping({**JOB, "store": redis_url})
+    job = from_mapping({**JOB, "store": redis_url})
     run = TuneRun(job, Constraint(budget_usd=0.05), tmp_path / "run")
     plan = run.plan()
     assert {s.allocation.storage for s in plan.stages} == {"redis"}
@@ -98,8 +98,8 @@ def test_tuning_runs_through_the_store_the_plan_chose_and_pays_for_it(
 
 def test_a_store_the_catalog_does_not_price_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="prices no storage of that name"):  # when read
-        JobSpec.from_mapping({**JOB, "stores": {"dynamodb": "dynamodb://table"}})
-    job = JobSpec.from_mapping(JOB)
+        from_mapping({**JOB, "stores": {"dynamodb": "dynamodb://table"}})
+    job = from_mapping(JOB)
     job = dataclasses.replace(job, stores={"dynamodb": "dynamodb://table"})
     with pytest.raises(ConfigError, match="prices no storage of that name"):  # and when run
         TuneRun(job, Constraint(budget_usd=0.05), tmp_path / "run")

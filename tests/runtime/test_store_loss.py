@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from faasml.config import JobSpec
+from faasml.job import from_mapping
 from faasml.runtime.coordinator import CoordinatorOptions
 from faasml.runtime.record_json import record_to_json
 from faasml.runtime.session import TuneRun, resume_run
@@ -38,7 +38,7 @@ def test_a_store_that_dies_mid_run_stops_it_cleanly_and_says_which(tmp_path: Pat
     server = RedisServer().start()
     try:
         port = server.port
-        job = JobSpec.from_mapping({**JOB, "store": server.url})
+        job = from_mapping({**JOB, "store": server.url})
 
         def stop_the_store(snapshot: dict[str, Any]) -> None:
             # Called once a segment is committed and the next segments are launched (the

@@ -1,8 +1,14 @@
-"""Small job files shared by the runtime tests that choose and run a store."""
+"""Small job files shared by the runtime tests that choose and run a store, and the
+training function of examples/tune_function.py."""
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from pathlib import Path
 from typing import Any
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def tiny_tune_job(name: str) -> dict[str, Any]:
@@ -38,3 +44,13 @@ def four_trial_tune_job(name: str, epochs_per_stage: int) -> dict[str, Any]:
         "seed": 1,
         "catalog": "local",
     }
+
+
+def example_train_fn() -> Any:
+    """``train_fn`` of examples/tune_function.py."""
+    spec = importlib.util.spec_from_file_location("tune_function", EXAMPLES / "tune_function.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["tune_function"] = module  # cloudpickle ships an imported module by value
+    spec.loader.exec_module(module)
+    return module.train_fn

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from faasml.catalog import load_catalog
-from faasml.config import JobSpec
 from faasml.exceptions import ConfigError
+from faasml.job import from_mapping
 from faasml.runtime.profile_record import JobProfile
 from faasml.runtime.workflow_run import WorkflowRun
 from faasml.search import GPEISearcher
@@ -55,7 +55,7 @@ def searches(folder: Path, search: dict[str, Any]) -> list[DeploymentSearch]:
     """The first phase's search and the second's, re-triggered from it (not run)."""
     workflow = {"batch_size_schedule": {0: 32, 2: 128}, "search": search}
     flow = WorkflowRun(
-        JobSpec.from_mapping({**JOB, "workflow": workflow}), Constraint(budget_usd=1.0), folder
+        from_mapping({**JOB, "workflow": workflow}), Constraint(budget_usd=1.0), folder
     )
     flow.profile = PROFILE
     built: list[DeploymentSearch] = []

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from faasml.config import JobSpec
 from faasml.exceptions import ConfigError
+from faasml.job import JobSpec, from_mapping
 from faasml.runtime.workflow_run import workflow_phases
 
 BASE: dict[str, Any] = {
@@ -21,7 +21,7 @@ BASE: dict[str, Any] = {
 
 
 def job(workflow: Any, **changes: Any) -> JobSpec:
-    return JobSpec.from_mapping({**BASE, **changes, "workflow": workflow})
+    return from_mapping({**BASE, **changes, "workflow": workflow})
 
 
 def test_a_schedule_splits_training_into_phases_and_marks_only_real_changes() -> None:
@@ -45,7 +45,7 @@ def test_a_schedule_starting_late_keeps_the_jobs_batch_size_first() -> None:
 
 def test_the_workflow_round_trips_through_to_dict() -> None:
     spec = job({"batch_size_schedule": {0: 32, 3: 64}, "search": {"max_probes": 2}})
-    again = JobSpec.from_mapping(spec.to_dict(redact=False))
+    again = from_mapping(spec.to_dict(redact=False))
     assert again.workflow == spec.workflow
 
 
@@ -54,7 +54,7 @@ def test_the_search_choice_rule_is_read_kept_and_likeliest_by_default() -> None:
     assert plain.workflow is not None and plain.workflow.search.choice == "likeliest"
     spec = job({"batch_size_schedule": {0: 32}, "search": {"choice": "upper"}})
     assert spec.workflow is not None and spec.workflow.search.choice == "upper"
-    again = JobSpec.from_mapping(spec.to_dict(redact=False))
+    again = from_mapping(spec.to_dict(redact=False))
     assert again.workflow is not None and again.workflow.search.choice == "upper"
 
 

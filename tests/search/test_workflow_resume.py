@@ -44,7 +44,7 @@ JOB: dict[str, Any] = {
 # machine's speed.
 KILLED_RUN = """
 import os, signal, sys
-from faasml.config import load_job
+from faasml.job import load_job
 from faasml.runtime.coordinator import CoordinatorOptions
 from faasml.runtime.workflow_run import WorkflowRun
 from faasml.types import Constraint

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from faasml.config import JobSpec
+from faasml.job import from_mapping
 from faasml.runtime.record_json import record_to_json
 from faasml.runtime.workflow_run import WorkflowRun
 from faasml.types import Constraint
@@ -28,7 +28,7 @@ SEARCH = {"max_probes": 2, "retrigger_probes": 1, "max_functions": 2, "probe_rou
 
 
 def run(folder: Path, workflow: dict[str, Any], epochs: int, **changes: Any) -> dict[str, Any]:
-    job = JobSpec.from_mapping(
+    job = from_mapping(
         {**BASE, **changes, "training": {"max_epochs": epochs}, "workflow": workflow}
     )
     flow = WorkflowRun(job, Constraint(budget_usd=1.0), folder)
@@ -131,7 +131,7 @@ def test_a_nas_model_no_function_can_hold_stops_the_plan_naming_the_phase(
     small = dataclasses.replace(
         local, platform=dataclasses.replace(local.platform, memory_max_mb=384)
     )
-    job = JobSpec.from_mapping(
+    job = from_mapping(
         {
             **BASE,
             "model": {"name": "mlp"},

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from faasml._jobworkflow import WatchSpec
-from faasml.config import JobSpec
 from faasml.exceptions import ConfigError, WorkloadError
+from faasml.job import JobSpec, from_mapping
+from faasml.job.workflow import WatchSpec
 from faasml.runtime.chunk_files import await_chunk, joined, landed_files
 from faasml.runtime.record_json import record_to_json
 from faasml.runtime.workflow_run import WorkflowRun, workflow_phases
@@ -38,7 +38,7 @@ BASE: dict[str, Any] = {
 
 def job(folder: Path, **watch: Any) -> JobSpec:
     online = {"watch": {"folder": str(folder), "files": 2, **watch}, "epochs_per_chunk": 1}
-    return JobSpec.from_mapping({**BASE, "workflow": {"online": online, "search": SEARCH}})
+    return from_mapping({**BASE, "workflow": {"online": online, "search": SEARCH}})
 
 
 def drop(folder: Path, name: str, samples: int, seed: int) -> None:
@@ -53,7 +53,7 @@ def drop(folder: Path, name: str, samples: int, seed: int) -> None:
 
 def test_a_watched_folder_is_read_resolved_and_round_trips(tmp_path: Path) -> None:
     (tmp_path / "incoming").mkdir()
-    spec = JobSpec.from_mapping(
+    spec = from_mapping(
         {
             **BASE,
             "workflow": {
@@ -66,7 +66,7 @@ def test_a_watched_folder_is_read_resolved_and_round_trips(tmp_path: Path) -> No
     watch = spec.workflow.watch
     assert Path(watch.folder) == (tmp_path / "incoming").resolve()
     assert (watch.files, watch.format, watch.timeout_s) == (3, "npz", 30.0)
-    again = JobSpec.from_mapping(spec.to_dict())
+    again = from_mapping(spec.to_dict())
     assert again.workflow == spec.workflow
     phases = workflow_phases(spec.workflow, 32, {"name": "logistic-regression"}, 800, 3)
     # The job's own data, then one phase per file (each taken to be as large until it lands).
@@ -93,7 +93,7 @@ def test_a_watch_that_cannot_run_is_a_one_line_error(
     tmp_path: Path, online: dict[str, Any], message: str
 ) -> None:
     with pytest.raises(ConfigError, match=message):
-        JobSpec.from_mapping({**BASE, "workflow": {"online": online}}, base_dir=tmp_path)
+        from_mapping({**BASE, "workflow": {"online": online}}, base_dir=tmp_path)
 
 
 # ----------------------------------------------------------------------------- the folder

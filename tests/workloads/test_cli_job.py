@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from faasml.cli.main import main
-from faasml.config import parse_assignments
 from faasml.exceptions import ConfigError
+from faasml.job import parse_assignments
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 

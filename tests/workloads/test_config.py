@@ -12,10 +12,18 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from faasml.config import JobSpec, environment_overrides, load_job, redact_url
 from faasml.exceptions import ConfigError
+from faasml.job import (
+    apply_config,
+    environment_overrides,
+    from_mapping,
+    load_job,
+    redact_url,
+)
+from faasml.models.shape import SuccessiveHalving
 from faasml.searchspace import parse_search_space
 from faasml.workload import load_workload
+from faasml.workloads.build import build_model, build_optimizer, load_data
 from faasml.workloads.data import higgs_like, write_higgs_csv
 
 EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.yaml"))
@@ -43,16 +51,16 @@ def test_there_are_examples_and_they_load_and_build() -> None:
         if job.tuning is not None:
             configs = job.sample_configs()
             assert len(configs) == job.tuning.trials
-            trial = job.with_config(configs[0])
+            trial = apply_config(job, configs[0])
             assert trial.optimizer.hyperparameters["lr"] == configs[0]["optimizer.lr"]
 
 
 def test_examples_build_a_model_that_fits_their_data() -> None:
     job = load_job(next(p for p in EXAMPLES if p.name == "tune-logreg.yaml"), environ={})
-    train, test = job.dataset.load()
+    train, test = load_data(job.dataset)
     assert len(train) + len(test) == job.dataset.samples
-    model = job.model.build(train.input_shape, train.num_classes)
-    optimizer = job.optimizer.build(model.num_params)
+    model = build_model(job.model, train.input_shape, train.num_classes)
+    optimizer = build_optimizer(job.optimizer, model.num_params)
     loss, grad = model.loss_and_grad(
         model.init_params(job.seed), train.features[:8], train.labels[:8]
     )
@@ -90,10 +98,12 @@ def test_names_stay_text_and_file_references_resolve_next_to_the_job(tmp_path: P
 def test_a_user_module_factory_by_path(tmp_path: Path) -> None:
     model = {"name": "torch.nn:Linear", "in_features": 4, "out_features": 2}
     job = load_job(_write(tmp_path, {**BASE, "model": model}), environ={})
-    train, _ = job.dataset.load()
-    assert job.model.build(train.input_shape, train.num_classes).num_params == 10
+    train, _ = load_data(job.dataset)
+    assert build_model(job.model, train.input_shape, train.num_classes).num_params == 10
+    # Loading does not import a user's factory, so its options are checked once it is built.
+    bad = load_job(_write(tmp_path, {**BASE, "model": {**model, "bias_": 1}}), environ={})
     with pytest.raises(ConfigError, match=r"model 'torch.nn:Linear' has no option.*bias_"):
-        load_job(_write(tmp_path, {**BASE, "model": {**model, "bias_": 1}}), environ={})
+        build_model(bad.model, train.input_shape, train.num_classes)
 
 
 def test_model_shorthand_and_overrides_of_model_options(tmp_path: Path) -> None:
@@ -107,7 +117,7 @@ def test_relative_dataset_path_resolves_next_to_the_job_file(tmp_path: Path) -> 
     data = {**BASE, "dataset": {"path": "data/h.csv", "limit": 10, "test_fraction": 0.5}}
     job = load_job(_write(tmp_path, data), environ={})
     assert job.dataset.format == "higgs-csv"  # guessed from the suffix
-    train, test = job.dataset.load()
+    train, test = load_data(job.dataset)
     assert (len(train), len(test)) == (5, 5)
 
 
@@ -191,19 +201,25 @@ def test_search_space_and_tuning_errors(
 def test_tuning_stages_default_and_shape(tmp_path: Path) -> None:
     data = {**BASE, "search_space": SPACE, "tuning": {"trials": 27, "reduction_factor": 3}}
     tuning = load_job(_write(tmp_path, data), environ={}).require_tuning()
-    assert tuning.stages == 4 and tuning.trials_per_stage == (27, 9, 3, 1)
+    # The one default rule (faasml.models.shape): ⌊log_η trials⌋ stages of 2 epochs, so the
+    # last stage still ranks η trials; one stage more (a single trial) only when asked for.
+    assert tuning.stages == 3 and tuning.trials_per_stage == (27, 9, 3)
+    assert tuning.epochs_per_stage == 2 and tuning.shape == SuccessiveHalving(27, 3)
+    data["tuning"]["stages"] = 4
+    tuning = load_job(_write(tmp_path, data), environ={}).require_tuning()
+    assert tuning.trials_per_stage == (27, 9, 3, 1)
     with pytest.raises(ConfigError, match=r"no tuning section"):
         load_job(_write(tmp_path, BASE), environ={}).require_tuning()
 
 
-def test_with_config_applies_every_kind_of_key(tmp_path: Path) -> None:
+def test_apply_config_applies_every_kind_of_key(tmp_path: Path) -> None:
     space = {
         "lr": {"loguniform": [0.01, 0.1]},
         "batch_size": {"int": [8, 16]},
         "model.l2": {"uniform": [0.0, 0.1]},
     }
     job = load_job(_write(tmp_path, {**BASE, "search_space": space}), environ={})
-    trial = job.with_config({"lr": 0.05, "batch_size": 9, "model.l2": 0.02})
+    trial = apply_config(job, {"lr": 0.05, "batch_size": 9, "model.l2": 0.02})
     assert trial.optimizer.hyperparameters["lr"] == 0.05
     assert trial.batch_size == 9 and trial.model.options["l2"] == 0.02
     assert job.batch_size == 64  # the original is unchanged
@@ -218,18 +234,18 @@ def test_the_jobs_stores_start_with_its_own_store(tmp_path: Path) -> None:
     assert list(named.sync_stores()) == ["redis", "memcached"]
     url = load_job(_write(tmp_path, {**BASE, "store": stores["redis"]}), environ={})
     assert url.sync_stores() == {"redis": stores["redis"]}
-    assert JobSpec.from_mapping(named.to_dict()).sync_stores() == named.sync_stores()
+    assert from_mapping(named.to_dict()).sync_stores() == named.sync_stores()
 
 
 def test_store_credentials_from_the_environment_are_redacted(tmp_path: Path) -> None:
-    url = "redis://app:s3cret@127.0.0.1:6379/0"
+    url = "memcached://app:s3cret@127.0.0.1:11211"  # a Redis URL may hold none: REDISCLI_AUTH
     job = load_job(_write(tmp_path, BASE), environ={"FAASML_STORE": url})
     assert job.store == url
-    assert job.to_dict()["store"] == "redis://app:***@127.0.0.1:6379/0"
+    assert job.to_dict()["store"] == "memcached://app:***@127.0.0.1:11211"
     assert "s3cret" not in yaml.safe_dump(job.to_dict())
-    env = {"FAASML_STORES__REDIS": url}
+    env = {"FAASML_STORES__MEMCACHED": url}
     assert load_job(_write(tmp_path, BASE), environ=env).to_dict()["stores"] == {
-        "redis": "redis://app:***@127.0.0.1:6379/0"
+        "memcached": "memcached://app:***@127.0.0.1:11211"
     }
     bad = {"FAASML_STORES__REDIS": "radish://app:s3cret@127.0.0.1:6379/0"}
     with pytest.raises(ConfigError, match="unknown scheme 'radish'") as caught:
@@ -254,8 +270,8 @@ def test_to_dict_round_trips(trials: int, eta: int, seed: int, batch: int) -> No
         "tuning": {"trials": trials, "reduction_factor": min(eta, max(2, trials))},
         "training": {"target_loss": 0.3},
     }
-    job = JobSpec.from_mapping(data)
-    again = JobSpec.from_mapping(job.to_dict())
+    job = from_mapping(data)
+    again = from_mapping(job.to_dict())
     assert again == job
     assert again.sample_configs() == job.sample_configs()
 

@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from faasml.cli.main import main
-from faasml.config import load_job
 from faasml.exceptions import ConfigError
+from faasml.job import load_job
 from faasml.workloads.data import higgs_like, write_libsvm
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "tune-logreg.yaml"

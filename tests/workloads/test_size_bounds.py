@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from faasml._validate import MAX_DATA_VALUES, MAX_PARAMS
-from faasml.config import load_job
 from faasml.exceptions import ConfigError
+from faasml.job import load_job
 from faasml.workloads import create_model
 from faasml.workloads.data import generate_dataset
 from faasml.workloads.nets import (

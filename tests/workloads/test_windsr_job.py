@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from faasml.cli.main import main
-from faasml.config import load_job
+from faasml.job import load_job
+from faasml.workloads.build import load_data
 from faasml.workloads.windsr import generate_patches, write_patches
 
 pytest.importorskip("torch")
@@ -59,7 +60,7 @@ def test_a_windsr_file_is_read_by_its_suffix(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(job))
     spec = load_job(path)
     assert spec.dataset.format == "windsr"
-    train, test = spec.dataset.load()
+    train, test = load_data(spec.dataset)
     assert (len(train), len(test)) == (9, 3) and train.input_shape == (6, 16, 16)
 
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from faasml.catalog import load_catalog
-from faasml.config import load_job, parse_assignments
 from faasml.exceptions import CatalogError, ConfigError, WorkloadError
+from faasml.job import load_job, parse_assignments
 from faasml.workload import load_workload
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "tune-logreg.yaml"

@@ -7,6 +7,7 @@ import argparse
 import math
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from faasml.cli._common import console, output_folder, print_json
@@ -172,7 +173,7 @@ def run_scavenge(args: argparse.Namespace) -> int:
                 f"{format_duration(r.profiling_s)} of profiling, {r.profiling_rescales} rescales"
             )
     for plot in plots:
-        out.print(f"plot: {plot}")
+        out.print(escape(f"plot: {plot}"))
     return 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from faasml.cli import _common
@@ -54,7 +55,7 @@ def print_train_plan(plan: TrainPlan) -> None:
     out = _common.console()
     choice = plan.choice
     out.print(
-        f"[bold]faasml plan train[/] {plan.workload} on {plan.catalog}: "
+        f"[bold]faasml plan train[/] {escape(str(plan.workload))} on {escape(str(plan.catalog))}: "
         f"{plan.epochs} epochs, {_common.bounds_text(plan.constraint)}"
     )
     out.print(f"Searched {plan.space_size:,} allocations; {plan.frontier_size} are Pareto-optimal.")

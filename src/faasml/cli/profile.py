@@ -11,8 +11,8 @@ from rich.markup import escape
 
 from faasml.catalog import load_catalog
 from faasml.cli._common import console
-from faasml.config import load_job
 from faasml.exceptions import ConfigError
+from faasml.job import load_job
 from faasml.runtime.job_profile import (
     fitting_memory_mb,
     measure_job,
@@ -22,6 +22,7 @@ from faasml.runtime.job_profile import (
 from faasml.runtime.platform import open_platform
 from faasml.runtime.profiling import profile_job, write_profile
 from faasml.units import format_duration
+from faasml.workloads.build import build_model, load_data
 
 
 def register(commands: Any) -> None:
@@ -72,8 +73,8 @@ def run_profile(args: argparse.Namespace) -> int:
     out = console()
     asked = None if args.memories == "auto" else _ints(args.memories, "--memories")
     catalog = load_catalog(job.catalog)
-    train, _ = job.dataset.load()
-    model = job.model.build(train.input_shape, train.num_classes)
+    train, _ = load_data(job.dataset)
+    model = build_model(job.model, train.input_shape, train.num_classes)
     options = platform_options_for(job, model, {})
     with open_platform(job.platform, catalog, **options) as platform:
         profile = measure_job(
@@ -95,9 +96,8 @@ def run_profile(args: argparse.Namespace) -> int:
                 f"{profile.footprint_mb:.0f} MB + 20 %); leave --memories out to choose sizes"
             )
     counts = tuple(n for n in _ints(args.counts, "--counts") if n > 1)
-    out.print(
-        f"Profiling {job.name}: memories {memories} MB, counts {counts}, {args.rounds} rounds"
-    )
+    rounds = f"counts {counts}, {args.rounds} rounds"
+    out.print(escape(f"Profiling {job.name}: memories {memories} MB, {rounds}"))
     with tempfile.TemporaryDirectory(prefix="faasml-profile-") as work:
         result = profile_job(
             job,
@@ -123,6 +123,6 @@ def run_profile(args: argparse.Namespace) -> int:
         for key, value in sorted(store.sync_s_per_round.items()):
             out.print(f"    sync {key}: {value * 1e3:.2f} ms per round")
     workload_path, catalog_path = write_profile(job, result, Path(args.out))
-    out.print(f"Wrote {workload_path} and {catalog_path}; use them in the job file:")
-    out.print(f"  profile: {workload_path}\n  catalog: {catalog_path}")
+    out.print(escape(f"Wrote {workload_path} and {catalog_path}; use them in the job file:"))
+    out.print(escape(f"  profile: {workload_path}\n  catalog: {catalog_path}"))
     return 0

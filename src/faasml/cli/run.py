@@ -12,12 +12,13 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from faasml.cli._common import add_constraint_options, console, constraint_from
-from faasml.config import JobSpec, load_job
 from faasml.exceptions import ConfigError
+from faasml.job import JobSpec, load_job
 from faasml.reports.run_dir import RunDir
 from faasml.reports.run_summary import exit_code, summary_lines
 from faasml.runtime.platform import PLATFORMS
 from faasml.runtime.record import PlanRecord
+from faasml.runtime.run_lock import lock_run
 from faasml.runtime.session import BaseRun, TrainRun, TuneRun, resume_run
 from faasml.units import format_duration, format_money
 
@@ -115,55 +116,74 @@ def _run(kind: type[TuneRun] | type[TrainRun], args: argparse.Namespace) -> int:
         from faasml.runtime.workflow_run import WorkflowRun
 
         kind = WorkflowRun
-    run = kind(
-        job,
-        constraint_from(args),
-        _run_dir(args, job.name),
-        platform_options=options,
-        reprofile=args.reprofile,
-    )
-    _plan(run)
-    return _execute(run)
+    path = _run_dir(args, job.name)
+    with lock_run(path):
+        RunDir(path).check_new(force=args.force)  # again, locked: a run may have begun since
+        run = kind(
+            job, constraint_from(args), path, platform_options=options, reprofile=args.reprofile
+        )
+        _plan(run)
+        return _execute(run)
 
 
 def run_resume(args: argparse.Namespace) -> int:
     constraint = None
     if args.budget is not None or args.deadline is not None:
         constraint = constraint_from(args)
-    run = resume_run(args.run_dir, constraint=constraint)
-    status = run.record.status
-    console().print(f"Resuming the {run.kind} run in {args.run_dir} (status {status})")
-    return _execute(run)
+    RunDir(args.run_dir).read_record()  # a folder holding no run is refused before it is locked
+    with lock_run(args.run_dir):
+        run = resume_run(args.run_dir, constraint=constraint)
+        status = run.record.status
+        console().print(escape(f"Resuming the {run.kind} run in {args.run_dir} (status {status})"))
+        return _execute(run)
 
 
 def _plan(run: TuneRun | TrainRun) -> None:
     """Measure the job (or take its cached profile), then plan from it."""
     out = console()
-    out.print(f"Measuring {run.job.name} on {run.job.platform} (cached per job and platform)…")
+    out.print(
+        escape(f"Measuring {run.job.name} on {run.job.platform} (cached per job and platform)…")
+    )
     run.plan()
     profile = run.profile
     if profile is not None:
         cost = run.meter.by_kind().get("profiling", 0.0)
         how = "cached" if profile.cached else f"{profile.profiling_s:.1f} s, {format_money(cost)}"
-        out.print(f"{profile.summary()} [{how}]", soft_wrap=True)
+        out.print(escape(f"{profile.summary()} [{how}]"), soft_wrap=True)
         if profile.check is not None:
-            out.print(profile.check.line(), soft_wrap=True)
+            out.print(escape(profile.check.line()), soft_wrap=True)
         if run.compute_note is not None:
-            out.print(run.compute_note[0].upper() + run.compute_note[1:], soft_wrap=True)
+            note = run.compute_note[0].upper() + run.compute_note[1:]
+            out.print(escape(note), soft_wrap=True)
 
 
 def print_plan(plan: PlanRecord, job_name: str) -> None:
     out = console()
-    out.print(
-        f"[bold]Plan[/] ({plan.planner}) for {job_name}: predicted "
+    # A tuning run predicts beside the planner (``predicted``): both are shown.
+    beside = plan.predicted is not None
+    what = "planned" if beside else "predicted"
+    line = (
+        f"[bold]Plan[/] ({plan.planner}) for {escape(job_name)}: {what} "
         f"[bold]{format_duration(plan.time_s)}[/] and [bold]{format_money(plan.cost_usd)}[/]"
     )
+    if plan.predicted is not None:
+        line += (
+            f"; the run predicts [bold]{format_duration(plan.predicted.time_s)}[/] and "
+            f"[bold]{format_money(plan.predicted.cost_usd)}[/]"
+        )
+    out.print(line)
     for stage in plan.stages:
         a = stage.allocation
+        run_s = ""
+        if beside and stage.predicted is not None:
+            run_s = (
+                f" (run: {format_duration(stage.predicted.time_s)}, "
+                f"{format_money(stage.predicted.cost_usd)})"
+            )
         out.print(
             f"  stage {stage.index}: {stage.trials} trial(s) × {stage.epochs} epoch(s) on "
             f"{a.n} × {a.memory_mb} MB, {a.storage}/{a.scheme} — "
-            f"{format_duration(stage.time_s)}, {format_money(stage.cost_usd)}"
+            f"{format_duration(stage.time_s)}, {format_money(stage.cost_usd)}{run_s}"
         )
 
 
@@ -215,5 +235,5 @@ def _execute(run: BaseRun) -> int:
         shown = f"{value:.4g}" if isinstance(value, float) else str(value)
         config = {k: round(v, 4) if isinstance(v, float) else v for k, v in best.config.items()}
         out.print(escape(f"Best: trial {best.trial} {config} — validation loss {shown}"))
-    out.print(f"Report: {run.dir.path / 'report.md'}")
+    out.print(escape(f"Report: {run.dir.path / 'report.md'}"))
     return exit_code(record)

@@ -25,6 +25,7 @@ from faasml.reports.run_report import render_report
 from faasml.runtime.ranking import diverged_at
 from faasml.runtime.record import KINDS, RunRecord, TrialRecord
 from faasml.runtime.record_json import record_from_json, record_to_json
+from faasml.runtime.run_lock import LOCK_NAME
 from faasml.sim.curves import CurvePoint, write_curve
 
 
@@ -66,7 +67,7 @@ class RunDir:
                 f"the run directory {path} already holds a {kind}run ({status}); its record "
                 f"and report would be overwritten: {advice} (or pass --force to overwrite it)"
             )
-        if any(path.iterdir()):
+        if any(entry.name != LOCK_NAME for entry in path.iterdir()):
             raise ConfigError(
                 f"the run directory {path} is not empty and holds no run; choose a new or "
                 "empty folder (or pass --force to write into it)"

@@ -19,10 +19,24 @@ def _error(actual: float, predicted: float) -> str:
 
 
 def _stage_cell(value: Estimate | None) -> str:
-    """'time, bill' of a stage's estimate (planned, re-predicted, measured), or '-'."""
+    """'time, bill' of a stage's estimate (the planner's, the run's prediction, re-prediction,
+    measurement), or '-'."""
     if value is None:
         return "-"
     return f"{format_duration(value.time_s)}, {format_money(value.cost_usd)}"
+
+
+def _planned_lines(plan: PlanRecord) -> list[str]:
+    """The planner's own figures, where the run predicted beside them (a tuning run): its
+    model prices every stage's start apart; the run's knows the functions warm between
+    stages, the prewarm, the partitions' writes and its own time between stages."""
+    if plan.predicted is None:
+        return []
+    return [
+        "",
+        f"The planner planned {format_duration(plan.time_s)} and "
+        f"{_money(plan.cost_usd)} (stage by stage in the table's planned column).",
+    ]
 
 
 def _between_lines(plan: PlanRecord) -> list[str]:
@@ -85,18 +99,20 @@ def _status_cell(trial: TrialRecord) -> str:
 
 
 def _plan_lines(record: RunRecord) -> list[str]:
-    """The plan against the run: totals, then stage by stage."""
+    """The plan against the run: totals (the run's own prediction where it made one beside
+    the planner's), then stage by stage."""
     plan = record.plan
     spent, profiling = record.bill_usd(), record.usd_of("profiling")
     elapsed = record.elapsed_s
-    time_s = plan.time_s if plan is not None else 0.0
-    cost = plan.cost_usd if plan is not None else None
+    own = plan.predicted if plan is not None else None
+    time_s = (plan.time_s if own is None else own.time_s) if plan is not None else 0.0
+    cost = (plan.cost_usd if own is None else own.cost_usd) if plan is not None else None
     lines = [
         "",
         "## Plan against actual",
         "",
-        "The plan predicts the run; the bill below it also holds what measuring the job cost",
-        f"({format_money(profiling)}), which the plan's budget already left out.",
+        "The run predicts itself from the plan; the bill below it also holds what measuring the",
+        f"job cost ({format_money(profiling)}), which the plan's budget already left out.",
         "",
         "| | predicted | actual | error |",
         "|---|---:|---:|---:|",
@@ -104,6 +120,7 @@ def _plan_lines(record: RunRecord) -> list[str]:
         f"{_error(elapsed, time_s)} |",
         f"| bill (run) | {_money(cost)} | {format_money(spent - profiling)} | "
         f"{_error(spent - profiling, cost or 0.0)} |",
+        *(_planned_lines(plan) if plan is not None else []),
         "",
     ]
     if plan is None:
@@ -113,8 +130,8 @@ def _plan_lines(record: RunRecord) -> list[str]:
         *_between_lines(plan),
         "",
         "| stage | trials | epochs | allocation | predicted epoch | measured epoch (mean) "
-        "| predicted stage | re-predicted | measured |",
-        "|---:|---:|---:|---|---:|---:|---:|---:|---:|",
+        "| planned stage | predicted stage | re-predicted | measured |",
+        "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     epochs_before = 0
     for stage in plan.stages:
@@ -130,7 +147,8 @@ def _plan_lines(record: RunRecord) -> list[str]:
             f"{a.n} × {a.memory_mb} MB, {a.storage}/{a.scheme} | "
             f"{format_duration(stage.epoch_time_s)} | "
             f"{'-' if mean is None else format_duration(mean)} | "
-            f"{_stage_cell(stage.planned)} | {_stage_cell(stage.repredicted)} | "
+            f"{_stage_cell(Estimate(stage.time_s, stage.cost_usd))} | "
+            f"{_stage_cell(stage.predicted)} | {_stage_cell(stage.repredicted)} | "
             f"{_stage_cell(stage.measured)} |"
         )
     return lines

@@ -57,28 +57,38 @@ def exit_code(record: RunRecord) -> int:
 
 
 def _plan_line(record: RunRecord, plan: PlanRecord) -> str:
-    """The plan's time and bill against the measured ones."""
+    """The plan's time and bill against the measured ones: the run's own prediction where it
+    made one beside the planner's (a tuning run), else the plan's."""
     profiling = record.usd_of("profiling")
     elapsed = record.elapsed_s
     run_bill = record.bill_usd() - profiling
     waiting = record.waiting_s
     running = elapsed - waiting
-    measured = f"{format_duration(elapsed)} ({_error(elapsed, plan.time_s)})"
+    own = plan.predicted
+    time_s = plan.time_s if own is None else own.time_s
+    cost_usd = plan.cost_usd if own is None else own.cost_usd
+    measured = f"{format_duration(elapsed)} ({_error(elapsed, time_s)})"
     if waiting > 0:  # data that had not landed yet: not a time any plan predicts
         measured = (
-            f"{format_duration(running)} running ({_error(running, plan.time_s)}; "
+            f"{format_duration(running)} running ({_error(running, time_s)}; "
             f"{format_duration(waiting)} more waiting for data)"
         )
     searched = record.usd_of("search")
-    billed = f"{format_money(run_bill)} ({_error(run_bill, plan.cost_usd)})"
+    billed = f"{format_money(run_bill)} ({_error(run_bill, cost_usd)})"
     if searched > 0:  # a deployment search's probes: a cost the plan leaves to the search
         trained = run_bill - searched
         billed = (
-            f"{format_money(trained)} training ({_error(trained, plan.cost_usd)}) + "
+            f"{format_money(trained)} training ({_error(trained, cost_usd)}) + "
             f"{format_money(searched)} searching"
         )
+    planned = ""
+    if own is not None:
+        planned = (
+            f"planned {format_duration(plan.time_s)} and "
+            f"{format_money(plan.cost_usd)} by the planner; the run "
+        )
     return (
-        f"predicted {format_duration(plan.time_s)} and {format_money(plan.cost_usd)};"
+        f"{planned}predicted {format_duration(time_s)} and {format_money(cost_usd)};"
         f" measured {measured} and {billed}"
     )
 
@@ -109,6 +119,13 @@ def summary_lines(record: RunRecord) -> list[str]:
         how = "cached" if record.profile_cached else "measured"
         if profile.check is not None:
             how += f", re-checked: {profile.check.action}"
+        for event in record.events:  # the run's epochs corrected the cached one
+            if "the cached profile's time per sample" in event.text:
+                how += (
+                    ", stale by the run's epochs"
+                    if "stale" in event.text
+                    else ", rescaled by the run's epochs"
+                )
         lines.append(
             f"job profile {how}: footprint {profile.footprint_mb:.0f} MB, "
             f"{profile.params:,} parameters, cold start {profile.cold_start_s:.2f} s"

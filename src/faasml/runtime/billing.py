@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from faasml.catalog import Catalog, StorageService
+from faasml.exceptions import InfeasibleConstraintError
 from faasml.models.cost import request_price
 from faasml.runtime.platform import Billed
+from faasml.units import format_money
 
 
 @dataclass(frozen=True)
@@ -140,3 +142,20 @@ class Meter:
     @staticmethod
     def from_list(catalog: Catalog, items: list[dict[str, Any]]) -> Meter:
         return Meter(catalog, [Charge(**item) for item in items])
+
+
+def refused_after_profiling(
+    err: InfeasibleConstraintError, budget_usd: float | None, profiling_usd: float
+) -> InfeasibleConstraintError:
+    """The planner's refusal ``err`` of the budget measuring the job left, saying what the
+    measuring cost and the least budget for the run and the measuring together."""
+    least = err.least_budget_usd
+    if budget_usd is None or least is None or profiling_usd <= 0:
+        return err
+    refused = str(err).split("; the least budget")[0]
+    return InfeasibleConstraintError(
+        f"{refused}: profiling cost {format_money(profiling_usd)} of your "
+        f"{format_money(budget_usd)} budget; the least budget that works for the run after "
+        f"profiling is {format_money(least)} (total {format_money(profiling_usd + least)})",
+        least_budget_usd=profiling_usd + least,
+    )

@@ -13,6 +13,7 @@ moves by more than δ.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
@@ -208,6 +209,56 @@ def trial_factors(
         ratios = [u / base[m] for m, u in own.alone(platform).items() if base.get(m, 0) > 0]
         factors.append(statistics.median(ratios) if ratios else 1.0)
     return factors
+
+
+def compute_ratio(
+    histories: Iterable[Sequence[Mapping[str, Any]]],
+    epochs: range,
+    points: Sequence[tuple[int, float]],
+    train_samples: int,
+    catalog: Catalog,
+) -> float | None:
+    """The run's training computation per sample over ``points`` ((memory MB, seconds per
+    sample), as a profile's probe timed them): the median over the epochs in ``epochs`` of
+    the slowest worker's computation per sample of its partition, taken back to a function
+    alone. A trial's first epoch on an allocation (a framework's warm-up) counts only where
+    no later one was measured. None without epochs. Computation alone, not the epoch's time:
+    a small job's epoch is mostly invocation and synchronisation, which the probe prices
+    apart."""
+    platform = catalog.platform
+    ratios: list[float] = []
+    for history in histories:
+        seen: set[tuple[int, int]] = set()
+        chosen: dict[tuple[int, int], list[tuple[bool, Mapping[str, Any]]]] = {}
+        for record in history:
+            key = (int(record["n"]), int(record["memory_mb"]))
+            first = key not in seen
+            seen.add(key)
+            if int(record["epoch"]) in epochs:
+                chosen.setdefault(key, []).append((first, record))
+        for (n, memory), entries in chosen.items():
+            expected = _interpolated(points, memory)
+            alone = float(platform.vcpus(memory)) * n
+            for record in [r for f, r in entries if not f] or [r for _, r in entries]:
+                demand = max(alone, float(record.get("vcpu_demand", 0.0)))
+                seconds = float(record["compute_s"]) / platform.contention(demand)
+                per_sample = seconds / max(train_samples / max(n, 1), 1.0)
+                if expected > 0 and per_sample > 0:
+                    ratios.append(per_sample / expected)
+    return statistics.median(ratios) if ratios else None
+
+
+def _interpolated(points: Sequence[tuple[int, float]], memory: float) -> float:
+    """``points``' seconds at ``memory``: linear between two, the nearest beyond them."""
+    ordered = sorted(points)
+    if not ordered:
+        return 0.0
+    if memory <= ordered[0][0]:
+        return float(ordered[0][1])
+    for (m0, s0), (m1, s1) in itertools.pairwise(ordered):
+        if memory <= m1:
+            return float(s0 + (s1 - s0) * (memory - m0) / max(m1 - m0, 1e-12))
+    return float(ordered[-1][1])
 
 
 def _points(compute: ComputeProfile) -> tuple[tuple[float, float], ...]:

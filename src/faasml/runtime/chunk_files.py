@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from faasml._jobworkflow import WatchSpec
 from faasml.exceptions import ConfigError, WorkloadError
+from faasml.job.workflow import WatchSpec
 from faasml.workloads.data import Dataset, load_dataset
 
 UNFINISHED_SUFFIXES = (".tmp", ".part", ".partial")

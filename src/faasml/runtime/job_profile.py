@@ -8,13 +8,13 @@ framework included) is the footprint; at the least memory that holds it plus
 functions synchronising the job's real gradient through its store (``runtime.sync_probe``).
 ``planning_inputs`` turns a profile into the ``Workload`` (u(m) as a measured table, the
 footprint as ``runtime_mb``) and ``Catalog`` (measured cold start and per-invocation latency)
-the planners read. Profiles are cached by a key of everything that changes them.
+the planners read. Profiles are cached by a key of everything that changes them
+(``runtime.profile_key``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import itertools
 import json
 import math
@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from faasml.catalog import Catalog
-from faasml.config import JobSpec
 from faasml.exceptions import FaasmlError
+from faasml.job import JobSpec
 from faasml.runtime.billing import Meter
 from faasml.runtime.config_cost import ConfigCosts, relative_costs
 from faasml.runtime.contention import (
@@ -37,17 +37,22 @@ from faasml.runtime.contention import (
     faster_solo,
     solo_disturbed,
 )
+from faasml.runtime.coordinator import WORKER_MODULE
 from faasml.runtime.platform import FunctionError, Platform
 from faasml.runtime.probe_calls import MAX_GROUP, ProbeCalls, job_recipes
 from faasml.runtime.profile_check import (
     RECHECK_MEASURE_S,
+    STALE_THRESHOLD,
     checked_profile,
+    drift_action,
+    epochs_line,
     load_average,
     rechecks,
 )
+from faasml.runtime.profile_key import profile_key
 from faasml.runtime.profile_record import MEMORY_MARGIN, JobProfile
-from faasml.runtime.segments import WORKER_MODULE
 from faasml.runtime.sync_probe import measured_sync, priced_storages
+from faasml.workloads.build import load_data
 
 __all__ = [
     "MAX_GROUP",
@@ -56,6 +61,7 @@ __all__ = [
     "ProfilingError",
     "cache_dir",
     "cached_profile",
+    "epochs_checked",
     "fitting_memory_mb",
     "measure_job",
     "model_configs",
@@ -66,8 +72,6 @@ __all__ = [
 ]
 from faasml.workload import ComputeProfile, Workload
 
-PROBE_VERSION = 14
-"""Bumped when the probe measures differently: older cached profiles are then re-measured."""
 MEASURE_S = 0.6
 """Seconds of computation each compute measurement covers at least (six CPU-quota periods)."""
 MAX_CONFIGS = 8
@@ -103,29 +107,6 @@ def _size_rank(config: Mapping[str, Any]) -> tuple[float, ...]:
     return tuple(float(v) if isinstance(v, int | float) else 0.0 for v in config.values())
 
 
-def profile_key(job: JobSpec, catalog: Catalog, platform_options: Mapping[str, Any]) -> str:
-    """Everything that changes what the probe would measure, hashed."""
-    from faasml import __version__
-
-    identity = {
-        "model": job.model.name,
-        "model_options": dict(job.model.options),
-        "search_space": job.search_space.to_dict() if job.search_space else None,
-        "dataset": job.to_dict(redact=True).get("dataset"),
-        "optimizer": job.optimizer.name,
-        "batch_size": job.batch_size,
-        "platform": job.platform,
-        "platform_options": {k: repr(v) for k, v in sorted(platform_options.items())},
-        "catalog": repr(catalog.platform),
-        "stores": job.to_dict(redact=True).get("stores"),
-        "store": job.store,
-        "probe": PROBE_VERSION,
-        "faasml": __version__,
-    }
-    text = json.dumps(identity, sort_keys=True, default=repr)
-    return hashlib.sha256(text.encode()).hexdigest()[:20]
-
-
 def cache_dir() -> Path:
     """``$FAASML_CACHE/profiles``, else ``$XDG_CACHE_HOME/faasml/profiles`` (~/.cache)."""
     root = os.environ.get("FAASML_CACHE")
@@ -141,6 +122,26 @@ def cached_profile(key: str) -> JobProfile | None:
         return JobProfile.from_dict(json.loads(path.read_text()), cached=True)
     except (OSError, ValueError, TypeError, KeyError):
         return None
+
+
+def epochs_checked(profile: JobProfile, ratio: float) -> str | None:
+    """The cached ``profile`` after a run's own epochs computed at ``ratio`` times its time
+    per sample: kept within ``STALE_THRESHOLD``; beyond it, its computation rescaled to them
+    in the cache; beyond ``RESCALE_LIMIT``, removed, so that the next run measures the job
+    again. The run's event line; None where kept (or the cache holds another profile now)."""
+    action = drift_action((ratio,), STALE_THRESHOLD)
+    current = cached_profile(profile.key)
+    if action == "kept" or current is None or current.compute_points != profile.compute_points:
+        return None
+    if action == "rescaled":
+        points = tuple((m, s * ratio) for m, s in profile.compute_points)
+        _store_profile(dataclasses.replace(profile, compute_points=points))
+    else:
+        try:
+            (cache_dir() / f"{profile.key}.json").unlink()
+        except OSError:
+            return None
+    return epochs_line(ratio, action)
 
 
 def _store_profile(profile: JobProfile) -> None:
@@ -189,7 +190,7 @@ def _probe_calls(
 ) -> tuple[ProbeCalls, tuple[Any, Any], list[Any]]:
     """The job's probe as a measurement and a re-check both run it: the data loaded, every
     model configuration built; (calls, (train, test), recipes)."""
-    train, test = job.dataset.load()
+    train, test = load_data(job.dataset)
     recipes = job_recipes(job, model_configs(job), train)
     calls = ProbeCalls(
         job, catalog, platform, folder, recipes, (train, test), measure_s=measure_s, meter=meter,
@@ -210,26 +211,22 @@ def measure_job(
     clock: Callable[[], float] | None = None,
 ) -> JobProfile:
     """The job's profile: from the cache, else measured on ``platform`` (billed to ``meter``
-    as 'profiling' charges when given). A cached profile is first re-checked where the
-    platform's speed can drift (``recheck``: as ``profile_check.rechecks`` decides), and
-    comes back kept, rescaled or measured again, with its ``check``."""
+    as 'profiling' charges when given). A cached profile is used as it is (the run's own
+    epochs check it: ``epochs_checked``) unless a re-check is asked for
+    (``recheck``, ``profile_check.rechecks``): it then comes back kept, rescaled or measured
+    again, with its ``check``."""
     key = profile_key(job, catalog, platform_options or {})
     check = None
     if not refresh:
         found = cached_profile(key)
         if found is not None:
-            drifts = platform.speed_drifts
-            if not rechecks(drifts, recheck, found.load_avg, load_average()):
+            if not rechecks(recheck):
                 return found
             found = _recheck(found, job, catalog, platform, meter, clock)
             check = found.check
             if check is None or check.action != "re-profiled":
                 if check is not None and check.action == "rescaled":
                     _store_profile(found)
-                elif check is not None and check.load_now is not None:
-                    # Kept: the figures hold at this load too, so the next run compares its
-                    # load with this one (else every run at this load re-checks again).
-                    _store_profile(dataclasses.replace(found, load_avg=check.load_now))
                 return found
     began = time.monotonic()
     platform_spec = catalog.platform
@@ -459,14 +456,14 @@ def planning_inputs(
 
 
 def platform_options_for(job: JobSpec, model: object, options: Mapping[str, Any]) -> dict[str, Any]:
-    """The platform options a run of ``job`` uses: on ``local``, its functions import the
-    worker's module as they start (``WORKER_MODULE``: as a Lambda's init phase runs the
-    handler module's imports, paid in the cold start the probe measures, not in the first
-    invocation), and a PyTorch model's functions import torch too (a deployment package's
-    import, outside the address-space cap, counted in resident memory as on a real
+    """The platform options a run of ``job`` uses: on ``local``, ``ray`` and ``lithops``, its
+    functions import the worker's module as they start (``WORKER_MODULE``: as a Lambda's init
+    phase runs the handler module's imports, paid in the cold start the probe measures, not in
+    the first invocation), and a PyTorch model's functions import torch too (a deployment
+    package's import, outside the address-space cap, counted in resident memory as on a real
     function)."""
     out = dict(options)
-    if job.platform == "local" and "preload" not in out:
+    if job.platform in ("local", "ray", "lithops") and "preload" not in out:
         from faasml.workloads.torch_model import TorchModel
 
         torch = ("torch",) if isinstance(model, TorchModel) else ()

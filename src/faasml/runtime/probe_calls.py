@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from faasml.catalog import Catalog
-from faasml.config import JobSpec
+from faasml.job import JobSpec, apply_config
 from faasml.runtime.billing import Meter
 from faasml.runtime.job_probe import PEAK_ROUNDS
 from faasml.runtime.platform import Billed, FunctionError, Platform
@@ -31,7 +31,7 @@ def job_recipes(job: JobSpec, configs: list[dict[str, Any]], train: Any) -> list
 
     recipes = []
     for config in configs:
-        variant = job.with_config(config) if config else job
+        variant = apply_config(job, config) if config else job
         recipes.append(
             ModelRecipe(
                 model=variant.model.name,

@@ -1,16 +1,20 @@
-"""Re-checking a cached job profile against the machine of the moment (pure).
+"""Checking a cached job profile against the machine of the moment (pure).
 
-A profile records what the machine gave when it was measured. Where the platform's speed can
-drift between runs (``Platform.speed_drifts``: the local platform shares its machine with
-whatever else runs there), a run that takes the profile from the cache first runs the job's
-probe once more, briefly, at one memory size it measured (``job_profile.measure_job``). This
-module compares that measurement with the cached figures at that size: computation per
-sample, the cold start (taken back to one function alone, as the profile's) and, where the
-probe ran a group side by side, the vCPUs the machine delivered. Within ``DRIFT_THRESHOLD``
-of the cached figures the profile is kept as it is; beyond it, every machine-dependent figure
-is rescaled by the measured ratios (computation and evaluation at every memory size) or
-replaced by the fresh measurement (cold start, vCPUs delivered, checkpoint time); beyond
-``RESCALE_LIMIT`` the job is measured again from scratch (too far to trust a ratio).
+A profile records what the machine gave when it was measured. A run that takes it from the
+cache checks it with its own first epochs, at no extra cost: the run's calibration corrects
+the plan from them, and where their computation per sample is off the profile's by more than
+``STALE_THRESHOLD`` the cached profile is rescaled to them, or beyond ``RESCALE_LIMIT`` marked
+stale, so that the next run measures the job again (``job_profile.epochs_checked``).
+
+Asked for (``RECHECK_ENV``, ``measure_job(recheck=True)``), a run first runs the job's probe
+once more, briefly, at one memory size the profile measured. This module compares that
+measurement with the cached figures at that size: computation per sample, the cold start
+(taken back to one function alone, as the profile's) and, where the probe ran a group side by
+side, the vCPUs the machine delivered. Within ``DRIFT_THRESHOLD`` of the cached figures the
+profile is kept as it is; beyond it, every machine-dependent figure is rescaled by the
+measured ratios (computation and evaluation at every memory size) or replaced by the fresh
+measurement (cold start, vCPUs delivered, checkpoint time); beyond ``RESCALE_LIMIT`` the job
+is measured again from scratch (too far to trust a ratio).
 """
 
 from __future__ import annotations
@@ -21,17 +25,20 @@ import os
 from typing import Any
 
 from faasml.catalog import Catalog
+from faasml.exceptions import ConfigError
 from faasml.runtime.contention import cold_start_alone, delivered_vcpus
 from faasml.runtime.profile_record import JobProfile, ProfileCheck
 
 __all__ = [
     "DRIFT_THRESHOLD",
-    "LOAD_CHANGE_PER_CORE",
+    "LOAD_ENV",
     "RECHECK_ENV",
     "RECHECK_MEASURE_S",
     "RESCALE_LIMIT",
+    "STALE_THRESHOLD",
     "checked_profile",
     "drift_action",
+    "epochs_line",
     "load_average",
     "rechecks",
 ]
@@ -43,38 +50,53 @@ RESCALE_LIMIT = 20.0
 RECHECK_MEASURE_S = 0.3
 """Seconds of computation the re-check's measurement covers at least (half the probe's)."""
 RECHECK_ENV = "FAASML_PROFILE_RECHECK"
-"""Set to 0 to never re-check a cached profile, to 1 to re-check it on every platform (and
-whatever the load)."""
-LOAD_CHANGE_PER_CORE = 0.5
-"""Where the speed drifts, a cached profile is re-checked only when the machine's 1-minute
-load average moved by more than this per core since it was measured (or either load is
-unknown): the re-check costs a cold start and about a second, and within this the machine
-gives what it gave."""
+"""Set to 1 to re-check a cached profile with a short probe before every run's plan."""
+LOAD_ENV = "FAASML_LOAD_AVERAGE"
+"""A 1-minute load average to take as the machine's instead of reading it (a number >= 0)."""
+STALE_THRESHOLD = 0.5
+"""A run whose own epochs' training computation per sample is more than 1.5x (or under 1/1.5)
+its cached profile's corrects the cached profile: rescaled to the epochs, or, beyond
+``RESCALE_LIMIT``, marked stale. Wider than ``DRIFT_THRESHOLD``: the run's trials are other
+configurations than the probe's and share the machine otherwise, and a profile that is roughly
+right is worth keeping; the run itself is corrected by its calibration either way."""
 
 
-def rechecks(
-    speed_drifts: bool,
-    asked: bool | None = None,
-    load_then: float | None = None,
-    load_now: float | None = None,
-) -> bool:
-    """Whether a cached profile is re-checked: as ``asked``, else as ``RECHECK_ENV`` says,
-    else where the platform's speed can drift and the load moved since the profile was
-    measured (``LOAD_CHANGE_PER_CORE``)."""
+def rechecks(asked: bool | None = None) -> bool:
+    """Whether a cached profile is re-checked before the plan: as ``asked``, else as
+    ``RECHECK_ENV`` says, else not. The run's own first epochs check it at no extra cost
+    (``job_profile.epochs_checked``): a probe before every run cost more than a short job,
+    and the load average that once triggered it says little of the speed the job gets."""
     if asked is not None:
         return asked
-    setting = os.environ.get(RECHECK_ENV, "").strip()
-    if setting in ("0", "1"):
-        return setting == "1"
-    if not speed_drifts:
-        return False
-    if load_then is None or load_now is None:
-        return True
-    return abs(load_now - load_then) > LOAD_CHANGE_PER_CORE * (os.cpu_count() or 1)
+    return os.environ.get(RECHECK_ENV, "").strip() == "1"
+
+
+def epochs_line(ratio: float, action: str) -> str:
+    """The event of a cached profile a run's epochs found off by ``ratio`` (``action``:
+    'rescaled' or 're-profiled', as ``drift_action`` decides with ``STALE_THRESHOLD``)."""
+    then = (
+        "rescaled to them in the cache"
+        if action == "rescaled"
+        else "marked stale (the next run measures the job again)"
+    )
+    return (
+        f"the run's epochs computed at {ratio:.2f}x the cached profile's time per sample: "
+        f"the plan follows the epochs, and the cached profile is {then}"
+    )
 
 
 def load_average() -> float | None:
-    """The machine's 1-minute load average (None where the system has none)."""
+    """The machine's 1-minute load average (None where the system has none), or the one
+    ``LOAD_ENV`` gives instead (what the tests set: none reads the machine's)."""
+    given = os.environ.get(LOAD_ENV, "").strip()
+    if given:
+        try:
+            value = float(given)
+        except ValueError:
+            value = -1.0
+        if not math.isfinite(value) or value < 0:
+            raise ConfigError(f"the value of {LOAD_ENV} is {given!r}, but must be a number >= 0")
+        return round(value, 2)
     try:
         return round(os.getloadavg()[0], 2)
     except (OSError, AttributeError):

@@ -27,13 +27,14 @@ import yaml
 
 from faasml.catalog import Catalog, load_catalog
 from faasml.catalog._load import DATA_DIR
-from faasml.config import JobSpec
+from faasml.job import JobSpec
 from faasml.models.sync import item_mb, transfers
 from faasml.runtime.billing import Meter
 from faasml.runtime.coordinator import WORKER_FN, Coordinator
 from faasml.runtime.platform import open_platform
 from faasml.runtime.worker import ModelRecipe, SegmentReport, WorkerTask, rounds_per_epoch
 from faasml.sync.stores import open_store
+from faasml.workloads.build import build_model, load_data
 
 PROBE_FN = "faasml.runtime.profiling:probe_store"
 MEASURE_S = 1.0
@@ -114,7 +115,7 @@ def profile_job(
     from faasml.runtime.session import stores_catalog  # not in the probe's function: scipy
 
     catalog = stores_catalog(catalog or load_catalog(job.catalog), job.sync_stores())
-    train, test = job.dataset.load()
+    train, test = load_data(job.dataset)
     recipe = ModelRecipe(
         job.model.name,
         dict(job.model.options),
@@ -215,7 +216,7 @@ def profile_job(
             start = time.monotonic()
             platform.invoke("faasml.testing.functions:echo", 0, sizes[0]).result(timeout=60)
             warms.append(time.monotonic() - start)
-        model_mb = job.model.build(train.input_shape, train.num_classes).size_mb
+        model_mb = build_model(job.model, train.input_shape, train.num_classes).size_mb
         for name, url in urls.items():
             probe = platform.invoke(PROBE_FN, {"url": url, "prefix": f"{keys}/probe"}, sizes[0])
             measured = probe.result(timeout=600)
@@ -283,8 +284,8 @@ def write_profile(
 
     folder = Path(out_dir)
     folder.mkdir(parents=True, exist_ok=True)
-    train, _ = job.dataset.load()
-    model = job.model.build(train.input_shape, train.num_classes)
+    train, _ = load_data(job.dataset)
+    model = build_model(job.model, train.input_shape, train.num_classes)
     workload = job_workload(job, train, model)
     points = sorted(result.compute_points)
     profile = {

@@ -42,7 +42,15 @@ __all__ = [
 ]
 
 KINDS = ("tune", "train")
-RUN_STATUSES = ("planned", "running", "stopped", "finished", "target-missed", "failed")
+RUN_STATUSES = (
+    "planned",
+    "running",
+    "stopped",
+    "interrupted",
+    "finished",
+    "target-missed",
+    "failed",
+)
 TRIAL_STATUSES = ("pending", "running", "done", "stopped", "failed", "pruned", "diverged")
 """pending, running, done (reached its epochs), stopped (by the run), failed (restarted past
 the limit), pruned (ranked out), diverged (its loss went NaN or infinite)."""
@@ -58,8 +66,9 @@ class Estimate:
 
 @dataclass
 class StageRecord:
-    """One stage of a plan: its trials, epochs and allocation, and its time and bill as the run
-    planned, re-predicted after re-calibration and measured."""
+    """One stage of a plan: its trials, epochs and allocation, and its time and bill as the
+    planner planned, as the run predicted (and re-predicted after re-calibration) and as
+    measured, each a field of its own."""
 
     index: int
     trials: int
@@ -68,10 +77,12 @@ class StageRecord:
     epoch_time_s: float
     epoch_cost_usd: float
     time_s: float
-    """The prediction the run goes by now (the plan's, or a re-plan's)."""
+    """The planner's figures (a re-plan's for a stage re-planned)."""
     cost_usd: float
-    planned: Estimate | None = None
-    """Before the run (a re-plan keeps it)."""
+    predicted: Estimate | None = None
+    """The run's own prediction before it ran (a re-plan keeps it)."""
+    replanned: Estimate | None = None
+    """The run's prediction of a stage re-planned during the run."""
     repredicted: Estimate | None = None
     measured: Estimate | None = None
     measured_between_s: float | None = None
@@ -84,6 +95,13 @@ class StageRecord:
     """A workflow phase's batch size, training samples and model (None: not a workflow's)."""
     samples: int | None = None
     model: dict[str, Any] | None = None
+    planned_allocation: Allocation | None = None
+    """The planner's allocation where the run moved the stage onto the one before's (whose
+    functions are warm): the planner's figures are for it."""
+
+    def run_estimate(self) -> Estimate | None:
+        """The run's prediction as last (re-)planned: its re-calibration's reference."""
+        return self.replanned or self.predicted
 
 
 @dataclass(frozen=True)
@@ -108,6 +126,9 @@ class PlanRecord:
     time_s: float
     cost_usd: float
     workload: str | None = None
+    predicted: Estimate | None = None
+    """The run's own prediction beside the planner's figures (a tuning run's: the functions
+    warm between stages, prewarming, the partitions' writes and its time between stages)."""
     between_stages_s: float | None = None
     """The run's own time between two stages, as planning took (a tuning plan's)."""
     replans: int = 0

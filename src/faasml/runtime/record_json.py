@@ -79,7 +79,8 @@ def stage_json(stage: StageRecord) -> dict[str, Any]:
         "time_s": stage.time_s,
         "cost_usd": stage.cost_usd,
     }
-    _estimate_json(out, "predicted", stage.planned)
+    _estimate_json(out, "predicted", stage.predicted)
+    _estimate_json(out, "replanned", stage.replanned)
     _estimate_json(out, "repredicted", stage.repredicted)
     _estimate_json(out, "measured", stage.measured)
     optional = {
@@ -89,6 +90,9 @@ def stage_json(stage: StageRecord) -> dict[str, Any]:
         "batch_size": stage.batch_size,
         "samples": stage.samples,
         "model": stage.model,
+        "planned_allocation": None
+        if stage.planned_allocation is None
+        else dataclasses.asdict(stage.planned_allocation),
     }
     out.update({key: value for key, value in optional.items() if value is not None})
     return out
@@ -101,6 +105,7 @@ def _plan_json(plan: PlanRecord) -> dict[str, Any]:
         "time_s": plan.time_s,
         "cost_usd": plan.cost_usd,
     }
+    _estimate_json(out, "predicted", plan.predicted)
     if plan.workload is not None:
         out["workload"] = plan.workload
     if plan.between_stages_s is not None:

@@ -109,7 +109,8 @@ def stage_from(f: Fields) -> StageRecord:
         epoch_cost_usd=f.number("epoch_cost_usd", minimum=0),
         time_s=f.number("time_s", minimum=0),
         cost_usd=f.number("cost_usd", minimum=0),
-        planned=estimate_from(f, "predicted"),
+        predicted=estimate_from(f, "predicted"),
+        replanned=estimate_from(f, "replanned"),
         repredicted=estimate_from(f, "repredicted"),
         measured=estimate_from(f, "measured"),
         measured_between_s=f.optional_number("measured_between_s", minimum=0),
@@ -118,6 +119,7 @@ def stage_from(f: Fields) -> StageRecord:
         batch_size=maybe(f, "batch_size", lambda g, n: g.integer(n, minimum=1)),
         samples=maybe(f, "samples", lambda g, n: g.integer(n, minimum=1)),
         model=None if model is None else mapping_of(f, "model"),
+        planned_allocation=maybe(f, "planned_allocation", lambda g, n: allocation_from(g.sub(n))),
     )
     f.finish()
     return stage
@@ -147,6 +149,7 @@ def plan_from(f: Fields) -> PlanRecord:
         time_s=f.number("time_s", minimum=0),
         cost_usd=f.number("cost_usd", minimum=0),
         workload=maybe(f, "workload", text_of),
+        predicted=estimate_from(f, "predicted"),
         between_stages_s=f.optional_number("between_stages_s", minimum=0),
         replans=f.integer("replans", 0, minimum=0),
         repredictions=list_of(f, "repredictions", reprediction_from)

@@ -17,17 +17,19 @@ from pathlib import Path
 from typing import Any
 
 from faasml.catalog import Catalog, load_catalog
-from faasml.config import JobSpec
 from faasml.exceptions import ConfigError
+from faasml.job import JobSpec, apply_config
 from faasml.models.space import evaluate_allocation
 from faasml.reports.run_dir import RunDir
 from faasml.runtime.billing import Meter
+from faasml.runtime.calibration import compute_ratio
 from faasml.runtime.config_cost import factor
 from faasml.runtime.coordinator import Coordinator, CoordinatorOptions, TrialFault, TrialState
 from faasml.runtime.estimates import coordinator_seconds
 from faasml.runtime.job_profile import (
     MAX_GROUP,
     JobProfile,
+    epochs_checked,
     measure_job,
     planning_inputs,
     platform_options_for,
@@ -35,11 +37,13 @@ from faasml.runtime.job_profile import (
 from faasml.runtime.platform import Platform, open_platform
 from faasml.runtime.record import Event, PlanRecord, RunRecord, TrialRecord
 from faasml.runtime.record_json import constraint_json
+from faasml.runtime.run_lock import interrupting, interruption, lock_run
 from faasml.runtime.worker import ModelRecipe
 from faasml.sync.stores import open_store
 from faasml.types import Allocation, Constraint, Objective
 from faasml.workload import Workload, load_workload
 from faasml.workloads import Model
+from faasml.workloads.build import build_model, load_data
 from faasml.workloads.data import Dataset
 
 DEFAULT_PROFILE = "lr-higgs"
@@ -81,7 +85,7 @@ def constraint_from_dict(data: dict[str, Any]) -> Constraint:
 def _recordable(options: Mapping[str, Any]) -> dict[str, Any]:
     """The platform options a resumed run needs again: plain values, none holding a password
     (a redacted one would only fail on resume)."""
-    from faasml._layers import has_password
+    from faasml.job.layers import has_password
 
     return {
         key: value
@@ -137,14 +141,16 @@ class BaseRun:
         self.progress = progress
         self.stores = job.sync_stores()
         self.catalog = stores_catalog(catalog or load_catalog(job.catalog), self.stores)
-        self.train, self.test = job.dataset.load()
-        self.model = job.model.build(self.train.input_shape, self.train.num_classes)
+        self.train, self.test = load_data(job.dataset)
+        self.model = build_model(job.model, self.train.input_shape, self.train.num_classes)
         self.workload = job_workload(job, self.train, self.model)
         self.plan_catalog = self.catalog
         """The catalog the planners price with: the measured cold start and per-invocation
         overhead in place of the catalog's (prices unchanged)."""
         self.measure, self.reprofile = measure, reprofile
         self.profile: JobProfile | None = None
+        self._profiled: Catalog | None = None
+        """The catalog as the profile priced it (the run's epochs are checked with it)."""
         self.compute_note: str | None = None
         """What the configurations this run trains cost against the profile's mean, where it
         is not the mean (one console line; an event in the record)."""
@@ -176,7 +182,7 @@ class BaseRun:
 
     def recipe(self, trial: TrialState) -> ModelRecipe:
         if trial.trial_id not in self._recipes:
-            job = self.job.with_config(trial.config) if trial.config else self.job
+            job = apply_config(self.job, trial.config) if trial.config else self.job
             self._recipes[trial.trial_id] = ModelRecipe(
                 model=job.model.name,
                 model_options=dict(job.model.options),
@@ -291,10 +297,25 @@ class BaseRun:
             coordinator_s=record.coordinator_s,
             compute_factor=factor,
         )
+        self._profiled = self.plan_catalog
         if record.calibration is not None:  # corrections a resumed run had made
             self.workload, self.plan_catalog = record.calibration.recalibrated(
                 self.workload, self.plan_catalog
             )
+
+    def _check_profile(self, histories: list[list[dict[str, Any]]], epochs: range) -> None:
+        """Correct a cached profile the run's own ``epochs`` disagree with, for the next run
+        (``job_profile.epochs_checked``); this one is corrected by its calibration."""
+        profile = self.profile
+        if self._profiled is None or profile is None or not self.record.profile_cached:
+            return
+        measured = compute_ratio(
+            histories, epochs, profile.compute_points, profile.train_samples, self._profiled
+        )
+        factor = self.record.compute_factor or 1.0  # the trials' cost, as priced
+        line = None if measured is None else epochs_checked(profile, measured / max(factor, 1e-9))
+        if line is not None:
+            self.event(line)
 
     def _trained_what(self) -> str:
         return "job's own configuration trains"
@@ -423,35 +444,53 @@ class BaseRun:
         }
 
     def execute(self) -> RunRecord:
-        """Run (or continue) to the end; returns the final record."""
+        """Run (or continue) to the end, holding the run directory's lock; returns the final
+        record. The report, curves and plots are written before the record says how the run
+        ended; a Ctrl-C or a full disk leaves it 'interrupted', to resume."""
+        with lock_run(self.dir.path):
+            return self._execute()
+
+    def _execute(self) -> RunRecord:
         platform, coordinator = self._open()
         record = self.record
         record.status = "running"
+        ended = ""
         try:
             self._drive(coordinator)
             if coordinator.stop_reason:
-                record.status = "stopped"
+                ended = "stopped"
                 record.stop_reason = coordinator.stop_reason
                 self.event(coordinator.stop_reason)
             elif record.status == "running":
                 done = any(t.status == "done" for t in self.trials)
                 missed = record.outcome == "target-missed"
-                record.status = ("target-missed" if missed else "finished") if done else "failed"
+                ended = ("target-missed" if missed else "finished") if done else "failed"
+        except BaseException as err:
+            if interrupting(err):
+                record.status = "interrupted"
+                self.event(f"interrupted: {interruption(err)}")
+            raise
         finally:
-            try:  # bills the time-priced services up to now, so before the run's time is taken
-                coordinator.close()
-            finally:
-                record.elapsed_s = self._elapsed()
+            try:
+                try:  # bills the time-priced services up to now, so before the run's time is taken
+                    coordinator.close()
+                finally:
+                    record.elapsed_s = self._elapsed()
+                    self.save()
+            finally:  # even where the record cannot be written (a full disk)
+                self._counted = None
+                platform.close()
+                self._platform = None
+                coordinator.objects.close()
+                # The parameter store holds only rounds in flight (each segment has its own
+                # namespace, a resumed segment starts a new one): nothing in it is needed later.
+                shutil.rmtree(self.dir.sync_dir(), ignore_errors=True)
+            if not ended:  # else written once more below, after the outputs
                 self.save()
-            self._counted = None
-            platform.close()
-            self._platform = None
-            coordinator.objects.close()
-            # The parameter store holds only rounds in flight (each segment has its own
-            # namespace, a resumed segment starts a new one): nothing in it is needed later.
-            shutil.rmtree(self.dir.sync_dir(), ignore_errors=True)
-            self.save()
-        self.dir.write_outputs(record)
+        if ended:
+            record.status = ended
+        self.dir.write_outputs(record)  # first: a run killed now still has its report
+        self.save()
         return record
 
     def plan(self) -> PlanRecord:

@@ -12,8 +12,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from faasml.config import JobSpec
 from faasml.exceptions import ConfigError
+from faasml.job import from_mapping
 from faasml.reports.run_dir import RunDir
 from faasml.runtime.run_base import (
     DEFAULT_PROFILE,
@@ -47,14 +47,14 @@ def resume_run(
 ) -> BaseRun:
     """Reopen an interrupted run from its record; ``execute()`` continues it. A new
     ``constraint`` replaces the recorded one (e.g. a larger budget after a budget stop)."""
-    from faasml.config import load_job
+    from faasml.job import load_job
 
     folder = RunDir(run_dir)
     record = folder.read_record()
     if record.status in ("finished", "target-missed"):
         raise ConfigError(f"the run in {run_dir} has finished; nothing to resume")
     source = record.job_source
-    job = load_job(source) if source and Path(source).exists() else JobSpec.from_mapping(record.job)
+    job = load_job(source) if source and Path(source).exists() else from_mapping(record.job)
     if constraint is None:
         constraint = record.constraint
     else:

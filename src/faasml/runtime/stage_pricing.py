@@ -193,7 +193,7 @@ def partition_write_s(
     workload: Workload, catalog: Catalog, n: int, write_mbps: float | None = None
 ) -> float:
     """Seconds the coordinator takes to write the training set's ``n`` partitions to the data
-    store, before the first segment on ``n`` functions (``DataPartitions``): D / b + n·ℓ,
+    store, before the first segment on ``n`` functions (``Partitions``): D / b + n·ℓ,
     with b the rate a run measured (``write_mbps``), else the store's connection bandwidth.
     No function runs then: time, not bill."""
     store = catalog.storage(catalog.platform.data_store)
@@ -219,7 +219,7 @@ def prewarmed(
     pool: Mapping[int, int],
 ) -> EarlyStart:
     """What the runtime's prewarm (``Coordinator.run(..., then=Prewarm(...))``, the rule of
-    ``SegmentLaunching._prewarm_next``) gives ``following``: the functions started during
+    ``Launcher.prewarm_next``) gives ``following``: the functions started during
     ``stage``'s last wave, the seconds of their start hidden behind it, and the contention
     they start at beside it. They are the functions its first wave needs beyond those warm
     after ``stage`` (``pool``), and only where all of them fit beside the last wave's
@@ -349,6 +349,8 @@ def keep_warm(
             continue
         moved_stage = dataclasses.replace(
             best[index],
+            # The planner's allocation, whose figures time_s and cost_usd still are.
+            planned_allocation=best[index].planned_allocation or best[index].allocation,
             allocation=before,
             epoch_time_s=float(table.time_s[0]),
             epoch_cost_usd=float(table.cost_usd[0]),

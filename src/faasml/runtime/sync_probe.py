@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from faasml.catalog import Catalog, FunctionPlatform, StorageService
-from faasml.config import JobSpec
+from faasml.job import JobSpec
 from faasml.models.perf import network_mbps
 from faasml.models.sync import item_mb, transfers
 from faasml.runtime.platform import FunctionError

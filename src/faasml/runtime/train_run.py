@@ -18,7 +18,9 @@ import statistics
 import time
 from typing import TYPE_CHECKING, Any
 
+from faasml.exceptions import InfeasibleConstraintError
 from faasml.models.space import evaluate_allocation
+from faasml.runtime.billing import refused_after_profiling
 from faasml.runtime.calibration import REPLAN_DELTA, Calibration, moved
 from faasml.runtime.coordinator import Coordinator, TrialState
 from faasml.runtime.estimates import coordinator_seconds
@@ -56,9 +58,13 @@ class TrainRun(BaseRun):
         self.measured()
         training = self.job.training
         constraint = self.planning_constraint()
-        static = plan_training(
-            self.workload, self.planner_catalog(), constraint, epochs=training.max_epochs
-        )
+        try:
+            static = plan_training(
+                self.workload, self.planner_catalog(), constraint, epochs=training.max_epochs
+            )
+        except InfeasibleConstraintError as err:
+            budget = self.constraint.budget_usd
+            raise refused_after_profiling(err, budget, self.meter.total_usd) from None
         stage = StageRecord(
             index=1,
             trials=1,
@@ -90,7 +96,7 @@ class TrainRun(BaseRun):
         stage.time_s, stage.cost_usd = stage_estimate(
             self.workload, self.plan_catalog, chosen, 1, training.max_epochs, warm
         )
-        stage.planned = Estimate(stage.time_s, stage.cost_usd)
+        stage.predicted = Estimate(stage.time_s, stage.cost_usd)
         plan.time_s, plan.cost_usd = stage.time_s, stage.cost_usd
         self.record.plan = plan
         self.record.allocation = chosen
@@ -219,6 +225,7 @@ class TrainRun(BaseRun):
         base_workload, base_catalog = self._planned
         calibration = Calibration()
         calibration.observe([trial.history], range(1, epoch + 1), base_workload, base_catalog)
+        self._check_profile([trial.history], range(1, epoch + 1))
         self.record.calibration = calibration
         workload, catalog = calibration.recalibrated(base_workload, base_catalog)
         between = coordinator_seconds(

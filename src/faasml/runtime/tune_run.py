@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from faasml.exceptions import InfeasibleConstraintError
+from faasml.runtime.billing import refused_after_profiling
 from faasml.runtime.calibration import REPLAN_DELTA, Calibration, moved, trial_factors
 from faasml.runtime.config_cost import factor, mean_factor
 from faasml.runtime.coordinator import Coordinator, Prewarm, TrialState
@@ -40,6 +41,17 @@ def _stage_record(stage: StagePlan) -> StageRecord:
         time_s=stage.time_s,
         cost_usd=stage.cost_usd,
     )
+
+
+def _run_time(stage: StageRecord) -> float:
+    """The run's prediction of a stage as last (re-)planned (its re-calibration's reference)."""
+    estimate = stage.run_estimate()
+    return stage.time_s if estimate is None else estimate.time_s
+
+
+def _run_cost(stage: StageRecord) -> float:
+    estimate = stage.run_estimate()
+    return stage.cost_usd if estimate is None else estimate.cost_usd
 
 
 class TuneRun(BaseRun):
@@ -100,14 +112,18 @@ class TuneRun(BaseRun):
         sha = SuccessiveHalving(
             tuning.trials, tuning.reduction_factor, tuning.stages, tuning.epochs_per_stage
         )
-        plan = plan_tuning(
-            self.workload,
-            self.planner_catalog(),
-            self.planning_constraint(),
-            sha,
-            planner,
-            warm=self._probe_warm(),
-        )
+        try:
+            plan = plan_tuning(
+                self.workload,
+                self.planner_catalog(),
+                self.planning_constraint(),
+                sha,
+                planner,
+                warm=self._probe_warm(),
+            )
+        except InfeasibleConstraintError as err:
+            budget = self.constraint.budget_usd
+            raise refused_after_profiling(err, budget, self.meter.total_usd) from None
         stages = [_stage_record(s) for s in plan.stages]
         # The planner prices each stage's cold start; a stage on the memory size of the one
         # before starts on the functions it left warm, so the run's prediction leaves it out.
@@ -117,16 +133,18 @@ class TuneRun(BaseRun):
         first = self._first_stage_factors()
         if first is not None:
             stages[0].trial_factors = tuple(first)
+        # time_s and cost_usd stay the planner's; the run's own stage model (warm functions
+        # between stages, prewarming, partition writes) predicts beside them.
         estimates = self._estimates(stages)
         for stage, (time_s, cost_usd) in zip(stages, estimates, strict=True):
-            stage.time_s, stage.cost_usd = time_s, cost_usd
-            stage.planned = Estimate(time_s, cost_usd)
+            stage.predicted = Estimate(time_s, cost_usd)
         self.record.plan = record = PlanRecord(
             planner=planner,
             stages=stages,
-            time_s=sum(s.time_s for s in stages),
-            cost_usd=sum(s.cost_usd for s in stages),
+            time_s=plan.time_s,
+            cost_usd=plan.cost_usd,
             workload="measured" if self.profile is not None else self.workload.name,
+            predicted=Estimate(sum(e[0] for e in estimates), sum(e[1] for e in estimates)),
         )
         self.record.stage = 0
         self.trials = [TrialState(i, c) for i, c in enumerate(self.job.sample_configs())]
@@ -136,7 +154,10 @@ class TuneRun(BaseRun):
         # not billed: no function runs then).
         between = time.monotonic() - began
         record.between_stages_s = between
-        record.time_s += between * (len(stages) - 1)
+        assert record.predicted is not None  # set above
+        record.predicted = dataclasses.replace(
+            record.predicted, time_s=record.predicted.time_s + between * (len(stages) - 1)
+        )
         self.save()
         return record
 
@@ -254,6 +275,7 @@ class TuneRun(BaseRun):
         calibration = Calibration()
         histories = [t.history for t in kept]
         calibration.observe(histories, range(1, last + 1), self.workload, self.plan_catalog)
+        self._check_profile([t.history for t in trials], range(1, last + 1))  # all drawn
         factors = trial_factors(histories, range(1, last + 1), self.workload, self.plan_catalog)
         self.record.calibration = calibration
         self._grow_footprint(coordinator)
@@ -281,7 +303,7 @@ class TuneRun(BaseRun):
         rest = stages[index + 1 :]
         if rest:  # the next stage trains the trials kept: priced each as it measured
             rest[0].trial_factors = tuple(factors)
-        before = (sum(s.time_s for s in rest), sum(s.cost_usd for s in rest))
+        before = (sum(_run_time(s) for s in rest), sum(_run_cost(s) for s in rest))
         estimates = self._estimates(stages)[index + 1 :]
         for stage, estimate in zip(rest, estimates, strict=True):
             stage.repredicted = Estimate(*estimate)
@@ -355,11 +377,10 @@ class TuneRun(BaseRun):
             if fresh.allocation != old.allocation:
                 self.event(f"stage {old.index} re-planned: {old.allocation} -> {fresh.allocation}")
             stages[start + offset] = dataclasses.replace(
-                fresh,
+                fresh,  # the new plan's figures in time_s and cost_usd
                 index=old.index,
-                time_s=estimate[0],
-                cost_usd=estimate[1],
-                planned=old.planned,  # the prediction before the run stands
+                predicted=old.predicted,  # the prediction before the run stands
+                replanned=Estimate(*estimate),
                 repredicted=Estimate(*estimate),
                 prewarm_usd=old.prewarm_usd,  # already billed
                 trial_factors=old.trial_factors,  # already measured

@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from faasml._jobworkflow import WorkflowSpec
-from faasml.config import JobSpec
 from faasml.exceptions import ConfigError, WorkloadError
+from faasml.job import JobSpec
+from faasml.job.workflow import WorkflowSpec
 from faasml.runtime.chunk_files import await_chunk, join_file
 from faasml.runtime.coordinator import Coordinator, TrialState
 from faasml.runtime.job_profile import planning_inputs
@@ -486,7 +486,6 @@ class WorkflowRun(TrainRun):
                 self._waited(wait)
             if phase.samples != coordinator.samples:
                 coordinator.namespace = f"run/p{phase.index}"
-                coordinator._prepared.clear()
                 coordinator.set_data(self.phase_data(phase), self.test)
             space = self.phase_space(phase)
             if current is not None and resumed:
@@ -600,7 +599,7 @@ def train_workflow(
 ) -> RunRecord:
     """Run a job with a ``workflow:`` (a file or a ``JobSpec``) within a budget or deadline;
     returns the run's record (``record.workflow.phases`` holds the searches)."""
-    from faasml.config import load_job
+    from faasml.job import load_job
     from faasml.types import Constraint
 
     spec = job if isinstance(job, JobSpec) else load_job(job)

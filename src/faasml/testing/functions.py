@@ -31,6 +31,14 @@ def allocate(megabytes: int) -> int:
     return len(block) // 2**20
 
 
+def allocate_tensor(megabytes: int) -> int:
+    """Allocate a ``megabytes`` MB torch tensor (torch's allocator, not Python's); returns the
+    MB held."""
+    import torch
+
+    return int(torch.ones(megabytes * 2**18).numel() // 2**18)
+
+
 def spin(seconds: float) -> dict[str, float]:
     """Busy-loop for ``seconds`` of wall time; returns wall and CPU seconds used."""
     wall0, cpu0 = time.monotonic(), time.process_time()

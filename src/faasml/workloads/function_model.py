@@ -18,6 +18,7 @@ touch the data a function returns: they train on their partition of that one dat
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import sys
@@ -27,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from faasml._imports import optional_import
+from faasml._signing import sign, unsigned_reason
 from faasml.exceptions import ConfigError, FaasmlError, WorkloadError
 from faasml.runtime import context
 from faasml.workloads._base import Model
@@ -195,14 +197,66 @@ def pack_function(function: TrainFn) -> tuple[str, str]:
     return base64.b64encode(blob).decode("ascii"), digest
 
 
-def unpack_function(packed: str, sha256: str) -> TrainFn:
-    """The function ``pack_function`` packed (cached by its hash while the process lives)."""
+def function_structure(function: TrainFn, trainable: TorchTrainable) -> str:
+    """A digest of what the function builds, the same in every process (its pickle is not: a
+    closure's tensors pickle differently each time): its name, code and source, and the
+    module, parameter shapes and loss it returned. The profile cache keys a function job by it
+    (with the data's content, the configuration and the search space)."""
+    import inspect
+
+    digest = hashlib.sha256()
+    name = f"{getattr(function, '__module__', '')}:{getattr(function, '__qualname__', '')}"
+    digest.update(name.encode() + b"\0")
+    code = getattr(function, "__code__", None)
+    code = code or getattr(type(function).__call__, "__code__", None)
+    if code is not None:
+        _code_digest(code, digest)
+    with contextlib.suppress(OSError, TypeError):  # no source kept (an interactive prompt)
+        digest.update(inspect.getsource(function).encode())
+    module = trainable.model
+    shapes = [(n, tuple(t.shape), str(t.dtype)) for n, t in module.state_dict().items()]
+    loss = trainable.loss
+    digest.update(repr((repr(module), shapes, getattr(loss, "__qualname__", repr(loss)))).encode())
+    return digest.hexdigest()
+
+
+def _code_digest(code: Any, digest: Any) -> None:
+    """A code object's bytecode, names and constants, nested functions' included (their repr
+    holds an address)."""
+    digest.update(code.co_code)
+    digest.update(repr((code.co_name, code.co_names, code.co_varnames)).encode())
+    for const in code.co_consts:
+        if hasattr(const, "co_code"):
+            _code_digest(const, digest)
+        elif isinstance(const, frozenset):  # its order follows the process's string hashing
+            digest.update(repr(sorted(repr(c) for c in const)).encode())
+        else:
+            digest.update(repr(const).encode())
+
+
+def sign_packed(packed: str) -> str:
+    """The signature of a packed function under the user's key (``faasml._signing``): what
+    lets this user's runs load it again, in workers and on resume."""
+    return sign(base64.b64decode(packed.encode("ascii")))
+
+
+def unpack_function(packed: str, sha256: str, signature: str = "") -> TrainFn:
+    """The function ``pack_function`` packed (cached by its hash while the process lives).
+    Unpickling runs code: a function this process did not pack is loaded only with the user's
+    signature (``sign_packed``), else refused in one line."""
     if sha256 not in _FUNCTIONS:
         import cloudpickle
 
         blob = base64.b64decode(packed.encode("ascii"))
         if hashlib.sha256(blob).hexdigest() != sha256:
             raise TrainFunctionError("the packed train_fn does not match its sha256")
+        reason = unsigned_reason(blob, signature)
+        if reason is not None:
+            raise TrainFunctionError(
+                f"refusing to load the pickled train_fn this job holds: {reason}, and faasml "
+                "unpickles only functions this user packed on this machine; run it again from "
+                "your own code (faasml.Tuner(train_fn, ...))"
+            )
         _FUNCTIONS[sha256] = cloudpickle.loads(blob)
     return _FUNCTIONS[sha256]
 
@@ -234,12 +288,15 @@ def function_model(
     shape: Sequence[int],
     classes: int,
     label: str = "train_fn",
+    signature: str = "",
+    structure: str = "",
 ) -> Model:
-    """The model factory of a function job: ``function`` (packed) built for ``config``, for
-    samples of ``shape`` and ``classes`` classes; ``label`` names the model in messages."""
+    """The model factory of a function job: ``function`` (packed, signed with ``signature``)
+    built for ``config``, for samples of ``shape`` and ``classes`` classes; ``label`` names
+    the model in messages; ``structure`` (``function_structure``) keys its cached profile."""
     key = _key(sha256, config, seed, shape, classes)
     if key not in _MODELS:
-        trainable = call_train_fn(unpack_function(function, sha256), config, seed)
+        trainable = call_train_fn(unpack_function(function, sha256, signature), config, seed)
         remember(sha256, config, seed, trainable, tuple(shape), classes, label)
     return _MODELS[key]
 
@@ -356,6 +413,8 @@ __all__ = [
     "call_train_fn",
     "combine",
     "function_model",
+    "function_structure",
     "pack_function",
+    "sign_packed",
     "unpack_function",
 ]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import sys
 import time
 import traceback
@@ -33,14 +34,23 @@ def _vm_size_bytes() -> int:
         return 0
 
 
-def _limit_address_space(memory_mb: int) -> None:
-    """RLIMIT_AS = the runtime's address space after start-up + the function's memory: an
-    allocation past the function's size fails with MemoryError, as a function runs out."""
+def _resident_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as handle:
+            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):  # pragma: no cover - non-Linux
+        return 0
+
+
+def _limit_address_space(memory_mb: int, held_bytes: int = 0) -> None:
+    """RLIMIT_AS = the runtime's address space after start-up + the function's memory, less
+    ``held_bytes`` already counted against it: an allocation past the function's size fails
+    with MemoryError, as a function runs out."""
     try:
         import resource
     except ImportError:  # pragma: no cover - non-POSIX
         return
-    limit = _vm_size_bytes() + memory_mb * 2**20
+    limit = _vm_size_bytes() + max(memory_mb * 2**20 - held_bytes, 0)
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
@@ -48,6 +58,17 @@ def _out_of_address_space(err: BaseException) -> bool:
     """A library that could not be mapped under RLIMIT_AS (e.g. a large framework)."""
     text = str(err)
     return "failed to map segment" in text or "Cannot allocate memory" in text
+
+
+def _out_of_memory(err: BaseException) -> bool:
+    """The function ran out of its memory: Python's MemoryError, a library that could not be
+    mapped, or a framework's own allocation failure (torch raises RuntimeError or its
+    OutOfMemoryError, not MemoryError, when its allocator gets no memory)."""
+    if isinstance(err, MemoryError) or type(err).__name__ == "OutOfMemoryError":
+        return True
+    if isinstance(err, ImportError | OSError):
+        return _out_of_address_space(err)
+    return isinstance(err, RuntimeError) and "can't allocate memory" in str(err)
 
 
 def _run(ref: str, payload: Any) -> Any:
@@ -74,6 +95,9 @@ def _die_with_parent(parent_pid: int) -> bool:
 
 
 def main(argv: list[str]) -> int:
+    # A Ctrl-C on the terminal reaches every process of its group: it is the platform's
+    # process that stops the run (and then this instance), not a traceback printed here.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent_pid = int(argv[3]) if len(argv) > 3 else 0
     if not _die_with_parent(parent_pid):
         return 0  # the platform is gone: nobody to serve, nothing to say
@@ -109,11 +133,11 @@ def _serve(conn: Connection, memory_mb: int, preload: list[str]) -> int:
         except MemoryError:
             conn.send(("err", "out-of-memory", f"over {memory_mb} MB", traceback.format_exc()))
             return 1
-        except (ImportError, OSError) as err:
-            if not _out_of_address_space(err):
+        except Exception as err:
+            if not _out_of_memory(err):
                 conn.send(("err", "error", f"{type(err).__name__}: {err}", traceback.format_exc()))
                 continue
-            message = f"over {memory_mb} MB of address space: {err}"
+            message = f"over {memory_mb} MB: {type(err).__name__}: {err}"
             conn.send(("err", "out-of-memory", message, traceback.format_exc()))
             return 1
         except BaseException as err:  # the function's failure goes back to the caller

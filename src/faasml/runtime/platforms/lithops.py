@@ -12,6 +12,7 @@ the ``localhost`` back-end with this Python interpreter as its runtime.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import sys
 import threading
@@ -39,9 +40,16 @@ GRACE_S = 5.0
 
 
 def run_in_function(call: dict[str, Any]) -> dict[str, Any]:
-    """The Lithops entry point: cap memory, run ``call['ref'](call['payload'])``, report."""
+    """The Lithops entry point: import ``call['preload']``, cap memory, run
+    ``call['ref'](call['payload'])``, report."""
+    held = _host._resident_bytes()
+    for name in call.get("preload", ()):
+        importlib.import_module(name)
     if call["rlimit_as"]:
-        _host._limit_address_space(int(call["memory_mb"]))
+        # The preloaded modules' address space (torch reserves far more than it touches) is
+        # outside the cap; what they hold resident counts against the function's memory.
+        held = _host._resident_bytes() - held
+        _host._limit_address_space(int(call["memory_mb"]), held)
     start = time.time()
     try:
         value = _host._run(call["ref"], call["payload"])
@@ -49,7 +57,7 @@ def run_in_function(call: dict[str, Any]) -> dict[str, Any]:
         message = f"over {call['memory_mb']} MB"
         return {"ok": False, "kind": "out-of-memory", "message": message, "start": start}
     except BaseException as err:  # the function's failure goes back to the caller
-        kind = "out-of-memory" if _host._out_of_address_space(err) else "error"
+        kind = "out-of-memory" if _host._out_of_memory(err) else "error"
         return {
             "ok": False,
             "kind": kind,
@@ -83,11 +91,14 @@ class LithopsPlatform(Platform):
         config: dict[str, Any] | None = None,
         config_file: str | None = None,
         address_space_limit: bool = True,
+        preload: tuple[str, ...] = (),
     ) -> None:
         super().__init__(catalog)
         lithops = optional_import("lithops", "lithops")
         self.platform = catalog.platform
         self.address_space_limit = address_space_limit
+        self.preload = tuple(preload)
+        """Modules each call imports before its memory is capped (as a deployment package's)."""
         settings = self._settings(backend, storage, config, config_file)
         self.backend = str(settings["lithops"]["backend"])
         self._workers: int | None = None
@@ -155,6 +166,7 @@ class LithopsPlatform(Platform):
             "payload": payload,
             "memory_mb": memory_mb,
             "rlimit_as": self.address_space_limit,
+            "preload": self.preload,
         }
         with self._lock:
             check_open(self._closed)

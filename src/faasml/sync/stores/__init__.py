@@ -53,6 +53,12 @@ def storage_name(url: str) -> str:
     return STORAGE_OF_SCHEME[scheme]
 
 
+def check_store_url(url: str) -> None:
+    """Refuse, without connecting, a URL its store would refuse for its form (credentials in a
+    Redis URL, an unknown InfiniCache option); ``ConfigError`` says which rule."""
+    STORES.get(urlsplit(url).scheme or url).check_url(url)
+
+
 def open_store(url: str) -> Store:
     """Open the store a URL names; an unknown scheme lists the known ones."""
     scheme = urlsplit(url).scheme or url
@@ -64,6 +70,7 @@ __all__ = [
     "STORES",
     "Store",
     "StoreStats",
+    "check_store_url",
     "is_store_url",
     "open_store",
     "storage_name",

@@ -52,6 +52,12 @@ class Store(ABC):
     def from_url(cls, url: str) -> Self:
         """Open a client for the store at ``url``."""
 
+    @classmethod
+    def check_url(cls, url: str) -> None:
+        """Refuse, without connecting, a URL ``from_url`` would refuse for its form (a job is
+        checked with it when read, so it is not refused after the run has been billed)."""
+        return None  # most stores have no rule beyond their scheme's
+
     @abstractmethod
     def _put(self, key: str, value: bytes) -> None: ...
 

@@ -50,19 +50,26 @@ class RedisStore(Store):
         )
 
     @classmethod
-    def from_url(cls, url: str) -> Self:
+    def check_url(cls, url: str) -> None:
         parts = urlsplit(url)
-        if parts.scheme not in ("redis", "rediss") or not parts.hostname:
-            raise ConfigError(f"Redis URL {url!r} must look like redis://host:port/db")
         if parts.password or parts.username:
             raise ConfigError(
                 "a Redis URL must not carry credentials (they would be recorded); "
                 "set the password in the REDISCLI_AUTH environment variable"
             )
+        if parts.scheme not in ("redis", "rediss") or not parts.hostname:
+            raise ConfigError(f"Redis URL {url!r} must look like redis://host:port/db")
         path = parts.path.strip("/") or "0"
         if not path.isdigit():
             raise ConfigError(f"Redis URL {url!r} names database {path!r}, but must be a number")
-        return cls(url, parts.hostname, parts.port or 6379, int(path), parts.scheme == "rediss")
+
+    @classmethod
+    def from_url(cls, url: str) -> Self:
+        cls.check_url(url)
+        parts = urlsplit(url)
+        path = parts.path.strip("/") or "0"
+        host = parts.hostname or ""
+        return cls(url, host, parts.port or 6379, int(path), parts.scheme == "rediss")
 
     def _retry(self, call: Any) -> Any:
         return with_retries(call, endpoint=f"redis {self.endpoint}", transient=self._errors)

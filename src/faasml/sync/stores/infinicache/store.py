@@ -38,6 +38,10 @@ class InfiniCacheStore(Store):
         self._options: Options | None = None
 
     @classmethod
+    def check_url(cls, url: str) -> None:
+        parse_url(url)
+
+    @classmethod
     def from_url(cls, url: str) -> Self:
         host, port, options = parse_url(url)
         if host is not None and port is not None:

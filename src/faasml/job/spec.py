@@ -1,7 +1,7 @@
-"""The records of a job file: ``JobSpec`` and its sections, frozen and already validated.
+"""The records of a job file: ``JobSpec`` and its sections, frozen, plain, building nothing.
 
-Public through ``faasml.config``; ``faasml._jobparse`` builds them from a mapping and
-``faasml._jobcheck`` holds the checks that need other layers (data, models, catalogs).
+``faasml.job.parse`` makes them from a mapping, ``faasml.job.checks`` checks them against
+workloads, catalogs and platforms; ``faasml.workloads.build`` builds what they describe.
 """
 
 from __future__ import annotations
@@ -9,18 +9,14 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from faasml._jobworkflow import WorkflowSpec
-from faasml._layers import redact_url, set_path
-from faasml._validate import shown
 from faasml.exceptions import ConfigError
+from faasml.job.layers import redact_url
+from faasml.job.workflow import WorkflowSpec
+from faasml.models.shape import DEFAULT_EPOCHS_PER_STAGE, SuccessiveHalving
 from faasml.searchspace import SearchSpace
 from faasml.sync.stores import is_store_url, storage_name
-from faasml.workloads import Model, create_model
-from faasml.workloads.data import Dataset, generate_dataset, load_dataset
-from faasml.workloads.optim import OPTIMIZERS, Optimizer, create_optimizer
 
 METRICS = ("loss", "accuracy")
 
@@ -31,12 +27,6 @@ class ModelSpec:
 
     name: str
     options: Mapping[str, Any] = field(default_factory=dict)
-
-    def build(self, input_shape: tuple[int, ...], num_classes: int) -> Model:
-        """The model for data of this shape (see ``faasml.workloads.create_model``)."""
-        return create_model(
-            self.name, input_shape, num_classes, **copy.deepcopy(dict(self.options))
-        )
 
 
 @dataclass(frozen=True)
@@ -51,16 +41,6 @@ class DatasetSpec:
     test_fraction: float
     seed: int
 
-    def load(self) -> tuple[Dataset, Dataset]:
-        """(train, test): the data generated or read, split with ``test_fraction`` (seeded)."""
-        if self.synthetic is not None:
-            data = generate_dataset(
-                self.synthetic, self.samples or 0, seed=self.seed, **dict(self.options)
-            )
-        else:
-            data = load_dataset(self.format or "", self.path or "", **dict(self.options))
-        return data.split(self.test_fraction, self.seed)
-
 
 @dataclass(frozen=True)
 class OptimizerSpec:
@@ -69,27 +49,36 @@ class OptimizerSpec:
     name: str
     hyperparameters: Mapping[str, Any]
 
-    def build(self, num_params: int) -> Optimizer:
-        return create_optimizer(self.name, num_params, **dict(self.hyperparameters))
-
 
 @dataclass(frozen=True)
 class TuningSpec:
     """``tuning:``: successive halving over ``trials`` sampled configurations.
 
-    Stage i runs ``max(1, trials // reduction_factor**i)`` trials for ``epochs_per_stage``
-    epochs each and keeps the best 1/η by ``metric`` (validation loss or accuracy).
+    Stage i runs ``trials // reduction_factor**i`` trials for ``epochs_per_stage`` epochs
+    each and keeps the best 1/η by ``metric`` (validation loss or accuracy). Stages and
+    epochs left out take the one default rule of ``faasml.models.shape``.
     """
 
     trials: int
     reduction_factor: int = 2
-    epochs_per_stage: int = 1
-    stages: int = 1
+    epochs_per_stage: int = DEFAULT_EPOCHS_PER_STAGE
+    stages: int | None = None
+    """None: ``default_stages`` (filled in when the spec is made)."""
     metric: str = "loss"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "stages", self.shape.stages)
+
+    @property
+    def shape(self) -> SuccessiveHalving:
+        """The job's stages as the planners see them (checked: ConfigError when impossible)."""
+        return SuccessiveHalving(
+            self.trials, self.reduction_factor, self.stages, self.epochs_per_stage
+        )
 
     @property
     def trials_per_stage(self) -> tuple[int, ...]:
-        return tuple(max(1, self.trials // self.reduction_factor**i) for i in range(self.stages))
+        return self.shape.trial_counts
 
 
 @dataclass(frozen=True)
@@ -123,25 +112,12 @@ class JobSpec:
     profile: str | None = None
     description: str = ""
     source: str | None = None
-    workflow: WorkflowSpec | None = None
-    """``workflow:``: demands that change while training (faasml._jobworkflow)."""
     """The file the job was read from (None when built from a mapping)."""
-
-    @classmethod
-    def from_mapping(
-        cls,
-        data: Mapping[str, Any],
-        *,
-        base_dir: Path | None = None,
-        source: str | None = None,
-    ) -> JobSpec:
-        """Validate a job mapping; relative dataset paths are resolved against ``base_dir``."""
-        from faasml._jobparse import parse_job
-
-        return parse_job(data, base_dir or Path.cwd(), source)
+    workflow: WorkflowSpec | None = None
+    """``workflow:``: demands that change while training (``faasml.job.workflow``)."""
 
     def to_dict(self, *, redact: bool = True) -> dict[str, Any]:
-        """The job as a mapping ``from_mapping`` accepts (store credentials redacted)."""
+        """The job as a mapping ``faasml.job.from_mapping`` accepts (store credentials redacted)."""
         data: dict[str, Any] = {
             "name": self.name,
             "model": {"name": self.model.name, **copy.deepcopy(dict(self.model.options))},
@@ -196,16 +172,6 @@ class JobSpec:
         count = n if n is not None else (self.tuning.trials if self.tuning else 1)
         return self.search_space.sample(count, self.seed)
 
-    def with_config(self, config: Mapping[str, Any]) -> JobSpec:
-        """This job with one configuration applied (keys as in ``search_space``), revalidated."""
-        data = self.to_dict(redact=False)
-        for key, value in config.items():
-            set_path(data, resolve_hyperparameter(key, self.optimizer.name), copy.deepcopy(value))
-        data["dataset"] = {}
-        from faasml._jobparse import parse_job
-
-        return parse_job(data, Path.cwd(), self.source, dataset=self.dataset, trial=True)
-
     def require_tuning(self) -> TuningSpec:
         """The tuning section, or a ConfigError saying the job has none."""
         if self.tuning is None or self.search_space is None:
@@ -214,21 +180,6 @@ class JobSpec:
                 "add both to tune it (see docs/jobs.md)"
             )
         return self.tuning
-
-
-def resolve_hyperparameter(key: str, optimizer: str) -> str:
-    """The job path a search-space key sets: bare optimizer hyperparameters (``lr``) are
-    ``optimizer.<name>``; ``batch_size``, ``optimizer.*`` and ``model.*`` stand as written."""
-    if key == "batch_size" or key.startswith(("optimizer.", "model.")):
-        return key
-    accepted = ["lr", *OPTIMIZERS.get(optimizer).defaults] if optimizer in OPTIMIZERS else []
-    if key in accepted:
-        return f"optimizer.{key}"
-    raise ConfigError(
-        f"search_space has hyperparameter {shown(key)}, but keys must be batch_size, "
-        f"optimizer.<name>, model.<option>, or a hyperparameter of optimizer "
-        f"'{optimizer}' ({', '.join(accepted)})"
-    )
 
 
 def _dataset_dict(spec: DatasetSpec) -> dict[str, Any]:

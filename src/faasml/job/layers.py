@@ -1,5 +1,5 @@
 """Layers of a job file: FAASML_* environment variables, --set assignments, dotted paths,
-and credentials kept out of what faasml echoes. Public through ``faasml.config``."""
+and credentials kept out of what faasml echoes. Public through ``faasml.job``."""
 
 from __future__ import annotations
 

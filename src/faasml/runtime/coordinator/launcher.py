@@ -7,15 +7,19 @@ from __future__ import annotations
 import math
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from faasml.runtime.coordinator_base import BudgetExhaustedError, Segment
-from faasml.runtime.estimates import BUDGET_MARGIN, fits_capacity, reservation
-from faasml.runtime.failures import FailureHandling
-from faasml.runtime.partitions import DataPartitions
-from faasml.runtime.platform import CapacityError, FunctionError, Invocation
-from faasml.runtime.trial import TrialState
-from faasml.runtime.worker import Fault, WorkerTask, rounds_per_epoch
+from faasml.catalog import Catalog
+from faasml.runtime.coordinator.billing import SegmentBiller
+from faasml.runtime.coordinator.failures import FailurePolicy
+from faasml.runtime.coordinator.partitions import Partitions
+from faasml.runtime.coordinator.state import BudgetExhaustedError, CoordinatorState, Segment
+from faasml.runtime.coordinator.stores import SyncStores
+from faasml.runtime.estimates import BUDGET_MARGIN, SegmentEstimator, fits_capacity, reservation
+from faasml.runtime.platform import CapacityError, FunctionError, Invocation, Platform
+from faasml.runtime.trial import TrialFault, TrialState
+from faasml.runtime.worker import Fault, ModelRecipe, WorkerTask, rounds_per_epoch
 from faasml.types import Allocation
 
 WORKER_FN = "faasml.runtime.worker:run_segment"
@@ -39,14 +43,73 @@ class Prewarm:
     functions: int
     """Functions of its memory size the next stage's first wave uses."""
     started: int = 0
-    """How many the coordinator started ahead of the stage (``SegmentLaunching._prewarm_next``)."""
+    """How many the coordinator started ahead of the stage (``Launcher.prewarm_next``)."""
 
 
-class SegmentLaunching(FailureHandling, DataPartitions):
+@dataclass(frozen=True)
+class LaunchParts:
+    """The coordinator's parts a launch goes through."""
+
+    partitions: Partitions
+    stores: SyncStores
+    biller: SegmentBiller
+    failures: FailurePolicy
+
+
+@dataclass(frozen=True)
+class Planned:
+    """What the next segment of a trial trains and its predicted cost (``Launcher.launch``)."""
+
+    allocation: Allocation
+    stop: int | None
+    """The batch the functions are renewed at; None runs to the epoch's end."""
+    epochs: int
+    span: int
+    """Rounds it trains."""
+    estimate: float
+    left: float | None
+    """Budget left beside the running segments' reservations (None: no budget)."""
+
+
+class Launcher:
     """Starts segments within the platform's capacity and the budget."""
 
-    def _fits(self, running: list[Segment], allocation: Allocation) -> bool:
-        platform = self.catalog.platform
+    def __init__(
+        self,
+        platform: Platform,
+        catalog: Catalog,
+        objects_url: str,
+        estimator: SegmentEstimator,
+        parts: LaunchParts,
+        recipe_of: Callable[[TrialState], ModelRecipe],
+        state: CoordinatorState,
+        *,
+        budget_usd: float | None = None,
+        faults: list[TrialFault] | None = None,
+    ) -> None:
+        """``parts``: the coordinator's parts a launch goes through (data, stores, bills,
+        failures); ``faults``: injected faults, each taken by the segment it falls in."""
+        self._platform = platform
+        self._catalog = catalog
+        self._objects_url = objects_url
+        self._estimator = estimator
+        self._partitions = parts.partitions
+        self._stores = parts.stores
+        self._biller = parts.biller
+        self._failures = parts.failures
+        self._recipe_of = recipe_of
+        self._state = state
+        self._budget_usd = budget_usd
+        self._faults = list(faults or [])
+        self.segments = 0
+        """Segments started."""
+        self.launches_s: list[float] = []
+        """The coordinator's own seconds launching each new segment (``estimates.
+        coordinator_seconds`` prices them per invocation round)."""
+
+    def fits(self, running: list[Segment], allocation: Allocation) -> bool:
+        """Whether ``allocation``'s functions fit the platform's capacity beside ``running``."""
+        platform = self._catalog.platform
         functions = [(s.allocation.memory_mb, s.allocation.n) for s in running]
         functions.append((allocation.memory_mb, allocation.n))
         count = sum(n for _, n in functions)
@@ -62,7 +125,7 @@ class SegmentLaunching(FailureHandling, DataPartitions):
                 return not running
         return True
 
-    def _launch(
+    def launch(
         self,
         trial: TrialState,
         allocation: Allocation,
@@ -72,74 +135,22 @@ class SegmentLaunching(FailureHandling, DataPartitions):
         """Start the next segment of ``trial`` (whole epochs up to ``until_epoch`` where they
         are short, ``_segment_epochs``); None when it must wait (capacity, budget in use)."""
         entered = time.monotonic()
-        allocation = self.sized(trial, allocation)
-        rounds = rounds_per_epoch(self.samples, allocation.n, self.recipe_of(trial).batch_size)
-        stop = self._stop_batch(trial, allocation, rounds)
-        epochs = 1 if stop is not None else self._segment_epochs(trial, allocation, until_epoch)
-        span = (stop if stop is not None else rounds) - trial.batch + (epochs - 1) * rounds
-        busy = sum(
-            s.allocation.n for s in running if s.allocation.memory_mb == allocation.memory_mb
+        plan = self._plan(trial, FailurePolicy.sized(trial, allocation), running, until_epoch)
+        if plan is None:
+            return None
+        allocation, stop = plan.allocation, plan.stop
+        timeout, capped, reserve = reservation(
+            self._estimator.platform, allocation, plan.estimate, plan.left
         )
-        estimate = self.estimator.cost(allocation, span, busy, epochs)
-        left: float | None = None
-        if self.budget_usd is not None:
-            left = self.budget_usd - self.spent_usd() - sum(s.reserve_usd for s in running)
-            if epochs > 1 and estimate * BUDGET_MARGIN > left:  # one epoch may still fit
-                epochs, span = 1, rounds - trial.batch
-                estimate = self.estimator.cost(allocation, span, busy)
-            if estimate * BUDGET_MARGIN > left:
-                if running:
-                    return None  # wait: running segments may cost less than predicted
-                raise BudgetExhaustedError(
-                    f"budget guard: trial {trial.trial_id} epoch {trial.epoch + 1} needs about "
-                    f"${estimate * BUDGET_MARGIN:.6f} and ${max(left, 0):.6f} of the "
-                    f"${self.budget_usd:.6f} budget is left; stopped with checkpoints kept"
-                )
-        timeout, capped, reserve = reservation(self.estimator.platform, allocation, estimate, left)
         token = uuid.uuid4().hex[:8]
+        rounds = self._rounds(trial, allocation)
         out = (
-            f"{self.namespace}/t{trial.trial_id}/ckpt/e{trial.epoch:04d}-"
+            f"{self._state.namespace}/t{trial.trial_id}/ckpt/e{trial.epoch:04d}-"
             f"b{stop if stop is not None else rounds:06d}-{token}"
         )
-        fault = self._take_fault(trial, epochs)
-        recipe = self.recipe_of(trial)
-        self._in_use_since.setdefault(allocation.storage, self.now())
-        invocations: list[Invocation] = []
-        try:
-            for worker in range(allocation.n):
-                task = WorkerTask(
-                    recipe=recipe,
-                    object_url=self.objects.url,
-                    sync_url=self._sync_url(allocation),
-                    scheme=allocation.scheme,
-                    namespace=f"{self.namespace}/t{trial.trial_id}/{token}",
-                    data_prefix=self.data_prefix,
-                    n=allocation.n,
-                    worker_id=worker,
-                    epoch=trial.epoch,
-                    start_batch=trial.batch,
-                    stop_batch=stop,
-                    round_id=trial.round_id,
-                    checkpoint=trial.checkpoint,
-                    checkpoint_out=out,
-                    sync_timeout_s=self.options.sync_timeout_s,
-                    fault=fault,
-                    epochs=epochs,
-                    stop_diverged=self.options.stop_diverged,
-                )
-                invocations.append(
-                    self.platform.invoke(WORKER_FN, task, allocation.memory_mb, timeout)
-                )
-        except CapacityError:
-            for invocation in invocations:
-                invocation.cancel()
-            for invocation in invocations:
-                self._bill(invocation, trial)
-            return None
-        except FunctionError as err:  # a worker could not be started: restart the segment
-            failed = Segment(trial, allocation, invocations, stop, out, token, 0.0, 0.0, 0)
-            failed.sync_url = self._sync_url(allocation)
-            self._fail(failed, f"a worker could not be started: {err}")
+        self._biller.in_use(allocation.storage)
+        invocations = self._invoke(trial, plan, token, out, timeout)
+        if invocations is None:
             return None
         self.segments += 1
         started = time.monotonic()
@@ -152,14 +163,101 @@ class SegmentLaunching(FailureHandling, DataPartitions):
             out,
             token,
             started,
-            estimate,
-            span,
+            plan.estimate,
+            plan.span,
             capped,
-            self._sync_url(allocation),
+            self._stores.url(allocation),
             reserve,
             timeout,
-            epochs=epochs,
+            epochs=plan.epochs,
         )
+
+    def _rounds(self, trial: TrialState, allocation: Allocation) -> int:
+        """Rounds of one epoch of ``trial`` on ``allocation``."""
+        batch_size = self._recipe_of(trial).batch_size
+        return rounds_per_epoch(self._partitions.samples, allocation.n, batch_size)
+
+    def _plan(
+        self,
+        trial: TrialState,
+        allocation: Allocation,
+        running: list[Segment],
+        until_epoch: int | None,
+    ) -> Planned | None:
+        """What the next segment trains and its cost; fewer epochs where the budget left
+        pays for one only; None when it must wait for the running segments' bills."""
+        rounds = self._rounds(trial, allocation)
+        stop = self._stop_batch(trial, allocation, rounds)
+        epochs = 1 if stop is not None else self._segment_epochs(trial, allocation, until_epoch)
+        span = (stop if stop is not None else rounds) - trial.batch + (epochs - 1) * rounds
+        busy = sum(
+            s.allocation.n for s in running if s.allocation.memory_mb == allocation.memory_mb
+        )
+        estimate = self._estimator.cost(allocation, span, busy, epochs)
+        left: float | None = None
+        if self._budget_usd is not None:
+            reserved = sum(s.reserve_usd for s in running)
+            left = self._budget_usd - self._biller.spent_usd() - reserved
+            if epochs > 1 and estimate * BUDGET_MARGIN > left:  # one epoch may still fit
+                epochs, span = 1, rounds - trial.batch
+                estimate = self._estimator.cost(allocation, span, busy)
+            if estimate * BUDGET_MARGIN > left:
+                if running:
+                    return None  # wait: running segments may cost less than predicted
+                raise BudgetExhaustedError(
+                    f"budget guard: trial {trial.trial_id} epoch {trial.epoch + 1} needs about "
+                    f"${estimate * BUDGET_MARGIN:.6f} and ${max(left, 0):.6f} of the "
+                    f"${self._budget_usd:.6f} budget is left; stopped with checkpoints kept"
+                )
+        return Planned(allocation, stop, epochs, span, estimate, left)
+
+    def _invoke(
+        self, trial: TrialState, plan: Planned, token: str, out: str, timeout: float
+    ) -> list[Invocation] | None:
+        """Invoke the segment's n workers; None when the platform refused one (capacity: the
+        others are cancelled and billed) or one could not start (the segment is restarted)."""
+        allocation = plan.allocation
+        fault = self._take_fault(trial, plan.epochs)
+        recipe = self._recipe_of(trial)
+        options = self._state.options
+        invocations: list[Invocation] = []
+        try:
+            for worker in range(allocation.n):
+                task = WorkerTask(
+                    recipe=recipe,
+                    object_url=self._objects_url,
+                    sync_url=self._stores.url(allocation),
+                    scheme=allocation.scheme,
+                    namespace=f"{self._state.namespace}/t{trial.trial_id}/{token}",
+                    data_prefix=self._partitions.data_prefix,
+                    n=allocation.n,
+                    worker_id=worker,
+                    epoch=trial.epoch,
+                    start_batch=trial.batch,
+                    stop_batch=plan.stop,
+                    round_id=trial.round_id,
+                    checkpoint=trial.checkpoint,
+                    checkpoint_out=out,
+                    sync_timeout_s=options.sync_timeout_s,
+                    fault=fault,
+                    epochs=plan.epochs,
+                    stop_diverged=options.stop_diverged,
+                )
+                invocations.append(
+                    self._platform.invoke(WORKER_FN, task, allocation.memory_mb, timeout)
+                )
+        except CapacityError:
+            for invocation in invocations:
+                invocation.cancel()
+            for invocation in invocations:
+                self._biller.bill(invocation, trial)
+            return None
+        except FunctionError as err:  # a worker could not be started: restart the segment
+            failed = Segment(trial, allocation, invocations, plan.stop, out, token, 0.0, 0.0, 0)
+            failed.sync_url = self._stores.url(allocation)
+            self._failures.fail(failed, f"a worker could not be started: {err}")
+            return None
+        return invocations
 
     def _segment_epochs(
         self, trial: TrialState, allocation: Allocation, until_epoch: int | None
@@ -175,7 +273,7 @@ class SegmentLaunching(FailureHandling, DataPartitions):
         ran on the allocation yet (a prediction may be far off), after a failure in this
         epoch (a retry redoes little), from the middle of an epoch, or where segments are cut
         by rounds."""
-        options = self.options
+        options = self._state.options
         most = 1 if until_epoch is None else until_epoch - trial.epoch
         if options.epochs_per_segment is not None:
             most = min(most, options.epochs_per_segment)
@@ -183,14 +281,14 @@ class SegmentLaunching(FailureHandling, DataPartitions):
             return 1
         if any(f.startswith(f"epoch {trial.epoch + 1} ") for f in trial.failures):
             return 1
-        per_round = self.estimator.measured_round_s(allocation)
+        per_round = self._estimator.measured_round_s(allocation)
         if per_round is None or per_round <= 0:
             return 1
-        rounds = rounds_per_epoch(self.samples, allocation.n, self.recipe_of(trial).batch_size)
-        epoch_s = per_round * rounds + self.estimator.epoch_end_s(allocation)
-        fits = math.floor(options.renew_at * self.catalog.platform.max_duration_s / epoch_s)
+        rounds = self._rounds(trial, allocation)
+        epoch_s = per_round * rounds + self._estimator.epoch_end_s(allocation)
+        fits = math.floor(options.renew_at * self._catalog.platform.max_duration_s / epoch_s)
         if options.epochs_per_segment is None:
-            fixed = self.estimator.segment_overhead_s(allocation)
+            fixed = self._estimator.segment_overhead_s(allocation)
             if fixed > options.sync_timeout_s / 2:  # the others would wait out an evaluation
                 return 1
             most = min(most, math.ceil(fixed / (SEGMENT_OVERHEAD_SHARE * epoch_s)))
@@ -198,21 +296,21 @@ class SegmentLaunching(FailureHandling, DataPartitions):
 
     def _stop_batch(self, trial: TrialState, allocation: Allocation, rounds: int) -> int | None:
         """Where to renew the function: None runs to the epoch's end."""
-        limit = self.options.max_rounds_per_invocation
+        limit = self._state.options.max_rounds_per_invocation
         if limit is None:
-            per_round = self.estimator.round_seconds(allocation)
+            per_round = self._estimator.round_seconds(allocation)
             if per_round is None or per_round <= 0:
                 return None
-            usable = self.options.renew_at * self.catalog.platform.max_duration_s
+            usable = self._state.options.renew_at * self._catalog.platform.max_duration_s
             limit = max(1, math.floor(usable / per_round))
         stop = trial.batch + limit
         return None if stop >= rounds else stop
 
     def _take_fault(self, trial: TrialState, epochs: int = 1) -> Fault | None:
         """An injected fault for one of the ``epochs`` epochs the segment trains."""
-        for item in self.faults:
+        for item in self._faults:
             if item.trial == trial.trial_id and trial.epoch <= item.epoch < trial.epoch + epochs:
-                self.faults.remove(item)
+                self._faults.remove(item)
                 return item.fault
         return None
 
@@ -221,13 +319,13 @@ class SegmentLaunching(FailureHandling, DataPartitions):
         next segment (delayed restart, CE-scaling §III-D); returns how many started. Their
         start is billed on its own where the platform bills cold starts; idle, they bill
         nothing (as a warm Lambda instance between invocations)."""
-        self.prepare_partitions(allocation.n)
+        self._partitions.prepare(allocation.n)
         wanted = allocation.n if count is None else count
-        started = self.platform.prewarm(allocation.memory_mb, wanted) if wanted > 0 else 0
-        self.estimator.observe_prewarm(allocation.memory_mb, started)
+        started = self._platform.prewarm(allocation.memory_mb, wanted) if wanted > 0 else 0
+        self._estimator.observe_prewarm(allocation.memory_mb, started)
         return started
 
-    def _prewarm_next(
+    def prewarm_next(
         self, then: Prewarm, trials: list[TrialState], running: list[Segment], until: int
     ) -> bool:
         """Start the next stage's functions (``then``) during this stage's last wave: once no
@@ -241,11 +339,11 @@ class SegmentLaunching(FailureHandling, DataPartitions):
         if not left or any(id(t) not in segments for t in left):
             return False  # not the last wave (or between its segments)
         memory = then.allocation.memory_mb
-        cold = self.estimator.cold_start_s(memory)
+        cold = self._estimator.cold_start_s(memory)
         now = time.monotonic()
         if any(self._left_s(segments[id(t)], until, now) > PREWARM_LEAD * cold for t in left):
             return False
-        warm = self.platform.warm_instances()
+        warm = self._platform.warm_instances()
         in_use = sum(s.allocation.n for s in running if s.allocation.memory_mb == memory)
         idle = warm.get(memory, 0) if warm is not None else then.started
         if idle + in_use >= then.functions:
@@ -253,13 +351,14 @@ class SegmentLaunching(FailureHandling, DataPartitions):
         busy = [(s.allocation.memory_mb, s.allocation.n) for s in running]
         count = 0
         while idle + in_use + count < then.functions and fits_capacity(
-            self.catalog, [*busy, (memory, idle + count + 1)]
+            self._catalog, [*busy, (memory, idle + count + 1)]
         ):
             count += 1
-        if self.budget_usd is not None:
-            platform = self.catalog.platform
+        if self._budget_usd is not None:
+            platform = self._catalog.platform
             each = 2 * cold * memory / 1024.0 * platform.price_per_gb_s
-            spare = self.budget_usd - self.spent_usd() - sum(s.reserve_usd for s in running)
+            reserved = sum(s.reserve_usd for s in running)
+            spare = self._budget_usd - self._biller.spent_usd() - reserved
             count = min(count, math.floor(spare / each) if each > 0 else count)
         if count > 0:
             then.started += self.prewarm(then.allocation, count)
@@ -268,14 +367,12 @@ class SegmentLaunching(FailureHandling, DataPartitions):
     def _left_s(self, segment: Segment, until: int, now: float) -> float:
         """Predicted seconds until ``segment``'s trial ends its stage (at ``until`` epochs);
         0 where nothing ran on its allocation yet (no prediction to wait on)."""
-        per_round = self.estimator.measured_round_s(segment.allocation)
+        per_round = self._estimator.measured_round_s(segment.allocation)
         if per_round is None:
             return 0.0
-        overhead = self.estimator.segment_overhead_s(segment.allocation)
+        overhead = self._estimator.segment_overhead_s(segment.allocation)
         trial = segment.trial
-        rounds = rounds_per_epoch(
-            self.samples, segment.allocation.n, self.recipe_of(trial).batch_size
-        )
+        rounds = self._rounds(trial, segment.allocation)
         current = per_round * segment.rounds + overhead - (now - segment.started)
         after = max(0, until - trial.epochs_done - segment.epochs)
         return max(0.0, current) + after * (per_round * rounds + overhead)

@@ -6,10 +6,8 @@ every error names the field and the rule (docs/jobs.md documents the format). Cr
 never belong in a job file: a store URL with a password in the file is refused, and
 ``JobSpec.to_dict()`` redacts one that came from the environment.
 
-This module reads the file and its layers; the rest lives beside it, one job each:
-``_jobspec`` (the frozen records), ``_jobparse`` (a mapping read field by field),
-``_jobcheck`` (the checks that reach into data, models, catalogs and platforms) and
-``_layers`` (environment variables, ``--set`` assignments, credentials).
+This module reads the file and its layers, parses the merged mapping once and checks the
+result once (``faasml.job.checks``).
 """
 
 from __future__ import annotations
@@ -20,30 +18,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from faasml._jobcheck import check_data, check_job
-from faasml._jobparse import PROVIDED_STORES, parse_job
-from faasml._jobspec import (
-    METRICS,
-    DatasetSpec,
-    JobSpec,
-    ModelSpec,
-    OptimizerSpec,
-    TrainingSpec,
-    TuningSpec,
-    resolve_hyperparameter,
-)
-from faasml._layers import (
-    ENV_FIELDS,
-    ENV_PREFIX,
-    ENV_SECTIONS,
-    environment_overrides,
-    has_password,
-    parse_assignments,
-    redact_url,
-    set_path,
-)
 from faasml._validate import load_yaml
 from faasml.exceptions import ConfigError
+from faasml.job.checks import check_job
+from faasml.job.layers import ENV_PREFIX, environment_overrides, has_password, set_path
+from faasml.job.parse import parse_job
+from faasml.job.spec import JobSpec
 
 
 def load_job(
@@ -73,26 +53,16 @@ def load_job(
         set_path(merged, key, value)
     for key, value in (overrides or {}).items():
         set_path(merged, key, value)
-    return parse_job(merged, file.resolve().parent, str(file))
+    job = parse_job(merged, file.resolve().parent, str(file))
+    check_job(job)
+    return job
 
 
-__all__ = [
-    "ENV_FIELDS",
-    "ENV_PREFIX",
-    "ENV_SECTIONS",
-    "METRICS",
-    "PROVIDED_STORES",
-    "DatasetSpec",
-    "JobSpec",
-    "ModelSpec",
-    "OptimizerSpec",
-    "TrainingSpec",
-    "TuningSpec",
-    "check_data",
-    "check_job",
-    "environment_overrides",
-    "load_job",
-    "parse_assignments",
-    "redact_url",
-    "resolve_hyperparameter",
-]
+def from_mapping(
+    data: Mapping[str, Any], *, base_dir: Path | None = None, source: str | None = None
+) -> JobSpec:
+    """Parse and check a job mapping (a run record's ``job``, one built in Python); relative
+    dataset paths resolve against ``base_dir`` (default: here)."""
+    job = parse_job(data, base_dir or Path.cwd(), source)
+    check_job(job)
+    return job

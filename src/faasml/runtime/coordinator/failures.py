@@ -7,35 +7,62 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Callable
 
+from faasml.catalog import Catalog
 from faasml.exceptions import StoreUnavailableError
-from faasml.runtime.coordinator_base import Segment
+from faasml.runtime.coordinator.billing import SegmentBiller
+from faasml.runtime.coordinator.state import CoordinatorState, Segment
+from faasml.runtime.estimates import SegmentEstimator
 from faasml.runtime.platform import FunctionError, Invocation
-from faasml.runtime.segment_billing import SegmentBilling
 from faasml.runtime.trial import TrialState
+from faasml.sync.stores import Store
 from faasml.types import Allocation
 
 LOST_STORE = "its store was unavailable"
 
 
-class FailureHandling(SegmentBilling):
+class FailurePolicy:
     """Restarts, memory moves, lost stores and silent workers."""
 
-    def _fail(self, segment: Segment, reason: str, kind: str = "") -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        objects: Store,
+        estimator: SegmentEstimator,
+        biller: SegmentBiller,
+        state: CoordinatorState,
+        on_segment: Callable[[TrialState, Segment | None], None] | None = None,
+    ) -> None:
+        """``on_segment`` is told of each failed segment (with None for the segment)."""
+        self._catalog = catalog
+        self._objects = objects
+        self._estimator = estimator
+        self._biller = biller
+        self._state = state
+        self._on_segment = on_segment
+        self._silent_checked = 0.0
+        self.restarts = 0
+        self.memory_moves: list[tuple[int, int, int]] = []
+        """(trial, from MB, to MB) of every move after running out of memory."""
+
+    def fail(self, segment: Segment, reason: str, kind: str = "") -> None:
+        """Stop, bill and clean up ``segment``; its trial restarts from its checkpoint, moves
+        up in memory, stops the run (a lost store) or fails (too many restarts)."""
         trial = segment.trial
         for invocation in segment.invocations:
             invocation.cancel()
         for invocation in segment.invocations:
-            self._bill(invocation, trial)
-        lost = self._cleanup(segment)
+            self._biller.bill(invocation, trial)
+        lost = self.cleanup(segment)
         self.restarts += 1
         trial.restarts += 1
         trial.failures.append(
-            f"epoch {trial.epoch + 1} batch {trial.batch}: {reason} at {self.now():.2f} s"
+            f"epoch {trial.epoch + 1} batch {trial.batch}: {reason} at {self._state.now():.2f} s"
         )
         if lost is not None:
             # Not the trial's fault, and no restart can succeed: stop (not counted).
-            self._store_lost(segment, lost)
+            self.store_lost(segment, lost)
             trial.failures[-1] += f" ({LOST_STORE})"
         elif kind == "out-of-memory" and self._grow(segment):
             # Restarting at the same size would fail again: the trial moves up (not counted).
@@ -43,7 +70,7 @@ class FailureHandling(SegmentBilling):
         elif segment.budget_capped and "timeout" in reason:
             # It spent its reservation: predict at least twice as long next time; the budget
             # guard then decides whether a retry still fits. Not counted against max_restarts.
-            self.estimator.ran_out(segment.allocation, segment.timeout_s)
+            self._estimator.ran_out(segment.allocation, segment.timeout_s)
             trial.failures[-1] += " (its budget reservation ran out)"
         elif sum(
             1
@@ -51,15 +78,15 @@ class FailureHandling(SegmentBilling):
             if f.startswith(f"epoch {trial.epoch + 1} ")
             and "reservation" not in f
             and LOST_STORE not in f
-        ) > (self.options.max_restarts):
+        ) > (self._state.options.max_restarts):
             trial.status = "failed"
-        if self.on_segment is not None:
-            self.on_segment(trial, None)
+        if self._on_segment is not None:
+            self._on_segment(trial, None)
 
     def _grow(self, segment: Segment) -> bool:
         """Give the segment's trial the next memory size that may fit (×1.5, on the catalog's
         grid); False when it already has the most the platform allows."""
-        platform = self.catalog.platform
+        platform = self._catalog.platform
         now = segment.allocation.memory_mb
         step = platform.memory_step_mb
         bigger = min(platform.memory_max_mb, math.ceil(now * 1.5 / step) * step)
@@ -69,20 +96,21 @@ class FailureHandling(SegmentBilling):
         self.memory_moves.append((segment.trial.trial_id, now, bigger))
         return True
 
-    def sized(self, trial: TrialState, allocation: Allocation) -> Allocation:
+    @staticmethod
+    def sized(trial: TrialState, allocation: Allocation) -> Allocation:
         """``allocation`` with the memory the trial was moved to after running out of it."""
         memory = trial.memory_mb
         if memory <= allocation.memory_mb:
             return allocation
         return dataclasses.replace(allocation, memory_mb=memory)
 
-    def _cleanup(self, segment: Segment) -> str | None:
+    def cleanup(self, segment: Segment) -> str | None:
         """Delete the segment's keys; what went wrong when its sync store (after the store
         client's retries) cannot be reached, else None."""
         from faasml.sync.stores import open_store
 
-        prefix = f"{self.namespace}/t{segment.trial.trial_id}/{segment.token}/"
-        self.objects.delete(prefix)
+        prefix = f"{self._state.namespace}/t{segment.trial.trial_id}/{segment.token}/"
+        self._objects.delete(prefix)
         try:
             with open_store(segment.sync_url) as sync:
                 sync.delete(prefix)
@@ -90,40 +118,42 @@ class FailureHandling(SegmentBilling):
             return str(err)
         return None
 
-    def _store_lost(self, segment: Segment, error: str) -> None:
+    def store_lost(self, segment: Segment, error: str) -> None:
         """Stop the run: the store its gradients go through is gone (the first cause only)."""
-        if self.stop_reason is None:
-            self.stop_reason = (
+        if self._state.stop_reason is None:
+            self._state.stop_reason = (
                 f"the {segment.allocation.storage} store (the gradients' store) is unavailable: "
                 f"{error.rstrip('.')}; stopped with checkpoints kept: when the store is back, "
                 "continue the run with `faasml resume RUN_DIR`"
             )
 
-    def _check_silent(self, running: list[Segment]) -> None:
+    def check_silent(self, running: list[Segment]) -> None:
         """Restart a segment with a worker whose heartbeat is older than the bound (checked
         at most once a second: each check reads n heartbeat keys)."""
         if time.monotonic() - self._silent_checked < 1.0:
             return
         self._silent_checked = time.monotonic()
-        bound = self.options.silent_after_s
+        options = self._state.options
+        bound = options.silent_after_s
         for segment in list(running):
             if time.monotonic() - segment.started < bound:
                 continue
-            prefix = f"{self.namespace}/t{segment.trial.trial_id}/{segment.token}/hb/"
+            prefix = f"{self._state.namespace}/t{segment.trial.trial_id}/{segment.token}/hb/"
             age = time.monotonic() - segment.started
             for worker in range(segment.allocation.n):
-                value = self.objects.get(f"{prefix}w{worker}")
+                value = self._objects.get(f"{prefix}w{worker}")
                 if value is None:
-                    silent = age > bound + self.options.start_allowance_s
+                    silent = age > bound + options.start_allowance_s
                 else:
                     silent = time.time() - float(value.split()[0]) > bound
                 if silent:
                     running.remove(segment)
-                    self._fail(segment, f"worker {worker} silent for over {bound:g} s")
+                    self.fail(segment, f"worker {worker} silent for over {bound:g} s")
                     break
 
     @staticmethod
-    def _reason(invocation: Invocation) -> str:
+    def reason(invocation: Invocation) -> str:
+        """What a failed invocation reported ("ok" when it did not fail)."""
         try:
             invocation.result(timeout=0)
         except FunctionError as err:
@@ -133,7 +163,7 @@ class FailureHandling(SegmentBilling):
         return "ok"
 
     @staticmethod
-    def _kind(invocation: Invocation) -> str:
+    def kind(invocation: Invocation) -> str:
         """Why an invocation failed (a ``FunctionError`` kind), '' when it did not."""
         try:
             invocation.result(timeout=0)

@@ -1,18 +1,23 @@
 """A job mapping read field by field into a ``JobSpec``; every error names the field and the rule.
 
-``parse_job`` reads each section, then runs the checks of ``faasml._jobcheck`` that need other
-layers (data sizes, the model, the catalog, the platform), so one call validates everything.
+Only the mapping is read here: the checks that reach workloads, catalogs and platforms are
+``faasml.job.checks``, which ``load_job`` runs once on the result.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib.machinery
+import importlib.util
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from faasml._jobspec import (
+from faasml._validate import Fields, shown
+from faasml.exceptions import ConfigError, UnknownNameError
+from faasml.job.layers import redact_url
+from faasml.job.spec import (
     METRICS,
     DatasetSpec,
     JobSpec,
@@ -21,11 +26,10 @@ from faasml._jobspec import (
     TrainingSpec,
     TuningSpec,
 )
-from faasml._layers import redact_url
-from faasml._validate import Fields, shown
-from faasml.exceptions import ConfigError, UnknownNameError
+from faasml.job.workflow import parse_workflow
+from faasml.models.shape import DEFAULT_EPOCHS_PER_STAGE, default_stages, most_stages
 from faasml.searchspace import parse_search_space
-from faasml.sync.stores import is_store_url, storage_name
+from faasml.sync.stores import check_store_url, is_store_url, storage_name
 from faasml.workloads import MODELS
 from faasml.workloads._base import check_options
 from faasml.workloads.data import FORMATS, GENERATORS, option_names
@@ -38,28 +42,14 @@ _SUFFIX_FORMATS = {".csv": "higgs-csv", ".gz": "higgs-csv", ".bin": "cifar10-bin
 _SUFFIX_FORMATS.update({".h5": "windsr", ".hdf5": "windsr", ".nc": "windsr"})
 
 
-def parse_job(
-    data: Mapping[str, Any],
-    base_dir: Path,
-    source: str | None,
-    *,
-    dataset: DatasetSpec | None = None,
-    trial: bool = False,
-) -> JobSpec:
-    """Validate a job mapping into a ``JobSpec``; relative paths resolve against ``base_dir``.
-
-    ``trial`` is for one trial's configuration applied to a valid job (``with_config``): the
-    checks that a configuration cannot change (catalog, platform, search space) are skipped.
-    """
-    from faasml._jobcheck import check_job, check_trial
-
+def parse_job(data: Mapping[str, Any], base_dir: Path, source: str | None) -> JobSpec:
+    """Read a job mapping into a ``JobSpec``; relative paths resolve against ``base_dir``."""
     f = Fields(data, "", ConfigError)
-    name = f.text("name")
+    name = parse_name(f)
     seed = f.integer("seed", 0, minimum=0)
-    optimizer = _optimizer(f.sub("optimizer"))
-    model = _model(f.raw("model"))
-    data_spec = dataset if dataset is not None else _dataset(f.sub("dataset"), seed, base_dir)
-    f.raw("dataset", None)
+    optimizer = parse_optimizer(f.sub("optimizer"))
+    model = parse_model(f.raw("model"))
+    data_spec = _dataset(f.sub("dataset"), seed, base_dir)
     description = f.raw("description", "")
     if not isinstance(description, str):
         raise f.fail("description", description, "must be a string")
@@ -77,7 +67,7 @@ def parse_job(
         model=model,
         dataset=data_spec,
         optimizer=optimizer,
-        batch_size=f.integer("batch_size", 64, minimum=1),
+        batch_size=parse_batch_size(f),
         seed=seed,
         search_space=search_space,
         tuning=tuning,
@@ -91,17 +81,31 @@ def parse_job(
         source=source,
     )
     if f.has("workflow"):
-        from faasml._jobworkflow import parse_workflow
-
         flow = parse_workflow(f.raw("workflow"), model.name, job.training.max_epochs, base_dir)
         job = dataclasses.replace(job, workflow=flow)
     f.finish()
     _check_store(job)
-    if trial:
-        check_trial(job)
-    else:
-        check_job(job)
     return job
+
+
+NAME_RULE = (
+    "must be one folder name (the run goes to runs/<name>-<time>): at most 100 characters, "
+    "no / or \\, no control character, not starting with '.'"
+)
+
+
+def parse_name(f: Fields) -> str:
+    """``name``: a single, safe path component, so the run's folder stays under ``runs/``."""
+    name = f.text("name")
+    unsafe = any(c in "/\\" or not c.isprintable() for c in name)
+    if unsafe or name.startswith(".") or len(name) > 100:
+        raise f.fail("name", name, NAME_RULE)
+    return name
+
+
+def parse_batch_size(f: Fields) -> int:
+    """``batch_size``: per worker, at least 1."""
+    return f.integer("batch_size", 64, minimum=1)
 
 
 PROVIDED_STORES = ("embedded", "vm-ps")
@@ -137,6 +141,10 @@ def _check_url(where: str, url: str) -> None:
         storage_name(url)
     except UnknownNameError as err:
         raise ConfigError(f"{shown}, but {err}") from None
+    try:
+        check_store_url(url)  # the store's own rule, as ``tune`` applies it when it opens one
+    except ConfigError as err:
+        raise ConfigError(f"{shown}, but {str(err).replace(url, redact_url(url))}") from None
 
 
 def _resolve_file(value: str, base_dir: Path) -> str:
@@ -146,13 +154,25 @@ def _resolve_file(value: str, base_dir: Path) -> str:
     return value
 
 
-def _model(value: Any) -> ModelSpec:
+def is_reference(model_name: str) -> bool:
+    """A ``module.path:factory`` model: the user's code, imported only when the job runs."""
+    return ":" in model_name
+
+
+def parse_model(value: Any) -> ModelSpec:
+    """``model:``: a built-in name with its options, or a reference to a user's factory whose
+    shape is checked (the syntax, the module found) without importing it."""
     f = Fields({"name": value} if isinstance(value, str) else value, "model", ConfigError)
     name = f.text("name")
     options = {key: f.raw(key) for key in f.data if key != "name"}
-    if ":" in name:
+    if is_reference(name):
         if not _MODULE_ATTR.match(name):
             raise f.fail("name", name, "must be a built-in model or 'module.path:factory'")
+        module = name.partition(":")[0]
+        if not _module_found(module):
+            raise f.fail(
+                "name", name, f"names module '{module}', which is not found on the Python path"
+            )
     elif name not in MODELS:
         raise f.fail("name", name, f"must be one of: {', '.join(MODELS.names())}")
     else:
@@ -161,7 +181,23 @@ def _model(value: Any) -> ModelSpec:
     return ModelSpec(name, options)
 
 
-def _optimizer(f: Fields) -> OptimizerSpec:
+def _module_found(dotted: str) -> bool:
+    """Whether ``dotted`` names a module Python could import, found without running any of
+    its code (or its packages'): each part is looked up in the folders of the one before."""
+    parts = dotted.split(".")
+    try:
+        spec = importlib.util.find_spec(parts[0])  # a top-level name: no code runs
+        for depth in range(1, len(parts)):
+            if spec is None or spec.submodule_search_locations is None:
+                return False
+            name = ".".join(parts[: depth + 1])
+            spec = importlib.machinery.PathFinder.find_spec(name, spec.submodule_search_locations)
+    except (ImportError, ValueError):
+        return False
+    return spec is not None
+
+
+def parse_optimizer(f: Fields) -> OptimizerSpec:
     name = f.choice("name", OPTIMIZERS.names(), "sgd")
     hyperparameters = {key: f.raw(key) for key in f.data if key != "name"}
     create_optimizer(name, 1, **hyperparameters)  # raises a ConfigError naming the field
@@ -215,10 +251,8 @@ def _dataset(f: Fields, seed: int, base_dir: Path) -> DatasetSpec:
 def _tuning(f: Fields) -> TuningSpec:
     trials = f.integer("trials", minimum=1, maximum=MAX_TRIALS)
     eta = f.integer("reduction_factor", 2, minimum=2)
-    most = 1  # stages while trials // eta**i >= 1, counted exactly in integers
-    while trials // eta**most >= 1:
-        most += 1
-    stages = f.integer("stages", most, minimum=1)
+    most = most_stages(trials, eta)
+    stages = f.integer("stages", default_stages(trials, eta), minimum=1)
     if stages > most:
         raise f.fail(
             "stages",
@@ -229,7 +263,7 @@ def _tuning(f: Fields) -> TuningSpec:
     spec = TuningSpec(
         trials=trials,
         reduction_factor=eta,
-        epochs_per_stage=f.integer("epochs_per_stage", 1, minimum=1),
+        epochs_per_stage=f.integer("epochs_per_stage", DEFAULT_EPOCHS_PER_STAGE, minimum=1),
         stages=stages,
         metric=f.choice("metric", METRICS, "loss"),
     )

@@ -1,22 +1,57 @@
 """The coordinator's results: a finished segment's reports committed to its trial (new
 checkpoint, position, partial sums, an epoch's record in the trial's history) and its
-measured round time fed back to the estimator."""
+measured round time fed back to the estimator; the run record written after them."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
-from faasml.runtime.coordinator_base import Segment
-from faasml.runtime.failures import FailureHandling
+from faasml.catalog import Catalog
+from faasml.runtime.coordinator.failures import FailurePolicy
+from faasml.runtime.coordinator.state import CoordinatorState, Segment
+from faasml.runtime.estimates import SegmentEstimator
 from faasml.runtime.ranking import divergence
 from faasml.runtime.trial import TrialState
 from faasml.runtime.worker import SegmentReport
+from faasml.sync.stores import Store
 
 
-class ResultCommits(FailureHandling):
-    """Commits finished segments to their trials."""
+class Committer:
+    """Commits finished segments to their trials and has the run record written."""
 
-    def _commit(self, segment: Segment, reports: list[SegmentReport]) -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        objects: Store,
+        estimator: SegmentEstimator,
+        failures: FailurePolicy,
+        spent_usd: Callable[[], float],
+        state: CoordinatorState,
+        on_segment: Callable[[TrialState, Segment | None], None] | None = None,
+    ) -> None:
+        """``failures`` cleans up a finished segment's keys (and stops the run when its store
+        is lost); ``spent_usd`` is what the run has spent, for each epoch's record;
+        ``on_segment`` writes the run record."""
+        self._catalog = catalog
+        self._objects = objects
+        self._estimator = estimator
+        self._failures = failures
+        self._spent_usd = spent_usd
+        self._state = state
+        self._on_segment = on_segment
+        self._unrecorded: list[tuple[TrialState, Segment, str | None]] = []
+        """Segments committed to their trials that the run record does not name yet: (trial,
+        segment, the checkpoint it replaced, deleted once the record is written)."""
+        self._replaced: list[str] = []
+        """Checkpoints replaced by recorded segments, deleted at the record's next durable
+        write (``release_replaced``)."""
+        self.commits_s: list[float] = []
+        """The coordinator's own seconds committing each finished segment (the record's write
+        comes after the next launch, not in it)."""
+
+    def commit(self, segment: Segment, reports: list[SegmentReport]) -> None:
+        """Commit a finished segment's reports to its trial (recorded at the next ``record``)."""
         trial = segment.trial
         lead = reports[0]
         elapsed = time.monotonic() - segment.started
@@ -27,7 +62,7 @@ class ResultCommits(FailureHandling):
                 ends = [e["elapsed_s"] - e["compute_s"] - e["sync_s"] for e in lead.epochs]
                 epoch_end = max(sum(ends) / len(ends), 0.0)
                 overhead -= (len(ends) - 1) * epoch_end
-            self.estimator.observe_round(segment.allocation, busy, overhead, epoch_end)
+            self._estimator.observe_round(segment.allocation, busy, overhead, epoch_end)
         previous = trial.checkpoint
         trial.checkpoint = lead.checkpoint
         trial.round_id += lead.rounds
@@ -46,13 +81,13 @@ class ResultCommits(FailureHandling):
                 self._close_epoch(trial, segment, lead.val, reported, lead.batch_size)
             else:
                 trial.batch = segment.stop_batch or 0
-        lost = self._cleanup(segment)
+        lost = self._failures.cleanup(segment)
         if lost is not None:  # the segment is done, but the next one cannot be
-            self._store_lost(segment, lost)
+            self._failures.store_lost(segment, lost)
         self._unrecorded.append((trial, segment, previous))
         self.commits_s.append(time.monotonic() - (segment.started + elapsed))
 
-    def _record(self) -> None:
+    def record(self) -> None:
         """Write the run record (``on_segment``) for the segments committed since the last
         one; the checkpoints they replaced are deleted once a record naming their successors
         is durable (``release_replaced``), so that a run killed or a machine crashed before
@@ -62,16 +97,17 @@ class ResultCommits(FailureHandling):
             return
         pending, self._unrecorded = self._unrecorded, []
         began = time.monotonic()
-        if self.on_segment is not None:
+        timings = self._state.timings
+        if self._on_segment is not None:
             trial, segment, _ = pending[-1]
-            self.on_segment(trial, segment)
-            self.timings["record_s"] += time.monotonic() - began
+            self._on_segment(trial, segment)
+            timings["record_s"] += time.monotonic() - began
         for trial, _, previous in pending:
             if previous is not None and previous != trial.checkpoint:
                 self._replaced.append(previous)
-        if self.on_segment is None:  # no record to wait for
+        if self._on_segment is None:  # no record to wait for
             self.release_replaced()
-        self.timings["commit_s"] += time.monotonic() - began
+        timings["commit_s"] += time.monotonic() - began
 
     def release_replaced(self) -> None:
         """Delete the checkpoints replaced by segments the run's record names (the run calls
@@ -80,7 +116,7 @@ class ResultCommits(FailureHandling):
         still find every checkpoint the record on disk names."""
         replaced, self._replaced = self._replaced, []
         for key in replaced:
-            self.objects.delete(key)
+            self._objects.delete(key)
 
     def _commit_epochs(
         self, segment: Segment, reports: list[SegmentReport], elapsed: float
@@ -163,21 +199,21 @@ class ResultCommits(FailureHandling):
                 "n": segment.allocation.n,
                 "memory_mb": segment.allocation.memory_mb,
                 "scheme": segment.allocation.scheme,
-                "t_s": self.now(),
-                "spent_usd": self.spent_usd(),
+                "t_s": self._state.now(),
+                "spent_usd": self._spent_usd(),
             }
         )
         trial.partial = {}
         trial.epochs_done += 1
         trial.epoch += 1
         trial.batch = 0
-        stop = self.options.stop_diverged and trial.diverged_epoch is None
+        stop = self._state.options.stop_diverged and trial.diverged_epoch is None
         if stop and divergence(trial.history[-1]) is not None:  # launched no more
             trial.status, trial.diverged_epoch = "diverged", trial.epoch
 
     def _overhead(self, segment: Segment, per_round: float) -> float:
         """Billed seconds of the segment's longest function outside its rounds and start."""
-        billed_init = self.catalog.platform.bills_cold_start
+        billed_init = self._catalog.platform.bills_cold_start
         spans = [
             b.duration_s - (b.init_s if b.cold and billed_init else 0.0)
             for b in (i.billed for i in segment.invocations)
