@@ -13,7 +13,6 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -21,6 +20,7 @@ import yaml
 import faasml
 from faasml.cli.main import main
 from faasml.reports.run_dir import RunDir
+from faasml.runtime.record import RunRecord
 from faasml.runtime.run_lock import LOCK_NAME, RunDirInUseError, lock_run
 
 from .tiny_jobs import four_trial_tune_job
@@ -274,8 +274,8 @@ def test_the_report_is_written_before_the_record_says_the_run_ended(
     """The coordinator dies as it records the end: the report is there already."""
     write_record = RunDir.write_record
 
-    def dies_at_the_end(self: RunDir, state: dict[str, Any], *, durable: bool = True) -> None:
-        if state["status"] == "finished":
+    def dies_at_the_end(self: RunDir, state: RunRecord, *, durable: bool = True) -> None:
+        if state.status == "finished":
             raise SystemExit("killed as it recorded the end")
         write_record(self, state, durable=durable)
 
