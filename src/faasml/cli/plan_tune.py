@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.table import Table
 
+from faasml._jobparse import MAX_TRIALS
 from faasml.cli import _common
 from faasml.exceptions import ConfigError, InfeasibleConstraintError
 from faasml.planners.tuning import (
@@ -94,8 +95,20 @@ def job_from(args: argparse.Namespace) -> TuningJob:
         )
     if args.trials is not None and args.hyperband is not None:
         raise ConfigError("give either --trials (successive halving) or --hyperband, not both")
+    _check_reduction_factor(args)
     if args.hyperband is not None:
-        return concatenate(hyperband(args.hyperband, args.reduction_factor))
+        job = concatenate(hyperband(args.hyperband, args.reduction_factor))
+        if max(job.trial_counts) > MAX_TRIALS:
+            raise ConfigError(
+                f"the value of --hyperband is {args.hyperband:,}, but its largest bracket "
+                f"would start {max(job.trial_counts):,} trials, more than the {MAX_TRIALS:,} a "
+                "tuning job may have"
+            )
+        return job
+    if args.trials > MAX_TRIALS:
+        raise ConfigError(
+            f"the value of --trials is {args.trials:,}, but must be at most {MAX_TRIALS:,}"
+        )
     text = str(args.epochs_per_stage)
     try:
         counts = tuple(int(part) for part in text.split(","))
@@ -106,6 +119,20 @@ def job_from(args: argparse.Namespace) -> TuningJob:
         ) from None
     epochs: int | tuple[int, ...] = counts[0] if len(counts) == 1 else counts
     return SuccessiveHalving(args.trials, args.reduction_factor, args.stages, epochs)
+
+
+def _check_reduction_factor(args: argparse.Namespace) -> None:
+    """η no larger than the trials (or Hyperband's largest epoch budget): a larger one keeps no
+    trial after the first stage, so nothing would be halved (2 is allowed whatever the job)."""
+    size, flag = (
+        (args.trials, "--trials") if args.trials is not None else (args.hyperband, "--hyperband")
+    )
+    eta = args.reduction_factor
+    if eta > max(2, size):
+        raise ConfigError(
+            f"the value of --reduction-factor is {eta:,}, but must be at most {flag} "
+            f"({size:,}): a larger one keeps no trial after the first stage"
+        )
 
 
 def setup_from(args: argparse.Namespace) -> TuningSetup:

@@ -200,6 +200,8 @@ def simulate_tuning(
     """
     _check("noise", noise)
     _check("cold_start_noise", cold_start_noise)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ConfigError(f"the value of seed is {seed!r}, but must be an integer >= 0")
     stages = _Simulation(plan, catalog, noise, cold_start_noise, seed).run()
     return TuneSimulation(
         plan=plan,
