@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -93,7 +94,11 @@ class SimConfig:
             )
         if self.max_time_s is not None and not self.max_time_s >= 0:
             raise ConfigError(f"the value of max_time_s is {self.max_time_s}, but must be >= 0")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+        if (
+            isinstance(self.seed, bool)
+            or not isinstance(self.seed, numbers.Integral)
+            or self.seed < 0
+        ):
             raise ConfigError(f"the value of seed is {self.seed!r}, but must be an integer >= 0")
 
 

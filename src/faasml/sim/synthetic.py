@@ -17,6 +17,7 @@ sample of the data, whose progress per epoch differs from the full data's by a r
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -90,7 +91,11 @@ class SyntheticCurve:
                 f"the value of epochs_to_target is {self.epochs_to_target}, but must be "
                 f"between 1 and {MAX_EPOCHS_TO_TARGET:,}"
             )
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+        if (
+            isinstance(self.seed, bool)
+            or not isinstance(self.seed, numbers.Integral)
+            or self.seed < 0
+        ):
             raise ConfigError(f"the value of seed is {self.seed!r}, but must be an integer >= 0")
         if not 0 <= self.noise < math.inf or not 0 <= self.spike_probability <= 1:
             raise ConfigError(
