@@ -14,6 +14,7 @@ import yaml
 
 from faasml.cli.main import main
 from faasml.config import load_job
+from faasml.exceptions import ConfigError
 from faasml.runtime.session import TuneRun, resume_run
 from faasml.types import Constraint
 
@@ -184,3 +185,22 @@ def test_the_users_own_record_naming_code_resumes(
     (copy / "record.json").write_text(json.dumps(record))
     assert main(["resume", str(copy)]) == 2
     assert "refusing to run code named by the record" in _one_error(capsys)
+
+
+def test_a_store_password_from_the_environment_is_taken_again_not_from_the_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The record keeps a store URL with its password redacted; the resumed job takes the
+    password from the environment again, or says which variable to set."""
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(yaml.safe_dump(tiny_tune_job("stored")))
+    url = "redis://:secret@127.0.0.1:6399/0"
+    monkeypatch.setenv("FAASML_STORE", url)
+    # Planned from the named profile (measure=False): no store is reached by this test.
+    run = TuneRun(load_job(job_file), Constraint(budget_usd=0.05), tmp_path / "run", measure=False)
+    run.plan()
+    assert _record(tmp_path / "run")["job"]["store"] == "redis://:***@127.0.0.1:6399/0"
+    assert resume_run(tmp_path / "run").job.store == url
+    monkeypatch.delenv("FAASML_STORE")
+    with pytest.raises(ConfigError, match="the record keeps no password: set FAASML_STORE to"):
+        resume_run(tmp_path / "run")
