@@ -185,12 +185,26 @@ def job_file_change(state: Mapping[str, Any], trusted: bool) -> str | None:
     return first_difference(_comparable(state["job"]), _comparable(current))
 
 
+def _restored(job: Mapping[str, Any]) -> dict[str, Any]:
+    """The recorded job as its run began with it: JSON keeps a mapping's keys as text, so a
+    batch-size schedule's epochs are numbers again."""
+    data: dict[str, Any] = json.loads(json.dumps(job, default=_plain))
+    flow = data.get("workflow")
+    schedule = flow.get("batch_size_schedule") if isinstance(flow, dict) else None
+    if isinstance(flow, dict) and isinstance(schedule, dict):
+        flow["batch_size_schedule"] = {
+            int(key) if isinstance(key, str) and key.isascii() and key.isdigit() else key: value
+            for key, value in schedule.items()
+        }
+    return data
+
+
 def _with_credentials(job: Mapping[str, Any]) -> dict[str, Any]:
     """The recorded job with the store passwords the record does not keep, from the
     environment (``FAASML_STORE``, ``FAASML_STORES__<NAME>``), as the run began with them."""
     from faasml._layers import environment_overrides, redact_url
 
-    data = json.loads(json.dumps(job, default=_plain))
+    data = _restored(job)
     given = environment_overrides(os.environ)
     urls = [("store", data.get("store"), data)]
     stores = data.get("stores")
