@@ -53,6 +53,12 @@ def register(commands: Any) -> None:
     resume.add_argument("run_dir", help="the run directory of the interrupted run")
     resume.add_argument("--budget", metavar="$", help="a new budget (e.g. after a budget stop)")
     resume.add_argument("--deadline", metavar="T", help="a new deadline")
+    resume.add_argument(
+        "--ignore-job-file",
+        action="store_true",
+        help="continue with the job the record holds even though its job file has changed "
+        "since the run began (the file is not read)",
+    )
     resume.set_defaults(func=run_resume, minimise=None)
 
 
@@ -131,7 +137,7 @@ def run_resume(args: argparse.Namespace) -> int:
         constraint = constraint_from(args)
     RunDir(args.run_dir).read_record()  # a folder holding no run is refused before it is locked
     with lock_run(args.run_dir):
-        run = resume_run(args.run_dir, constraint=constraint)
+        run = resume_run(args.run_dir, constraint=constraint, ignore_job_file=args.ignore_job_file)
         status = run.state["status"]
         console().print(escape(f"Resuming the {run.kind} run in {args.run_dir} (status {status})"))
         return _execute(run)

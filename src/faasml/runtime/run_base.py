@@ -26,6 +26,7 @@ from faasml.runtime.calibration import Calibration, compute_ratio
 from faasml.runtime.config_cost import factor
 from faasml.runtime.coordinator import Coordinator, CoordinatorOptions, TrialFault, TrialState
 from faasml.runtime.estimates import coordinator_seconds
+from faasml.runtime.job_guard import seal_fields, source_path
 from faasml.runtime.job_profile import (
     MAX_GROUP,
     JobProfile,
@@ -176,7 +177,7 @@ class BaseRun:
         self.state: dict[str, Any] = state or {
             "kind": self.kind,
             "job": job.to_dict(redact=True),
-            "job_source": job.source,
+            "job_source": source_path(job.source),
             "constraint": constraint_dict(constraint),
             "catalog": self.catalog.name,
             "platform": job.platform,
@@ -187,6 +188,8 @@ class BaseRun:
             "elapsed_s": 0.0,
             "events": [],
         }
+        if not state:  # a new record: what it may run again is the user's own (job_guard)
+            self.state.update(seal_fields(self.state))
         self.meter = Meter.from_list(self.catalog, self.state["charges"])
         self.faults = faults or []
         self.options = options or CoordinatorOptions()

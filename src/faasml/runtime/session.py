@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from faasml.exceptions import ConfigError
-from faasml.job import from_mapping
 from faasml.reports.run_dir import RunDir
+from faasml.runtime.job_guard import recorded_job
 from faasml.runtime.run_base import (
     DEFAULT_PROFILE,
     BaseRun,
@@ -43,18 +43,20 @@ __all__ = [
 
 
 def resume_run(
-    run_dir: str | Path, *, constraint: Constraint | None = None, **kwargs: Any
+    run_dir: str | Path,
+    *,
+    constraint: Constraint | None = None,
+    ignore_job_file: bool = False,
+    **kwargs: Any,
 ) -> BaseRun:
-    """Reopen an interrupted run from its record; ``execute()`` continues it. A new
+    """Reopen an interrupted run from its record; ``execute()`` continues it with the job it
+    recorded (refused where its job file changed since, unless ``ignore_job_file``). A new
     ``constraint`` replaces the recorded one (e.g. a larger budget after a budget stop)."""
-    from faasml.job import load_job
-
     folder = RunDir(run_dir)
     state = folder.read_record()
     if state.get("status") in ("finished", "target-missed"):
         raise ConfigError(f"the run in {run_dir} has finished; nothing to resume")
-    source = state.get("job_source")
-    job = load_job(source) if source and Path(source).exists() else from_mapping(state["job"])
+    job = recorded_job(state, folder.path, ignore_job_file=ignore_job_file)
     if constraint is None:
         constraint = constraint_from_dict(state["constraint"])
     else:
