@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 import yaml
-from faasml.job import load_job
 
 from faasml.cli.main import main
 from faasml.exceptions import ConfigError
+from faasml.job import load_job
 from faasml.runtime.session import TuneRun, resume_run
 from faasml.types import Constraint
 
@@ -194,12 +194,12 @@ def test_a_store_password_from_the_environment_is_taken_again_not_from_the_recor
     password from the environment again, or says which variable to set."""
     job_file = tmp_path / "job.yaml"
     job_file.write_text(yaml.safe_dump(tiny_tune_job("stored")))
-    url = "redis://:secret@127.0.0.1:6399/0"
+    url = "memcached://app:secret@127.0.0.1:11299"  # a Redis URL may hold none: REDISCLI_AUTH
     monkeypatch.setenv("FAASML_STORE", url)
     # Planned from the named profile (measure=False): no store is reached by this test.
     run = TuneRun(load_job(job_file), Constraint(budget_usd=0.05), tmp_path / "run", measure=False)
     run.plan()
-    assert _record(tmp_path / "run")["job"]["store"] == "redis://:***@127.0.0.1:6399/0"
+    assert _record(tmp_path / "run")["job"]["store"] == "memcached://app:***@127.0.0.1:11299"
     assert resume_run(tmp_path / "run").job.store == url
     monkeypatch.delenv("FAASML_STORE")
     with pytest.raises(ConfigError, match="the record keeps no password: set FAASML_STORE to"):
