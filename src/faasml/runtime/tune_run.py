@@ -363,8 +363,11 @@ class TuneRun(BaseRun):
         estimates = self._estimates([*stages[:start], *fresh_stages], stages)[start:]
         for old, fresh, estimate in zip(rest, fresh_stages, estimates, strict=True):
             fresh["index"] = old["index"]
-            for key in ("predicted_time_s", "predicted_cost_usd"):
+            # The plan's figures stay as planned (and the allocation they price); the
+            # re-plan's stand beside them.
+            for key in ("time_s", "cost_usd", "predicted_time_s", "predicted_cost_usd"):
                 fresh[key] = old[key]
+            fresh["planned_allocation"] = old.get("planned_allocation", old["allocation"])
             fresh["replanned_time_s"], fresh["replanned_cost_usd"] = estimate
             fresh["repredicted_time_s"], fresh["repredicted_cost_usd"] = estimate
             if fresh["allocation"] != old["allocation"]:
