@@ -26,8 +26,7 @@ from faasml._validate import Fields, shown
 from faasml.exceptions import ConfigError, UnknownNameError
 from faasml.searchspace import parse_search_space
 from faasml.sync.stores import is_store_url, storage_name
-from faasml.workloads import MODELS
-from faasml.workloads._base import check_options
+from faasml.workloads import MODELS, check_options
 from faasml.workloads.data import FORMATS, GENERATORS, option_names
 from faasml.workloads.optim import OPTIMIZERS, create_optimizer
 

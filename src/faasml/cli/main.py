@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from faasml import __version__
+from faasml._version import __version__
 from faasml.cli._common import print_error
 from faasml.exceptions import FaasmlError
 

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from faasml._version import __version__
 from faasml.catalog import Catalog
 from faasml.config import JobSpec
 from faasml.exceptions import FaasmlError
@@ -105,8 +106,6 @@ def _size_rank(config: Mapping[str, Any]) -> tuple[float, ...]:
 
 def profile_key(job: JobSpec, catalog: Catalog, platform_options: Mapping[str, Any]) -> str:
     """Everything that changes what the probe would measure, hashed."""
-    from faasml import __version__
-
     identity = {
         "model": job.model.name,
         "model_options": dict(job.model.options),

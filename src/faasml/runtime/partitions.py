@@ -6,8 +6,7 @@ from __future__ import annotations
 import time
 
 from faasml.runtime.coordinator_base import CoordinatorBase
-from faasml.workloads._dataset import dataset_to_bytes, partition
-from faasml.workloads.data import Dataset
+from faasml.workloads.data import Dataset, dataset_to_bytes, partition
 
 
 class DataPartitions(CoordinatorBase):

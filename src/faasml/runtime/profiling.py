@@ -25,12 +25,12 @@ from typing import Any
 
 import yaml
 
-from faasml.catalog import Catalog, load_catalog
-from faasml.catalog._load import DATA_DIR
+from faasml.catalog import DATA_DIR, Catalog, load_catalog
 from faasml.config import JobSpec
 from faasml.models.sync import item_mb, transfers
 from faasml.runtime.billing import Meter
 from faasml.runtime.coordinator import WORKER_FN, Coordinator
+from faasml.runtime.echo import ECHO_FN
 from faasml.runtime.platform import open_platform
 from faasml.runtime.worker import ModelRecipe, SegmentReport, WorkerTask, rounds_per_epoch
 from faasml.sync.stores import open_store
@@ -213,7 +213,7 @@ def profile_job(
             result.compute_points.append((memory, per_mb))
         for _ in range(5):
             start = time.monotonic()
-            platform.invoke("faasml.testing.functions:echo", 0, sizes[0]).result(timeout=60)
+            platform.invoke(ECHO_FN, 0, sizes[0]).result(timeout=60)
             warms.append(time.monotonic() - start)
         model_mb = job.model.build(train.input_shape, train.num_classes).size_mb
         for name, url in urls.items():
