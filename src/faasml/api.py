@@ -45,9 +45,9 @@ from typing import Any
 from faasml._layers import set_path
 from faasml.config import JobSpec, load_job
 from faasml.exceptions import ConfigError, DivergedError
-from faasml.runtime.context import report
 from faasml.searchspace import KINDS, parse_search_space
 from faasml.types import Constraint, Objective
+from faasml.workloads.context import report
 from faasml.workloads.function_model import TorchTrainable
 
 
