@@ -148,6 +148,7 @@ def test_one_heartbeat_thread_beats_for_every_segment_and_stops_on_its_key(
 
 FUNCTION_MODULES = (
     "faasml.runtime.platforms._host",
+    "faasml.runtime.echo",
     "faasml.runtime.worker",
     "faasml.runtime.job_probe",
     "faasml.runtime.profiling",

@@ -263,9 +263,9 @@ def _store_urls(job: JobSpec, folder: Path, cleanup: contextlib.ExitStack) -> di
             from faasml.sync.stores.infinicache.runs import starts_deployment
 
             if starts_deployment(url):  # measured through a deployment started here
-                from faasml.sync.stores.infinicache import InfiniCache, parse_url
+                from faasml.runtime.infinicache import start_infinicache
 
-                cache = InfiniCache(parse_url(url)[2]).start()
+                cache = start_infinicache(url)
                 cleanup.callback(cache.close)
                 url = cache.url
         elif url is None:
