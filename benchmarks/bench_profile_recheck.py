@@ -84,8 +84,9 @@ def _run(job_path: str, budget: float, recheck: bool, folder: Path) -> dict[str,
     return {
         "recheck": recheck,
         "load": load,
-        "predicted_s": float(state["plan"]["time_s"]),
-        "predicted_usd": float(state["plan"]["cost_usd"]),
+        # The run's own prediction (a tuning run keeps the planner's figures in time_s).
+        "predicted_s": float(state["plan"].get("predicted_time_s", state["plan"]["time_s"])),
+        "predicted_usd": float(state["plan"].get("predicted_cost_usd", state["plan"]["cost_usd"])),
         "measured_s": float(state["elapsed_s"]),
         "measured_usd": sum(c["usd"] for c in charges) - profiling,
         "profiling_usd": profiling,

@@ -21,6 +21,16 @@ def write_atomic(target: Path, text: str, *, durable: bool = True) -> None:
             if durable:
                 os.fsync(out.fileno())
         os.replace(temporary, target)
-    except BaseException:
+    except BaseException as err:
         temporary.unlink(missing_ok=True)
+        if isinstance(err, OSError):
+            raise naming(err, target) from None
         raise
+
+
+def naming(err: OSError, target: os.PathLike[str] | str) -> OSError:
+    """``err`` naming ``target`` where it names no file (a write or fsync that failed: a full
+    disk says which file it was writing)."""
+    if err.filename is not None:
+        return err
+    return OSError(err.errno, err.strerror, str(target))

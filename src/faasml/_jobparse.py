@@ -24,6 +24,7 @@ from faasml._jobspec import (
 from faasml._layers import redact_url
 from faasml._validate import Fields, shown
 from faasml.exceptions import ConfigError, UnknownNameError
+from faasml.models.shape import DEFAULT_EPOCHS_PER_STAGE, default_stages, most_stages
 from faasml.searchspace import parse_search_space
 from faasml.sync.stores import is_store_url, storage_name
 from faasml.workloads import MODELS, check_options
@@ -214,10 +215,8 @@ def _dataset(f: Fields, seed: int, base_dir: Path) -> DatasetSpec:
 def _tuning(f: Fields) -> TuningSpec:
     trials = f.integer("trials", minimum=1, maximum=MAX_TRIALS)
     eta = f.integer("reduction_factor", 2, minimum=2)
-    most = 1  # stages while trials // eta**i >= 1, counted exactly in integers
-    while trials // eta**most >= 1:
-        most += 1
-    stages = f.integer("stages", most, minimum=1)
+    most = most_stages(trials, eta)
+    stages = f.integer("stages", default_stages(trials, eta), minimum=1)
     if stages > most:
         raise f.fail(
             "stages",
@@ -228,7 +227,7 @@ def _tuning(f: Fields) -> TuningSpec:
     spec = TuningSpec(
         trials=trials,
         reduction_factor=eta,
-        epochs_per_stage=f.integer("epochs_per_stage", 1, minimum=1),
+        epochs_per_stage=f.integer("epochs_per_stage", DEFAULT_EPOCHS_PER_STAGE, minimum=1),
         stages=stages,
         metric=f.choice("metric", METRICS, "loss"),
     )

@@ -16,6 +16,7 @@ from faasml._jobworkflow import WorkflowSpec
 from faasml._layers import redact_url, set_path
 from faasml._validate import shown
 from faasml.exceptions import ConfigError
+from faasml.models.shape import DEFAULT_EPOCHS_PER_STAGE, SuccessiveHalving
 from faasml.searchspace import SearchSpace
 from faasml.sync.stores import is_store_url, storage_name
 from faasml.workloads import Model, create_model
@@ -77,19 +78,31 @@ class OptimizerSpec:
 class TuningSpec:
     """``tuning:``: successive halving over ``trials`` sampled configurations.
 
-    Stage i runs ``max(1, trials // reduction_factor**i)`` trials for ``epochs_per_stage``
-    epochs each and keeps the best 1/η by ``metric`` (validation loss or accuracy).
+    Stage i runs ``trials // reduction_factor**i`` trials for ``epochs_per_stage`` epochs
+    each and keeps the best 1/η by ``metric`` (validation loss or accuracy). Stages and
+    epochs left out take the one default rule of ``faasml.models.shape``.
     """
 
     trials: int
     reduction_factor: int = 2
-    epochs_per_stage: int = 1
-    stages: int = 1
+    epochs_per_stage: int = DEFAULT_EPOCHS_PER_STAGE
+    stages: int | None = None
+    """None: ``default_stages`` (filled in when the spec is made)."""
     metric: str = "loss"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "stages", self.shape.stages)
+
+    @property
+    def shape(self) -> SuccessiveHalving:
+        """The job's stages as the planners see them (checked: ConfigError when impossible)."""
+        return SuccessiveHalving(
+            self.trials, self.reduction_factor, self.stages, self.epochs_per_stage
+        )
 
     @property
     def trials_per_stage(self) -> tuple[int, ...]:
-        return tuple(max(1, self.trials // self.reduction_factor**i) for i in range(self.stages))
+        return self.shape.trial_counts
 
 
 @dataclass(frozen=True)

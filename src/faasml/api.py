@@ -54,13 +54,15 @@ from faasml.workloads.function_model import TorchTrainable
 @dataclass(frozen=True)
 class TuneConfig:
     """What to tune within: a budget (US dollars), a deadline (seconds) or both, and the SHA
-    shape (``num_samples`` trials, keep 1/``reduction_factor`` per stage)."""
+    shape (``num_samples`` trials, keep 1/``reduction_factor`` per stage); stages and epochs
+    not given take the one default rule of ``faasml.models.shape``, as a job file does."""
 
     budget: float | None = None
     deadline: float | None = None
     num_samples: int | None = None
     reduction_factor: int | None = None
     epochs_per_stage: int | None = None
+    stages: int | None = None
     metric: str | None = None
     mode: str | None = None
     """'min' for loss, 'max' for accuracy (Ray Tune's spelling); implied by ``metric``."""
@@ -147,6 +149,7 @@ class Tuner:
                 ("tuning.trials", config.num_samples),
                 ("tuning.reduction_factor", config.reduction_factor),
                 ("tuning.epochs_per_stage", config.epochs_per_stage),
+                ("tuning.stages", config.stages),
                 ("tuning.metric", config.metric),
             )
             if value is not None
@@ -250,6 +253,7 @@ class Tuner:
                 "name": fm.FACTORY,
                 "function": packed,
                 "sha256": digest,
+                "signature": fm.sign_packed(packed),  # loaded again only under this user's key
                 "config": config,
                 "seed": seed,
                 "shape": list(train.input_shape),
@@ -283,13 +287,17 @@ class Tuner:
     def fit(self) -> ResultGrid:
         """Plan, run every stage for real and return the results."""
         from faasml.reports.run_dir import RunDir
+        from faasml.runtime.run_lock import lock_run
         from faasml.runtime.session import TuneRun
 
         if not self._checked:
             RunDir(self.run_dir).check_new()  # never over a run that is there
-        run = TuneRun(self.job, self.constraint, self.run_dir)
-        run.plan()
-        record = run.execute()
+        with lock_run(self.run_dir):  # one run at a time in the folder
+            if RunDir(self.run_dir).record_path.exists():
+                RunDir(self.run_dir).check_new()  # a run began in it since: refused
+            run = TuneRun(self.job, self.constraint, self.run_dir)
+            run.plan()
+            record = run.execute()
         if not record.get("best") and any(t["status"] == "diverged" for t in record["trials"]):
             raise DivergedError(
                 "no trial ended with a finite loss: every trial that trained diverged (a NaN or "

@@ -88,7 +88,7 @@ def test_a_real_tune_prints_one_plain_progress_line_a_stage_when_piped(tmp_path:
     assert result.returncode == 0, result.stderr
     progress = [line for line in result.stdout.splitlines() if " alive, spent " in line]
     stages = [line.split(":")[0] for line in progress]
-    assert stages == [f"stage {k}/5" for k in range(1, 6)]  # the example's five stages
+    assert stages == [f"stage {k}/4" for k in range(1, 5)]  # the example's four stages
     assert all(len(line) <= 80 for line in progress)
     assert "━" not in result.stdout and "\x1b" not in result.stdout  # no bar, no escapes
     assert "finished in" in result.stdout

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -8,6 +9,8 @@ from hypothesis import strategies as st
 
 from faasml.exceptions import ConfigError
 from faasml.planners.tuning import Stages, SuccessiveHalving, concatenate, hyperband
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def test_paper_scale_job_has_fourteen_halving_stages() -> None:
@@ -65,3 +68,37 @@ def test_stages_need_matching_counts() -> None:
         Stages((4, 2), (1,))
     with pytest.raises(ConfigError, match="trials of stage 2 is 0"):
         Stages((4, 0), (1, 1))
+
+
+def test_one_default_shape_for_the_job_file_the_planner_the_cli_and_the_api(
+    tmp_path: Path,
+) -> None:
+    """16 trials at η = 2 with no stages or epochs given: the job file, the planner's record,
+    `faasml plan tune` and `faasml simulate tune` (their job options) and the API all take
+    the one rule of ``faasml.models.shape`` (⌊log_η q⌋ stages of 2 epochs)."""
+    import faasml
+    from faasml.cli.main import build_parser
+    from faasml.cli.plan_tune import job_from
+    from faasml.config import load_job
+
+    text = (EXAMPLES / "tune-logreg.yaml").read_text()
+    job = tmp_path / "job.yaml"
+    job.write_text("\n".join(line for line in text.splitlines() if "epochs_per_stage" not in line))
+    want = ((16, 8, 4, 2), (2, 2, 2, 2))
+    parsed = load_job(job, environ={}).require_tuning()
+    assert (parsed.trials_per_stage, (parsed.epochs_per_stage,) * parsed.stages) == want
+    assert (parsed.shape.trial_counts, parsed.shape.epochs) == want
+    sha = SuccessiveHalving(16)
+    assert (sha.trial_counts, sha.epochs) == want
+    for command in (["plan", "tune"], ["simulate", "tune"]):
+        args = build_parser().parse_args([*command, "lr-higgs", "--trials", "16", "--budget", "1"])
+        planned = job_from(args)
+        assert (planned.trial_counts, planned.epochs) == want
+    tuner = faasml.Tuner(
+        job, tune_config=faasml.TuneConfig(budget=0.05, num_samples=16), run_dir=tmp_path / "r"
+    )
+    shape = tuner.job.require_tuning().shape
+    assert (shape.trial_counts, shape.epochs) == want
+    config = faasml.TuneConfig(budget=0.05, num_samples=16, stages=5)
+    longest = faasml.Tuner(job, tune_config=config, run_dir=tmp_path / "r5").job.require_tuning()
+    assert longest.trials_per_stage == (16, 8, 4, 2, 1)

@@ -44,7 +44,7 @@ DATA = images(180, classes=3, size=8, channels=1, seed=1)
 TRAIN = (DATA.features[:150], DATA.labels[:150])
 TEST = (DATA.features[150:], DATA.labels[150:])
 SPACE = {"lr": {"loguniform": [0.003, 0.05]}, "width": 4}
-SETTINGS = {"batch_size": 16, "tuning.stages": 1, "seed": 2}
+SETTINGS = {"batch_size": 16, "tuning.stages": 1, "tuning.epochs_per_stage": 1, "seed": 2}
 
 
 def bn_cnn(config: dict[str, Any], ctx: Any) -> faasml.TorchTrainable:
@@ -188,7 +188,7 @@ def test_a_closure_train_fn_tunes_through_fit_and_reports_metrics(tmp_path: Path
         {"lr": {"loguniform": [0.05, 0.5]}, "hidden": {"choice": [4, 8]}},
         budget=0.05,
         tune_config=faasml.TuneConfig(num_samples=2),
-        settings={"batch_size": 32, "tuning.stages": 1},
+        settings={"batch_size": 32, "tuning.stages": 1, "tuning.epochs_per_stage": 1},
         run_dir=tmp_path / "run",
     ).fit()
     assert results.record["status"] == "finished" and len(results) == 2
@@ -378,3 +378,76 @@ def test_batch_size_is_faasmls_and_configs_come_back_by_name(tmp_path: Path) -> 
     }
     fixed = faasml.Tuner(bn_cnn, {**SPACE, "batch_size": 24}, budget=1, run_dir=tmp_path / "b")
     assert fixed.job.batch_size == 24
+
+
+class _Crafted:
+    """A pickle that runs code as it is loaded: it creates the file ``path``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (os.system, (f"touch {self.path}",))
+
+
+@pytest.mark.parametrize("signature", ["kept", "removed"])
+def test_resume_refuses_a_function_the_user_did_not_pack(
+    tmp_path: Path, signature: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A record whose pickled function was replaced (keeping its signature, or dropping it)
+    is refused in one line, and the pickle is never loaded."""
+    import base64
+    import hashlib
+    import pickle
+
+    from faasml.cli.main import main
+
+    tuner = faasml.Tuner(
+        bn_cnn, SPACE, budget=0.05, tune_config=faasml.TuneConfig(num_samples=2),
+        settings=SETTINGS, run_dir=tmp_path / "run",
+    )  # fmt: skip
+    TuneRun(tuner.job, tuner.constraint, tuner.run_dir).plan()
+    record_path = tmp_path / "run" / "record.json"
+    record = json.loads(record_path.read_text())
+    model = record["job"]["model"]
+    assert model["signature"]  # the user's own is signed
+    marker = tmp_path / "pwned"
+    blob = pickle.dumps(_Crafted(marker))
+    model["function"] = base64.b64encode(blob).decode("ascii")
+    model["sha256"] = hashlib.sha256(blob).hexdigest()
+    if signature == "removed":
+        del model["signature"]
+    record_path.write_text(json.dumps(record))
+
+    assert main(["resume", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    reason = "it is not signed" if signature == "removed" else "not signed with this user's key"
+    assert "refusing to load the pickled train_fn" in err and reason in err
+    assert "run it again from your own code" in err
+    assert not marker.exists()
+
+
+def test_a_function_signed_under_another_key_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from faasml.workloads.function_model import sign_packed, unpack_function
+
+    def other(config: dict[str, Any], ctx: Any) -> Any:  # not cached: never unpacked here
+        return config
+
+    packed, digest = pack_function(other)
+    signature = sign_packed(packed)
+    from faasml.workloads import function_model
+
+    monkeypatch.setattr(function_model, "_FUNCTIONS", {})  # as a fresh process has it
+    assert unpack_function(packed, digest, signature)(1, None) == 1  # the user's own: loaded
+    monkeypatch.setattr(function_model, "_FUNCTIONS", {})
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "elsewhere"))  # another user's
+    with pytest.raises(TrainFunctionError, match="this user has no signing key"):
+        unpack_function(packed, digest, signature)
+    assert sign_packed(packed) != signature  # a new key of its own, made 0600
+    key = tmp_path / "elsewhere" / "faasml" / "signing.key"
+    assert key.stat().st_mode & 0o777 == 0o600
+    with pytest.raises(TrainFunctionError, match="not signed with this user's key"):
+        unpack_function(packed, digest, signature)

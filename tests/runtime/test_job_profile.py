@@ -304,7 +304,7 @@ def test_a_tune_plan_never_chooses_memory_below_the_footprint(
         assert run.state["profile"]["key"] == measured.profile.key
         assert run.state["profile_cached"] is True
         assert plan["workload"] == "measured"
-        assert len(plan["stages"]) == 3
+        assert len(plan["stages"]) == 2  # 4 trials, η = 2: ⌊log_2 4⌋ stages
         for stage in plan["stages"]:
             assert stage["allocation"]["memory_mb"] >= floor, (stage, floor)
             assert stage["predicted_time_s"] > 0 and stage["predicted_cost_usd"] > 0

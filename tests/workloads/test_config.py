@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from faasml.config import JobSpec, environment_overrides, load_job, redact_url
 from faasml.exceptions import ConfigError
+from faasml.models.shape import SuccessiveHalving
 from faasml.searchspace import parse_search_space
 from faasml.workload import load_workload
 from faasml.workloads.data import higgs_like, write_higgs_csv
@@ -191,7 +192,13 @@ def test_search_space_and_tuning_errors(
 def test_tuning_stages_default_and_shape(tmp_path: Path) -> None:
     data = {**BASE, "search_space": SPACE, "tuning": {"trials": 27, "reduction_factor": 3}}
     tuning = load_job(_write(tmp_path, data), environ={}).require_tuning()
-    assert tuning.stages == 4 and tuning.trials_per_stage == (27, 9, 3, 1)
+    # The one default rule (faasml.models.shape): ⌊log_η trials⌋ stages of 2 epochs, so the
+    # last stage still ranks η trials; one stage more (a single trial) only when asked for.
+    assert tuning.stages == 3 and tuning.trials_per_stage == (27, 9, 3)
+    assert tuning.epochs_per_stage == 2 and tuning.shape == SuccessiveHalving(27, 3)
+    data["tuning"]["stages"] = 4
+    tuning = load_job(_write(tmp_path, data), environ={}).require_tuning()
+    assert tuning.trials_per_stage == (27, 9, 3, 1)
     with pytest.raises(ConfigError, match=r"no tuning section"):
         load_job(_write(tmp_path, BASE), environ={}).require_tuning()
 

@@ -23,9 +23,9 @@ def add_catalog_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("platform")
     group.add_argument(
         "--catalog",
-        default="aws-lambda",
+        default=None,
         help="a shipped catalog (aws-lambda, local) or the path of a catalog file "
-        "(default: aws-lambda)",
+        f"(default: {DEFAULT_CATALOG}; for a job file, the job's)",
     )
     group.add_argument("--arch", help="CPU architecture of the platform (aws-lambda: x86, arm)")
     group.add_argument(
@@ -48,8 +48,16 @@ def add_catalog_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def catalog_from(args: argparse.Namespace) -> Catalog:
-    catalog = load_catalog(args.catalog)
+DEFAULT_CATALOG = "aws-lambda"
+"""The catalog a plan of a named workload prices with unless ``--catalog`` names another."""
+
+
+def catalog_from(args: argparse.Namespace, default: Catalog | None = None) -> Catalog:
+    """``--catalog`` (else ``default``, else ``DEFAULT_CATALOG``) narrowed by the options."""
+    if args.catalog is None and default is not None:
+        catalog = default
+    else:
+        catalog = load_catalog(args.catalog or DEFAULT_CATALOG)
     if args.arch:
         catalog = catalog.with_architecture(args.arch)
     if args.storages:
@@ -141,11 +149,16 @@ def print_json(data: Any) -> None:
 
 
 def add_workload_command(
-    kinds: Any, name: str, *, help: str, description: str
+    kinds: Any,
+    name: str,
+    *,
+    help: str,
+    description: str,
+    workload_help: str = "a shipped workload name or the path of a profile",
 ) -> argparse.ArgumentParser:
     """A command ``name`` among ``kinds`` whose one positional argument is the workload."""
     parser: argparse.ArgumentParser = kinds.add_parser(name, help=help, description=description)
-    parser.add_argument("workload", help="a shipped workload name or the path of a profile")
+    parser.add_argument("workload", help=workload_help)
     return parser
 
 

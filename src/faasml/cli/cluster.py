@@ -291,7 +291,6 @@ def _print_loans(out: Any, results: list[Any], services: list[Any], loaning: str
 
 
 def run_real(args: argparse.Namespace) -> int:
-    import os
     from dataclasses import asdict
 
     from faasml.cluster import Cluster, load_models, load_workload, resolve_workload
@@ -306,6 +305,7 @@ def run_real(args: argparse.Namespace) -> int:
         predict_run,
     )
     from faasml.cluster.ray_run import RunConfig, run_on_ray
+    from faasml.runtime.profile_check import load_average
 
     check_loaning(args.loaning)
     if args.jobs < 1:
@@ -331,10 +331,10 @@ def run_real(args: argparse.Namespace) -> int:
     )
     cluster = Cluster.uniform(args.servers, args.gpus_per_server)
     models = load_models(traces)
-    load_before = os.getloadavg()[0]
+    load_before = load_average()
     calibrate = calibration_placements(cluster) if args.predict else []
     result = run_on_ray(jobs, models, cluster, policy, config, services, calibrate)
-    load_after = os.getloadavg()[0]
+    load_after = load_average()
     summary = result.summary()
     prediction = None
     if result.calibration is not None:

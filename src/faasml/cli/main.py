@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from faasml._version import __version__
 from faasml.cli._common import print_error
 from faasml.exceptions import FaasmlError
+from faasml.reports.run_dir import RunDir
+from faasml.runtime.run_lock import RunInterrupted, disk_full, last_run_dir
 
 COMMAND_MODULES: tuple[str, ...] = (
     "faasml.cli.plan",
@@ -19,10 +21,24 @@ COMMAND_MODULES: tuple[str, ...] = (
     "faasml.cli.run",
     "faasml.cli.profile",
     "faasml.cli.cluster",
+    "faasml.cli.report",
 )
 """Each module has ``register(subparsers)``, which adds its parser and sets ``func``."""
 
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+"""As a shell reports a command a Ctrl-C stopped (128 + SIGINT)."""
+
+
+def interrupted_line(err: KeyboardInterrupt) -> str:
+    """One line for a Ctrl-C: what was stopped and how to go on."""
+    run_dir = err.run_dir if isinstance(err, RunInterrupted) else None
+    if run_dir is None or not RunDir(run_dir).record_path.exists():
+        return "interrupted: stopped before anything was recorded"
+    return (
+        f"interrupted: the run in {run_dir} stopped, its record and checkpoints kept; resume "
+        f"with faasml resume {run_dir}"
+    )
 
 
 class _Parser(argparse.ArgumentParser):
@@ -55,12 +71,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FaasmlError as err:
         print_error(str(err))
         return EXIT_USAGE
+    except KeyboardInterrupt as err:
+        print(interrupted_line(err), file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader went away (`| head`): stop quietly, as other command-line tools do.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 1
+    except OSError as err:
+        if not disk_full(err):
+            raise
+        where = f"{err.filename or 'a file'} ({err.strerror})"
+        print_error(f"disk full writing {where}; free some space{_resume()}")
+        return 1
     return code
+
+
+def _resume() -> str:
+    """How to go on with the run a command ran, if it recorded one."""
+    run_dir = last_run_dir()
+    if run_dir is None or not RunDir(run_dir).record_path.exists():
+        return ""
+    return f", then resume the run with faasml resume {run_dir}"
 
 
 if __name__ == "__main__":  # pragma: no cover

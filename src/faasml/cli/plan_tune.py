@@ -8,8 +8,10 @@ from typing import Any
 
 from rich.table import Table
 
+from faasml._validate import load_yaml
 from faasml.cli import _common
 from faasml.exceptions import ConfigError, InfeasibleConstraintError
+from faasml.models.shape import DEFAULT_EPOCHS_PER_STAGE
 from faasml.planners.tuning import (
     TUNING_PLANNERS,
     SuccessiveHalving,
@@ -41,7 +43,10 @@ def register_tune(kinds: Any) -> None:
         help="partition resources among the stages of a successive-halving tuning job",
         description="Give every stage of a successive-halving job its own allocation "
         "(functions, memory, storage) so the job finishes fastest within a budget, or "
-        "cheapest within a deadline (CE-scaling §III-C).",
+        "cheapest within a deadline (CE-scaling §III-C). Given a job file, plan its tuning "
+        "section as `faasml tune` would: from the job's measured profile where one is cached.",
+        workload_help="a shipped workload name, the path of a profile, or a job file (its "
+        "tuning section is the job; --trials and the other job options are not given then)",
     )
     add_tune_options(tune)
     _common.add_json_option(tune, "the plan")
@@ -73,16 +78,17 @@ def add_job_options(parser: argparse.ArgumentParser) -> None:
         "run one after another (uses --reduction-factor)",
     )
     group.add_argument(
-        "--reduction-factor", type=int, default=2, metavar="η", help="keep 1/η per stage"
+        "--reduction-factor", type=int, default=None, metavar="η", help="keep 1/η per stage"
     )
     group.add_argument(
         "--stages", type=int, default=None, help="number of stages (default: ⌊log_η trials⌋)"
     )
     group.add_argument(
         "--epochs-per-stage",
-        default="2",
+        default=None,
         metavar="R",
-        help="epochs each trial trains per stage: one number, or one per stage (2,2,4)",
+        help="epochs each trial trains per stage: one number, or one per stage (2,2,4; "
+        f"default: {DEFAULT_EPOCHS_PER_STAGE})",
     )
 
 
@@ -94,27 +100,62 @@ def job_from(args: argparse.Namespace) -> TuningJob:
         )
     if args.trials is not None and args.hyperband is not None:
         raise ConfigError("give either --trials (successive halving) or --hyperband, not both")
+    eta = 2 if args.reduction_factor is None else args.reduction_factor
     if args.hyperband is not None:
-        return concatenate(hyperband(args.hyperband, args.reduction_factor))
-    text = str(args.epochs_per_stage)
-    try:
-        counts = tuple(int(part) for part in text.split(","))
-    except ValueError:
-        raise ConfigError(
-            f"the value of --epochs-per-stage is {text!r}, but must be a whole number or "
-            "comma-separated whole numbers"
-        ) from None
-    epochs: int | tuple[int, ...] = counts[0] if len(counts) == 1 else counts
-    return SuccessiveHalving(args.trials, args.reduction_factor, args.stages, epochs)
+        return concatenate(hyperband(args.hyperband, eta))
+    epochs: int | tuple[int, ...] | None = None
+    if args.epochs_per_stage is not None:
+        text = str(args.epochs_per_stage)
+        try:
+            counts = tuple(int(part) for part in text.split(","))
+        except ValueError:
+            raise ConfigError(
+                f"the value of --epochs-per-stage is {text!r}, but must be a whole number or "
+                "comma-separated whole numbers"
+            ) from None
+        epochs = counts[0] if len(counts) == 1 else counts
+    return SuccessiveHalving(args.trials, eta, args.stages, epochs)
+
+
+def job_file(name: str) -> Path | None:
+    """``name`` as a job file: an existing YAML mapping that is not a workload profile (a
+    profile starts with ``format:``); None for a workload name or profile."""
+    path = Path(name)
+    if path.suffix not in {".yaml", ".yml"} or not path.is_file():
+        return None
+    data = load_yaml(path, ConfigError)
+    return path if isinstance(data, dict) and "format" not in data else None
+
+
+JOB_OPTIONS = ("trials", "hyperband", "reduction_factor", "stages", "epochs_per_stage")
 
 
 def setup_from(args: argparse.Namespace) -> TuningSetup:
     TUNING_PLANNERS.get(args.planner)  # fail on an unknown name before any work
+    path = job_file(args.workload)
+    if path is None:
+        workload, catalog, job = load_workload(args.workload), _common.catalog_from(args), None
+    else:
+        given = [f"--{o.replace('_', '-')}" for o in JOB_OPTIONS if getattr(args, o) is not None]
+        if given:
+            raise ConfigError(
+                f"{', '.join(given)} set the tuning job, but {path} is a job file, whose "
+                "tuning section is the job: set tuning.* there (or FAASML_TUNING__* in the "
+                "environment)"
+            )
+        from faasml.catalog import load_catalog
+        from faasml.config import load_job
+        from faasml.runtime.plan_inputs import job_inputs
+
+        spec = load_job(path)
+        job = spec.require_tuning().shape
+        inputs = job_inputs(spec, _common.catalog_from(args, load_catalog(spec.catalog)))
+        workload, catalog = inputs.workload, inputs.catalog
     return tuning_problem(
-        load_workload(args.workload),
-        _common.catalog_from(args),
+        workload,
+        catalog,
         _common.constraint_from(args),
-        job_from(args),
+        job_from(args) if job is None else job,
         **_common.space_options(args),
     )
 

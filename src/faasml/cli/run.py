@@ -17,6 +17,7 @@ from faasml.exceptions import ConfigError
 from faasml.reports.run_dir import RunDir
 from faasml.reports.run_summary import exit_code, summary_lines
 from faasml.runtime.platform import PLATFORMS
+from faasml.runtime.run_lock import lock_run
 from faasml.runtime.session import BaseRun, TrainRun, TuneRun, resume_run
 from faasml.units import format_duration, format_money
 
@@ -114,24 +115,26 @@ def _run(kind: type[TuneRun] | type[TrainRun], args: argparse.Namespace) -> int:
         from faasml.runtime.workflow_run import WorkflowRun
 
         kind = WorkflowRun
-    run = kind(
-        job,
-        constraint_from(args),
-        _run_dir(args, job.name),
-        platform_options=options,
-        reprofile=args.reprofile,
-    )
-    _plan(run)
-    return _execute(run)
+    path = _run_dir(args, job.name)
+    with lock_run(path):
+        RunDir(path).check_new(force=args.force)  # again, locked: a run may have begun since
+        run = kind(
+            job, constraint_from(args), path, platform_options=options, reprofile=args.reprofile
+        )
+        _plan(run)
+        return _execute(run)
 
 
 def run_resume(args: argparse.Namespace) -> int:
     constraint = None
     if args.budget is not None or args.deadline is not None:
         constraint = constraint_from(args)
-    run = resume_run(args.run_dir, constraint=constraint)
-    console().print(f"Resuming the {run.kind} run in {args.run_dir} (status {run.state['status']})")
-    return _execute(run)
+    RunDir(args.run_dir).read_record()  # a folder holding no run is refused before it is locked
+    with lock_run(args.run_dir):
+        run = resume_run(args.run_dir, constraint=constraint)
+        status = run.state["status"]
+        console().print(f"Resuming the {run.kind} run in {args.run_dir} (status {status})")
+        return _execute(run)
 
 
 def _plan(run: TuneRun | TrainRun) -> None:
@@ -153,16 +156,31 @@ def _plan(run: TuneRun | TrainRun) -> None:
 def print_plan(run: BaseRun) -> None:
     out = console()
     plan = run.state["plan"]
-    out.print(
-        f"[bold]Plan[/] ({plan['planner']}) for {run.job.name}: predicted "
+    # A tuning run predicts beside the planner (``predicted_*``): both are shown.
+    beside = "predicted_time_s" in plan
+    what = "planned" if beside else "predicted"
+    line = (
+        f"[bold]Plan[/] ({plan['planner']}) for {run.job.name}: {what} "
         f"[bold]{format_duration(plan['time_s'])}[/] and [bold]{format_money(plan['cost_usd'])}[/]"
     )
+    if beside:
+        line += (
+            f"; the run predicts [bold]{format_duration(plan['predicted_time_s'])}[/] and "
+            f"[bold]{format_money(plan['predicted_cost_usd'])}[/]"
+        )
+    out.print(line)
     for stage in plan["stages"]:
         a = stage["allocation"]
+        run_s = ""
+        if beside and "predicted_time_s" in stage:
+            run_s = (
+                f" (run: {format_duration(stage['predicted_time_s'])}, "
+                f"{format_money(stage['predicted_cost_usd'])})"
+            )
         out.print(
             f"  stage {stage['index']}: {stage['trials']} trial(s) × {stage['epochs']} epoch(s) on "
             f"{a['n']} × {a['memory_mb']} MB, {a['storage']}/{a['scheme']} — "
-            f"{format_duration(stage['time_s'])}, {format_money(stage['cost_usd'])}"
+            f"{format_duration(stage['time_s'])}, {format_money(stage['cost_usd'])}{run_s}"
         )
 
 

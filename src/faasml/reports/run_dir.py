@@ -23,6 +23,7 @@ from faasml._validate import Fields, shown
 from faasml.exceptions import ConfigError
 from faasml.reports.run_report import render_report
 from faasml.runtime.ranking import diverged_at
+from faasml.runtime.run_lock import LOCK_NAME
 from faasml.sim.curves import CurvePoint, write_curve
 from faasml.types import Objective
 
@@ -65,7 +66,7 @@ class RunDir:
                 f"the run directory {path} already holds a {kind}run ({status}); its record "
                 f"and report would be overwritten: {advice} (or pass --force to overwrite it)"
             )
-        if any(path.iterdir()):
+        if any(entry.name != LOCK_NAME for entry in path.iterdir()):
             raise ConfigError(
                 f"the run directory {path} is not empty and holds no run; choose a new or "
                 "empty folder (or pass --force to write into it)"

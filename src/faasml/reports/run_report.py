@@ -19,11 +19,26 @@ def _error(actual: float, predicted: float) -> str:
 
 
 def _stage_cell(stage: dict[str, Any], which: str) -> str:
-    """'time, bill' of a stage as ``which`` (predicted, repredicted, measured) says, or '-'."""
-    time_s, cost = stage.get(f"{which}_time_s"), stage.get(f"{which}_cost_usd")
+    """'time, bill' of a stage as ``which`` (predicted, repredicted, measured; '' the
+    planner's) says, or '-'."""
+    prefix = f"{which}_" if which else ""
+    time_s, cost = stage.get(f"{prefix}time_s"), stage.get(f"{prefix}cost_usd")
     if time_s is None or cost is None:
         return "-"
     return f"{format_duration(time_s)}, {format_money(cost)}"
+
+
+def _planned_lines(plan: dict[str, Any]) -> list[str]:
+    """The planner's own figures, where the run predicted beside them (a tuning run): its
+    model prices every stage's start apart; the run's knows the functions warm between
+    stages, the prewarm, the partitions' writes and its own time between stages."""
+    if "predicted_time_s" not in plan:
+        return []
+    return [
+        "",
+        f"The planner planned {format_duration(plan['time_s'])} and "
+        f"{_money(plan.get('cost_usd'))} (stage by stage in the table's planned column).",
+    ]
 
 
 def _between_lines(plan: dict[str, Any]) -> list[str]:
@@ -103,26 +118,30 @@ def render_report(state: dict[str, Any], plots: list[Path]) -> str:
     spent = sum(c["usd"] for c in charges)
     profiling = sum(c["usd"] for c in charges if c.get("kind") == "profiling")
     elapsed = float(state.get("elapsed_s", 0.0))
+    # A tuning run's own prediction (``predicted_*``) stands beside the planner's plan.
+    time_s = plan.get("predicted_time_s", plan.get("time_s", 0.0))
+    cost_usd = plan.get("predicted_cost_usd", plan.get("cost_usd"))
     lines += [
         "",
         "## Plan against actual",
         "",
-        "The plan predicts the run; the bill below it also holds what measuring the job cost",
-        f"({format_money(profiling)}), which the plan's budget already left out.",
+        "The run predicts itself from the plan; the bill below it also holds what measuring the",
+        f"job cost ({format_money(profiling)}), which the plan's budget already left out.",
         "",
         "| | predicted | actual | error |",
         "|---|---:|---:|---:|",
-        f"| time | {format_duration(plan.get('time_s', 0.0))} | {format_duration(elapsed)} | "
-        f"{_error(elapsed, plan.get('time_s', 0.0))} |",
-        f"| bill (run) | {_money(plan.get('cost_usd'))} | {format_money(spent - profiling)} | "
-        f"{_error(spent - profiling, plan.get('cost_usd', 0.0))} |",
+        f"| time | {format_duration(time_s)} | {format_duration(elapsed)} | "
+        f"{_error(elapsed, time_s)} |",
+        f"| bill (run) | {_money(cost_usd)} | {format_money(spent - profiling)} | "
+        f"{_error(spent - profiling, cost_usd or 0.0)} |",
+        *_planned_lines(plan),
         "",
         f"Planner: {plan.get('planner', '-')}; re-plans during the run: {plan.get('replans', 0)}.",
         *_between_lines(plan),
         "",
         "| stage | trials | epochs | allocation | predicted epoch | measured epoch (mean) "
-        "| predicted stage | re-predicted | measured |",
-        "|---:|---:|---:|---|---:|---:|---:|---:|---:|",
+        "| planned stage | predicted stage | re-predicted | measured |",
+        "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     trials = state.get("trials", [])
     epochs_before = 0
@@ -142,6 +161,7 @@ def render_report(state: dict[str, Any], plots: list[Path]) -> str:
             f"{a['n']} × {a['memory_mb']} MB, {a['storage']}/{a['scheme']} | "
             f"{format_duration(stage['epoch_time_s'])} | "
             f"{'-' if mean is None else format_duration(mean)} | "
+            f"{_stage_cell(stage, '')} | "
             f"{_stage_cell(stage, 'predicted')} | {_stage_cell(stage, 'repredicted')} | "
             f"{_stage_cell(stage, 'measured')} |"
         )

@@ -73,22 +73,31 @@ def summary_lines(state: dict[str, Any]) -> list[str]:
         run_bill = bill - profiling
         waiting = float(state.get("waiting_s", 0.0))
         running = elapsed - waiting
-        measured = f"{format_duration(elapsed)} ({_error(elapsed, plan['time_s'])})"
+        # The run's own prediction where it made one beside the planner's (a tuning run).
+        time_s = float(plan.get("predicted_time_s", plan["time_s"]))
+        cost_usd = float(plan.get("predicted_cost_usd", plan["cost_usd"]))
+        measured = f"{format_duration(elapsed)} ({_error(elapsed, time_s)})"
         if waiting > 0:  # data that had not landed yet: not a time any plan predicts
             measured = (
-                f"{format_duration(running)} running ({_error(running, plan['time_s'])}; "
+                f"{format_duration(running)} running ({_error(running, time_s)}; "
                 f"{format_duration(waiting)} more waiting for data)"
             )
         searched = sum(c["usd"] for c in charges if c.get("kind") == "search")
-        billed = f"{format_money(run_bill)} ({_error(run_bill, plan['cost_usd'])})"
+        billed = f"{format_money(run_bill)} ({_error(run_bill, cost_usd)})"
         if searched > 0:  # a deployment search's probes: a cost the plan leaves to the search
             trained = run_bill - searched
             billed = (
-                f"{format_money(trained)} training ({_error(trained, plan['cost_usd'])}) + "
+                f"{format_money(trained)} training ({_error(trained, cost_usd)}) + "
                 f"{format_money(searched)} searching"
             )
+        planned = ""
+        if "predicted_time_s" in plan:
+            planned = (
+                f"planned {format_duration(plan['time_s'])} and "
+                f"{format_money(plan['cost_usd'])} by the planner; the run "
+            )
         lines.append(
-            f"predicted {format_duration(plan['time_s'])} and {format_money(plan['cost_usd'])};"
+            f"{planned}predicted {format_duration(time_s)} and {format_money(cost_usd)};"
             f" measured {measured} and {billed}"
         )
     repredictions = plan.get("repredictions") if plan else None

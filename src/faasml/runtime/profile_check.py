@@ -21,12 +21,14 @@ import os
 from typing import Any
 
 from faasml.catalog import Catalog
+from faasml.exceptions import ConfigError
 from faasml.runtime.contention import cold_start_alone, delivered_vcpus
 from faasml.runtime.profile_record import JobProfile, ProfileCheck
 
 __all__ = [
     "DRIFT_THRESHOLD",
     "LOAD_CHANGE_PER_CORE",
+    "LOAD_ENV",
     "RECHECK_ENV",
     "RECHECK_MEASURE_S",
     "RESCALE_LIMIT",
@@ -45,6 +47,8 @@ RECHECK_MEASURE_S = 0.3
 RECHECK_ENV = "FAASML_PROFILE_RECHECK"
 """Set to 0 to never re-check a cached profile, to 1 to re-check it on every platform (and
 whatever the load)."""
+LOAD_ENV = "FAASML_LOAD_AVERAGE"
+"""A 1-minute load average to take as the machine's instead of reading it (a number >= 0)."""
 LOAD_CHANGE_PER_CORE = 0.5
 """Where the speed drifts, a cached profile is re-checked only when the machine's 1-minute
 load average moved by more than this per core since it was measured (or either load is
@@ -74,7 +78,17 @@ def rechecks(
 
 
 def load_average() -> float | None:
-    """The machine's 1-minute load average (None where the system has none)."""
+    """The machine's 1-minute load average (None where the system has none), or the one
+    ``LOAD_ENV`` gives instead (what the tests set: none reads the machine's)."""
+    given = os.environ.get(LOAD_ENV, "").strip()
+    if given:
+        try:
+            value = float(given)
+        except ValueError:
+            value = -1.0
+        if not math.isfinite(value) or value < 0:
+            raise ConfigError(f"the value of {LOAD_ENV} is {given!r}, but must be a number >= 0")
+        return round(value, 2)
     try:
         return round(os.getloadavg()[0], 2)
     except (OSError, AttributeError):

@@ -34,6 +34,7 @@ from faasml.runtime.job_profile import (
     platform_options_for,
 )
 from faasml.runtime.platform import Platform, open_platform
+from faasml.runtime.run_lock import interrupting, interruption, lock_run
 from faasml.runtime.worker import ModelRecipe
 from faasml.sync.stores import open_store
 from faasml.types import Allocation, Constraint, Objective
@@ -451,36 +452,52 @@ class BaseRun:
         }
 
     def execute(self) -> dict[str, Any]:
-        """Run (or continue) to the end; returns the final record."""
+        """Run (or continue) to the end, holding the run directory's lock; returns the final
+        record. The report, curves and plots are written before the record says how the run
+        ended; a Ctrl-C or a full disk leaves it 'interrupted', to resume."""
+        with lock_run(self.dir.path):
+            return self._execute()
+
+    def _execute(self) -> dict[str, Any]:
         platform, coordinator = self._open()
         self.state["status"] = "running"
+        ended = ""
         try:
             self._drive(coordinator)
             if coordinator.stop_reason:
-                self.state["status"] = "stopped"
+                ended = "stopped"
                 self.state["stop_reason"] = coordinator.stop_reason
                 self.event(coordinator.stop_reason)
             elif self.state["status"] == "running":
                 done = any(t.status == "done" for t in self.trials)
                 missed = self.state.get("outcome") == "target-missed"
-                self.state["status"] = (
-                    ("target-missed" if missed else "finished") if done else "failed"
-                )
+                ended = ("target-missed" if missed else "finished") if done else "failed"
+        except BaseException as err:
+            if interrupting(err):
+                self.state["status"] = "interrupted"
+                self.event(f"interrupted: {interruption(err)}")
+            raise
         finally:
-            try:  # bills the time-priced services up to now, so before the run's time is taken
-                coordinator.close()
-            finally:
-                self.state["elapsed_s"] = self._elapsed()
+            try:
+                try:  # bills the time-priced services up to now, so before the run's time is taken
+                    coordinator.close()
+                finally:
+                    self.state["elapsed_s"] = self._elapsed()
+                    self.save()
+            finally:  # even where the record cannot be written (a full disk)
+                self._counted = None
+                platform.close()
+                self._platform = None
+                coordinator.objects.close()
+                # The parameter store holds only rounds in flight (each segment has its own
+                # namespace, a resumed segment starts a new one): nothing in it is needed later.
+                shutil.rmtree(self.dir.sync_dir(), ignore_errors=True)
+            if not ended:  # else written once more below, after the outputs
                 self.save()
-            self._counted = None
-            platform.close()
-            self._platform = None
-            coordinator.objects.close()
-            # The parameter store holds only rounds in flight (each segment has its own
-            # namespace, a resumed segment starts a new one): nothing in it is needed later.
-            shutil.rmtree(self.dir.sync_dir(), ignore_errors=True)
-            self.save()
-        self.dir.write_outputs(self.state)
+        if ended:
+            self.state["status"] = ended
+        self.dir.write_outputs(self.state)  # first: a run killed now still has its report
+        self.save()
         return self.state
 
     def _drive(self, coordinator: Coordinator) -> None:

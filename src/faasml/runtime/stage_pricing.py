@@ -333,6 +333,8 @@ def keep_warm(
             continue
         moved_stage = {
             **best[index],
+            # The planner's allocation, whose figures time_s and cost_usd still are.
+            "planned_allocation": best[index].get("planned_allocation", best[index]["allocation"]),
             "allocation": dict(before),
             "epoch_time_s": float(table.time_s[0]),
             "epoch_cost_usd": float(table.cost_usd[0]),

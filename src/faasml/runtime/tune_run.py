@@ -41,6 +41,15 @@ def _stage_dict(stage: Any) -> dict[str, Any]:
     }
 
 
+def _run_time(stage: Mapping[str, Any]) -> float:
+    """The run's prediction of a stage as last (re-)planned (its re-calibration's reference)."""
+    return float(stage.get("replanned_time_s", stage["predicted_time_s"]))
+
+
+def _run_cost(stage: Mapping[str, Any]) -> float:
+    return float(stage.get("replanned_cost_usd", stage["predicted_cost_usd"]))
+
+
 class TuneRun(BaseRun):
     """Successive halving over the job's search space with one planned allocation per stage."""
 
@@ -116,15 +125,18 @@ class TuneRun(BaseRun):
         first = self._first_stage_factors()
         if first is not None:
             stages[0]["trial_factors"] = first
+        # time_s and cost_usd stay the planner's; the run's own stage model (warm functions
+        # between stages, prewarming, partition writes) predicts beside them.
         estimates = self._estimates(stages)
         for stage, (time_s, cost_usd) in zip(stages, estimates, strict=True):
-            stage["time_s"] = stage["predicted_time_s"] = time_s
-            stage["cost_usd"] = stage["predicted_cost_usd"] = cost_usd
+            stage["predicted_time_s"], stage["predicted_cost_usd"] = time_s, cost_usd
         self.state["plan"] = {
             "planner": planner,
             "stages": stages,
-            "time_s": sum(s["time_s"] for s in stages),
-            "cost_usd": sum(s["cost_usd"] for s in stages),
+            "time_s": plan.time_s,
+            "cost_usd": plan.cost_usd,
+            "predicted_time_s": sum(s["predicted_time_s"] for s in stages),
+            "predicted_cost_usd": sum(s["predicted_cost_usd"] for s in stages),
             "workload": "measured" if self.profile is not None else self.workload.name,
         }
         self.state["stage"] = 0
@@ -135,7 +147,7 @@ class TuneRun(BaseRun):
         # not billed: no function runs then).
         between = time.monotonic() - began
         self.state["plan"]["between_stages_s"] = between
-        self.state["plan"]["time_s"] += between * (len(stages) - 1)
+        self.state["plan"]["predicted_time_s"] += between * (len(stages) - 1)
         self.save()
         return self.state["plan"]
 
@@ -274,7 +286,7 @@ class TuneRun(BaseRun):
         rest = stages[index + 1 :]
         if rest:  # the next stage trains the trials kept: priced each as it measured
             rest[0]["trial_factors"] = factors
-        before = (sum(s["time_s"] for s in rest), sum(s["cost_usd"] for s in rest))
+        before = (sum(_run_time(s) for s in rest), sum(_run_cost(s) for s in rest))
         estimates = self._estimates(stages)[index + 1 :]
         for stage, estimate in zip(rest, estimates, strict=True):
             stage["repredicted_time_s"], stage["repredicted_cost_usd"] = estimate
@@ -347,7 +359,7 @@ class TuneRun(BaseRun):
             fresh["index"] = old["index"]
             for key in ("predicted_time_s", "predicted_cost_usd"):
                 fresh[key] = old[key]
-            fresh["time_s"], fresh["cost_usd"] = estimate
+            fresh["replanned_time_s"], fresh["replanned_cost_usd"] = estimate
             fresh["repredicted_time_s"], fresh["repredicted_cost_usd"] = estimate
             if fresh["allocation"] != old["allocation"]:
                 self.event(

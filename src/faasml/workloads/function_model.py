@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from faasml._imports import optional_import
+from faasml._signing import sign, unsigned_reason
 from faasml.exceptions import ConfigError, FaasmlError, WorkloadError
 from faasml.workloads import context
 from faasml.workloads._base import Model
@@ -195,14 +196,29 @@ def pack_function(function: TrainFn) -> tuple[str, str]:
     return base64.b64encode(blob).decode("ascii"), digest
 
 
-def unpack_function(packed: str, sha256: str) -> TrainFn:
-    """The function ``pack_function`` packed (cached by its hash while the process lives)."""
+def sign_packed(packed: str) -> str:
+    """The signature of a packed function under the user's key (``faasml._signing``): what
+    lets this user's runs load it again, in workers and on resume."""
+    return sign(base64.b64decode(packed.encode("ascii")))
+
+
+def unpack_function(packed: str, sha256: str, signature: str = "") -> TrainFn:
+    """The function ``pack_function`` packed (cached by its hash while the process lives).
+    Unpickling runs code: a function this process did not pack is loaded only with the user's
+    signature (``sign_packed``), else refused in one line."""
     if sha256 not in _FUNCTIONS:
         import cloudpickle
 
         blob = base64.b64decode(packed.encode("ascii"))
         if hashlib.sha256(blob).hexdigest() != sha256:
             raise TrainFunctionError("the packed train_fn does not match its sha256")
+        reason = unsigned_reason(blob, signature)
+        if reason is not None:
+            raise TrainFunctionError(
+                f"refusing to load the pickled train_fn this job holds: {reason}, and faasml "
+                "unpickles only functions this user packed on this machine; run it again from "
+                "your own code (faasml.Tuner(train_fn, ...))"
+            )
         _FUNCTIONS[sha256] = cloudpickle.loads(blob)
     return _FUNCTIONS[sha256]
 
@@ -234,12 +250,14 @@ def function_model(
     shape: Sequence[int],
     classes: int,
     label: str = "train_fn",
+    signature: str = "",
 ) -> Model:
-    """The model factory of a function job: ``function`` (packed) built for ``config``, for
-    samples of ``shape`` and ``classes`` classes; ``label`` names the model in messages."""
+    """The model factory of a function job: ``function`` (packed, signed with ``signature``)
+    built for ``config``, for samples of ``shape`` and ``classes`` classes; ``label`` names
+    the model in messages."""
     key = _key(sha256, config, seed, shape, classes)
     if key not in _MODELS:
-        trainable = call_train_fn(unpack_function(function, sha256), config, seed)
+        trainable = call_train_fn(unpack_function(function, sha256, signature), config, seed)
         remember(sha256, config, seed, trainable, tuple(shape), classes, label)
     return _MODELS[key]
 
@@ -357,5 +375,6 @@ __all__ = [
     "combine",
     "function_model",
     "pack_function",
+    "sign_packed",
     "unpack_function",
 ]

@@ -4,13 +4,8 @@ from faasml.planners.tuning import SuccessiveHalving, plan_tuning
 plan = plan_tuning(workload, catalog, Constraint(budget_usd=50), SuccessiveHalving(1024))
 """
 
-from faasml.planners.tuning._job import (
-    Stages,
-    SuccessiveHalving,
-    TuningJob,
-    concatenate,
-    hyperband,
-)
+from faasml.models.shape import SuccessiveHalving
+from faasml.planners.tuning._job import Stages, TuningJob, concatenate, hyperband
 from faasml.planners.tuning._plan import (
     Optimality,
     TuningPlan,

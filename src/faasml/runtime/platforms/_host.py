@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import sys
 import time
 import traceback
@@ -74,6 +75,9 @@ def _die_with_parent(parent_pid: int) -> bool:
 
 
 def main(argv: list[str]) -> int:
+    # A Ctrl-C on the terminal reaches every process of its group: it is the platform's
+    # process that stops the run (and then this instance), not a traceback printed here.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent_pid = int(argv[3]) if len(argv) > 3 else 0
     if not _die_with_parent(parent_pid):
         return 0  # the platform is gone: nobody to serve, nothing to say

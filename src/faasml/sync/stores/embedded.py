@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Self
 from urllib.parse import quote, unquote, urlsplit
 
+from faasml._files import naming
 from faasml.exceptions import ConfigError
 from faasml.sync.stores._base import Store
 
@@ -86,9 +87,11 @@ class EmbeddedStore(Store):
             with open(tmp, "wb") as fh:
                 fh.write(value)
             os.replace(tmp, target)
-        except BaseException:
+        except BaseException as err:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
+            if isinstance(err, OSError):  # a full disk says which file it was writing
+                raise naming(err, target) from None
             raise
 
     def _get(self, key: str) -> bytes | None:
