@@ -228,7 +228,7 @@ class Tuner:
         config.update({self._keys[k]: v for k, v in first.items() if k != "batch_size"})
         trainable = fm.call_train_fn(function, config, seed)
         train, test = _function_data(trainable)
-        from faasml.reports.run_dir import RunDir
+        from faasml.runtime.run_dir import RunDir
 
         folder = (Path(run_dir) if run_dir is not None else self._run_dir(name)) / "function"
         RunDir(folder.parent).check_new()  # before its data goes in: never over a run
@@ -286,7 +286,8 @@ class Tuner:
 
     def fit(self) -> ResultGrid:
         """Plan, run every stage for real and return the results."""
-        from faasml.reports.run_dir import RunDir
+        from faasml.reports.run_outputs import write_outputs
+        from faasml.runtime.run_dir import RunDir
         from faasml.runtime.run_lock import lock_run
         from faasml.runtime.session import TuneRun
 
@@ -295,7 +296,7 @@ class Tuner:
         with lock_run(self.run_dir):  # one run at a time in the folder
             if RunDir(self.run_dir).record_path.exists():
                 RunDir(self.run_dir).check_new()  # a run began in it since: refused
-            run = TuneRun(self.job, self.constraint, self.run_dir)
+            run = TuneRun(self.job, self.constraint, self.run_dir, outputs=write_outputs)
             run.plan()
             record = run.execute()
         if not record.get("best") and any(t["status"] == "diverged" for t in record["trials"]):

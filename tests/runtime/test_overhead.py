@@ -21,10 +21,10 @@ import faasml
 from faasml import _files
 from faasml.catalog import load_catalog
 from faasml.config import load_job
-from faasml.reports.run_dir import RunDir
 from faasml.runtime import run_base, worker
 from faasml.runtime.billing import Charge, Meter
 from faasml.runtime.coordinator_base import TIMINGS
+from faasml.runtime.run_dir import RunDir
 from faasml.runtime.session import TuneRun
 from faasml.runtime.trial import TrialState
 from faasml.sync.stores import open_store

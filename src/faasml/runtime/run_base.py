@@ -20,7 +20,6 @@ from faasml.catalog import Catalog, load_catalog
 from faasml.config import JobSpec
 from faasml.exceptions import ConfigError
 from faasml.models.space import evaluate_allocation
-from faasml.reports.run_dir import RunDir
 from faasml.runtime.billing import Meter
 from faasml.runtime.calibration import Calibration
 from faasml.runtime.config_cost import factor
@@ -34,6 +33,7 @@ from faasml.runtime.job_profile import (
     platform_options_for,
 )
 from faasml.runtime.platform import Platform, open_platform
+from faasml.runtime.run_dir import RunDir
 from faasml.runtime.run_lock import interrupting, interruption, lock_run
 from faasml.runtime.worker import ModelRecipe
 from faasml.sync.stores import open_store
@@ -45,6 +45,8 @@ from faasml.workloads.data import Dataset
 DEFAULT_PROFILE = "lr-higgs"
 
 Progress = Callable[[dict[str, Any]], None]
+Outputs = Callable[[RunDir, dict[str, Any]], object]
+"""Writes a run's report, curves and plots from its record (``reports.run_outputs``)."""
 
 DURABLE_EVERY_S = 1.0
 """The record is rewritten after every segment, and made durable (fsync) at most this often
@@ -149,9 +151,13 @@ class BaseRun:
         catalog: Catalog | None = None,
         measure: bool = True,
         reprofile: bool = False,
+        outputs: Outputs | None = None,
     ) -> None:
         """``measure`` plans from the job's measured profile (cached; ``reprofile`` measures
-        again); without it the plan uses the named workload profile (``profile:``)."""
+        again); without it the plan uses the named workload profile (``profile:``).
+        ``outputs`` writes the report, curves and plots from the record at the end
+        (``faasml.reports.run_outputs.write_outputs``); without it the run writes its record
+        only."""
         self.job = job
         self.constraint = constraint
         self.dir = RunDir(run_dir)
@@ -165,6 +171,7 @@ class BaseRun:
         """The catalog the planners price with: the measured cold start and per-invocation
         overhead in place of the catalog's (prices unchanged)."""
         self.measure, self.reprofile = measure, reprofile
+        self.outputs = outputs
         self.profile: JobProfile | None = None
         self.compute_note: str | None = None
         """What the configurations this run trains cost against the profile's mean, where it
@@ -496,7 +503,8 @@ class BaseRun:
                 self.save()
         if ended:
             self.state["status"] = ended
-        self.dir.write_outputs(self.state)  # first: a run killed now still has its report
+        if self.outputs is not None:  # first: a run killed now still has its report
+            self.outputs(self.dir, self.state)
         self.save()
         return self.state
 
