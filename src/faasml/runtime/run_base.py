@@ -460,8 +460,8 @@ class BaseRun:
 
     def execute(self) -> dict[str, Any]:
         """Run (or continue) to the end, holding the run directory's lock; returns the final
-        record. The report, curves and plots are written before the record says how the run
-        ended; a Ctrl-C or a full disk leaves it 'interrupted', to resume."""
+        record. Its ``outputs`` (report, curves, plots) are written before the record says how
+        the run ended; a Ctrl-C or a full disk leaves it 'interrupted', to resume."""
         with lock_run(self.dir.path):
             return self._execute()
 
