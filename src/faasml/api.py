@@ -47,9 +47,9 @@ from faasml._validate import shown
 from faasml.exceptions import ConfigError, DivergedError
 from faasml.job import JobSpec, from_mapping, load_job
 from faasml.job.layers import set_path
-from faasml.runtime.context import report
 from faasml.searchspace import KINDS, parse_distribution, parse_search_space
 from faasml.types import Constraint, Objective
+from faasml.workloads.context import report
 from faasml.workloads.function_model import TorchTrainable
 
 
@@ -241,7 +241,7 @@ class Tuner:
         config.update({self._keys[k]: v for k, v in first.items() if k != "batch_size"})
         trainable = fm.call_train_fn(function, config, seed)
         train, test = _function_data(trainable)
-        from faasml.reports.run_dir import RunDir
+        from faasml.runtime.run_dir import RunDir
 
         folder = (Path(run_dir) if run_dir is not None else self._run_dir(name)) / "function"
         RunDir(folder.parent).check_new()  # before its data goes in: never over a run
@@ -300,7 +300,8 @@ class Tuner:
 
     def fit(self) -> ResultGrid:
         """Plan, run every stage for real and return the results."""
-        from faasml.reports.run_dir import RunDir
+        from faasml.reports.run_outputs import write_outputs
+        from faasml.runtime.run_dir import RunDir
         from faasml.runtime.run_lock import lock_run
         from faasml.runtime.session import TuneRun
 
@@ -309,7 +310,7 @@ class Tuner:
         with lock_run(self.run_dir):  # one run at a time in the folder
             if RunDir(self.run_dir).record_path.exists():
                 RunDir(self.run_dir).check_new()  # a run began in it since: refused
-            run = TuneRun(self.job, self.constraint, self.run_dir)
+            run = TuneRun(self.job, self.constraint, self.run_dir, outputs=write_outputs)
             run.plan()
             record = run.execute()
         if not record.get("best") and any(t["status"] == "diverged" for t in record["trials"]):

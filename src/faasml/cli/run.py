@@ -14,9 +14,10 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from faasml.cli._common import add_constraint_options, console, constraint_from
 from faasml.exceptions import ConfigError
 from faasml.job import JobSpec, load_job
-from faasml.reports.run_dir import RunDir
+from faasml.reports.run_outputs import write_outputs
 from faasml.reports.run_summary import exit_code, summary_lines
 from faasml.runtime.platform import PLATFORMS
+from faasml.runtime.run_dir import RunDir
 from faasml.runtime.run_lock import lock_run
 from faasml.runtime.session import BaseRun, TrainRun, TuneRun, resume_run
 from faasml.units import format_duration, format_money
@@ -125,7 +126,12 @@ def _run(kind: type[TuneRun] | type[TrainRun], args: argparse.Namespace) -> int:
     with lock_run(path):
         RunDir(path).check_new(force=args.force)  # again, locked: a run may have begun since
         run = kind(
-            job, constraint_from(args), path, platform_options=options, reprofile=args.reprofile
+            job,
+            constraint_from(args),
+            path,
+            platform_options=options,
+            reprofile=args.reprofile,
+            outputs=write_outputs,
         )
         _plan(run)
         return _execute(run)
@@ -137,7 +143,12 @@ def run_resume(args: argparse.Namespace) -> int:
         constraint = constraint_from(args)
     RunDir(args.run_dir).read_record()  # a folder holding no run is refused before it is locked
     with lock_run(args.run_dir):
-        run = resume_run(args.run_dir, constraint=constraint, ignore_job_file=args.ignore_job_file)
+        run = resume_run(
+            args.run_dir,
+            constraint=constraint,
+            ignore_job_file=args.ignore_job_file,
+            outputs=write_outputs,
+        )
         status = run.state["status"]
         console().print(escape(f"Resuming the {run.kind} run in {args.run_dir} (status {status})"))
         return _execute(run)

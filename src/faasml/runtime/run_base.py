@@ -20,7 +20,6 @@ from faasml.catalog import Catalog, load_catalog
 from faasml.exceptions import ConfigError
 from faasml.job import JobSpec, apply_config
 from faasml.models.space import evaluate_allocation
-from faasml.reports.run_dir import RunDir
 from faasml.runtime.billing import Meter
 from faasml.runtime.calibration import Calibration, compute_ratio
 from faasml.runtime.config_cost import factor
@@ -36,6 +35,7 @@ from faasml.runtime.job_profile import (
     platform_options_for,
 )
 from faasml.runtime.platform import Platform, open_platform
+from faasml.runtime.run_dir import RunDir
 from faasml.runtime.run_lock import interrupting, interruption, lock_run
 from faasml.runtime.worker import ModelRecipe
 from faasml.sync.stores import open_store
@@ -48,6 +48,8 @@ from faasml.workloads.data import Dataset
 DEFAULT_PROFILE = "lr-higgs"
 
 Progress = Callable[[dict[str, Any]], None]
+Outputs = Callable[[RunDir, dict[str, Any]], object]
+"""Writes a run's report, curves and plots from its record (``reports.run_outputs``)."""
 
 DURABLE_EVERY_S = 1.0
 """The record is rewritten after every segment, and made durable (fsync) at most this often
@@ -152,9 +154,13 @@ class BaseRun:
         catalog: Catalog | None = None,
         measure: bool = True,
         reprofile: bool = False,
+        outputs: Outputs | None = None,
     ) -> None:
         """``measure`` plans from the job's measured profile (cached; ``reprofile`` measures
-        again); without it the plan uses the named workload profile (``profile:``)."""
+        again); without it the plan uses the named workload profile (``profile:``).
+        ``outputs`` writes the report, curves and plots from the record at the end
+        (``faasml.reports.run_outputs.write_outputs``); without it the run writes its record
+        only."""
         self.job = job
         self.constraint = constraint
         self.dir = RunDir(run_dir)
@@ -168,6 +174,7 @@ class BaseRun:
         """The catalog the planners price with: the measured cold start and per-invocation
         overhead in place of the catalog's (prices unchanged)."""
         self.measure, self.reprofile = measure, reprofile
+        self.outputs = outputs
         self.profile: JobProfile | None = None
         self._profiled: Catalog | None = None
         """The catalog as the profile priced it (the run's epochs are checked with it)."""
@@ -475,8 +482,8 @@ class BaseRun:
 
     def execute(self) -> dict[str, Any]:
         """Run (or continue) to the end, holding the run directory's lock; returns the final
-        record. The report, curves and plots are written before the record says how the run
-        ended; a Ctrl-C or a full disk leaves it 'interrupted', to resume."""
+        record. Its ``outputs`` (report, curves, plots) are written before the record says how
+        the run ended; a Ctrl-C or a full disk leaves it 'interrupted', to resume."""
         with lock_run(self.dir.path):
             return self._execute()
 
@@ -518,7 +525,8 @@ class BaseRun:
                 self.save()
         if ended:
             self.state["status"] = ended
-        self.dir.write_outputs(self.state)  # first: a run killed now still has its report
+        if self.outputs is not None:  # first: a run killed now still has its report
+            self.outputs(self.dir, self.state)
         self.save()
         return self.state
 

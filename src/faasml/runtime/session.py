@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from faasml.exceptions import ConfigError
-from faasml.reports.run_dir import RunDir
 from faasml.runtime.job_guard import recorded_job
 from faasml.runtime.run_base import (
     DEFAULT_PROFILE,
@@ -24,6 +23,7 @@ from faasml.runtime.run_base import (
     job_workload,
     stores_catalog,
 )
+from faasml.runtime.run_dir import RunDir
 from faasml.runtime.train_run import TrainRun
 from faasml.runtime.tune_run import TuneRun
 from faasml.types import Constraint
