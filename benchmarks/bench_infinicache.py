@@ -36,8 +36,8 @@ from typing import Any
 
 import yaml
 
-from faasml.catalog import load_catalog
-from faasml.catalog._load import DATA_DIR
+from faasml.catalog import DATA_DIR, load_catalog
+from faasml.runtime.platform import open_platform
 from faasml.sync.stores import Store, open_store
 from faasml.sync.stores.infinicache import InfiniCache, Options
 from faasml.testing.servers import RedisServer
@@ -68,7 +68,7 @@ def stores(options: Options, with_redis: bool) -> Iterator[dict[str, Store]]:
     with contextlib.ExitStack() as stack:
         out: dict[str, Store] = {}
         start = time.perf_counter()
-        cache = stack.enter_context(InfiniCache(options))
+        cache = stack.enter_context(InfiniCache(options, open_platform))
         print(
             f"({options.nodes} nodes on {options.platform} started in "
             f"{time.perf_counter() - start:.1f} s)\n"
@@ -161,7 +161,7 @@ def codes(args: argparse.Namespace) -> None:
             platform=args.platform,
             linger=30,
         )
-        with InfiniCache(options) as cache, open_store(cache.url) as store:
+        with InfiniCache(options, open_platform) as cache, open_store(cache.url) as store:
             gets = []
             for i in range(args.repeats):
                 store.put(f"c/{i % 4}", value)
@@ -198,7 +198,7 @@ def faults(args: argparse.Namespace) -> None:
     calm: list[float] = []
     repairing: list[float] = []
     in_repair = threading.Event()
-    with InfiniCache(options) as cache, open_store(cache.url) as store:
+    with InfiniCache(options, open_platform) as cache, open_store(cache.url) as store:
         for i in range(objects):
             expected[f"f/{i}"] = os.urandom(size)
             store.put(f"f/{i}", expected[f"f/{i}"])
@@ -325,7 +325,7 @@ def cost(args: argparse.Namespace) -> None:
         f"({data_mb / 1024:.1f} GB)"
     )
     rows = []
-    with InfiniCache(options) as cache, open_store(cache.url) as store:
+    with InfiniCache(options, open_platform) as cache, open_store(cache.url) as store:
         cache.settle()
         before = cache.bill()
         cache.warm_up()
@@ -410,7 +410,7 @@ def sync(args: argparse.Namespace) -> None:
         data=4, parity=2, nodes=8, memory=512, cpu=args.cpu, platform=args.platform, linger=30
     )
     with contextlib.ExitStack() as stack:
-        urls = {"infinicache(4+2)": stack.enter_context(InfiniCache(options)).url}
+        urls = {"infinicache(4+2)": stack.enter_context(InfiniCache(options, open_platform)).url}
         if RedisServer.available():
             urls["redis"] = stack.enter_context(RedisServer()).url
         embedded = open_store("embedded://")

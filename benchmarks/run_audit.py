@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from faasml.models.space import evaluate_allocation
-from faasml.planners.tuning._problem import trials_per_wave
+from faasml.planners.tuning import trials_per_wave
 from faasml.runtime.record import StageRecord
 from faasml.runtime.stage_pricing import warm_pool, wave_demand
 

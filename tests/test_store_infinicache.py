@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from faasml.catalog import load_catalog
 from faasml.exceptions import ConfigError
+from faasml.runtime.platform import open_platform
 from faasml.sync.stores import open_store
 from faasml.sync.stores.infinicache import InfiniCache, InfiniCacheStore, Options, _codec, parse_url
 from faasml.sync.stores.infinicache._ring import HashRing
@@ -30,7 +31,7 @@ SMALL = Options(data=2, parity=1, nodes=4, memory=256, cpu="none", linger=60, wa
 
 @pytest.fixture(scope="module")
 def shared_cache() -> Iterator[InfiniCache]:
-    with InfiniCache(SMALL) as cache:
+    with InfiniCache(SMALL, open_platform) as cache:
         yield cache
 
 
@@ -43,7 +44,7 @@ class TestInfiniCacheStore(StoreConformance):
 @pytest.fixture
 def cache() -> Iterator[InfiniCache]:
     """A deployment of its own for a test that kills nodes (three nodes: quicker to start)."""
-    with InfiniCache(replace(SMALL, nodes=3)) as cache:
+    with InfiniCache(replace(SMALL, nodes=3), open_platform) as cache:
         yield cache
 
 
@@ -138,7 +139,7 @@ def test_bad_urls_name_the_value_and_the_rule(url: str, message: str) -> None:
 
 def test_more_node_memory_than_the_platform_holds_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"nodes x memory is 409600 MB, but the local platform"):
-        InfiniCache(Options(data=2, parity=1, nodes=400, memory=1024))
+        InfiniCache(Options(data=2, parity=1, nodes=400, memory=1024), open_platform)
 
 
 def test_url_options_are_read() -> None:
@@ -238,7 +239,7 @@ def test_backup_moves_a_node_to_a_fresh_instance(
 
 def test_a_node_returns_once_idle_for_linger_seconds() -> None:
     options = Options(data=1, parity=1, nodes=2, memory=128, cpu="none", linger=0.2)
-    with InfiniCache(options) as cache, open_store(cache.url) as store:
+    with InfiniCache(options, open_platform) as cache, open_store(cache.url) as store:
         store.put("kept", b"k" * 3000)
         assert cache.wait_until(lambda c: c.connected() == 0, 60)  # linger ran out
         assert cache.wait_until(lambda c: c.stats.invocations >= 4, 60)  # and was billed
@@ -250,7 +251,7 @@ def test_the_keeper_keeps_idle_nodes_warm_and_backs_them_up() -> None:
     options = Options(
         data=1, parity=1, nodes=2, memory=128, cpu="none", linger=0.2, warmup=0.5, lifetime=2
     )
-    with InfiniCache(options) as cache, open_store(cache.url) as store:
+    with InfiniCache(options, open_platform) as cache, open_store(cache.url) as store:
         store.put("kept", b"k" * 3000)
         warmups = cache.stats.warmups
         assert cache.wait_until(lambda c: c.stats.warmups >= warmups + 2, 60)
@@ -261,7 +262,7 @@ def test_the_keeper_keeps_idle_nodes_warm_and_backs_them_up() -> None:
 
 def test_full_nodes_evict_the_least_recently_used_object() -> None:
     options = Options(data=1, parity=1, nodes=2, memory=128, cpu="none", linger=60)
-    with InfiniCache(options) as cache, open_store(cache.url) as store:
+    with InfiniCache(options, open_platform) as cache, open_store(cache.url) as store:
         third = options.node_capacity_bytes // 3 + 1
         for key in ("a", "b", "c"):
             store.put(key, bytes([ord(key)]) * third)
@@ -295,9 +296,17 @@ def test_every_node_invocation_is_billed_with_the_catalog(
     assert bill["usd"] == pytest.approx(bill["function_usd"] + bill["invocation_usd"])
 
 
-def test_a_url_without_host_starts_and_stops_its_own_deployment() -> None:
-    with open_store("infinicache://?data=1&parity=1&nodes=2&memory=128&cpu=none") as store:
-        assert isinstance(store, InfiniCacheStore) and store.deployment is not None
+def test_opening_a_url_without_host_starts_nothing_and_says_what_does() -> None:
+    url = "infinicache://?data=1&parity=1&nodes=2&memory=128&cpu=none"
+    with pytest.raises(ConfigError, match="asks for a new InfiniCache deployment") as caught:
+        open_store(url)
+    assert "start_infinicache" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_store_that_starts_its_deployment_stops_it() -> None:
+    options = parse_url("infinicache://?data=1&parity=1&nodes=2&memory=128&cpu=none")[2]
+    with InfiniCacheStore.start(options, open_platform) as store:
+        assert store.deployment is not None
         assert store.url.startswith("infinicache://127.0.0.1:")
         store.put("k", b"v")
         with open_store(store.url) as joined:
@@ -317,7 +326,7 @@ def test_a_deployment_runs_as_its_own_process_and_prints_its_bill() -> None:
     import sys
 
     url = "infinicache://?data=1&parity=1&nodes=2&memory=128&cpu=none"
-    cmd = [sys.executable, "-m", "faasml.sync.stores.infinicache", url]
+    cmd = [sys.executable, "-m", "faasml.runtime.infinicache", url]
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) as process:
         try:
             assert process.stdout is not None
@@ -337,7 +346,7 @@ def test_the_server_refuses_bad_options_in_one_line() -> None:
     import subprocess
     import sys
 
-    cmd = [sys.executable, "-m", "faasml.sync.stores.infinicache", "infinicache://?data=0"]
+    cmd = [sys.executable, "-m", "faasml.runtime.infinicache", "infinicache://?data=0"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 2
     assert done.stderr.strip() == "error: infinicache data is 0, but must be at least 1"

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from faasml.types import Allocation, Breakdown, Constraint, Objective, TrainPlan
     from faasml.workload import Workload, load_workload
 
-__version__ = "0.1.0"
+from faasml._version import __version__
 
 __all__ = [
     "Allocation",

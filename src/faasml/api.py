@@ -34,6 +34,7 @@ workers, checkpoints and billing as a job file.
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import os
 import re
 import time
@@ -42,13 +43,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from faasml._validate import shown
 from faasml.exceptions import ConfigError, DivergedError
 from faasml.job import JobSpec, from_mapping, load_job
 from faasml.job.layers import set_path
-from faasml.runtime.context import report
 from faasml.runtime.record import RunRecord
-from faasml.searchspace import KINDS, parse_search_space
+from faasml.searchspace import KINDS, parse_distribution, parse_search_space
 from faasml.types import Constraint, Objective
+from faasml.workloads.context import report
 from faasml.workloads.function_model import TorchTrainable
 
 
@@ -69,6 +71,16 @@ class TuneConfig:
     """'min' for loss, 'max' for accuracy (Ray Tune's spelling); implied by ``metric``."""
     minimise: str | None = None
     """With both bounds: 'time' (default) or 'cost'."""
+
+    def __post_init__(self) -> None:
+        """Each field of the right type (a number, a whole number, a string or None), so a
+        wrong one is named here rather than failing deep inside planning."""
+        for name in ("budget", "deadline"):
+            _check_type(name, getattr(self, name), (numbers.Real,), "a number")
+        for name in ("num_samples", "reduction_factor", "epochs_per_stage"):
+            _check_type(name, getattr(self, name), (numbers.Integral,), "a whole number")
+        for name in ("metric", "mode", "minimise"):
+            _check_type(name, getattr(self, name), (str,), "a string")
 
     def constraint(self) -> Constraint:
         objective = None
@@ -141,6 +153,7 @@ class Tuner:
         settings: Mapping[str, Any] | None = None,
         run_dir: str | os.PathLike[str] | None = None,
     ) -> None:
+        _check_arguments(job, param_space, tune_config, settings, run_dir)
         config = _merge_bounds(tune_config or TuneConfig(), budget, deadline)
         if config.mode is not None and config.mode not in ("min", "max"):
             raise ConfigError(f"the value of mode is {config.mode!r}, but must be 'min' or 'max'")
@@ -209,7 +222,7 @@ class Tuner:
                     f"param_space has key {key!r}, but a training function's keys must be "
                     "names (letters, digits, _), read as config[name]"
                 )
-            if _is_distribution(value):
+            if _is_distribution(key, value):
                 job_key = "batch_size" if key == "batch_size" else f"model.config.{key}"
                 searched[job_key] = value
                 self._keys[job_key] = key
@@ -229,7 +242,7 @@ class Tuner:
         config.update({self._keys[k]: v for k, v in first.items() if k != "batch_size"})
         trainable = fm.call_train_fn(function, config, seed)
         train, test = _function_data(trainable)
-        from faasml.reports.run_dir import RunDir
+        from faasml.runtime.run_dir import RunDir
 
         folder = (Path(run_dir) if run_dir is not None else self._run_dir(name)) / "function"
         RunDir(folder.parent).check_new()  # before its data goes in: never over a run
@@ -288,7 +301,8 @@ class Tuner:
 
     def fit(self) -> ResultGrid:
         """Plan, run every stage for real and return the results."""
-        from faasml.reports.run_dir import RunDir
+        from faasml.reports.run_outputs import write_outputs
+        from faasml.runtime.run_dir import RunDir
         from faasml.runtime.run_lock import lock_run
         from faasml.runtime.session import TuneRun
 
@@ -297,7 +311,7 @@ class Tuner:
         with lock_run(self.run_dir):  # one run at a time in the folder
             if RunDir(self.run_dir).record_path.exists():
                 RunDir(self.run_dir).check_new()  # a run began in it since: refused
-            run = TuneRun(self.job, self.constraint, self.run_dir)
+            run = TuneRun(self.job, self.constraint, self.run_dir, outputs=write_outputs)
             run.plan()
             record = run.execute()
         if record.best is None and any(t.status == "diverged" for t in record.trials):
@@ -319,6 +333,37 @@ class Tuner:
         return ResultGrid(results, record, self.run_dir)
 
 
+def _check_type(name: str, value: object, types: tuple[type, ...], what: str) -> None:
+    """ConfigError naming ``name`` unless ``value`` is None or one of ``types`` (never a bool)."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, types)):
+        raise ConfigError(
+            f"the value of {name} is {shown(value)} ({type(value).__name__}), but must be {what}"
+        )
+
+
+def _check_arguments(
+    job: object, param_space: object, tune_config: object, settings: object, run_dir: object
+) -> None:
+    """Tuner's arguments of the right kinds, each named with the rule when not."""
+    if not (callable(job) or isinstance(job, str | os.PathLike | JobSpec)):
+        raise ConfigError(
+            f"the job is {shown(job)} ({type(job).__name__}), but must be a job file's path, a "
+            "JobSpec or a training function"
+        )
+    for name, value in (("param_space", param_space), ("settings", settings)):
+        if value is not None and not isinstance(value, Mapping):
+            raise ConfigError(
+                f"the value of {name} is {shown(value)} ({type(value).__name__}), but must be a "
+                "mapping (a dict) of names to values"
+            )
+    if tune_config is not None and not isinstance(tune_config, TuneConfig):
+        raise ConfigError(
+            f"the value of tune_config is {shown(tune_config)}, but must be a faasml.TuneConfig"
+        )
+    if run_dir is not None and not isinstance(run_dir, str | os.PathLike):
+        raise ConfigError(f"the value of run_dir is {shown(run_dir)}, but must be a path")
+
+
 def _merge_bounds(config: TuneConfig, budget: float | None, deadline: float | None) -> TuneConfig:
     for name, value in (("budget", budget), ("deadline", deadline)):
         if value is not None and getattr(config, name) is not None:
@@ -330,8 +375,20 @@ def _merge_bounds(config: TuneConfig, budget: float | None, deadline: float | No
     )
 
 
-def _is_distribution(value: Any) -> bool:
-    return isinstance(value, Mapping) and len(value) == 1 and next(iter(value)) in KINDS
+def _is_distribution(key: str, value: Any) -> bool:
+    """True for a distribution (checked, named as the caller wrote it); False for a constant.
+    A one-key mapping whose key is no distribution is refused: most likely a misspelt one."""
+    if not (isinstance(value, Mapping) and len(value) == 1):
+        return False
+    kind = next(iter(value))
+    if kind not in KINDS:
+        raise ConfigError(
+            f"param_space.{key} is {shown(value)}, whose key {shown(kind)} is not a "
+            f"distribution; choose one of: {', '.join(KINDS)} (a constant mapping of one key "
+            "is {'choice': [value]})"
+        )
+    parse_distribution(value, f"param_space.{key}")
+    return True
 
 
 def _function_data(trainable: TorchTrainable) -> tuple[Any, Any]:

@@ -53,6 +53,16 @@ class StoreUnavailableError(FaasmlError):
     """A store's server cannot be reached (after retries); the message names the endpoint."""
 
 
+class FunctionError(FaasmlError):
+    """A function invocation failed; ``kind`` says why (``faasml.runtime.platform.FAILURE_KINDS``:
+    error, out-of-memory, timeout, killed, cancelled), ``detail`` holds the traceback."""
+
+    def __init__(self, kind: str, message: str, detail: str = "") -> None:
+        super().__init__(f"function {kind}: {message}")
+        self.kind = kind
+        self.detail = detail
+
+
 class DivergedError(FaasmlError):
     """Every trial of a tuning run diverged (a NaN or infinite loss): it has no best."""
 

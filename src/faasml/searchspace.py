@@ -92,11 +92,21 @@ class Choice:
         return self.values
 
     def to_dict(self) -> dict[str, Any]:
+        # Scalars need no deep copy: a job is re-validated once per choice (each is checked to
+        # make a valid job), and each check writes the job out again, this list with it.
+        if all(value is None or isinstance(value, _SCALARS) for value in self.values):
+            return {"choice": list(self.values)}
         return {"choice": copy.deepcopy(list(self.values))}
 
 
+_SCALARS = (bool, int, float, str)
+
 Distribution = Uniform | LogUniform | IntUniform | Choice
 KINDS = ("uniform", "loguniform", "int", "choice")
+
+MAX_CHOICES = 1_000
+"""Most values a ``choice`` may list: each one is checked to make a valid job before a run
+starts, and a search samples only a few dozen trials; a range of integers is an ``int``."""
 
 
 @dataclass(frozen=True)
@@ -138,6 +148,11 @@ def parse_distribution(data: object, where: str) -> Distribution:
     if kind == "choice":
         if not isinstance(args, list) or not args:
             raise ConfigError(f"the value of {here} is {shown(args)}, but must be a non-empty list")
+        if len(args) > MAX_CHOICES:
+            raise ConfigError(
+                f"the value of {here} lists {len(args):,} values, but a choice may list at most "
+                f"{MAX_CHOICES:,} (for a range of integers use {{int: [low, high]}})"
+            )
         return Choice(tuple(args))
     if not isinstance(args, list) or len(args) != 2:
         raise ConfigError(f"the value of {here} is {shown(args)}, but must be a list [low, high]")

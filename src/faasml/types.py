@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -55,8 +56,15 @@ class Constraint:
         if self.budget_usd is None and self.deadline_s is None:
             raise ConfigError("a constraint needs a budget, a deadline or both; none was given")
         for name, value in (("budget", self.budget_usd), ("deadline", self.deadline_s)):
-            if value is not None and (not math.isfinite(value) or value <= 0):
-                raise ConfigError(f"the value of {name} is {value}, but must be positive")
+            if value is not None and (
+                isinstance(value, bool)
+                or not isinstance(value, numbers.Real)
+                or not math.isfinite(value)
+                or value <= 0
+            ):
+                raise ConfigError(
+                    f"the value of {name} is {value!r}, but must be a positive number"
+                )
         if self.objective is None:
             chosen = Objective.MIN_TIME if self.budget_usd is not None else Objective.MIN_COST
             object.__setattr__(self, "objective", chosen)

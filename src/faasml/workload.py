@@ -15,8 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from faasml._validate import Fields, load_yaml, shipped_or_path
-from faasml.catalog import Source
-from faasml.catalog._load import parse_sources
+from faasml.catalog import Source, parse_sources
 from faasml.exceptions import WorkloadError
 
 PROFILE_DIR = Path(__file__).parent / "workloads" / "profiles"

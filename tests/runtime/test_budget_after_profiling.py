@@ -36,5 +36,6 @@ def test_the_refusal_says_what_profiling_cost_of_the_budget(tmp_path: Path) -> N
     after = _money(message, "the least budget that works for the run after profiling is")
     assert after > 0.002 - profiling
     total = _money(message, "(total")
-    assert total == pytest.approx(profiling + after, abs=2e-6)
+    # money prints 6 decimals below $0.01 and 4 from there: the total is exact to its print
+    assert total == pytest.approx(profiling + after, abs=2e-6 if total < 0.01 else 6e-5)
     assert caught.value.least_budget_usd == pytest.approx(total, abs=1e-6)

@@ -13,6 +13,7 @@ import pytest
 
 from faasml.catalog import load_catalog
 from faasml.exceptions import ConfigError
+from faasml.runtime.platform import open_platform
 from faasml.runtime.platforms.ray import RayPlatform
 from faasml.sync.stores import open_store
 from faasml.sync.stores.infinicache import InfiniCache, parse_url
@@ -28,7 +29,10 @@ URL = "infinicache://?data=2&parity=1&nodes=3&memory=128&cpu=none&linger=60&warm
 @pytest.fixture(scope="module")
 def ray_cache() -> Iterator[InfiniCache]:
     """One Ray session (one node, 2 CPUs) and one deployment for the module."""
-    with local_ray_cluster(nodes=1, cpus_per_node=2), InfiniCache(parse_url(URL)[2]) as cache:
+    with (
+        local_ray_cluster(nodes=1, cpus_per_node=2),
+        InfiniCache(parse_url(URL)[2], open_platform) as cache,
+    ):
         yield cache
 
 
@@ -41,7 +45,7 @@ class TestInfiniCacheOnRay(StoreConformance):
 def test_more_nodes_than_the_ray_session_holds_is_refused(ray_cache: InfiniCache) -> None:
     too_big = parse_url(URL.replace("memory=128", "memory=2048"))[2]  # 3 x 1.16 CPUs > 2
     with pytest.raises(ConfigError, match=r"nodes x CPUs is 3\.47 .*the Ray session has 2 CPUs"):
-        InfiniCache(too_big).start()
+        InfiniCache(too_big, open_platform).start()
 
 
 def _parent(pid: int) -> int:

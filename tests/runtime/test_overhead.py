@@ -21,12 +21,12 @@ import faasml
 from faasml import _files
 from faasml.catalog import load_catalog
 from faasml.job import load_job
-from faasml.reports.run_dir import RunDir
 from faasml.runtime import run_base, worker
 from faasml.runtime.billing import Charge, Meter
 from faasml.runtime.coordinator import TIMINGS
 from faasml.runtime.record import RunRecord, TrialRecord
 from faasml.runtime.record_json import record_to_json
+from faasml.runtime.run_dir import RunDir
 from faasml.runtime.session import TuneRun
 from faasml.runtime.trial import TrialState
 from faasml.sync.stores import open_store
@@ -153,6 +153,7 @@ def test_one_heartbeat_thread_beats_for_every_segment_and_stops_on_its_key(
 
 FUNCTION_MODULES = (
     "faasml.runtime.platforms._host",
+    "faasml.runtime.echo",
     "faasml.runtime.worker",
     "faasml.runtime.job_probe",
     "faasml.runtime.profiling",

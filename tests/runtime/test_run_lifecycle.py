@@ -19,8 +19,8 @@ import yaml
 
 import faasml
 from faasml.cli.main import main
-from faasml.reports.run_dir import RunDir
 from faasml.runtime.record import RunRecord
+from faasml.runtime.run_dir import RunDir
 from faasml.runtime.run_lock import LOCK_NAME, RunDirInUseError, lock_run
 
 from .tiny_jobs import four_trial_tune_job

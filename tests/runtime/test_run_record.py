@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 import yaml
+from faasml.reports.run_dir import RunDir
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from faasml.cli.main import main
 from faasml.exceptions import RecordError
 from faasml.job import load_job
-from faasml.reports.run_dir import RunDir
 from faasml.reports.run_report import render_report
 from faasml.reports.run_summary import summary_lines
 from faasml.runtime.record import Best, RunRecord

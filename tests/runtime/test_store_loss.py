@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from faasml.job import from_mapping
+from faasml.reports.run_outputs import write_outputs
 from faasml.runtime.coordinator import CoordinatorOptions
 from faasml.runtime.record_json import record_to_json
 from faasml.runtime.session import TuneRun, resume_run
@@ -53,6 +54,7 @@ def test_a_store_that_dies_mid_run_stops_it_cleanly_and_says_which(tmp_path: Pat
             tmp_path / "run",
             progress=stop_the_store,
             options=CoordinatorOptions(epochs_per_segment=1),  # no trial ends in one segment
+            outputs=write_outputs,
         )
         plan = run.plan()
         first = plan.stages[0]  # gradients cross Redis:

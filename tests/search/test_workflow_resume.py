@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from faasml.reports.run_outputs import write_outputs
 from faasml.runtime.record_json import record_to_json
 from faasml.runtime.session import resume_run
 
@@ -99,7 +100,7 @@ def test_a_killed_workflow_run_resumes_with_nothing_lost(tmp_path: Path, when: s
     before = killed["workflow"]
     assert len(before["phases"]) == 1 and before["current"]["index"] == 2
 
-    resumed = record_to_json(resume_run(run_dir).execute())
+    resumed = record_to_json(resume_run(run_dir, outputs=write_outputs).execute())
 
     assert resumed["status"] == "finished"
     history = resumed["trials"][0]["history"]

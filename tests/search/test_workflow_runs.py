@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from faasml.job import from_mapping
+from faasml.reports.run_outputs import write_outputs
 from faasml.runtime.record_json import record_to_json
 from faasml.runtime.workflow_run import WorkflowRun
 from faasml.types import Constraint
@@ -31,7 +32,7 @@ def run(folder: Path, workflow: dict[str, Any], epochs: int, **changes: Any) -> 
     job = from_mapping(
         {**BASE, **changes, "training": {"max_epochs": epochs}, "workflow": workflow}
     )
-    flow = WorkflowRun(job, Constraint(budget_usd=1.0), folder)
+    flow = WorkflowRun(job, Constraint(budget_usd=1.0), folder, outputs=write_outputs)
     flow.plan()
     return record_to_json(flow.execute())
 

@@ -1,6 +1,12 @@
 """Catalogs of function platforms and storage services (MISSION C1)."""
 
-from faasml.catalog._load import builtin_catalogs, load_catalog, parse_catalog
+from faasml.catalog._load import (
+    DATA_DIR,
+    builtin_catalogs,
+    load_catalog,
+    parse_catalog,
+    parse_sources,
+)
 from faasml.catalog._schema import (
     SCHEMES,
     Architecture,
@@ -12,6 +18,7 @@ from faasml.catalog._schema import (
 )
 
 __all__ = [
+    "DATA_DIR",
     "SCHEMES",
     "Architecture",
     "Catalog",
@@ -22,4 +29,5 @@ __all__ = [
     "builtin_catalogs",
     "load_catalog",
     "parse_catalog",
+    "parse_sources",
 ]

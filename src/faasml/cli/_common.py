@@ -120,6 +120,13 @@ def output_folder(value: str, flag: str = "--plot") -> Path:
     return folder
 
 
+def check_seed(seed: int, flag: str = "--seed") -> int:
+    """``seed`` when it is >= 0 (numpy's generators take no negative seed), else ConfigError."""
+    if seed < 0:
+        raise ConfigError(f"the value of {flag} is {seed}, but must be an integer >= 0")
+    return seed
+
+
 PIPE_WIDTH = 100_000
 """Width of output that is not a terminal: wider than any line faasml prints."""
 

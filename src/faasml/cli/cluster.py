@@ -10,7 +10,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from faasml.cli._common import console, print_json
+from faasml.cli._common import check_seed, console, output_folder, print_json
 from faasml.exceptions import ConfigError
 from faasml.units import format_duration, parse_duration
 
@@ -142,7 +142,7 @@ def _seconds(text: str | None, flag: str) -> float | None:
         value = float(text)
     except ValueError:
         return float(parse_duration(text, name=flag))
-    if value < 0:
+    if not value >= 0:  # nan too
         raise ConfigError(f"the value of {flag} is {text!r}, but must be >= 0 seconds")
     return value
 
@@ -161,6 +161,9 @@ def run_simulate(args: argparse.Namespace) -> int:
     for name in names:
         policy_class(name, GPU_POOL)  # unknown names fail before any work
     check_loaning(args.loaning)
+    check_seed(args.seed)
+    if args.plot:
+        output_folder(args.plot)  # before any work: a folder faasml can write into
     services = load_services(args.inference) if args.inference else []
     traces = Path(args.traces) if args.traces else None
     path = resolve_workload(args.trace, traces)

@@ -8,10 +8,10 @@ import os
 import sys
 from collections.abc import Sequence
 
-from faasml import __version__
+from faasml._version import __version__
 from faasml.cli._common import print_error
 from faasml.exceptions import FaasmlError
-from faasml.reports.run_dir import RunDir
+from faasml.runtime.run_dir import RunDir
 from faasml.runtime.run_lock import RunInterrupted, disk_full, last_run_dir
 
 COMMAND_MODULES: tuple[str, ...] = (

@@ -12,6 +12,7 @@ from rich.table import Table
 from faasml._validate import load_yaml
 from faasml.cli import _common
 from faasml.exceptions import ConfigError, InfeasibleConstraintError
+from faasml.job.parse import MAX_TRIALS
 from faasml.models.shape import DEFAULT_EPOCHS_PER_STAGE
 from faasml.planners.tuning import (
     TUNING_PLANNERS,
@@ -101,9 +102,21 @@ def job_from(args: argparse.Namespace) -> TuningJob:
         )
     if args.trials is not None and args.hyperband is not None:
         raise ConfigError("give either --trials (successive halving) or --hyperband, not both")
+    _check_reduction_factor(args)
     eta = 2 if args.reduction_factor is None else args.reduction_factor
     if args.hyperband is not None:
-        return concatenate(hyperband(args.hyperband, eta))
+        job = concatenate(hyperband(args.hyperband, eta))
+        if max(job.trial_counts) > MAX_TRIALS:
+            raise ConfigError(
+                f"the value of --hyperband is {args.hyperband:,}, but its largest bracket "
+                f"would start {max(job.trial_counts):,} trials, more than the {MAX_TRIALS:,} a "
+                "tuning job may have"
+            )
+        return job
+    if args.trials > MAX_TRIALS:
+        raise ConfigError(
+            f"the value of --trials is {args.trials:,}, but must be at most {MAX_TRIALS:,}"
+        )
     epochs: int | tuple[int, ...] | None = None
     if args.epochs_per_stage is not None:
         text = str(args.epochs_per_stage)
@@ -129,6 +142,20 @@ def job_file(name: str) -> Path | None:
 
 
 JOB_OPTIONS = ("trials", "hyperband", "reduction_factor", "stages", "epochs_per_stage")
+
+
+def _check_reduction_factor(args: argparse.Namespace) -> None:
+    """η no larger than the trials (or Hyperband's largest epoch budget): a larger one keeps no
+    trial after the first stage, so nothing would be halved (2 is allowed whatever the job)."""
+    size, flag = (
+        (args.trials, "--trials") if args.trials is not None else (args.hyperband, "--hyperband")
+    )
+    eta = 2 if args.reduction_factor is None else args.reduction_factor
+    if eta > max(2, size):
+        raise ConfigError(
+            f"the value of --reduction-factor is {eta:,}, but must be at most {flag} "
+            f"({size:,}): a larger one keeps no trial after the first stage"
+        )
 
 
 def setup_from(args: argparse.Namespace) -> TuningSetup:

@@ -10,7 +10,7 @@ from typing import Any
 from rich.markup import escape
 
 from faasml.catalog import load_catalog
-from faasml.cli._common import console
+from faasml.cli._common import console, output_folder
 from faasml.exceptions import ConfigError
 from faasml.job import load_job
 from faasml.runtime.job_profile import (
@@ -72,6 +72,8 @@ def run_profile(args: argparse.Namespace) -> int:
     job = load_job(args.job)
     out = console()
     asked = None if args.memories == "auto" else _ints(args.memories, "--memories")
+    asked_counts = _ints(args.counts, "--counts")
+    output_folder(args.out, "--out")  # before the minutes of profiling: it can be written
     catalog = load_catalog(job.catalog)
     train, _ = load_data(job.dataset)
     model = build_model(job.model, train.input_shape, train.num_classes)
@@ -95,7 +97,7 @@ def run_profile(args: argparse.Namespace) -> int:
                 f"of job {job.name} needs at least {floor:.0f} MB (its measured footprint "
                 f"{profile.footprint_mb:.0f} MB + 20 %); leave --memories out to choose sizes"
             )
-    counts = tuple(n for n in _ints(args.counts, "--counts") if n > 1)
+    counts = tuple(n for n in asked_counts if n > 1)
     rounds = f"counts {counts}, {args.rounds} rounds"
     out.print(escape(f"Profiling {job.name}: memories {memories} MB, {rounds}"))
     with tempfile.TemporaryDirectory(prefix="faasml-profile-") as work:

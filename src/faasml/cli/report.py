@@ -14,7 +14,8 @@ from rich.markup import escape
 
 from faasml.cli._common import console
 from faasml.exceptions import ConfigError
-from faasml.reports.run_dir import RunDir
+from faasml.reports.run_outputs import write_outputs
+from faasml.runtime.run_dir import RunDir
 
 
 def register(commands: Any) -> None:
@@ -28,7 +29,7 @@ def run_report(args: argparse.Namespace) -> int:
     folder = RunDir(args.run_dir)
     record = folder.read_record()
     try:
-        written = folder.write_outputs(record)
+        written = write_outputs(folder, record)
     except (KeyError, TypeError, ValueError, AttributeError) as err:
         raise ConfigError(
             f"{folder.record_path} holds a run whose report cannot be written: "

@@ -14,10 +14,11 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from faasml.cli._common import add_constraint_options, console, constraint_from
 from faasml.exceptions import ConfigError
 from faasml.job import JobSpec, load_job
-from faasml.reports.run_dir import RunDir
+from faasml.reports.run_outputs import write_outputs
 from faasml.reports.run_summary import exit_code, summary_lines
 from faasml.runtime.platform import PLATFORMS
 from faasml.runtime.record import PlanRecord
+from faasml.runtime.run_dir import RunDir
 from faasml.runtime.run_lock import lock_run
 from faasml.runtime.session import BaseRun, TrainRun, TuneRun, resume_run
 from faasml.units import format_duration, format_money
@@ -54,6 +55,12 @@ def register(commands: Any) -> None:
     resume.add_argument("run_dir", help="the run directory of the interrupted run")
     resume.add_argument("--budget", metavar="$", help="a new budget (e.g. after a budget stop)")
     resume.add_argument("--deadline", metavar="T", help="a new deadline")
+    resume.add_argument(
+        "--ignore-job-file",
+        action="store_true",
+        help="continue with the job the record holds even though its job file has changed "
+        "since the run began (the file is not read)",
+    )
     resume.set_defaults(func=run_resume, minimise=None)
 
 
@@ -120,7 +127,12 @@ def _run(kind: type[TuneRun] | type[TrainRun], args: argparse.Namespace) -> int:
     with lock_run(path):
         RunDir(path).check_new(force=args.force)  # again, locked: a run may have begun since
         run = kind(
-            job, constraint_from(args), path, platform_options=options, reprofile=args.reprofile
+            job,
+            constraint_from(args),
+            path,
+            platform_options=options,
+            reprofile=args.reprofile,
+            outputs=write_outputs,
         )
         _plan(run)
         return _execute(run)
@@ -132,7 +144,12 @@ def run_resume(args: argparse.Namespace) -> int:
         constraint = constraint_from(args)
     RunDir(args.run_dir).read_record()  # a folder holding no run is refused before it is locked
     with lock_run(args.run_dir):
-        run = resume_run(args.run_dir, constraint=constraint)
+        run = resume_run(
+            args.run_dir,
+            constraint=constraint,
+            ignore_job_file=args.ignore_job_file,
+            outputs=write_outputs,
+        )
         status = run.record.status
         console().print(escape(f"Resuming the {run.kind} run in {args.run_dir} (status {status})"))
         return _execute(run)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Any
 
 from rich.table import Table
@@ -12,7 +13,13 @@ from faasml.exceptions import ConfigError
 from faasml.planners.adaptive import DEFAULT_DELTA, TRAINING_POLICIES, training_frontier
 from faasml.reports.training_run import training_run_dict
 from faasml.sim.curves import read_curve
-from faasml.sim.synthetic import SYNTHETIC_FAMILIES, RecordedCurve, TrainingCurve, synthetic_curve
+from faasml.sim.synthetic import (
+    MAX_EPOCHS_TO_TARGET,
+    SYNTHETIC_FAMILIES,
+    RecordedCurve,
+    TrainingCurve,
+    synthetic_curve,
+)
 from faasml.sim.training import TrainingRun, simulate_training
 from faasml.units import format_duration, format_money
 from faasml.workload import Workload, load_workload
@@ -75,11 +82,14 @@ def _curve(args: argparse.Namespace, workload: Workload) -> TrainingCurve:
         raise ConfigError(f"the value of --target-loss is {target:g}, but must be > 0")
     if args.curve:
         return RecordedCurve(read_curve(args.curve), target)
-    if args.true_epochs is not None and not args.true_epochs >= 1:
-        raise ConfigError(f"the value of --true-epochs is {args.true_epochs:g}, but must be >= 1")
+    if args.true_epochs is not None and not 1 <= args.true_epochs <= MAX_EPOCHS_TO_TARGET:
+        raise ConfigError(
+            f"the value of --true-epochs is {args.true_epochs:g}, but must be between 1 and "
+            f"{MAX_EPOCHS_TO_TARGET:,} (a simulated run steps through every epoch)"
+        )
     true_epochs = args.true_epochs if args.true_epochs is not None else 1.5 * workload.epochs
-    if args.noise < 0:
-        raise ConfigError(f"the value of --noise is {args.noise}, but must be >= 0")
+    if not 0 <= args.noise < math.inf:
+        raise ConfigError(f"the value of --noise is {args.noise}, but must be a finite number >= 0")
     return synthetic_curve(args.family, target, true_epochs, noise=args.noise, seed=args.seed)
 
 
@@ -87,6 +97,7 @@ def run_simulate_train(args: argparse.Namespace) -> int:
     workload = load_workload(args.workload)
     catalog = _common.catalog_from(args)
     constraint = _common.constraint_from(args)
+    _common.check_seed(args.seed)
     if args.offline_epochs is not None and args.offline_epochs < 1:
         raise ConfigError(
             f"the value of --offline-epochs is {args.offline_epochs}, but must be >= 1"

@@ -47,6 +47,7 @@ def register(kinds: Any) -> None:
 
 def run_simulate_tune(args: argparse.Namespace) -> int:
     catalog: Catalog = _common.catalog_from(args)
+    _common.check_seed(args.seed)  # before planning
     plan = plan_tuning(
         load_workload(args.workload),
         catalog,

@@ -76,7 +76,7 @@ class Cluster:
             raise ConfigError(
                 f"the value of gpus_per_server is {gpus_per_server}, but must be >= 1"
             )
-        per = servers_per_switch or servers
+        per = servers if servers_per_switch is None else servers_per_switch
         if per < 1:
             raise ConfigError(
                 f"the value of servers_per_switch is {servers_per_switch}, but must be >= 1"
@@ -188,6 +188,18 @@ class Job:
             )
         if self.epochs is not None and self.epochs < 1:
             raise ConfigError(f"{where}: the value of epochs is {self.epochs}, but must be >= 1")
+        for label, bound in (("min_batch", self.min_batch), ("max_batch", self.max_batch)):
+            if bound is not None and bound < 1:
+                raise ConfigError(f"{where}: the value of {label} is {bound}, but must be >= 1")
+        if (
+            self.min_batch is not None
+            and self.max_batch is not None
+            and self.max_batch < self.min_batch
+        ):
+            raise ConfigError(
+                f"{where}: the value of max_batch is {self.max_batch}, "
+                f"but must be >= min_batch ({self.min_batch})"
+            )
         if self.deadline_s is not None and self.deadline_s <= self.arrival_s:
             raise ConfigError(
                 f"{where}: the value of deadline is {self.deadline_s}, "

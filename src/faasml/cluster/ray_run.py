@@ -375,12 +375,12 @@ class _RealJob:
             tmp,
         )
         tmp.replace(self.ckpt)
-        state = torch.load(self.ckpt, weights_only=True)
+        saved = torch.load(self.ckpt, weights_only=True)
         self.model = _mlp(self.seed)
-        self.model.load_state_dict(state["model"])
+        self.model.load_state_dict(saved["model"])
         self.opt = torch.optim.SGD(self.model.parameters(), lr=0.05)
-        self.opt.load_state_dict(state["opt"])
-        self.outcome.steps = int(state["steps"])
+        self.opt.load_state_dict(saved["opt"])
+        self.outcome.steps = int(saved["steps"])
         self.outcome.step_history.append(self.outcome.steps)
 
 

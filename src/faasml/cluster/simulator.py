@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -73,19 +74,32 @@ class SimConfig:
         check_forecast(self.forecast, self.forecast_window, self.headroom)
         if not self.round_s > 0:
             raise ConfigError(f"the value of round is {self.round_s}, but must be > 0 seconds")
-        if self.restart_s < 0:
-            raise ConfigError(f"the value of restart_s is {self.restart_s}, but must be >= 0")
+        if not 0 <= self.restart_s < math.inf:
+            raise ConfigError(
+                f"the value of restart_s is {self.restart_s}, but must be a finite number >= 0"
+            )
         if not 0 <= self.inference_start_s <= self.round_s:
             raise ConfigError(
                 f"the value of inference_start_s is {self.inference_start_s}, but must be "
                 f"from 0 to the round ({self.round_s:g} s)"
             )
-        if self.noise < 0:
-            raise ConfigError(f"the value of noise is {self.noise}, but must be >= 0")
-        if self.deadline_factor is not None and self.deadline_factor <= 0:
+        if not 0 <= self.noise < math.inf:
             raise ConfigError(
-                f"the value of deadline_factor is {self.deadline_factor}, but must be > 0"
+                f"the value of noise is {self.noise}, but must be a finite number >= 0"
             )
+        if self.deadline_factor is not None and not 0 < self.deadline_factor < math.inf:
+            raise ConfigError(
+                f"the value of deadline_factor is {self.deadline_factor}, but must be a finite "
+                "number > 0"
+            )
+        if self.max_time_s is not None and not self.max_time_s >= 0:
+            raise ConfigError(f"the value of max_time_s is {self.max_time_s}, but must be >= 0")
+        if (
+            isinstance(self.seed, bool)
+            or not isinstance(self.seed, numbers.Integral)
+            or self.seed < 0
+        ):
+            raise ConfigError(f"the value of seed is {self.seed!r}, but must be an integer >= 0")
 
 
 class Simulator:

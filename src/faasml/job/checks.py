@@ -47,13 +47,17 @@ def _check_tuning(job: JobSpec) -> None:
         )
 
 
-def _check_platform(job: JobSpec) -> None:
-    from faasml.runtime.platform import PLATFORMS
+PLATFORM_NAMES = ("lithops", "local", "ray")
+"""The platforms a job may name: those ``faasml.runtime.platform.PLATFORMS`` implements (a job
+is read below the runtime's layer, so it knows them by name; tests/test_layers.py checks that
+the two agree)."""
 
-    if job.platform not in PLATFORMS:
+
+def _check_platform(job: JobSpec) -> None:
+    if job.platform not in PLATFORM_NAMES:
         raise ConfigError(
             f"the value of platform is {shown(job.platform)}, but must be one of: "
-            f"{', '.join(PLATFORMS.names())}"
+            f"{', '.join(PLATFORM_NAMES)}"
         )
 
 

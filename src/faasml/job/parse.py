@@ -30,8 +30,7 @@ from faasml.job.workflow import parse_workflow
 from faasml.models.shape import DEFAULT_EPOCHS_PER_STAGE, default_stages, most_stages
 from faasml.searchspace import parse_search_space
 from faasml.sync.stores import check_store_url, is_store_url, storage_name
-from faasml.workloads import MODELS
-from faasml.workloads._base import check_options
+from faasml.workloads import MODELS, check_options
 from faasml.workloads.data import FORMATS, GENERATORS, option_names
 from faasml.workloads.optim import OPTIMIZERS, create_optimizer
 

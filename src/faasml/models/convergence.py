@@ -29,7 +29,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import stats as scipy_stats
 
 from faasml.exceptions import ConfigError, UnreachableTargetError
 
@@ -181,6 +180,10 @@ def _fit_family(
 def _f_critical(dof: int, tested: int) -> float:
     """Critical value of F(1, dof) at ``_OUTLIER_LEVEL`` / ``tested``: the largest of
     ``tested`` residuals is tested, so the level is Bonferroni-corrected."""
+    # Imported here: scipy.stats takes a second to import, and the CLI's parsers reach this
+    # module without needing it.
+    from scipy import stats as scipy_stats
+
     return float(scipy_stats.f.isf(_OUTLIER_LEVEL / tested, 1, dof))
 
 

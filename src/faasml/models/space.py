@@ -9,6 +9,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from faasml.catalog import Catalog
+from faasml.exceptions import ConfigError
 from faasml.models.cost import epoch_cost, startup_cost
 from faasml.models.perf import epoch_time
 from faasml.models.sync import item_mb
@@ -20,6 +21,11 @@ IntArray = NDArray[np.int64]
 
 DEFAULT_MEMORY_STEP_MB = 64
 """Memory grid for planning: 64 MB steps keep the space small and lose little (u(m) is smooth)."""
+
+MAX_ALLOCATIONS = 8_000_000
+"""Most allocations (memory sizes × function counts × sync options) a space may hold: each
+takes a few hundred bytes while the table is built, so this keeps planning within a few GB.
+The defaults on every shipped catalog stay well below it."""
 
 
 @dataclass
@@ -251,12 +257,16 @@ def allocation_space(
     every storage and scheme of the catalog, evaluated; infeasible allocations are dropped and
     counted in ``exclusions``."""
     platform = catalog.platform
+    for name, value in (("memory step (MB)", memory_step_mb), ("most functions", max_functions)):
+        if value is not None and (not _whole(value) or value < 1):
+            raise ConfigError(f"the {name} is {value!r}, but must be a whole number >= 1")
     step = memory_step_mb or max(platform.memory_step_mb, DEFAULT_MEMORY_STEP_MB)
     memories = platform.memory_sizes(step)
     top = max_functions or int(platform.max_concurrent(memories).max())
+    options = catalog.sync_options()
+    _check_size(len(memories), top, len(options))
     counts = np.arange(1, top + 1, dtype=np.int64)
     out = exclusions if exclusions is not None else Exclusions()
-    options = catalog.sync_options()
     # A single function synchronises with nobody: every option gives it the same time and cost
     # (time-priced nodes are not started), so n = 1 is evaluated once, with the first option
     # over the data store.
@@ -273,3 +283,20 @@ def allocation_space(
         for option in options
     ]
     return AllocationTable.concatenate(parts, options)
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool)
+
+
+def _check_size(memories: int, functions: int, options: int) -> None:
+    """ConfigError, before anything is allocated, when the space would hold more than
+    ``MAX_ALLOCATIONS`` allocations (a fine memory step or a huge function count)."""
+    size = memories * functions * options
+    if size > MAX_ALLOCATIONS:
+        raise ConfigError(
+            f"the allocation space would hold {size:,} allocations ({memories:,} memory sizes × "
+            f"{functions:,} function counts × {options} sync options), but may hold at most "
+            f"{MAX_ALLOCATIONS:,}: raise the memory step (--memory-step) or lower the most "
+            "functions (--max-functions)"
+        )

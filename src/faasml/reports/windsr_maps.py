@@ -40,7 +40,7 @@ def write_windsr_maps(record: RunRecord, run_path: Path, patches: int = 3) -> li
     from faasml.runtime.checkpoint import load_checkpoint
     from faasml.sync.stores import open_store
     from faasml.workloads import create_model
-    from faasml.workloads._dataset import dataset_from_bytes
+    from faasml.workloads.data import dataset_from_bytes
     from faasml.workloads.windsr import metrics
     from faasml.workloads.windsr.fields import patches_from_dataset
     from faasml.workloads.windsr.model import WindModel

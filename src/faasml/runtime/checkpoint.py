@@ -16,7 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from faasml.exceptions import FaasmlError
-from faasml.sync.stores._base import Store
+from faasml.sync.stores import Store
 
 
 @dataclass(frozen=True)

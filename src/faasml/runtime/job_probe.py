@@ -63,8 +63,8 @@ def probe_job(payload: dict[str, Any]) -> dict[str, Any]:
     docstring) also the training time per sample with the whole group computing at once."""
     import numpy as np
 
-    from faasml.runtime import context
     from faasml.runtime.worker import ModelRecipe, cached_dataset, cached_store
+    from faasml.workloads import context
 
     reset = _reset_peak()
     store = cached_store(payload["object_url"])

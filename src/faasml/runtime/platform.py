@@ -20,21 +20,13 @@ from typing import Any
 
 from faasml.catalog import Catalog
 from faasml.exceptions import FaasmlError
+from faasml.exceptions import FunctionError as FunctionError  # re-exported: it lives below
 from faasml.registry import Registry
 
 FunctionRef = str | Callable[[Any], Any]
 """A function by reference: ``"package.module:function"`` or a module-level callable."""
 
 FAILURE_KINDS = ("error", "out-of-memory", "timeout", "killed", "cancelled")
-
-
-class FunctionError(FaasmlError):
-    """An invocation failed; ``kind`` is one of FAILURE_KINDS, ``detail`` the traceback."""
-
-    def __init__(self, kind: str, message: str, detail: str = "") -> None:
-        super().__init__(f"function {kind}: {message}")
-        self.kind = kind
-        self.detail = detail
 
 
 class CapacityError(FaasmlError):

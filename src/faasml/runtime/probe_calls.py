@@ -16,11 +16,11 @@ from typing import Any
 from faasml.catalog import Catalog
 from faasml.job import JobSpec, apply_config
 from faasml.runtime.billing import Meter
+from faasml.runtime.echo import ECHO_FN
 from faasml.runtime.job_probe import PEAK_ROUNDS
 from faasml.runtime.platform import Billed, FunctionError, Platform
 
 PROBE_FN = "faasml.runtime.job_probe:probe_job"
-ECHO_FN = "faasml.testing.functions:echo"
 MAX_GROUP = 4
 """Functions the probe runs side by side at most (enough to fill a small machine)."""
 
@@ -66,7 +66,7 @@ class ProbeCalls:
         clock: Callable[[], float] | None = None,
     ) -> None:
         from faasml.sync.stores import open_store
-        from faasml.workloads._dataset import dataset_to_bytes
+        from faasml.workloads.data import dataset_to_bytes
 
         train, test = data
         self.catalog, self.platform = catalog, platform

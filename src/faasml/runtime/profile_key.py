@@ -32,7 +32,7 @@ _DIGESTS: dict[tuple[str, str, tuple[tuple[str, int, int], ...]], str] = {}
 
 def profile_key(job: JobSpec, catalog: Catalog, platform_options: Mapping[str, Any]) -> str:
     """Everything that changes what the probe would measure, hashed."""
-    from faasml import __version__
+    from faasml._version import __version__
 
     redacted = job.to_dict(redact=True)
     identity = {

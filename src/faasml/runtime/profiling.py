@@ -25,12 +25,12 @@ from typing import Any
 
 import yaml
 
-from faasml.catalog import Catalog, load_catalog
-from faasml.catalog._load import DATA_DIR
+from faasml.catalog import DATA_DIR, Catalog, load_catalog
 from faasml.job import JobSpec
 from faasml.models.sync import item_mb, transfers
 from faasml.runtime.billing import Meter
 from faasml.runtime.coordinator import WORKER_FN, Coordinator
+from faasml.runtime.echo import ECHO_FN
 from faasml.runtime.platform import open_platform
 from faasml.runtime.worker import ModelRecipe, SegmentReport, WorkerTask, rounds_per_epoch
 from faasml.sync.stores import open_store
@@ -214,7 +214,7 @@ def profile_job(
             result.compute_points.append((memory, per_mb))
         for _ in range(5):
             start = time.monotonic()
-            platform.invoke("faasml.testing.functions:echo", 0, sizes[0]).result(timeout=60)
+            platform.invoke(ECHO_FN, 0, sizes[0]).result(timeout=60)
             warms.append(time.monotonic() - start)
         model_mb = build_model(job.model, train.input_shape, train.num_classes).size_mb
         for name, url in urls.items():
@@ -264,9 +264,9 @@ def _store_urls(job: JobSpec, folder: Path, cleanup: contextlib.ExitStack) -> di
             from faasml.sync.stores.infinicache.runs import starts_deployment
 
             if starts_deployment(url):  # measured through a deployment started here
-                from faasml.sync.stores.infinicache import InfiniCache, parse_url
+                from faasml.runtime.infinicache import start_infinicache
 
-                cache = InfiniCache(parse_url(url)[2]).start()
+                cache = start_infinicache(url)
                 cleanup.callback(cache.close)
                 url = cache.url
         elif url is None:

@@ -364,6 +364,10 @@ class RunRecord:
     waiting_s: float = 0.0
     """Time a workflow waited for data, no function held."""
     stop_reason: str | None = None
+    job_file_sha256: str | None = None
+    """The job file's digest as the run began (a resume refuses a file edited since)."""
+    job_signature: str | None = None
+    """The user's signature of a job that names code (``runtime.job_guard``)."""
 
     @property
     def job_name(self) -> str:

@@ -234,6 +234,8 @@ def record_to_json(record: RunRecord) -> dict[str, Any]:
         "workflow": None if r.workflow is None else _workflow_json(r.workflow),
         "waiting_s": r.waiting_s or None,
         "stop_reason": r.stop_reason,
+        "job_file_sha256": r.job_file_sha256,
+        "job_signature": r.job_signature,
     }
     out.update({key: value for key, value in optional.items() if value is not None})
     return out
@@ -322,6 +324,8 @@ def _record(f: Fields) -> RunRecord:
         workflow=maybe(f, "workflow", lambda g, n: workflow_from(g.sub(n))),
         waiting_s=f.number("waiting_s", 0.0, minimum=0),
         stop_reason=maybe(f, "stop_reason", text_of),
+        job_file_sha256=maybe(f, "job_file_sha256", text_of),
+        job_signature=maybe(f, "job_signature", text_of),
     )
     f.finish()
     return record

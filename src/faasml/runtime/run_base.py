@@ -20,12 +20,12 @@ from faasml.catalog import Catalog, load_catalog
 from faasml.exceptions import ConfigError
 from faasml.job import JobSpec, apply_config
 from faasml.models.space import evaluate_allocation
-from faasml.reports.run_dir import RunDir
 from faasml.runtime.billing import Meter
 from faasml.runtime.calibration import compute_ratio
 from faasml.runtime.config_cost import factor
 from faasml.runtime.coordinator import Coordinator, CoordinatorOptions, TrialFault, TrialState
 from faasml.runtime.estimates import coordinator_seconds
+from faasml.runtime.job_guard import seal_fields, source_path
 from faasml.runtime.job_profile import (
     MAX_GROUP,
     JobProfile,
@@ -36,7 +36,8 @@ from faasml.runtime.job_profile import (
 )
 from faasml.runtime.platform import Platform, open_platform
 from faasml.runtime.record import Event, PlanRecord, RunRecord, TrialRecord
-from faasml.runtime.record_json import constraint_json
+from faasml.runtime.record_json import constraint_json, record_to_json
+from faasml.runtime.run_dir import RunDir
 from faasml.runtime.run_lock import interrupting, interruption, lock_run
 from faasml.runtime.worker import ModelRecipe
 from faasml.sync.stores import open_store
@@ -49,6 +50,8 @@ from faasml.workloads.data import Dataset
 DEFAULT_PROFILE = "lr-higgs"
 
 Progress = Callable[[dict[str, Any]], None]
+Outputs = Callable[[RunDir, RunRecord], object]
+"""Writes a run's report, curves and plots from its record (``reports.run_outputs``)."""
 
 DURABLE_EVERY_S = 1.0
 """The record is rewritten after every segment, and made durable (fsync) at most this often
@@ -132,9 +135,13 @@ class BaseRun:
         catalog: Catalog | None = None,
         measure: bool = True,
         reprofile: bool = False,
+        outputs: Outputs | None = None,
     ) -> None:
         """``measure`` plans from the job's measured profile (cached; ``reprofile`` measures
-        again); without it the plan uses the named workload profile (``profile:``)."""
+        again); without it the plan uses the named workload profile (``profile:``).
+        ``outputs`` writes the report, curves and plots from the record at the end
+        (``faasml.reports.run_outputs.write_outputs``); without it the run writes its record
+        only."""
         self.job = job
         self.constraint = constraint
         self.dir = RunDir(run_dir)
@@ -148,6 +155,7 @@ class BaseRun:
         """The catalog the planners price with: the measured cold start and per-invocation
         overhead in place of the catalog's (prices unchanged)."""
         self.measure, self.reprofile = measure, reprofile
+        self.outputs = outputs
         self.profile: JobProfile | None = None
         self._profiled: Catalog | None = None
         """The catalog as the profile priced it (the run's epochs are checked with it)."""
@@ -157,12 +165,16 @@ class BaseRun:
         self.record = record or RunRecord(
             kind=self.kind,
             job=job.to_dict(redact=True),
-            job_source=None if job.source is None else str(job.source),
+            job_source=source_path(job.source),
             constraint=constraint,
             catalog=self.catalog.name,
             platform=job.platform,
             platform_options=_recordable(platform_options or {}),
         )
+        if not record:  # a new record: what it may run again is the user's own (job_guard)
+            sealed = seal_fields(record_to_json(self.record))
+            self.record.job_file_sha256 = sealed.get("job_file_sha256")
+            self.record.job_signature = sealed.get("job_signature")
         self.meter = Meter(self.catalog, list(self.record.charges))
         self.faults = faults or []
         self.options = options or CoordinatorOptions()
@@ -445,8 +457,8 @@ class BaseRun:
 
     def execute(self) -> RunRecord:
         """Run (or continue) to the end, holding the run directory's lock; returns the final
-        record. The report, curves and plots are written before the record says how the run
-        ended; a Ctrl-C or a full disk leaves it 'interrupted', to resume."""
+        record. Its ``outputs`` (report, curves, plots) are written before the record says how
+        the run ended; a Ctrl-C or a full disk leaves it 'interrupted', to resume."""
         with lock_run(self.dir.path):
             return self._execute()
 
@@ -489,7 +501,8 @@ class BaseRun:
                 self.save()
         if ended:
             record.status = ended
-        self.dir.write_outputs(record)  # first: a run killed now still has its report
+        if self.outputs is not None:  # first: a run killed now still has its report
+            self.outputs(self.dir, record)
         self.save()
         return record
 

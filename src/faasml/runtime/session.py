@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from faasml.exceptions import ConfigError
-from faasml.job import from_mapping
-from faasml.reports.run_dir import RunDir
+from faasml.runtime.job_guard import recorded_job
+from faasml.runtime.record_json import record_to_json
 from faasml.runtime.run_base import (
     DEFAULT_PROFILE,
     BaseRun,
@@ -24,6 +24,7 @@ from faasml.runtime.run_base import (
     job_workload,
     stores_catalog,
 )
+from faasml.runtime.run_dir import RunDir
 from faasml.runtime.train_run import TrainRun
 from faasml.runtime.tune_run import TuneRun
 from faasml.types import Constraint
@@ -43,18 +44,20 @@ __all__ = [
 
 
 def resume_run(
-    run_dir: str | Path, *, constraint: Constraint | None = None, **kwargs: Any
+    run_dir: str | Path,
+    *,
+    constraint: Constraint | None = None,
+    ignore_job_file: bool = False,
+    **kwargs: Any,
 ) -> BaseRun:
-    """Reopen an interrupted run from its record; ``execute()`` continues it. A new
+    """Reopen an interrupted run from its record; ``execute()`` continues it with the job it
+    recorded (refused where its job file changed since, unless ``ignore_job_file``). A new
     ``constraint`` replaces the recorded one (e.g. a larger budget after a budget stop)."""
-    from faasml.job import load_job
-
     folder = RunDir(run_dir)
     record = folder.read_record()
     if record.status in ("finished", "target-missed"):
         raise ConfigError(f"the run in {run_dir} has finished; nothing to resume")
-    source = record.job_source
-    job = load_job(source) if source and Path(source).exists() else from_mapping(record.job)
+    job = recorded_job(record_to_json(record), folder.path, ignore_job_file=ignore_job_file)
     if constraint is None:
         constraint = record.constraint
     else:

@@ -16,7 +16,7 @@ from typing import NamedTuple, Protocol
 from faasml.catalog import Catalog
 from faasml.models.cost import startup_cost
 from faasml.models.space import evaluate_allocation
-from faasml.planners.tuning._problem import trials_per_wave
+from faasml.planners.tuning import trials_per_wave
 from faasml.runtime.estimates import fits_capacity
 from faasml.runtime.record import StageRecord
 from faasml.types import Allocation, Constraint, Objective

@@ -377,8 +377,11 @@ class TuneRun(BaseRun):
             if fresh.allocation != old.allocation:
                 self.event(f"stage {old.index} re-planned: {old.allocation} -> {fresh.allocation}")
             stages[start + offset] = dataclasses.replace(
-                fresh,  # the new plan's figures in time_s and cost_usd
+                fresh,  # the re-plan's allocation; the plan's figures stay as planned
                 index=old.index,
+                time_s=old.time_s,
+                cost_usd=old.cost_usd,
+                planned_allocation=old.planned_allocation or old.allocation,
                 predicted=old.predicted,  # the prediction before the run stands
                 replanned=Estimate(*estimate),
                 repredicted=Estimate(*estimate),

@@ -27,13 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from faasml.runtime import context
 from faasml.runtime.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from faasml.sync.schemes import SCHEME_CLASSES
 from faasml.sync.stores import Store, StoreStats, open_store
-from faasml.workloads import Model, create_model, create_optimizer
-from faasml.workloads._dataset import batch_order, dataset_from_bytes, num_batches
-from faasml.workloads.data import Dataset
+from faasml.workloads import Model, context, create_model, create_optimizer
+from faasml.workloads.data import Dataset, batch_order, dataset_from_bytes, num_batches
 
 HEARTBEAT_S = 1.0
 """A worker refreshes its heartbeat key at most this often."""

@@ -17,6 +17,7 @@ sample of the data, whose progress per epoch differs from the full data's by a r
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -31,6 +32,10 @@ from faasml.sim.curves import LossCurve
 Array = NDArray[np.float64]
 
 SYNTHETIC_FAMILIES = ("inverse", "exponential", "power", "step")
+
+MAX_EPOCHS_TO_TARGET = 1_000
+"""Most epochs a synthetic curve may take to reach its target: a simulated run steps through
+every epoch (and re-fits its loss curve at each), so a longer curve would run for hours."""
 
 
 class TrainingCurve(Protocol):
@@ -81,12 +86,22 @@ class SyntheticCurve:
                 f"a synthetic curve needs 0 <= floor < target < initial loss; got floor "
                 f"{self.floor:g}, target {self.target_loss:g}, initial {self.initial_loss:g}"
             )
-        if not self.epochs_to_target >= 1:
+        if not 1 <= self.epochs_to_target <= MAX_EPOCHS_TO_TARGET:
             raise ConfigError(
-                f"the value of epochs_to_target is {self.epochs_to_target}, but must be >= 1"
+                f"the value of epochs_to_target is {self.epochs_to_target}, but must be "
+                f"between 1 and {MAX_EPOCHS_TO_TARGET:,}"
             )
-        if self.noise < 0 or not 0 <= self.spike_probability <= 1:
-            raise ConfigError("noise must be >= 0 and spike_probability in [0, 1]")
+        if (
+            isinstance(self.seed, bool)
+            or not isinstance(self.seed, numbers.Integral)
+            or self.seed < 0
+        ):
+            raise ConfigError(f"the value of seed is {self.seed!r}, but must be an integer >= 0")
+        if not 0 <= self.noise < math.inf or not 0 <= self.spike_probability <= 1:
+            raise ConfigError(
+                f"noise is {self.noise} and spike_probability {self.spike_probability}, but noise "
+                "must be a finite number >= 0 and spike_probability in [0, 1]"
+            )
 
     def mean(self, epochs: ArrayLike) -> Array:
         k = np.asarray(epochs, dtype=float)

@@ -153,7 +153,7 @@ def simulate_training(
         return cache[allocation]
 
     first = scheduler.start()
-    state = {
+    totals = {
         "spent": float(startup_cost(catalog.platform, first.n, first.memory_mb)),
         "hidden": 0.0,
         "visible": 0.0,
@@ -163,7 +163,7 @@ def simulate_training(
     running: list[Allocation] = [first]
 
     def run_epoch(epoch: int, seconds: float, dollars: float, switched: bool) -> None:
-        state["spent"] += dollars
+        totals["spent"] += dollars
         loop.after(seconds, lambda: end_epoch(epoch, switched))
 
     def end_epoch(epoch: int, switched: bool) -> None:
@@ -172,9 +172,9 @@ def simulate_training(
         except KeyError:
             outcome["reason"] = f"the recorded curve ends before epoch {epoch}"
             return
-        decision = scheduler.observe(epoch, loss, state["spent"], loop.now)
+        decision = scheduler.observe(epoch, loss, totals["spent"], loop.now)
         records.append(
-            EpochRecord(epoch, running[0], loss, loop.now, state["spent"], switched, decision)
+            EpochRecord(epoch, running[0], loss, loop.now, totals["spent"], switched, decision)
         )
         if decision.decision is Decision.STOP:
             outcome["reason"] = decision.reason
@@ -190,8 +190,8 @@ def simulate_training(
                 delayed=scheduler.delayed_restart,
             )
             seconds, dollars = switch.epoch_s, switch.epoch_usd
-            state["hidden"] += switch.hidden_s
-            state["visible"] += switch.visible_s
+            totals["hidden"] += switch.hidden_s
+            totals["visible"] += switch.visible_s
             running[0] = decision.allocation
         if epoch < limit:
             run_epoch(epoch + 1, seconds, dollars, decision.decision is Decision.RESCALE)
@@ -216,10 +216,10 @@ def simulate_training(
         reached=bool(outcome["reached"]),
         stop_reason=str(outcome["reason"]),
         time_s=records[-1].elapsed_s if records else loop.now,
-        cost_usd=state["spent"],
+        cost_usd=totals["spent"],
         restarts=restarts,
-        hidden_switch_s=state["hidden"],
-        visible_switch_s=state["visible"],
+        hidden_switch_s=totals["hidden"],
+        visible_switch_s=totals["visible"],
     )
 
 

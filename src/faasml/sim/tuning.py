@@ -12,6 +12,7 @@ reproduces the planner's prediction exactly; under a seed it is deterministic.
 from __future__ import annotations
 
 import math
+import numbers
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -200,6 +201,8 @@ def simulate_tuning(
     """
     _check("noise", noise)
     _check("cold_start_noise", cold_start_noise)
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise ConfigError(f"the value of seed is {seed!r}, but must be an integer >= 0")
     stages = _Simulation(plan, catalog, noise, cold_start_noise, seed).run()
     return TuneSimulation(
         plan=plan,

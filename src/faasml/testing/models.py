@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from faasml.runtime.context import report
+from faasml.workloads.context import report
 from faasml.workloads.linear import LogisticRegression
 
 

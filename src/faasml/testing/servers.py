@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Self
 
 from faasml.exceptions import MissingDependencyError, StoreUnavailableError
-from faasml.sync._process import die_with_parent
+from faasml.sync import die_with_parent
 
 
 def free_port() -> int:

@@ -76,6 +76,7 @@ __all__ = [
     "Model",
     "ModelFactory",
     "Optimizer",
+    "check_options",
     "create_model",
     "create_optimizer",
     "evaluate_in_batches",

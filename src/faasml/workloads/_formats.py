@@ -16,8 +16,6 @@ The writers produce the same formats, so tests and demos can make small files.
 
 from __future__ import annotations
 
-import gzip
-import io
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
@@ -25,6 +23,7 @@ from typing import IO
 import numpy as np
 from numpy.typing import NDArray
 
+from faasml._gzip import open_gzip_text
 from faasml.exceptions import WorkloadError
 from faasml.workloads._dataset import Dataset, dataset_from_bytes, dataset_to_bytes
 from faasml.workloads.windsr.files import read_windsr
@@ -37,7 +36,7 @@ CIFAR_CLASSES = 10
 def _open_text(path: Path) -> IO[str]:
     try:
         if path.suffix == ".gz":
-            return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
+            return open_gzip_text(path, WorkloadError)  # a gzip bomb is refused as it streams
         return path.open("r", encoding="utf-8")
     except OSError as err:
         raise WorkloadError(f"cannot read {path}: {err.strerror or err}") from None
@@ -113,6 +112,8 @@ def read_higgs_csv(path: str | Path, limit: int | None = None) -> Dataset:
     with _open_text(source) as handle:
         try:
             table = np.loadtxt(handle, delimiter=",", dtype=np.float64, max_rows=limit, ndmin=2)
+        except WorkloadError:
+            raise
         except ValueError as err:
             raise WorkloadError(
                 f"{source} is not a numeric CSV with the label first: {err}"

@@ -1,13 +1,15 @@
 """What a job's records describe, built: its model, its data, its optimiser.
 
 The records (``faasml.job.spec``) build nothing themselves; a ``module:factory`` model runs
-the user's code here, so only running a job builds it (``faasml job check`` does not).
+the user's code here, so only running a job builds it (``faasml job check`` does not). The
+job layer sits above this one, so its records are taken by the fields read (protocols).
 """
 
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from faasml._validate import MAX_PARAMS, check_size
 from faasml.exceptions import WorkloadError
@@ -15,8 +17,42 @@ from faasml.workloads import Model, create_model
 from faasml.workloads.data import Dataset, generate_dataset, load_dataset
 from faasml.workloads.optim import Optimizer, create_optimizer
 
-if TYPE_CHECKING:
-    from faasml.job.spec import DatasetSpec, ModelSpec, OptimizerSpec
+
+class ModelSpec(Protocol):
+    """A model by name and options (``faasml.job.spec.ModelSpec``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def options(self) -> Mapping[str, Any]: ...
+
+
+class DatasetSpec(Protocol):
+    """Data generated or read, and its split (``faasml.job.spec.DatasetSpec``)."""
+
+    @property
+    def synthetic(self) -> str | None: ...
+    @property
+    def samples(self) -> int | None: ...
+    @property
+    def path(self) -> str | None: ...
+    @property
+    def format(self) -> str | None: ...
+    @property
+    def options(self) -> Mapping[str, Any]: ...
+    @property
+    def test_fraction(self) -> float: ...
+    @property
+    def seed(self) -> int: ...
+
+
+class OptimizerSpec(Protocol):
+    """An optimiser by name and hyperparameters (``faasml.job.spec.OptimizerSpec``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def hyperparameters(self) -> Mapping[str, Any]: ...
 
 
 def build_model(spec: ModelSpec, input_shape: tuple[int, ...], num_classes: int) -> Model:

@@ -30,7 +30,7 @@ import numpy as np
 from faasml._imports import optional_import
 from faasml._signing import sign, unsigned_reason
 from faasml.exceptions import ConfigError, FaasmlError, WorkloadError
-from faasml.runtime import context
+from faasml.workloads import context
 from faasml.workloads._base import Model
 from faasml.workloads._dataset import Dataset
 from faasml.workloads.optim import create_optimizer

@@ -79,23 +79,23 @@ class Optimizer(ABC):
         state.update({key: value.copy() for key, value in self._buffers().items()})
         return state
 
-    def load_state_dict(self, state: dict[str, NDArray[Any]]) -> None:
-        """Restore a ``state_dict()``; a state of another optimiser or size is refused."""
+    def load_state_dict(self, saved: dict[str, NDArray[Any]]) -> None:
+        """Restore a ``state_dict()``; one of another optimiser or size is refused."""
         buffers = self._buffers()
         expected = {"steps", *buffers}
-        if set(state) != expected:
+        if set(saved) != expected:
             raise ConfigError(
-                f"optimizer state has keys {sorted(state)}, but '{self.name}' needs "
+                f"optimizer saved has keys {sorted(saved)}, but '{self.name}' needs "
                 f"{sorted(expected)}"
             )
         for key, buffer in buffers.items():
-            value = np.asarray(state[key], dtype=np.float32)
+            value = np.asarray(saved[key], dtype=np.float32)
             if value.shape != buffer.shape:
                 raise ConfigError(
-                    f"optimizer state '{key}' has shape {value.shape}, but must be {buffer.shape}"
+                    f"optimizer saved '{key}' has shape {value.shape}, but must be {buffer.shape}"
                 )
             buffer[...] = value
-        self.steps = int(state["steps"])
+        self.steps = int(saved["steps"])
 
     def to_bytes(self) -> bytes:
         """The state as npz bytes, for a checkpoint in the object store."""

@@ -14,13 +14,13 @@ Every rule broken is a :class:`TraceFileError` naming the file, the line and the
 from __future__ import annotations
 
 import csv
-import gzip
 import io
 import itertools
 import math
 from collections.abc import Iterator
 from pathlib import Path
 
+from faasml._gzip import open_gzip_text
 from faasml.cluster.scavenge._records import IdleTrace, PoolChange, ScavengeJob, TraceFileError
 
 EVENT_COLUMNS = ("time_s", "node", "idle")
@@ -41,18 +41,24 @@ JOB_OPTIONAL = ("checkpoint_s",)
 
 def _open_text(path: Path) -> io.TextIOBase:
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as handle:
+            head = handle.read(2)
+            gzipped = head == b"\x1f\x8b"
+            raw = b"" if gzipped else head + handle.read()
+        text = None
+        if gzipped:
+            # Decompressed as it streams, within bounds: a gzip bomb is refused before it
+            # fills memory.
+            with open_gzip_text(path, TraceFileError) as stream:
+                text = stream.read()
     except FileNotFoundError:
         raise TraceFileError(f"{path}: no such file") from None
     except OSError as err:
         raise TraceFileError(f"{path}: cannot be read ({err.strerror})") from None
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError) as err:
-            raise TraceFileError(f"{path}: is not a readable gzip file ({err})") from None
+    except UnicodeDecodeError:
+        raise TraceFileError(f"{path}: is not UTF-8 text") from None
     try:
-        return io.StringIO(raw.decode("utf-8"))
+        return io.StringIO(text if text is not None else raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise TraceFileError(f"{path}: is not UTF-8 text") from None
 

@@ -85,10 +85,11 @@ class _Worker:
         self.step = 0
         self.samples = 0.0
         if os.path.exists(self.checkpoint):
-            state = torch.load(self.checkpoint, weights_only=False)
-            self.model.load_state_dict(state["model"])
-            self.opt.load_state_dict(state["opt"])
-            self.step, self.samples = int(state["step"]), float(state["samples"])
+            # weights_only: a checkpoint file is read, never unpickled into arbitrary objects
+            saved = torch.load(self.checkpoint, weights_only=True)
+            self.model.load_state_dict(saved["model"])
+            self.opt.load_state_dict(saved["opt"])
+            self.step, self.samples = int(saved["step"]), float(saved["samples"])
         return self.step, self.samples
 
     def grad(self) -> tuple[Any, float]:

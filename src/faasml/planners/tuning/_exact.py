@@ -30,8 +30,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.optimize import Bounds, LinearConstraint, milp
-from scipy.sparse import csr_array
 
 from faasml.exceptions import InfeasibleConstraintError
 from faasml.planners.tuning._problem import TuningProblem
@@ -509,6 +507,10 @@ def _milp_solution(
 ) -> ExactSolution:
     """HiGHS on the MILP (x_ij ∈ {0, 1}, Σ_j x_ij = 1, Σ G·x ≤ limit, Σ F·x ≤ F's bound);
     proven optimal when HiGHS closes the gap, else the best plan found with its gap."""
+    # Imported here: scipy takes a second to import, and the CLI's parsers reach this module.
+    from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.sparse import csr_array
+
     fs, gs, g_limit, f_limit = _roles(problem)
     sizes = np.array([len(f) for f in fs])
     starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))

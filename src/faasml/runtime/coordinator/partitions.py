@@ -7,8 +7,7 @@ import time
 
 from faasml.runtime.coordinator.state import CoordinatorState
 from faasml.sync.stores import Store
-from faasml.workloads._dataset import dataset_to_bytes, partition
-from faasml.workloads.data import Dataset
+from faasml.workloads.data import Dataset, dataset_to_bytes, partition
 
 
 class Partitions:

@@ -46,9 +46,9 @@ class SyncStores:
         if not starts_deployment(url):
             return url
         if name not in self._caches:
-            from faasml.sync.stores.infinicache import InfiniCache, parse_url
+            from faasml.runtime.infinicache import start_infinicache
 
-            self._caches[name] = InfiniCache(parse_url(url)[2]).start()
+            self._caches[name] = start_infinicache(url)
         return str(self._caches[name].url)
 
     def cache_bills(self) -> list[dict[str, float]]:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from faasml._imports import optional_import
-from faasml._ray_config import LOCAL_SYSTEM_CONFIG
+from faasml._ray_config import LOCAL_SYSTEM_CONFIG, check_reachable
 from faasml.catalog import Catalog
 from faasml.exceptions import ConfigError
 from faasml.runtime.platform import (
@@ -180,6 +180,8 @@ class RayPlatform(_common.PooledPlatform):
         self.start_timeout_s = start_timeout_s
         self._owns_session = False
         if not self._ray.is_initialized():
+            if address:
+                check_reachable(address)  # ray.init retries a dead address for minutes
             try:
                 # A new local instance runs its workers at the caller's priority; a running
                 # cluster (an address, or RAY_ADDRESS) keeps its own: Ray refuses them there.

@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 
 from faasml._validate import shown
 from faasml.exceptions import WorkloadError
-from faasml.runtime import context
+from faasml.workloads import context
 from faasml.workloads._base import FloatVector
 from faasml.workloads.torch_model import TorchModel
 from faasml.workloads.windsr import assimilate as da

@@ -10,8 +10,7 @@ import socket
 import time
 from typing import Any
 
-from faasml.exceptions import StoreUnavailableError
-from faasml.runtime.platform import FunctionError
+from faasml.exceptions import FunctionError, StoreUnavailableError
 from faasml.sync.param_server import _recv_frame, _send_frame
 from faasml.sync.stores.infinicache import node as node_fn
 from faasml.sync.stores.infinicache._nodes import _NodePool

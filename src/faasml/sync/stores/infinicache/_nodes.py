@@ -23,10 +23,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Self
 
 from faasml.catalog import load_catalog
-from faasml.exceptions import ConfigError, FaasmlError, StoreUnavailableError
-from faasml.runtime.billing import Meter
-from faasml.runtime.platform import FunctionError, Invocation
-from faasml.runtime.platforms._common import check_memory
+from faasml.exceptions import ConfigError, FaasmlError, FunctionError, StoreUnavailableError
 from faasml.sync.param_server import _recv_frame, _send_frame
 from faasml.sync.stores.infinicache import node as node_fn
 from faasml.sync.stores.infinicache._options import Options
@@ -36,6 +33,8 @@ from faasml.sync.stores.infinicache._state import (
     SETTLE_TIMEOUT_S,
     START_TIMEOUT_S,
     InfiniCacheStats,
+    NodeInvocation,
+    OpenPlatform,
     _NodeDownError,
     _Object,
     _Slot,
@@ -45,11 +44,20 @@ from faasml.sync.stores.infinicache._state import (
 class _NodePool:
     """A deployment's state and its cache nodes' lifecycle."""
 
-    def __init__(self, options: Options, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self, options: Options, open_platform: OpenPlatform, host: str = "127.0.0.1"
+    ) -> None:
         self.options = options.check()
+        self.open_platform = open_platform
+        """Opens the platform each node runs on (``faasml.runtime.platform.open_platform``)."""
         self.catalog = load_catalog(options.catalog)
         platform = self.catalog.platform
-        check_memory(platform, options.memory)
+        low, high = platform.memory_min_mb, platform.memory_max_mb
+        if not low <= options.memory <= high:
+            raise ConfigError(
+                f"the value of memory_mb is {options.memory}, but {platform.name} offers "
+                f"{low}..{high} MB"
+            )
         capacity = platform.capacity_memory_mb
         if capacity is not None and options.nodes * options.memory > capacity:
             raise ConfigError(
@@ -59,9 +67,7 @@ class _NodePool:
         self.host = host
         self.port = 0
         self.stats = InfiniCacheStats()
-        self.meter = Meter(self.catalog)
         self.ring = HashRing(list(range(options.nodes)))
-        self._t0 = time.monotonic()
         self._lock = threading.Lock()
         self._objects: OrderedDict[str, _Object] = OrderedDict()
         self._slots: list[_Slot] = []
@@ -70,7 +76,7 @@ class _NodePool:
         self._repairing = 0
         self._repair_cond = threading.Condition()
         self._stop = threading.Event()
-        self._invokes: queue.Queue[tuple[_Slot, str, Future[Invocation]] | None] = queue.Queue()
+        self._invokes: queue.Queue[tuple[_Slot, str, Future[NodeInvocation]] | None] = queue.Queue()
         self._pool = ThreadPoolExecutor(max_workers=max(8, 2 * options.nodes))
         self._threads: list[threading.Thread] = []
         self._watchers: list[threading.Thread] = []
@@ -106,7 +112,7 @@ class _NodePool:
             with self._lock:
                 self._watchers = [w for w in self._watchers if w.is_alive()] + [watcher]
 
-    def _watch(self, slot: _Slot, invocation: Invocation) -> None:
+    def _watch(self, slot: _Slot, invocation: NodeInvocation) -> None:
         """Bill a node invocation when it ends; a node that died takes its chunks along."""
         failure: FunctionError | None = None
         try:
@@ -118,7 +124,6 @@ class _NodePool:
         billed = invocation.billed
         try:
             if billed is not None:
-                self.meter.invocation(billed, time.monotonic() - self._t0)
                 with self._lock:
                     self.stats.invocations += 1
                     self.stats.gb_s += billed.duration_s * billed.memory_mb / 1024
@@ -148,7 +153,7 @@ class _NodePool:
             self._changed.notify_all()
         return done
 
-    def _connect(self, slot: _Slot) -> tuple[dict[str, Any], Invocation]:
+    def _connect(self, slot: _Slot) -> tuple[dict[str, Any], NodeInvocation]:
         """Invoke the node and wait until it connects (slot lock held)."""
         if self._stop.is_set():
             raise StoreUnavailableError(f"infinicache at {self.url} is closed")
@@ -161,7 +166,7 @@ class _NodePool:
         token = uuid.uuid4().hex
         with self._changed:
             slot.token, slot.arrival = token, None
-        future: Future[Invocation] = Future()
+        future: Future[NodeInvocation] = Future()
         self._invokes.put((slot, token, future))
         try:
             invocation = future.result(START_TIMEOUT_S)

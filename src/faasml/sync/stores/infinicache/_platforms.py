@@ -17,17 +17,20 @@ from __future__ import annotations
 from faasml._imports import optional_import
 from faasml.catalog import Catalog
 from faasml.exceptions import ConfigError
-from faasml.runtime.platform import Platform, open_platform
 from faasml.sync.stores.infinicache._options import Options
+from faasml.sync.stores.infinicache._state import NodePlatform, OpenPlatform
 
 NODE_PLATFORMS = ("local", "ray")
 
 
-def node_platforms(options: Options, catalog: Catalog) -> list[Platform]:
-    """A platform per node of ``options.platform``, its idle instances reclaimed after
-    ``options.reclaim`` seconds; close them in reverse order (see the module docstring)."""
+def node_platforms(
+    options: Options, catalog: Catalog, open_platform: OpenPlatform
+) -> list[NodePlatform]:
+    """A platform per node of ``options.platform`` (opened by ``open_platform``), its idle
+    instances reclaimed after ``options.reclaim`` seconds; close them in reverse order (see
+    the module docstring)."""
     extra = {"address": "local"} if options.platform == "ray" else {}
-    opened: list[Platform] = []
+    opened: list[NodePlatform] = []
     try:
         for _ in range(options.nodes):
             opened.append(
@@ -66,7 +69,7 @@ def _check_ray_fits(options: Options, catalog: Catalog) -> None:
         )
 
 
-def close_platforms(platforms: list[Platform]) -> None:
+def close_platforms(platforms: list[NodePlatform]) -> None:
     """Close node platforms last to first (the first may own the Ray session it started)."""
     for platform in reversed(platforms):
         platform.close()

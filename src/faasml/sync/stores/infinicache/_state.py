@@ -1,13 +1,13 @@
-"""What the proxy's parts share: a cache node's slot, a mapping-table entry, the stats."""
+"""What the proxy's parts share: a cache node's slot, a mapping-table entry, the stats, and
+what it needs of the function platform its nodes run on (given by whoever starts it)."""
 
 from __future__ import annotations
 
 import socket
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
-
-from faasml.runtime.platform import Invocation, Platform
+from typing import Any, Protocol
 
 NODE_FUNCTION = "faasml.sync.stores.infinicache.node:serve"
 START_TIMEOUT_S = 120.0
@@ -16,6 +16,43 @@ SETTLE_TIMEOUT_S = 300.0
 """Longest wait for let-go node invocations to end and be billed (``settle``)."""
 END_MARGIN = 0.1
 """A node returns when this fraction of its time limit is left."""
+
+
+class NodeBill(Protocol):
+    """What an ended node invocation is billed for."""
+
+    @property
+    def duration_s(self) -> float: ...
+
+    @property
+    def memory_mb(self) -> int: ...
+
+
+class NodeInvocation(Protocol):
+    """A running or ended node invocation (``faasml.runtime.platform.Invocation``)."""
+
+    def result(self, timeout: float | None = None) -> Any: ...
+
+    def done(self) -> bool: ...
+
+    def cancel(self) -> None: ...
+
+    @property
+    def billed(self) -> NodeBill | None: ...
+
+
+class NodePlatform(Protocol):
+    """Where a node's invocations run (``faasml.runtime.platform.Platform``); a failed
+    invocation's ``result`` raises ``faasml.exceptions.FunctionError``."""
+
+    def invoke(self, fn: str, payload: Any, memory_mb: int) -> NodeInvocation: ...
+
+    def close(self) -> None: ...
+
+
+OpenPlatform = Callable[..., NodePlatform]
+"""``open_platform(name, catalog, **options)``: a platform of kind ``name`` priced by
+``catalog`` (``faasml.runtime.platform.open_platform``)."""
 
 
 class _NodeDownError(Exception):
@@ -43,12 +80,12 @@ class _Slot:
     """One cache node: its platform, its connection while an invocation runs, its chunks."""
 
     index: int
-    platform: Platform
+    platform: NodePlatform
     lock: threading.RLock = field(default_factory=threading.RLock)
     sock: socket.socket | None = None
     release: threading.Event | None = None
-    invocation: Invocation | None = None
-    ending: Invocation | None = None
+    invocation: NodeInvocation | None = None
+    ending: NodeInvocation | None = None
     """The invocation last let go, until it has ended (its instance is idle again)."""
     invoked_at: float = 0.0
     last_active: float = 0.0

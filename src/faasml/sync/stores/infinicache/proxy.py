@@ -1,8 +1,9 @@
 """The InfiniCache proxy and its pool of cache-node functions (§4.1.2, Fig. 4.4).
 
-``InfiniCache(options)`` is one deployment: a proxy listening on loopback in this process
-and ``options.nodes`` cache nodes, each a function invoked on the platform
-(``faasml.sync.stores.infinicache.node:serve``). The proxy
+``InfiniCache(options, open_platform)`` is one deployment: a proxy listening on loopback in
+this process and ``options.nodes`` cache nodes, each a function invoked on a platform that
+``open_platform`` opens (``faasml.runtime.platform.open_platform``: the caller passes it, as
+this layer knows no platform) running ``faasml.sync.stores.infinicache.node:serve``. The proxy
 
 - places an object's d + p chunks on distinct nodes by consistent hashing and remembers
   where they are (the mapping table), evicting least-recently-used objects when a node's
@@ -87,11 +88,12 @@ class _Server(socketserver.ThreadingTCPServer):
 
 
 class InfiniCache(_Placement):
-    """A proxy on ``host`` (loopback) and a free port, with its pool of cache nodes."""
+    """A proxy on ``host`` (loopback) and a free port, with its pool of cache nodes on the
+    platforms ``open_platform`` opens."""
 
     def start(self) -> Self:
         """Listen, start the pool's threads, and invoke every node once (warm-up)."""
-        platforms = node_platforms(self.options, self.catalog)
+        platforms = node_platforms(self.options, self.catalog, self.open_platform)
         self._slots.extend(_Slot(index, platform) for index, platform in enumerate(platforms))
         self._server = _Server((self.host, 0), self)
         self.port = int(self._server.server_address[1])
@@ -249,13 +251,14 @@ class InfiniCache(_Placement):
         """What the nodes cost so far: invocations, GB-seconds and USD (by the catalog)."""
         with self._lock:
             stats = InfiniCacheStats(**vars(self.stats))
-        by_kind = self.meter.by_kind()
+        function_usd = stats.gb_s * self.catalog.platform.price_per_gb_s
+        invocation_usd = stats.invocations * self.catalog.platform.price_per_invocation
         return {
             "invocations": float(stats.invocations),
             "gb_s": stats.gb_s,
-            "function_usd": by_kind.get("function", 0.0),
-            "invocation_usd": by_kind.get("invocation", 0.0),
-            "usd": self.meter.total_usd,
+            "function_usd": function_usd,
+            "invocation_usd": invocation_usd,
+            "usd": function_usd + invocation_usd,
         }
 
     def objects(self) -> int:

@@ -1,9 +1,9 @@
 """The InfiniCache client library (§4.1.1): encode on PUT, decode the first d on GET.
 
-``open_store("infinicache://?data=4&parity=2&nodes=8&memory=256")`` starts a deployment owned
-by this store (closed with it); its ``url`` (``infinicache://127.0.0.1:PORT``) lets other
-threads and processes join it while it runs. ``open_store("infinicache://127.0.0.1:PORT")``
-joins a running one. Erasure coding happens here, in the client, as in the paper: the proxy
+``InfiniCacheStore.start(options, open_platform)`` starts a deployment owned by this store
+(closed with it); its ``url`` (``infinicache://127.0.0.1:PORT``) lets other threads and
+processes join it while it runs. ``open_store("infinicache://127.0.0.1:PORT")`` joins a
+running one. Erasure coding happens here, in the client, as in the paper: the proxy
 only places and streams chunks.
 """
 
@@ -18,6 +18,7 @@ from faasml.sync.param_server import _recv_frame, _send_frame
 from faasml.sync.stores._base import Store
 from faasml.sync.stores.infinicache import _codec
 from faasml.sync.stores.infinicache._options import RUNTIME_MB, Options, parse_url
+from faasml.sync.stores.infinicache._state import OpenPlatform
 from faasml.sync.stores.infinicache.proxy import C_DEL, C_GET, C_INFO, C_PUT, ERROR, InfiniCache
 
 
@@ -43,10 +44,22 @@ class InfiniCacheStore(Store):
 
     @classmethod
     def from_url(cls, url: str) -> Self:
-        host, port, options = parse_url(url)
-        if host is not None and port is not None:
-            return cls(f"infinicache://{host}:{port}", host, port)
-        deployment = InfiniCache(options).start()
+        """Join the running deployment ``infinicache://host:port``; a URL without a host asks
+        for a new deployment, which only a caller with a platform can start (``start``)."""
+        host, port, _ = parse_url(url)
+        if host is None or port is None:
+            raise ConfigError(
+                f"the store URL {url} asks for a new InfiniCache deployment, but opening a "
+                "store starts none: start it with faasml.runtime.infinicache.start_infinicache "
+                "(or InfiniCacheStore.start) and open its infinicache://host:port"
+            )
+        return cls(f"infinicache://{host}:{port}", host, port)
+
+    @classmethod
+    def start(cls, options: Options, open_platform: OpenPlatform) -> Self:
+        """Start a deployment of ``options`` on the platforms ``open_platform`` opens
+        (``faasml.runtime.platform.open_platform``); closing the store stops it."""
+        deployment = InfiniCache(options, open_platform).start()
         return cls(deployment.url, deployment.host, deployment.port, deployment)
 
     @property

@@ -1,4 +1,5 @@
-"""The run directory: a JSON record, a Markdown report, loss curves and plots.
+"""The run directory and its record, which the runtime writes; the report, curves and plots
+in it are written by ``faasml.reports.run_outputs`` (given to the run as its ``outputs``).
 
 Layout: ``record.json`` (the whole state, rewritten atomically after every segment, so a
 resumed run starts from it), ``report.md`` (plan against actual time and bill, best
@@ -21,12 +22,9 @@ from typing import Any
 from faasml._files import write_atomic
 from faasml._validate import shown
 from faasml.exceptions import ConfigError, RecordError
-from faasml.reports.run_report import render_report
-from faasml.runtime.ranking import diverged_at
-from faasml.runtime.record import KINDS, RunRecord, TrialRecord
+from faasml.runtime.record import KINDS, RunRecord
 from faasml.runtime.record_json import record_from_json, record_to_json
 from faasml.runtime.run_lock import LOCK_NAME
-from faasml.sim.curves import CurvePoint, write_curve
 
 
 class RunDir:
@@ -107,43 +105,6 @@ class RunDir:
         folder = base / f"faasml-sync-{digest}"
         folder.mkdir(parents=True, exist_ok=True)
         return folder
-
-    def write_outputs(self, record: RunRecord) -> list[Path]:
-        """Curves, plots and the Markdown report from a record."""
-        written = []
-        for trial in record.trials:
-            curve = _curve(trial, record.kind)
-            if curve is not None:
-                path = self.path / "curves" / f"trial-{trial.trial_id}.csv"
-                written.append(write_curve(path, curve[0], metadata=curve[1]))
-        from faasml.reports.run_plots import write_plots
-
-        plots = write_plots(record, self.path / "plots")
-        from faasml.reports.windsr_maps import write_windsr_maps
-
-        plots += write_windsr_maps(record, self.path)  # [] unless the model is WindSR's
-        written.extend(plots)
-        report = self.path / "report.md"
-        write_atomic(report, render_report(record, [p.relative_to(self.path) for p in plots]))
-        written.append(report)
-        return written
-
-
-def _curve(trial: TrialRecord, kind: str) -> tuple[list[CurvePoint], dict[str, str]] | None:
-    """A trial's loss curve and its metadata: the epochs before it diverged (a curve holds
-    finite losses; the metadata says where it diverged); None without such an epoch."""
-    found = diverged_at(trial.history)
-    points = [
-        CurvePoint(int(h["epoch"]), float(h["loss"]), float(h["t_s"]), float(h["spent_usd"]))
-        for h in trial.history
-        if found is None or h["epoch"] < found[0]
-    ]
-    if not points:
-        return None
-    metadata = {"run": kind, "trial": str(trial.trial_id)}
-    if found is not None:
-        metadata["diverged"] = f"at epoch {found[0]} ({found[1]})"
-    return points, metadata
 
 
 def _peek(record: Path) -> tuple[str, str]:

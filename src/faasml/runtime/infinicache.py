@@ -1,6 +1,9 @@
-"""Run an InfiniCache deployment until interrupted (the parameter server's counterpart)::
+"""InfiniCache deployments whose cache nodes run on faasml's platforms.
 
-    python -m faasml.sync.stores.infinicache 'infinicache://?data=4&parity=2&nodes=8&memory=256'
+``start_infinicache(url)`` starts one (the runs and the profiler do); as a program it runs one
+until interrupted, the parameter server's counterpart::
+
+    python -m faasml.runtime.infinicache 'infinicache://?data=4&parity=2&nodes=8&memory=256'
 
 prints ``faasml-infinicache listening infinicache://127.0.0.1:PORT`` once every node has
 started; any process joins it with that URL. On SIGINT or SIGTERM it lets the nodes go, stops
@@ -15,13 +18,23 @@ import sys
 import threading
 
 from faasml.exceptions import FaasmlError
-from faasml.sync.stores.infinicache._options import parse_url
-from faasml.sync.stores.infinicache.proxy import InfiniCache
+from faasml.runtime.platform import open_platform
+from faasml.sync.stores.infinicache import InfiniCache, parse_url
+
+
+def start_infinicache(url: str) -> InfiniCache:
+    """Start the deployment a URL without a host asks for (``infinicache://?data=...``), its
+    nodes on the platform the URL names (``local`` or ``ray``); the caller closes it."""
+    host, _, options = parse_url(url)
+    if host is not None:
+        raise FaasmlError("give options (infinicache://?data=...), not a running deployment")
+    return InfiniCache(options, open_platform).start()
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m faasml.sync.stores.infinicache", description=__doc__.splitlines()[0]
+        prog="python -m faasml.runtime.infinicache",
+        description="Run an InfiniCache deployment until interrupted.",
     )
     parser.add_argument("url", nargs="?", default="infinicache://", help="infinicache://?options")
     args = parser.parse_args(argv)
@@ -29,10 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     try:
-        host, _, options = parse_url(args.url)
-        if host is not None:
-            raise FaasmlError("give options (infinicache://?data=...), not a running deployment")
-        cache = InfiniCache(options).start()
+        cache = start_infinicache(args.url)
     except FaasmlError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
