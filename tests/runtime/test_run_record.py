@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 import yaml
-from faasml.reports.run_dir import RunDir
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,6 +22,7 @@ from faasml.reports.run_report import render_report
 from faasml.reports.run_summary import summary_lines
 from faasml.runtime.record import Best, RunRecord
 from faasml.runtime.record_json import SCHEMA_VERSION, record_from_json, record_to_json
+from faasml.runtime.run_dir import RunDir
 from faasml.runtime.session import TuneRun
 from faasml.types import Allocation, Constraint
 
