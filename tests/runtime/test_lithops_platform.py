@@ -130,7 +130,7 @@ def test_tune_runs_the_digits_cnn_through_lithops(platform: Platform, tmp_path: 
     text = (EXAMPLES / "tune-digits.yaml").read_text()
     job_file = tmp_path / "digits.yaml"
     job_file.write_text(
-        text.replace("trials: 8", "trials: 2")
+        text.replace("trials: 8", "trials: 2\n  stages: 2")  # one pruned, one kept
         .replace("samples: 1797", "samples: 400")
         .replace("epochs_per_stage: 2", "epochs_per_stage: 1")
         .replace("platform: local", "platform: lithops")

@@ -57,7 +57,7 @@ def test_tune_runs_the_digits_cnn_on_the_cluster(
     job = tmp_path / "digits.yaml"
     text = (EXAMPLES / "tune-digits.yaml").read_text()
     job.write_text(
-        text.replace("trials: 8", "trials: 2")
+        text.replace("trials: 8", "trials: 2\n  stages: 2")  # one pruned, one kept
         .replace("samples: 1797", "samples: 400")
         .replace("epochs_per_stage: 2", "epochs_per_stage: 1")
     )
