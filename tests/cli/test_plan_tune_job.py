@@ -28,11 +28,12 @@ def _shape(stages: list[dict[str, Any]]) -> list[tuple[int, int]]:
 
 
 def _allocations(stages: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-    """n and memory of each stage, and the store and scheme where n > 1 (one function
-    synchronises nothing: plan tune's JSON says "none" there)."""
+    """n and memory of each stage as the planner planned it (a run may then move a stage to the
+    size its warm functions have: ``planned_allocation`` keeps the planner's), and the store
+    and scheme where n > 1 (one function synchronises nothing: plan tune's JSON says "none")."""
     out = []
     for stage in stages:
-        a = stage["allocation"]
+        a = stage.get("planned_allocation") or stage["allocation"]
         out.append((a["n"], a["memory_mb"], *((a["storage"], a["scheme"]) if a["n"] > 1 else ())))
     return out
 
