@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from faasml.exceptions import FaasmlError
 from faasml.job import JobSpec, check_job, from_mapping, load_job, parse_assignments
 from faasml.runtime.session import BaseRun, TuneRun, resume_run
+from faasml.testing.mutation import mutate
 from faasml.types import Constraint
 
 EXAMPLES = {p.name: p for p in (Path(__file__).parents[1] / "examples").glob("*.yaml")}
@@ -69,46 +70,9 @@ values = st.recursive(
 )
 
 
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Every path to a value inside nested mappings and lists."""
-    found = [prefix]
-    if isinstance(node, dict):
-        for key, child in node.items():
-            found += _paths(child, (*prefix, key))
-    elif isinstance(node, list):
-        for index, child in enumerate(node):
-            found += _paths(child, (*prefix, index))
-    return found
-
-
 def _mutate(data: Any, draw: st.DataObject, rounds: int) -> Any:
-    """``rounds`` random edits: set, delete, rename, wrap (nest) or retype a value."""
-    data = copy.deepcopy(data)
-    for _ in range(rounds):
-        paths = [p for p in _paths(data) if p]
-        if not paths:
-            return data
-        path = draw.draw(st.sampled_from(paths))
-        parent = data
-        for step in path[:-1]:
-            parent = parent[step]
-        last = path[-1]
-        action = draw.draw(st.sampled_from(["set", "delete", "rename", "wrap", "text", "add"]))
-        if action == "set":
-            parent[last] = copy.deepcopy(draw.draw(values))  # never edit a shared constant
-        elif action == "delete":
-            del parent[last]
-        elif action == "rename" and isinstance(parent, dict):
-            parent[draw.draw(st.sampled_from([f"{last}_", str(last).upper(), 1, None]))] = (
-                parent.pop(last)
-            )
-        elif action == "wrap":
-            parent[last] = draw.draw(st.sampled_from([[parent[last]], {"x": parent[last]}]))
-        elif action == "text":
-            parent[last] = str(parent[last])
-        elif action == "add" and isinstance(parent[last], dict):
-            parent[last][draw.draw(st.text(max_size=8))] = copy.deepcopy(draw.draw(values))
-    return data
+    """``rounds`` random edits: set, delete, rename, wrap (nest) or retype a value, or add one."""
+    return mutate(data, draw, rounds, values, ("set", "delete", "rename", "wrap", "text", "add"))
 
 
 def _encode(data: Any, draw: st.DataObject) -> bytes:

@@ -24,6 +24,7 @@ from faasml.runtime.record import Best, RunRecord
 from faasml.runtime.record_json import SCHEMA_VERSION, record_from_json, record_to_json
 from faasml.runtime.run_dir import RunDir
 from faasml.runtime.session import TuneRun
+from faasml.testing.mutation import mutate
 from faasml.types import Allocation, Constraint
 
 from .tiny_jobs import four_trial_tune_job
@@ -198,41 +199,9 @@ values = st.recursive(
 )
 
 
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    found = [prefix]
-    if isinstance(node, dict):
-        for key, child in node.items():
-            found += _paths(child, (*prefix, key))
-    elif isinstance(node, list):
-        for index, child in enumerate(node):
-            found += _paths(child, (*prefix, index))
-    return found
-
-
 def _mutate(data: Any, draw: st.DataObject, rounds: int) -> Any:
-    """``rounds`` random edits: set, delete, retype or wrap a value anywhere in the record."""
-    data = copy.deepcopy(data)
-    for _ in range(rounds):
-        paths = [p for p in _paths(data) if p]
-        if not paths:
-            return data
-        path = draw.draw(st.sampled_from(paths))
-        parent = data
-        for step in path[:-1]:
-            parent = parent[step]
-        last = path[-1]
-        action = draw.draw(st.sampled_from(["set", "delete", "text", "wrap", "negate"]))
-        if action == "set":
-            parent[last] = copy.deepcopy(draw.draw(values))
-        elif action == "delete":
-            del parent[last]
-        elif action == "text":
-            parent[last] = str(parent[last])
-        elif action == "wrap":
-            parent[last] = [parent[last]]
-        elif action == "negate" and isinstance(parent[last], int | float):
-            parent[last] = -parent[last] - 1
-    return data
+    """``rounds`` random edits: set, delete, retype, wrap or negate a value anywhere."""
+    return mutate(data, draw, rounds, values, ("set", "delete", "text", "wrap", "negate"))
 
 
 @settings(

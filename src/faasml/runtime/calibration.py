@@ -48,18 +48,9 @@ class Calibration:
         allocation may have paid a cold start, so it counts only where no later epoch on that
         allocation was measured (then less the platform's cold start at that memory)."""
         for history in histories:
-            seen: set[tuple[int, int]] = set()
-            chosen: dict[tuple[int, int], list[tuple[bool, Mapping[str, Any]]]] = {}
-            for record in history:
-                key = (int(record["n"]), int(record["memory_mb"]))
-                first = key not in seen
-                seen.add(key)
-                if int(record["epoch"]) in epochs:
-                    chosen.setdefault(key, []).append((first, record))
-            for (n, memory), entries in chosen.items():
-                warm = [r for first, r in entries if not first]
+            for (n, memory), (records, warm) in _epochs_by_allocation(history, epochs).items():
                 cold = float(catalog.platform.cold_start_time(memory))
-                for record in warm or [r for _, r in entries]:
+                for record in records:
                     self._add(record, n, memory, 0.0 if warm else cold, workload, catalog)
 
     def _add(
@@ -228,24 +219,37 @@ def compute_ratio(
     platform = catalog.platform
     ratios: list[float] = []
     for history in histories:
-        seen: set[tuple[int, int]] = set()
-        chosen: dict[tuple[int, int], list[tuple[bool, Mapping[str, Any]]]] = {}
-        for record in history:
-            key = (int(record["n"]), int(record["memory_mb"]))
-            first = key not in seen
-            seen.add(key)
-            if int(record["epoch"]) in epochs:
-                chosen.setdefault(key, []).append((first, record))
-        for (n, memory), entries in chosen.items():
+        for (n, memory), (records, _) in _epochs_by_allocation(history, epochs).items():
             expected = _interpolated(points, memory)
             alone = float(platform.vcpus(memory)) * n
-            for record in [r for f, r in entries if not f] or [r for _, r in entries]:
+            for record in records:
                 demand = max(alone, float(record.get("vcpu_demand", 0.0)))
                 seconds = float(record["compute_s"]) / platform.contention(demand)
                 per_sample = seconds / max(train_samples / max(n, 1), 1.0)
                 if expected > 0 and per_sample > 0:
                     ratios.append(per_sample / expected)
     return statistics.median(ratios) if ratios else None
+
+
+def _epochs_by_allocation(
+    history: Sequence[Mapping[str, Any]], epochs: range
+) -> dict[tuple[int, int], tuple[list[Mapping[str, Any]], bool]]:
+    """A trial's epochs in ``epochs`` by allocation (n, memory MB), and whether they are warm:
+    its first epoch on an allocation may have paid a cold start (or a framework's warm-up),
+    so it is left out where a later epoch on that allocation was measured."""
+    seen: set[tuple[int, int]] = set()
+    chosen: dict[tuple[int, int], list[tuple[bool, Mapping[str, Any]]]] = {}
+    for record in history:
+        key = (int(record["n"]), int(record["memory_mb"]))
+        first = key not in seen
+        seen.add(key)
+        if int(record["epoch"]) in epochs:
+            chosen.setdefault(key, []).append((first, record))
+    out = {}
+    for key, entries in chosen.items():
+        warm = [r for first, r in entries if not first]
+        out[key] = (warm or [r for _, r in entries], bool(warm))
+    return out
 
 
 def _interpolated(points: Sequence[tuple[int, float]], memory: float) -> float:
