@@ -12,7 +12,7 @@ import dataclasses
 import json
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,18 +36,19 @@ from faasml.runtime.job_profile import (
 )
 from faasml.runtime.platform import Platform, open_platform
 from faasml.runtime.record import Event, PlanRecord, RunRecord, TrialRecord
-from faasml.runtime.record_json import constraint_json, record_to_json
+from faasml.runtime.record_json import record_to_json
 from faasml.runtime.run_dir import RunDir
+from faasml.runtime.run_inputs import DEFAULT_PROFILE as DEFAULT_PROFILE
+from faasml.runtime.run_inputs import constraint_dict as constraint_dict
+from faasml.runtime.run_inputs import constraint_from_dict as constraint_from_dict
+from faasml.runtime.run_inputs import job_workload as job_workload
+from faasml.runtime.run_inputs import recordable_options
+from faasml.runtime.run_inputs import stores_catalog as stores_catalog
 from faasml.runtime.run_lock import interrupting, interruption, lock_run
 from faasml.runtime.worker import ModelRecipe
 from faasml.sync.stores import open_store
-from faasml.types import Allocation, Constraint, Objective
-from faasml.workload import Workload, load_workload
-from faasml.workloads import Model
+from faasml.types import Allocation, Constraint
 from faasml.workloads.build import build_model, load_data
-from faasml.workloads.data import Dataset
-
-DEFAULT_PROFILE = "lr-higgs"
 
 Progress = Callable[[dict[str, Any]], None]
 Outputs = Callable[[RunDir, RunRecord], object]
@@ -59,59 +60,6 @@ then; always at a stage's end, on a stop and at the run's end. A killed coordina
 of it (the kernel holds what was written); a crash of the machine at most this much of the
 run's progress, never a checkpoint the record on disk names (a replaced checkpoint is deleted
 only after a durable write)."""
-
-
-def job_workload(
-    job: JobSpec, train: Dataset, model: Model, batch_size: int | None = None
-) -> Workload:
-    """The job as the performance model sees it: its real data and model sizes on the compute
-    profile named by ``profile:`` (a shipped profile or a file ``faasml profile`` wrote)."""
-    base = load_workload(job.profile or DEFAULT_PROFILE)
-    return dataclasses.replace(
-        base,
-        name=job.name,
-        dataset_mb=max(train.size_mb, 1e-6),
-        samples=len(train),
-        model_mb=model.size_mb,
-        batch_size=batch_size or job.batch_size,
-    )
-
-
-def constraint_dict(constraint: Constraint) -> dict[str, Any]:
-    return constraint_json(constraint)
-
-
-def constraint_from_dict(data: dict[str, Any]) -> Constraint:
-    return Constraint(data.get("budget_usd"), data.get("deadline_s"), Objective(data["objective"]))
-
-
-def _recordable(options: Mapping[str, Any]) -> dict[str, Any]:
-    """The platform options a resumed run needs again: plain values, none holding a password
-    (a redacted one would only fail on resume)."""
-    from faasml.job.layers import has_password
-
-    return {
-        key: value
-        for key, value in options.items()
-        if isinstance(value, str | int | float | bool)
-        and not (isinstance(value, str) and has_password(value))
-    }
-
-
-def stores_catalog(catalog: Catalog, stores: Mapping[str, str | None]) -> Catalog:
-    """``catalog`` synchronising only through the job's stores (each must be priced there)."""
-    missing = [name for name in stores if name not in catalog.storages]
-    if missing:
-        raise ConfigError(
-            f"the job synchronises through {', '.join(missing)}, but catalog {catalog.name} "
-            f"prices no storage of that name; it offers {', '.join(sorted(catalog.storages))} "
-            "(name the job's stores after them, or point catalog: at one that prices yours)"
-        )
-    if any(url and url.startswith("infinicache:") for url in stores.values()):
-        from faasml.sync.stores.infinicache.runs import priced_catalog
-
-        catalog = priced_catalog(catalog, dict(stores))  # priced by the URL's nodes x memory
-    return catalog.restricted_to(list(stores))
 
 
 class BaseRun:
@@ -169,7 +117,7 @@ class BaseRun:
             constraint=constraint,
             catalog=self.catalog.name,
             platform=job.platform,
-            platform_options=_recordable(platform_options or {}),
+            platform_options=recordable_options(platform_options or {}),
         )
         if not record:  # a new record: what it may run again is the user's own (job_guard)
             sealed = seal_fields(record_to_json(self.record))
