@@ -18,7 +18,6 @@ function keeps its globals), so only cold starts pay for loading them.
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import threading
 import time
@@ -28,9 +27,11 @@ from typing import Any
 import numpy as np
 
 from faasml.runtime.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
-from faasml.sync.schemes import SCHEME_CLASSES
+from faasml.runtime.worker_faults import Fault as Fault
+from faasml.runtime.worker_faults import inject_fault
+from faasml.sync.schemes import SCHEME_CLASSES, SyncScheme
 from faasml.sync.stores import Store, StoreStats, open_store
-from faasml.workloads import Model, context, create_model, create_optimizer
+from faasml.workloads import Model, Optimizer, context, create_model, create_optimizer
 from faasml.workloads.data import Dataset, batch_order, dataset_from_bytes, num_batches
 
 HEARTBEAT_S = 1.0
@@ -49,17 +50,6 @@ class ModelRecipe:
     hyperparameters: dict[str, Any]
     batch_size: int
     seed: int
-
-
-@dataclass(frozen=True)
-class Fault:
-    """A fault to inject (tests and the fault benchmark): the worker's process is killed with
-    SIGKILL at ``round_id``, during computation or during synchronisation."""
-
-    worker_id: int
-    round_id: int
-    during: str = "compute"
-    """'compute' (before the gradient), 'sync' (inside the scheme's reduce) or 'hang'."""
 
 
 @dataclass(frozen=True)
@@ -233,36 +223,57 @@ _HEARTBEAT = Heartbeat()
 """The instance's heartbeat (its thread lives while the instance is warm)."""
 
 
-def _inject(fault: Fault | None, worker_id: int, round_id: int) -> bool:
-    """Apply an injected fault: SIGKILL now ('compute'), SIGKILL 2 ms into the coming reduce
-    ('sync'; True: the caller waits for it once the reduce returns, so that a reduce faster
-    than 2 ms cannot let the worker finish its segment first), or SIGSTOP, a worker that
-    hangs and falls silent ('hang')."""
-    if fault is None or fault.worker_id != worker_id or fault.round_id != round_id:
-        return False
-    if fault.during == "sync":
-        _kill_self_later(0.002)
-        return True
-    if fault.during == "hang":
-        os.kill(os.getpid(), signal.SIGSTOP)
-    else:
-        os.kill(os.getpid(), signal.SIGKILL)
-    return False
-
-
-def _kill_self_later(delay_s: float) -> None:
-    timer = threading.Timer(delay_s, lambda: os.kill(os.getpid(), signal.SIGKILL))
-    timer.daemon = True
-    timer.start()
-
-
 def _stats(stats: StoreStats, before: StoreStats) -> dict[str, int]:
     now = vars(stats)
     return {key: int(now[key] - getattr(before, key)) for key in now}
 
 
+@dataclass
+class _Segment:
+    """A segment's worker as it trains: what it loaded, the model's state, its counters."""
+
+    started: float
+    objects: Store
+    sync_store: Store
+    object_before: StoreStats
+    sync_before: StoreStats
+    data: Dataset
+    cold_load: bool
+    model: Model
+    optimizer: Optimizer
+    scheme: SyncScheme
+    params: Any
+    buffers: Any
+    load_s: float
+    rounds: int
+    """Rounds of a whole epoch (the smallest partition's batches)."""
+    stop: int
+    """The round the segment stops before."""
+    epochs: int
+    round_id: int
+    compute_s: float = 0.0
+    sync_s: float = 0.0
+    loss_sum: float = 0.0
+    samples: int = 0
+
+
 def run_segment(task: WorkerTask) -> SegmentReport:
     """Train rounds [start_batch, stop_batch) of ``task.epoch`` as worker ``task.worker_id``."""
+    seg = _load_segment(task)
+    context.open_context()
+    heartbeat = _HEARTBEAT
+    heartbeat.start(seg.objects, f"{task.namespace}/hb/w{task.worker_id}")
+    try:
+        per_epoch, val = _train_epochs(task, seg, heartbeat)
+    finally:
+        heartbeat.stop()
+    seg.epochs = len(per_epoch) or seg.epochs  # fewer than asked where it diverged
+    return _finish_segment(task, seg, per_epoch, val)
+
+
+def _load_segment(task: WorkerTask) -> _Segment:
+    """The worker's stores, partition, model, optimiser and scheme, from the task's
+    checkpoint (or the seed), and how many rounds and epochs the segment trains."""
     started = time.monotonic()
     if task.threads:
         try:
@@ -284,8 +295,7 @@ def run_segment(task: WorkerTask) -> SegmentReport:
         state = load_checkpoint(objects, task.checkpoint)
         params, buffers = state.params, state.buffers
         optimizer.load_bytes(state.optimizer)
-    size, with_buffers = model.num_params, model.num_buffers > 0
-    if with_buffers:
+    if model.num_buffers > 0:
         model.load_buffers(buffers)
     scheme = SCHEME_CLASSES.get(task.scheme)(
         sync_store, task.n, f"{task.namespace}/sync", timeout_s=task.sync_timeout_s
@@ -295,101 +305,143 @@ def run_segment(task: WorkerTask) -> SegmentReport:
     rounds = num_batches(_smallest_partition(task, len(data)), recipe.batch_size)
     stop = rounds if task.stop_batch is None else min(task.stop_batch, rounds)
     epochs = max(1, task.epochs) if task.start_batch == 0 and stop >= rounds else 1
-    compute_s = sync_s = 0.0
-    loss_sum, samples = 0.0, 0
-    round_id = task.round_id
+    return _Segment(
+        started,
+        objects,
+        sync_store,
+        object_before,
+        sync_before,
+        data,
+        cold_load,
+        model,
+        optimizer,
+        scheme,
+        params,
+        buffers,
+        load_s,
+        rounds,
+        stop,
+        epochs,
+        task.round_id,
+    )
+
+
+def _train_epochs(
+    task: WorkerTask, seg: _Segment, heartbeat: Heartbeat
+) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """The segment's epochs (one, or several whole ones); for several, each one's figures and
+    evaluation, and the last evaluation."""
     per_epoch: list[dict[str, Any]] = []
     val: dict[str, float] = {}
-    context.open_context()
-    heartbeat = _HEARTBEAT
-    heartbeat.start(objects, f"{task.namespace}/hb/w{task.worker_id}")
-    try:
-        for epoch in range(task.epoch, task.epoch + epochs):
-            began, first = time.monotonic(), (compute_s, sync_s, loss_sum, samples)
-            order = batch_order(len(data), seed=recipe.seed * 100_003 + task.worker_id, epoch=epoch)
-            for batch in range(task.start_batch if epoch == task.epoch else 0, stop):
-                heartbeat.round_id = round_id
-                dying = _inject(task.fault, task.worker_id, round_id)
-                first_sample = batch * recipe.batch_size
-                last = len(data) if batch == rounds - 1 else first_sample + recipe.batch_size
-                chosen = order[first_sample:last]
-                t0 = time.monotonic()
-                seed_step(recipe.seed, task.worker_id, round_id)
-                loss, grad = model.loss_and_grad(params, data.features[chosen], data.labels[chosen])
-                vector = np.asarray(grad, dtype=np.float32)
-                if with_buffers:  # the updated buffers travel with the gradient and are averaged
-                    vector = np.concatenate([vector, model.buffers()])
-                t1 = time.monotonic()
-                mean = scheme.reduce(task.worker_id, round_id, vector)
-                while dying:  # the injected kill is on its way: this round is the worker's last
-                    time.sleep(1.0)
-                t2 = time.monotonic()
-                if with_buffers:
-                    buffers = mean[size:]
-                    model.load_buffers(buffers)
-                params = optimizer.step(params, mean[:size])
-                compute_s += (t1 - t0) + (time.monotonic() - t2)
-                sync_s += t2 - t1
-                loss_sum += float(loss) * len(chosen)
-                samples += len(chosen)
-                round_id += 1
-            if epochs == 1:
-                break
-            # An epoch of several ends: worker 0 evaluates it, as a segment's end would.
-            val = _evaluate(task, objects, model, params) if task.worker_id == 0 else {}
-            if with_buffers:  # the next epoch starts from the buffers a checkpoint would hold
-                model.load_buffers(buffers)
-            per_epoch.append(
-                {
-                    "loss_sum": loss_sum - first[2],
-                    "samples": samples - first[3],
-                    "compute_s": compute_s - first[0],
-                    "sync_s": sync_s - first[1],
-                    "elapsed_s": time.monotonic() - began,
-                    "val": val,
-                    "reported": context.close_context(),
-                }
-            )
-            context.open_context()
-            if task.stop_diverged and not np.isfinite(params).all():
-                break  # diverged: the coordinator trains this trial no further
-    finally:
-        heartbeat.stop()
-    epochs = len(per_epoch) or epochs  # fewer than asked where it diverged
-    epoch_done = stop >= rounds
+    for epoch in range(task.epoch, task.epoch + seg.epochs):
+        began, first = time.monotonic(), (seg.compute_s, seg.sync_s, seg.loss_sum, seg.samples)
+        _train_rounds(task, seg, heartbeat, epoch)
+        if seg.epochs == 1:
+            break
+        # An epoch of several ends: worker 0 evaluates it, as a segment's end would.
+        val = _evaluate(task, seg.objects, seg.model, seg.params) if task.worker_id == 0 else {}
+        if (
+            seg.model.num_buffers > 0
+        ):  # the next epoch starts from the buffers a checkpoint would hold
+            seg.model.load_buffers(seg.buffers)
+        per_epoch.append(
+            {
+                "loss_sum": seg.loss_sum - first[2],
+                "samples": seg.samples - first[3],
+                "compute_s": seg.compute_s - first[0],
+                "sync_s": seg.sync_s - first[1],
+                "elapsed_s": time.monotonic() - began,
+                "val": val,
+                "reported": context.close_context(),
+            }
+        )
+        context.open_context()
+        if task.stop_diverged and not np.isfinite(seg.params).all():
+            break  # diverged: the coordinator trains this trial no further
+    return per_epoch, val
+
+
+def _train_rounds(task: WorkerTask, seg: _Segment, heartbeat: Heartbeat, epoch: int) -> None:
+    """The segment's rounds of ``epoch``: each a gradient step, synchronised through the scheme."""
+    recipe, data, model, rounds = task.recipe, seg.data, seg.model, seg.rounds
+    size, with_buffers = model.num_params, model.num_buffers > 0
+    params, buffers, round_id = seg.params, seg.buffers, seg.round_id
+    compute_s, sync_s, loss_sum, samples = seg.compute_s, seg.sync_s, seg.loss_sum, seg.samples
+    order = batch_order(len(data), seed=recipe.seed * 100_003 + task.worker_id, epoch=epoch)
+    for batch in range(task.start_batch if epoch == task.epoch else 0, seg.stop):
+        heartbeat.round_id = round_id
+        dying = inject_fault(task.fault, task.worker_id, round_id)
+        first_sample = batch * recipe.batch_size
+        last = len(data) if batch == rounds - 1 else first_sample + recipe.batch_size
+        chosen = order[first_sample:last]
+        t0 = time.monotonic()
+        seed_step(recipe.seed, task.worker_id, round_id)
+        loss, grad = model.loss_and_grad(params, data.features[chosen], data.labels[chosen])
+        vector = np.asarray(grad, dtype=np.float32)
+        if with_buffers:  # the updated buffers travel with the gradient and are averaged
+            vector = np.concatenate([vector, model.buffers()])
+        t1 = time.monotonic()
+        mean = seg.scheme.reduce(task.worker_id, round_id, vector)
+        while dying:  # the injected kill is on its way: this round is the worker's last
+            time.sleep(1.0)
+        t2 = time.monotonic()
+        if with_buffers:
+            buffers = mean[size:]
+            model.load_buffers(buffers)
+        params = seg.optimizer.step(params, mean[:size])
+        compute_s += (t1 - t0) + (time.monotonic() - t2)
+        sync_s += t2 - t1
+        loss_sum += float(loss) * len(chosen)
+        samples += len(chosen)
+        round_id += 1
+    seg.params, seg.buffers, seg.round_id = params, buffers, round_id
+    seg.compute_s, seg.sync_s, seg.loss_sum, seg.samples = compute_s, sync_s, loss_sum, samples
+
+
+def _finish_segment(
+    task: WorkerTask, seg: _Segment, per_epoch: list[dict[str, Any]], val: dict[str, float]
+) -> SegmentReport:
+    """Worker 0 checkpoints where the segment stopped (and evaluates a single epoch's end);
+    every worker reports its figures."""
+    epoch_done = seg.stop >= seg.rounds
     checkpoint_key: str | None = None
     if task.worker_id == 0:
-        last_epoch = task.epoch + epochs - 1
-        next_epoch, next_batch = (last_epoch + 1, 0) if epoch_done else (task.epoch, stop)
+        last_epoch = task.epoch + seg.epochs - 1
+        next_epoch, next_batch = (last_epoch + 1, 0) if epoch_done else (task.epoch, seg.stop)
         save_checkpoint(
-            objects,
+            seg.objects,
             task.checkpoint_out,
             Checkpoint(
-                params, optimizer.to_bytes(), next_epoch, next_batch, round_id, buffers=buffers
+                seg.params,
+                seg.optimizer.to_bytes(),
+                next_epoch,
+                next_batch,
+                seg.round_id,
+                buffers=seg.buffers,
             ),
         )
         checkpoint_key = task.checkpoint_out
         if epoch_done and not per_epoch:  # one epoch: evaluated here, not in the loop
-            val = _evaluate(task, objects, model, params)
+            val = _evaluate(task, seg.objects, seg.model, seg.params)
     reported = context.close_context()
     return SegmentReport(
         worker_id=task.worker_id,
         epoch=task.epoch,
-        rounds=stop - task.start_batch + (epochs - 1) * rounds,
-        samples=samples,
-        loss_sum=loss_sum,
-        load_s=load_s,
-        compute_s=compute_s,
-        sync_s=sync_s,
-        elapsed_s=time.monotonic() - started,
+        rounds=seg.stop - task.start_batch + (seg.epochs - 1) * seg.rounds,
+        samples=seg.samples,
+        loss_sum=seg.loss_sum,
+        load_s=seg.load_s,
+        compute_s=seg.compute_s,
+        sync_s=seg.sync_s,
+        elapsed_s=time.monotonic() - seg.started,
         epoch_done=epoch_done,
-        batch_size=recipe.batch_size,
-        object_stats=_stats(objects.stats, object_before),
-        sync_stats=_stats(sync_store.stats, sync_before),
+        batch_size=task.recipe.batch_size,
+        object_stats=_stats(seg.objects.stats, seg.object_before),
+        sync_stats=_stats(seg.sync_store.stats, seg.sync_before),
         val=val,
         checkpoint=checkpoint_key,
         pid=os.getpid(),
-        cold_load=cold_load,
+        cold_load=seg.cold_load,
         reported=reported,
         epochs=per_epoch,
     )
