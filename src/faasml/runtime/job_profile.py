@@ -16,14 +16,11 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 import math
-import os
 import statistics
 import tempfile
 import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 from faasml.catalog import Catalog
@@ -40,12 +37,10 @@ from faasml.runtime.contention import (
 from faasml.runtime.coordinator import WORKER_MODULE
 from faasml.runtime.platform import FunctionError, Platform
 from faasml.runtime.probe_calls import MAX_GROUP, ProbeCalls, job_recipes
+from faasml.runtime.profile_cache import cache_dir, cached_profile, epochs_checked, store_profile
 from faasml.runtime.profile_check import (
     RECHECK_MEASURE_S,
-    STALE_THRESHOLD,
     checked_profile,
-    drift_action,
-    epochs_line,
     load_average,
     rechecks,
 )
@@ -105,56 +100,6 @@ def _distinct(values: tuple[Any, ...]) -> list[Any]:
 
 def _size_rank(config: Mapping[str, Any]) -> tuple[float, ...]:
     return tuple(float(v) if isinstance(v, int | float) else 0.0 for v in config.values())
-
-
-def cache_dir() -> Path:
-    """``$FAASML_CACHE/profiles``, else ``$XDG_CACHE_HOME/faasml/profiles`` (~/.cache)."""
-    root = os.environ.get("FAASML_CACHE")
-    if root:
-        return Path(root) / "profiles"
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg) / "faasml" / "profiles"
-
-
-def cached_profile(key: str) -> JobProfile | None:
-    path = cache_dir() / f"{key}.json"
-    try:
-        return JobProfile.from_dict(json.loads(path.read_text()), cached=True)
-    except (OSError, ValueError, TypeError, KeyError):
-        return None
-
-
-def epochs_checked(profile: JobProfile, ratio: float) -> str | None:
-    """The cached ``profile`` after a run's own epochs computed at ``ratio`` times its time
-    per sample: kept within ``STALE_THRESHOLD``; beyond it, its computation rescaled to them
-    in the cache; beyond ``RESCALE_LIMIT``, removed, so that the next run measures the job
-    again. The run's event line; None where kept (or the cache holds another profile now)."""
-    action = drift_action((ratio,), STALE_THRESHOLD)
-    current = cached_profile(profile.key)
-    if action == "kept" or current is None or current.compute_points != profile.compute_points:
-        return None
-    if action == "rescaled":
-        points = tuple((m, s * ratio) for m, s in profile.compute_points)
-        _store_profile(dataclasses.replace(profile, compute_points=points))
-    else:
-        try:
-            (cache_dir() / f"{profile.key}.json").unlink()
-        except OSError:
-            return None
-    return epochs_line(ratio, action)
-
-
-def _store_profile(profile: JobProfile) -> None:
-    profile = dataclasses.replace(profile, check=None)  # a run's re-check stays in its record
-    folder = cache_dir()
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        handle, temp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-        with os.fdopen(handle, "w") as out:
-            json.dump(profile.to_dict(), out, indent=1)
-        os.replace(temp, folder / f"{profile.key}.json")
-    except OSError:  # a read-only home: the profile is still used, just not kept
-        pass
 
 
 def fitting_memory_mb(floor_mb: float, catalog: Catalog) -> int:
@@ -226,70 +171,40 @@ def measure_job(
             check = found.check
             if check is None or check.action != "re-profiled":
                 if check is not None and check.action == "rescaled":
-                    _store_profile(found)
+                    store_profile(found)
                 return found
+    profile = _probed_profile(job, catalog, platform, key, meter, clock)
+    store_profile(profile)
+    return dataclasses.replace(profile, check=check)
+
+
+def _probed_profile(
+    job: JobSpec,
+    catalog: Catalog,
+    platform: Platform,
+    key: str,
+    meter: Meter | None,
+    clock: Callable[[], float] | None,
+) -> JobProfile:
+    """The job measured afresh on ``platform`` (not cached here): footprint, compute,
+    evaluation and checkpoint per size, cold start, dispatch and synchronisation."""
     began = time.monotonic()
-    platform_spec = catalog.platform
     with tempfile.TemporaryDirectory(prefix="faasml-probe-") as folder:
         calls, (train, test), recipes = _probe_calls(
             job, catalog, platform, folder, MEASURE_S, meter, clock
         )
         payload = calls.payload
-        roomy = roomy_memory_mb(catalog)
-        # Side by side at one vCPU's worth, as a stage runs its trials, where the platform's
-        # machine is bounded (the local platform): k functions that fill its vCPUs.
-        try:
-            try:
-                results = calls.call(roomy, calls.group(roomy))
-            except FunctionError as err:
-                if err.kind != "out-of-memory" or roomy >= roomy_memory_mb(catalog, largest=True):
-                    raise
-                roomy = roomy_memory_mb(catalog, largest=True)
-                results = calls.call(roomy, [payload])
-        except FunctionError as err:
-            fits = "; it fits no function of " + catalog.name if err.kind == "out-of-memory" else ""
-            raise ProfilingError(
-                f"job {job.name} could not be measured in a {roomy} MB function "
-                f"({err.kind}: {err}){fits}"
-            ) from None
-        retimed = ""
-        if solo_disturbed(results):  # timed alone slower than side by side: time it again
-            before = float(results[0]["compute_s_per_sample"])
-            results[0] = faster_solo(results[0], calls.call(roomy, [payload])[0])
-            after = float(results[0]["compute_s_per_sample"])
-            retimed = (
-                f"the function timed alone ran slower than the group side by side: timed "
-                f"again, {before * 1e3:.3g} -> {after * 1e3:.3g} ms per sample kept"
-            )
+        roomy, results, retimed = _timed_roomy(job, catalog, calls)
         first = results[0]
         # Two functions synchronising, while the group's are still warm.
         sync, notes = measured_sync(job, catalog, calls.call, roomy, payload, first)
         notes = (*notes, retimed) if retimed else notes
-        delivered, ratio = delivered_vcpus(results, float(platform_spec.vcpus(roomy)), catalog)
-        footprint = float(first["peak_rss_mb"])
-        fit = _round_up(footprint * (1.0 + MEMORY_MARGIN), catalog)
-        if fit > platform_spec.memory_max_mb:
-            raise ProfilingError(
-                f"job {job.name} needs {footprint:.0f} MB (+{MEMORY_MARGIN:.0%}) per function, "
-                f"more than the {platform_spec.memory_max_mb} MB {catalog.name} allows"
-            )
-        points = {roomy: first}
-        one_vcpu = roomy_memory_mb(catalog)
-        sizes = [fit] + ([one_vcpu] if fit < one_vcpu < roomy else [])
-        for size in sizes:
-            if size in points:
-                continue
-            try:
-                points[size] = calls.call(size, [payload])[0]
-            except FunctionError as err:
-                if err.kind != "out-of-memory":
-                    raise ProfilingError(f"the probe of job {job.name} failed: {err}") from None
-                # The base configuration needed more here than the roomy run suggested.
-                footprint = max(footprint, size / (1.0 + MEMORY_MARGIN) + 1)
+        delivered, ratio = delivered_vcpus(results, float(catalog.platform.vcpus(roomy)), catalog)
+        points, fit, footprint = _sized_points(job, catalog, calls, roomy, first)
         warm = calls.round_trips(fit)
         calls.close()
     ordered = sorted(points.items())
-    profile = JobProfile(
+    return JobProfile(
         config_costs=_config_costs(job, first, train, test),
         key=key,
         params=int(first["params"]),
@@ -316,8 +231,70 @@ def measure_job(
         measured_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         load_avg=load_average(),
     )
-    _store_profile(profile)
-    return dataclasses.replace(profile, check=check)
+
+
+def _timed_roomy(
+    job: JobSpec, catalog: Catalog, calls: ProbeCalls
+) -> tuple[int, list[dict[str, Any]], str]:
+    """The probe at one vCPU's worth of memory (the most where it runs out there): its size,
+    the group's results, and a note where the one timed alone was timed again."""
+    payload = calls.payload
+    roomy = roomy_memory_mb(catalog)
+    # Side by side at one vCPU's worth, as a stage runs its trials, where the platform's
+    # machine is bounded (the local platform): k functions that fill its vCPUs.
+    try:
+        try:
+            results = calls.call(roomy, calls.group(roomy))
+        except FunctionError as err:
+            if err.kind != "out-of-memory" or roomy >= roomy_memory_mb(catalog, largest=True):
+                raise
+            roomy = roomy_memory_mb(catalog, largest=True)
+            results = calls.call(roomy, [payload])
+    except FunctionError as err:
+        fits = "; it fits no function of " + catalog.name if err.kind == "out-of-memory" else ""
+        raise ProfilingError(
+            f"job {job.name} could not be measured in a {roomy} MB function "
+            f"({err.kind}: {err}){fits}"
+        ) from None
+    retimed = ""
+    if solo_disturbed(results):  # timed alone slower than side by side: time it again
+        before = float(results[0]["compute_s_per_sample"])
+        results[0] = faster_solo(results[0], calls.call(roomy, [payload])[0])
+        after = float(results[0]["compute_s_per_sample"])
+        retimed = (
+            f"the function timed alone ran slower than the group side by side: timed "
+            f"again, {before * 1e3:.3g} -> {after * 1e3:.3g} ms per sample kept"
+        )
+    return roomy, results, retimed
+
+
+def _sized_points(
+    job: JobSpec, catalog: Catalog, calls: ProbeCalls, roomy: int, first: dict[str, Any]
+) -> tuple[dict[int, dict[str, Any]], int, float]:
+    """The probe's results by memory size (the roomy one, the least that fits the footprint,
+    one vCPU's worth between), the size that fits, and the footprint."""
+    platform_spec, payload = catalog.platform, calls.payload
+    footprint = float(first["peak_rss_mb"])
+    fit = _round_up(footprint * (1.0 + MEMORY_MARGIN), catalog)
+    if fit > platform_spec.memory_max_mb:
+        raise ProfilingError(
+            f"job {job.name} needs {footprint:.0f} MB (+{MEMORY_MARGIN:.0%}) per function, "
+            f"more than the {platform_spec.memory_max_mb} MB {catalog.name} allows"
+        )
+    points = {roomy: first}
+    one_vcpu = roomy_memory_mb(catalog)
+    sizes = [fit] + ([one_vcpu] if fit < one_vcpu < roomy else [])
+    for size in sizes:
+        if size in points:
+            continue
+        try:
+            points[size] = calls.call(size, [payload])[0]
+        except FunctionError as err:
+            if err.kind != "out-of-memory":
+                raise ProfilingError(f"the probe of job {job.name} failed: {err}") from None
+            # The base configuration needed more here than the roomy run suggested.
+            footprint = max(footprint, size / (1.0 + MEMORY_MARGIN) + 1)
+    return points, fit, footprint
 
 
 def _config_costs(job: JobSpec, result: Mapping[str, Any], train: Any, test: Any) -> ConfigCosts:
