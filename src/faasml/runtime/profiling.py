@@ -31,9 +31,9 @@ from faasml.models.sync import item_mb, transfers
 from faasml.runtime.billing import Meter
 from faasml.runtime.coordinator import WORKER_FN, Coordinator
 from faasml.runtime.echo import ECHO_FN
-from faasml.runtime.platform import open_platform
+from faasml.runtime.platform import Platform, open_platform
 from faasml.runtime.worker import ModelRecipe, SegmentReport, WorkerTask, rounds_per_epoch
-from faasml.sync.stores import open_store
+from faasml.sync.stores import Store, open_store
 from faasml.workloads.build import build_model, load_data
 
 PROBE_FN = "faasml.runtime.profiling:probe_store"
@@ -145,107 +145,143 @@ def profile_job(
         # This run's own prefix in the stores: a store shared with other runs (or an earlier
         # profile) may hold keys of the same rounds, which a scheme would read as this run's.
         keys = f"p-{uuid.uuid4().hex[:8]}"
-        colds: list[float] = []
-        warms: list[float] = []
-        overheads: list[float] = []
-        fixed: list[float] = []
-
-        def segment(
-            n: int,
-            memory: int,
-            scheme: str,
-            tag: str,
-            start: str | None = None,
-            count: int = rounds,
-            sync_url: str = sync_url,
-        ) -> list[SegmentReport]:
-            coordinator.prepare_partitions(n)
-            tasks = [
-                WorkerTask(
-                    recipe=recipe,
-                    object_url=objects.url,
-                    sync_url=sync_url,
-                    scheme=scheme,
-                    namespace=f"{keys}/{tag}",
-                    data_prefix=coordinator.data_prefix,
-                    n=n,
-                    worker_id=w,
-                    epoch=0,
-                    start_batch=0,
-                    stop_batch=count,
-                    round_id=0,
-                    checkpoint=start,
-                    checkpoint_out=f"p/ckpt-{tag}",
-                )
-                for w in range(n)
-            ]
-            began = time.monotonic()
-            calls = [platform.invoke(WORKER_FN, task, memory) for task in tasks]
-            reports: list[SegmentReport] = [call.result(timeout=600) for call in calls]
-            wall = time.monotonic() - began
-            busy = max(r.compute_s + r.sync_s for r in reports)
-            overheads.append(max(wall - busy, 0.0))
-            for call in calls:
-                if call.billed is not None and call.billed.cold:
-                    # Catalogs state the cold start at one vCPU; where a start runs under the
-                    # CPU share, a start measured at a smaller share is scaled back to it.
-                    share = 1.0
-                    if catalog.platform.cold_start_scales_with_cpu:
-                        share = min(1.0, float(catalog.platform.vcpus(memory)))
-                    colds.append(call.billed.init_s * share)
-            objects.delete(f"{keys}/{tag}/")
-            with open_store(sync_url) as sync:  # the last round's keys stay otherwise
-                sync.delete(f"{keys}/{tag}/")
-            return reports
-
+        prober = _Prober(catalog, platform, coordinator, objects, recipe, keys, rounds, sync_url)
         epoch_rounds = rounds_per_epoch(len(train), 1, job.batch_size)
         for memory in sizes:
-            # The first run starts the function and loads the data; the second runs long
-            # enough (MEASURE_S of computation) to span many CPU-quota periods.
-            warm = segment(1, memory, "allreduce", f"warm-{memory}")[0]
-            per_round = warm.compute_s / max(warm.rounds, 1)
-            count = min(epoch_rounds, max(rounds, math.ceil(MEASURE_S / max(per_round, 1e-6))))
-            overheads.clear()
-            report = segment(1, memory, "allreduce", f"u-{memory}", f"p/ckpt-warm-{memory}", count)[
-                0
-            ]
-            fixed.extend(overheads)
-            per_mb = report.compute_s / max(report.samples * mb_per_sample, 1e-12)
-            result.compute_points.append((memory, per_mb))
+            result.compute_points.append(prober.compute_point(memory, epoch_rounds, mb_per_sample))
+        warms: list[float] = []
         for _ in range(5):
             start = time.monotonic()
             platform.invoke(ECHO_FN, 0, sizes[0]).result(timeout=60)
             warms.append(time.monotonic() - start)
         model_mb = build_model(job.model, train.input_shape, train.num_classes).size_mb
         for name, url in urls.items():
-            probe = platform.invoke(PROBE_FN, {"url": url, "prefix": f"{keys}/probe"}, sizes[0])
-            measured = probe.result(timeout=600)
-            store = StoreProfile(measured["latency_s"], measured["bandwidth_mbps"])
-            fitted: dict[str, list[float]] = {}
-            for n in counts:
-                for scheme in catalog.storage(name).schemes:
-                    tag = f"{name}-{n}-{scheme}"
-                    warm_up = segment(n, sizes[0], scheme, f"w-{tag}", sync_url=url)
-                    busy = max(r.compute_s + r.sync_s for r in warm_up) / max(warm_up[0].rounds, 1)
-                    limit = rounds_per_epoch(len(train), n, job.batch_size)
-                    count = min(limit, max(rounds, math.ceil(MEASURE_S / max(busy, 1e-6))))
-                    reports = segment(n, sizes[0], scheme, f"s-{tag}", None, count, url)
-                    per_round = max(r.sync_s for r in reports) / max(reports[0].rounds, 1)
-                    store.sync_s_per_round[f"n={n} {scheme}"] = per_round
-                    steps = float(transfers(scheme, n))
-                    item = float(item_mb(scheme, n, model_mb))
-                    ell = max(per_round / steps - item / store.bandwidth_mbps, 0.0)
-                    fitted.setdefault(scheme, []).append(ell)
-            every = [ell for values in fitted.values() for ell in values]
-            store.sync_latency_s = statistics.median(every) if every else store.latency_s
-            store.scheme_latency_s = {s: statistics.median(v) for s, v in fitted.items()}
-            result.stores[name] = store
+            limits = tuple((n, rounds_per_epoch(len(train), n, job.batch_size)) for n in counts)
+            result.stores[name] = prober.measure_store(name, url, limits, sizes[0], model_mb)
+        colds, fixed = prober.colds, prober.fixed
         result.cold_start_s = statistics.median(colds) if colds else 0.0
         result.warm_start_s = statistics.median(warms)
         result.invocation_overhead_s = statistics.median(fixed) if fixed else result.warm_start_s
         coordinator.close()
     objects.close()
     return result
+
+
+@dataclass
+class _Prober:
+    """A profiling run's open platform, coordinator and stores, and what its segments measured
+    besides their rounds (cold starts, per-invocation overheads)."""
+
+    catalog: Catalog
+    platform: Platform
+    coordinator: Coordinator
+    objects: Store
+    recipe: ModelRecipe
+    keys: str
+    """This run's own key prefix in the stores."""
+    rounds: int
+    sync_url: str
+    """The store a segment synchronises through unless told another."""
+    colds: list[float] = field(default_factory=list)
+    overheads: list[float] = field(default_factory=list)
+    fixed: list[float] = field(default_factory=list)
+    """The overheads of the u(m) segments (the catalog's per-invocation latency)."""
+
+    def segment(
+        self,
+        n: int,
+        memory: int,
+        scheme: str,
+        tag: str,
+        start: str | None = None,
+        count: int | None = None,
+        sync_url: str | None = None,
+    ) -> list[SegmentReport]:
+        """Run ``count`` rounds (``rounds``) in ``n`` functions of ``memory``; their reports."""
+        catalog, platform, objects = self.catalog, self.platform, self.objects
+        sync_url = self.sync_url if sync_url is None else sync_url
+        self.coordinator.prepare_partitions(n)
+        tasks = [
+            WorkerTask(
+                recipe=self.recipe,
+                object_url=objects.url,
+                sync_url=sync_url,
+                scheme=scheme,
+                namespace=f"{self.keys}/{tag}",
+                data_prefix=self.coordinator.data_prefix,
+                n=n,
+                worker_id=w,
+                epoch=0,
+                start_batch=0,
+                stop_batch=self.rounds if count is None else count,
+                round_id=0,
+                checkpoint=start,
+                checkpoint_out=f"p/ckpt-{tag}",
+            )
+            for w in range(n)
+        ]
+        began = time.monotonic()
+        calls = [platform.invoke(WORKER_FN, task, memory) for task in tasks]
+        reports: list[SegmentReport] = [call.result(timeout=600) for call in calls]
+        wall = time.monotonic() - began
+        busy = max(r.compute_s + r.sync_s for r in reports)
+        self.overheads.append(max(wall - busy, 0.0))
+        for call in calls:
+            if call.billed is not None and call.billed.cold:
+                # Catalogs state the cold start at one vCPU; where a start runs under the
+                # CPU share, a start measured at a smaller share is scaled back to it.
+                share = 1.0
+                if catalog.platform.cold_start_scales_with_cpu:
+                    share = min(1.0, float(catalog.platform.vcpus(memory)))
+                self.colds.append(call.billed.init_s * share)
+        objects.delete(f"{self.keys}/{tag}/")
+        with open_store(sync_url) as sync:  # the last round's keys stay otherwise
+            sync.delete(f"{self.keys}/{tag}/")
+        return reports
+
+    def compute_point(
+        self, memory: int, epoch_rounds: int, mb_per_sample: float
+    ) -> tuple[int, float]:
+        """u(m) at ``memory``: (memory MB, seconds of computation per MB of training data)."""
+        # The first run starts the function and loads the data; the second runs long
+        # enough (MEASURE_S of computation) to span many CPU-quota periods.
+        warm = self.segment(1, memory, "allreduce", f"warm-{memory}")[0]
+        per_round = warm.compute_s / max(warm.rounds, 1)
+        count = min(epoch_rounds, max(self.rounds, math.ceil(MEASURE_S / max(per_round, 1e-6))))
+        self.overheads.clear()
+        report = self.segment(
+            1, memory, "allreduce", f"u-{memory}", f"p/ckpt-warm-{memory}", count
+        )[0]
+        self.fixed.extend(self.overheads)
+        return memory, report.compute_s / max(report.samples * mb_per_sample, 1e-12)
+
+    def measure_store(
+        self, name: str, url: str, limits: tuple[tuple[int, int], ...], memory: int, model_mb: float
+    ) -> StoreProfile:
+        """The store ``name`` at ``url``: its latency and bandwidth from inside a function, and
+        each scheme's rounds at each function count of ``limits`` ((n, rounds of an epoch)),
+        with the latency per transfer fitted from them (eq. 3 solved for ℓ)."""
+        probe = self.platform.invoke(PROBE_FN, {"url": url, "prefix": f"{self.keys}/probe"}, memory)
+        measured = probe.result(timeout=600)
+        store = StoreProfile(measured["latency_s"], measured["bandwidth_mbps"])
+        fitted: dict[str, list[float]] = {}
+        for n, limit in limits:
+            for scheme in self.catalog.storage(name).schemes:
+                tag = f"{name}-{n}-{scheme}"
+                warm_up = self.segment(n, memory, scheme, f"w-{tag}", sync_url=url)
+                busy = max(r.compute_s + r.sync_s for r in warm_up) / max(warm_up[0].rounds, 1)
+                count = min(limit, max(self.rounds, math.ceil(MEASURE_S / max(busy, 1e-6))))
+                reports = self.segment(n, memory, scheme, f"s-{tag}", None, count, url)
+                per_round = max(r.sync_s for r in reports) / max(reports[0].rounds, 1)
+                store.sync_s_per_round[f"n={n} {scheme}"] = per_round
+                steps = float(transfers(scheme, n))
+                item = float(item_mb(scheme, n, model_mb))
+                ell = max(per_round / steps - item / store.bandwidth_mbps, 0.0)
+                fitted.setdefault(scheme, []).append(ell)
+        every = [ell for values in fitted.values() for ell in values]
+        store.sync_latency_s = statistics.median(every) if every else store.latency_s
+        store.scheme_latency_s = {s: statistics.median(v) for s, v in fitted.items()}
+        return store
 
 
 def _store_urls(job: JobSpec, folder: Path, cleanup: contextlib.ExitStack) -> dict[str, str]:
