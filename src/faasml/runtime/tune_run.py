@@ -21,6 +21,7 @@ from faasml.runtime.calibration import REPLAN_DELTA, Calibration, moved, trial_f
 from faasml.runtime.config_cost import factor, mean_factor
 from faasml.runtime.coordinator import Coordinator, Prewarm, TrialState
 from faasml.runtime.estimates import coordinator_seconds
+from faasml.runtime.events import StageEnd
 from faasml.runtime.profile_record import JobProfile
 from faasml.runtime.ranking import diverged_line, is_diverged, ranked
 from faasml.runtime.record import Best, Estimate, PlanRecord, StageRecord
@@ -182,6 +183,7 @@ class TuneRun(BaseRun):
                 want = warm_after(self.plan_catalog, self.workload, ahead, following.trials)
                 then = Prewarm(ahead, want)
             coordinator.run(alive, allocation, until, then)
+            self._send_results()  # every epoch of the stage, before its end
             ended = self._elapsed()
             self._prewarmed = {} if then is None else {then.allocation.memory_mb: then.started}
             if then is not None and then.started:
@@ -218,6 +220,24 @@ class TuneRun(BaseRun):
             self.record.stage = index + 1
             self.save()
             stages[index].measured_between_s = self._elapsed() - ended
+            self._stage_ended(index, alive)
+
+    def _stage_ended(self, index: int, trials: list[TrialState]) -> None:
+        """``on_stage_end`` for stage ``index`` (its record written): the trials it kept and
+        pruned, and what it cost."""
+        assert self.record.plan is not None  # the run follows one
+        stage = self.record.plan.stages[index]
+        self.events.stage_end(
+            StageEnd(
+                stage=index + 1,
+                stages=len(self.record.plan.stages),
+                kept=tuple(t.trial_id for t in trials if t.status == "done"),
+                pruned=tuple(t.trial_id for t in trials if t.status == "pruned"),
+                stage_usd=stage.measured.cost_usd if stage.measured is not None else 0.0,
+                spent_usd=self.meter.total_usd,
+                elapsed_s=self._elapsed(),
+            )
+        )
 
     def _best_lost(self) -> None:
         """The best trial so far failed mid-stage: the best of the rest."""
