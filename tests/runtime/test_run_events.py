@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -137,10 +138,14 @@ def test_fit_prints_nothing_by_default(tmp_path: Path, capsys: pytest.CaptureFix
 
 def test_restore_finishes_an_interrupted_run_as_faasml_resume_does(tmp_path: Path) -> None:
     run_dir, copy = tmp_path / "run", tmp_path / "copy"
+    watched = Recorder()
     with pytest.raises(RunInterrupted):
-        _tuner(run_dir, StopAtFirstResult()).fit()
+        _tuner(run_dir, StopAtFirstResult(), watched).fit()
     stopped = json.loads((run_dir / "record.json").read_text())
     assert stopped["status"] == "interrupted"
+    end = watched.events[-1]  # the run's end is sent however it ends
+    assert isinstance(end, faasml.RunEnd)
+    assert (end.status, end.reason) == ("interrupted", "Ctrl-C")
     assert any(t["history"] for t in stopped["trials"])
     shutil.copytree(run_dir, copy)
 
@@ -173,6 +178,52 @@ def test_restore_finishes_an_interrupted_run_as_faasml_resume_does(tmp_path: Pat
     assert json.loads((run_dir / "record.json").read_text()) == restored
     assert again.get_best_result().trial_id == restored["best"]["trial"]
     assert len(again) == 4
+    with pytest.raises(ConfigError, match="not a training function"):
+        faasml.Tuner.restore(run_dir, trainable=linear_fn)
+
+
+def linear_fn(config: dict[str, Any], ctx: Any) -> faasml.TorchTrainable:
+    """A linear classifier of 8x8 images, trained with SGD."""
+    return _classifier(config, bias=True)
+
+
+def other_fn(config: dict[str, Any], ctx: Any) -> faasml.TorchTrainable:
+    """Not the function a run recorded: another model."""
+    return _classifier(config, bias=False)
+
+
+def _classifier(config: dict[str, Any], bias: bool) -> faasml.TorchTrainable:
+    import torch
+
+    from faasml.workloads.data import images
+
+    data = images(160, classes=3, size=8, channels=1, seed=3)
+    net = torch.nn.Sequential(
+        torch.nn.Flatten(), torch.nn.Linear(64 * config["scale"], 3, bias=bias)
+    )
+    train, test = (data.features[:120], data.labels[:120]), (data.features[120:], data.labels[120:])
+    return faasml.TorchTrainable(model=net, train=train, test=test, lr=config["lr"])
+
+
+def test_restore_of_a_training_function_checks_it_and_gives_configs_by_name(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("torch")
+    run_dir = tmp_path / "run"
+    config = faasml.TuneConfig(budget=0.05, num_samples=2, callbacks=[StopAtFirstResult()])
+    space = {"lr": {"loguniform": [0.01, 0.1]}, "scale": 1}
+    settings = {"batch_size": 20, "tuning.stages": 1, "tuning.epochs_per_stage": 2}
+    tuner = faasml.Tuner(linear_fn, space, tune_config=config, settings=settings, run_dir=run_dir)
+    with pytest.raises(RunInterrupted):
+        tuner.fit()
+    with pytest.raises(ConfigError, match="not the training function the run"):
+        faasml.Tuner.restore(run_dir, trainable=other_fn)
+    grid = faasml.Tuner.restore(run_dir, trainable=linear_fn).fit()
+    assert grid.record.status == "finished"
+    assert all(t.epochs_done == 2 for t in grid.record.trials)
+    for result in grid.results:  # by the names the function reads, as fit gives them
+        assert set(result.config) == {"lr", "scale"} and result.config["scale"] == 1
+        assert 0.01 <= result.config["lr"] <= 0.1
 
 
 def test_restore_refuses_what_it_cannot_continue(tmp_path: Path) -> None:
