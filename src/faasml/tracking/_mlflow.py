@@ -54,6 +54,7 @@ class MLflowCallback(RunCallback):
         self._run_dir = str(Path(event.run_dir).resolve())
         self._run_key = hashlib.sha256(self._run_dir.encode()).hexdigest()[:16]
         self._job = event.job
+        self._runs = {}  # a callback given to several runs logs each into its own
         if event.resumed:  # the trials' MLflow runs the run made before it stopped
             query = f"tags.`faasml.run` = '{self._run_key}'"
             for run in client.search_runs([self._experiment], filter_string=query):

@@ -29,15 +29,15 @@ class TensorBoardCallback(RunCallback):
         self._tbx = optional_import("tensorboardX", "tensorboard")
         self._summary = optional_import("tensorboardX.summary", "tensorboard")
         self.logdir = None if logdir is None else Path(logdir)
+        self._folder = self.logdir or Path("tensorboard")
         self._writers: dict[int, Any] = {}
 
     def on_run_start(self, event: RunStart) -> None:
-        if self.logdir is None:
-            self.logdir = Path(event.run_dir) / "tensorboard"
+        self._folder = self.logdir or Path(event.run_dir) / "tensorboard"
 
     def _writer(self, trial_id: int) -> Any:
         if trial_id not in self._writers:
-            folder = (self.logdir or Path("tensorboard")) / f"trial-{trial_id}"
+            folder = self._folder / f"trial-{trial_id}"
             self._writers[trial_id] = self._tbx.SummaryWriter(logdir=str(folder))
         return self._writers[trial_id]
 
