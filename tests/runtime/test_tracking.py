@@ -94,7 +94,7 @@ def test_mlflow_and_tensorboard_hold_every_trial_of_a_run(tmp_path: Path) -> Non
         assert run.data.metrics["cost_usd"] > 0
 
     for trial_id, trial in trials.items():
-        events = _event_records(logs / f"trial-{trial_id}")
+        events = _event_records(logs / "run" / f"trial-{trial_id}")
         scalars = _scalars(events)
         assert [step for step, _ in scalars["val_loss"]] == [h["epoch"] for h in trial.history]
         for (_, value), epoch in zip(scalars["val_loss"], trial.history, strict=True):

@@ -20,7 +20,8 @@ def hparam_value(value: Any) -> bool | int | float | str:
 
 class TensorBoardCallback(RunCallback):
     """Writes TensorBoard event files with tensorboardX (``pip install 'faasml[tensorboard]'``):
-    under ``logdir`` (default ``<run_dir>/tensorboard``), a folder per trial with each epoch's
+    under ``<logdir>/<run dir's name>`` (default ``<run_dir>/tensorboard``), a folder per
+    trial with each epoch's
     metrics (step: the epoch) and ``cost_usd``, and, once the run has ended, the trial's
     configuration and last metric as hparams. A run interrupted writes no hparams: its
     restore does."""
@@ -33,7 +34,10 @@ class TensorBoardCallback(RunCallback):
         self._writers: dict[int, Any] = {}
 
     def on_run_start(self, event: RunStart) -> None:
-        self._folder = self.logdir or Path(event.run_dir) / "tensorboard"
+        """A log folder given holds the runs side by side (``<logdir>/<run dir's name>``)."""
+        run_dir = Path(event.run_dir)
+        given = self.logdir
+        self._folder = run_dir / "tensorboard" if given is None else given / run_dir.name
 
     def _writer(self, trial_id: int) -> Any:
         if trial_id not in self._writers:
