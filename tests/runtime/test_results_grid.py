@@ -104,7 +104,7 @@ def test_get_best_result_takes_any_metric_and_mode(by_mode: dict[str, ResultGrid
     assert worst.metrics["val_accuracy"] == min(r.metrics["val_accuracy"] for r in grid)
     with pytest.raises(ConfigError, match=r"no trial reported the metric 'f1'; .*accuracy"):
         grid.get_best_result("f1", "max")
-    with pytest.raises(ConfigError, match="mode is missing: .*'evaluated_samples'"):
+    with pytest.raises(ConfigError, match=r"mode is missing: .*'evaluated_samples'"):
         grid.get_best_result("evaluated_samples")
     with pytest.raises(ConfigError, match="the value of mode is 'up'"):
         grid.get_best_result(mode="up")
@@ -191,7 +191,7 @@ def test_load_checkpoint_gives_the_runs_evaluation(by_norm: ResultGrid) -> None:
     with pytest.raises(ConfigError, match=r"does not match checkpoint .*: it has \d+ param") as e:
         faasml.load_checkpoint(best, _net(5))
     assert "\n" not in str(e.value)
-    with pytest.raises(ConfigError, match="must be a torch.nn.Module"):
+    with pytest.raises(ConfigError, match=r"must be a torch\.nn\.Module"):
         faasml.load_checkpoint(best, "net")
 
 
