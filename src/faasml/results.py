@@ -52,6 +52,9 @@ class TrialCheckpoint:
         with open_store(f"embedded://{folder}") as store:
             return read(store, self.key)
 
+    def __str__(self) -> str:
+        return self.key
+
 
 @dataclass(frozen=True)
 class Result:
@@ -271,19 +274,17 @@ class ResultGrid:
 
 
 def _user_config(job: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
-    """A trial's configuration by the names its author wrote: a training function's plain
-    names (its constants included; ``batch_size`` is faasml's, not in ``config``), a job's
-    dotted paths."""
+    """A trial's configuration by the names its author wrote (as ``Tuner.user_config``): a
+    training function's plain names, its constants included; a job's dotted paths."""
     from faasml.workloads.function_model import FACTORY
 
     model = job.get("model")
     if not isinstance(model, Mapping) or model.get("name") != FACTORY:
         return dict(config)
     prefix = "model.config."
-    searched = {k[len(prefix) :]: v for k, v in config.items() if k.startswith(prefix)}
+    named = {k.removeprefix(prefix): v for k, v in config.items()}
     constants = model.get("config")
-    base = dict(constants) if isinstance(constants, Mapping) else {}
-    return {**base, **searched}
+    return {**(dict(constants) if isinstance(constants, Mapping) else {}), **named}
 
 
 def load_checkpoint(result: Result | TrialCheckpoint, model: Any = None) -> Any:

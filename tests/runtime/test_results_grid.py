@@ -113,6 +113,19 @@ def test_get_best_result_takes_any_metric_and_mode(by_mode: dict[str, ResultGrid
     assert reopened.get_best_result().trial_id == grid.get_best_result().trial_id
 
 
+def test_a_metric_no_trial_reports_ranks_each_last_with_the_reason(tmp_path: Path) -> None:
+    config = faasml.TuneConfig(budget=0.05, num_samples=2, stages=1, metric="f1", mode="max")
+    grid = faasml.Tuner(from_mapping(JOB), tune_config=config, run_dir=tmp_path).fit()
+    events = [e.text for e in grid.record.events if "reported no" in e.text]
+    assert events == [
+        f"trial {i} reported no 'f1' (it reported: accuracy, evaluated_samples, loss, "
+        "val_accuracy, val_loss); ranked last"
+        for i in (0, 1)
+    ]
+    with pytest.raises(ConfigError, match="no trial reported the metric 'f1'"):
+        grid.get_best_result()
+
+
 # ---------------------------------------------------------------- a training function
 
 torch = pytest.importorskip("torch")
@@ -172,6 +185,9 @@ def test_a_metric_the_model_reports_ranks_and_prunes(by_norm: ResultGrid) -> Non
     assert best.trial_id == min(norms, key=lambda i: norms[i] or math.inf)
     assert grid.record.best is not None and grid.record.best.value == norms[best.trial_id]
     assert "weight_norm" in grid.get_dataframe().columns
+    reopened = ResultGrid.from_path(grid.run_dir)  # a function's configurations by its names
+    assert [r.config for r in reopened] == [r.config for r in grid]
+    assert set(grid[0].config) == {"lr", "width"}
 
 
 def test_load_checkpoint_gives_the_runs_evaluation(by_norm: ResultGrid) -> None:
