@@ -1,4 +1,4 @@
-"""Ranking trials by their validation metric, and telling a diverged trial (pure).
+"""Ranking trials by their metric in its mode, and telling a diverged trial (pure).
 
 A trial diverged at the first epoch whose training loss, validation loss or validation
 accuracy is NaN or infinite: it ranks last whatever the metric's mode (a NaN compares false
