@@ -54,6 +54,7 @@ ROOT_UNITS = {
     "_gzip": "base",
     "searchspace": "job",
     "api_restore": "api",
+    "results": "api",
 }
 """Root modules that belong to a unit of another name (the rest are units of their own)."""
 

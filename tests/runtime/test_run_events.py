@@ -231,3 +231,34 @@ def test_restore_refuses_what_it_cannot_continue(tmp_path: Path) -> None:
         faasml.TuneConfig(budget=1, callbacks=["print"])  # type: ignore[list-item]
     with pytest.raises(faasml.FaasmlError, match=str(tmp_path / "none")):
         faasml.Tuner.restore(tmp_path / "none")
+
+
+def test_a_reported_ranking_metric_is_the_result_value_and_lines_stay_within_80() -> None:
+    """Pure: the events of trials whose history names a metric the model reported."""
+    from faasml.catalog import load_catalog
+    from faasml.reports.trial_lines import trial_line
+    from faasml.runtime.billing import Charge, Meter
+    from faasml.runtime.events import RunEvents
+    from faasml.runtime.trial import TrialState
+
+    name = "a_metric_name_far_longer_than_any_column_allows_" * 2
+    epoch = {"epoch": 1, "loss": 0.7, "val_loss": 0.6, "t_s": 1.0, "reported": {name: 12345.678}}
+    trials = [TrialState(7, {"lr": 0.1}, history=[epoch], status="diverged")]
+    meter = Meter(load_catalog("local"), [Charge(0.5, "function", 0.25, trial=7)])
+    sent: list[faasml.TrialResult] = []
+
+    class Keep(faasml.RunCallback):
+        def on_trial_result(self, event: faasml.TrialResult) -> None:
+            sent.append(event)
+
+    events = RunEvents([Keep()], note=lambda text: None)
+    events.start("run", "job", "tune", name, "max", trials)
+    assert sent == []  # epochs held before the start are a resumed run's: not sent
+    trials[0].history.append({**epoch, "epoch": 2, "t_s": 2.0})
+    events.results(trials, meter, stage=1, metric=name, elapsed_s=2.0)
+    events.results(trials, meter, stage=1, metric=name, elapsed_s=2.0)  # nothing new
+    assert [(r.trial_id, r.epoch, r.metric, r.value) for r in sent] == [(7, 2, name, 12345.678)]
+    assert sent[0].cost_usd == 0.25
+    line = trial_line(sent[0])
+    assert len(line) <= 80
+    assert line.startswith("trial 7  epoch 2  a_metric_name_far_longe… 1.235e+04  $0.2500  div")

@@ -263,9 +263,9 @@ def _execute(run: BaseRun) -> int:
         out.print(f"[{style}]{escape(line)}[/]" if style else escape(line), soft_wrap=True)
     best = record.best
     if best is not None:
-        value = best.val_loss
-        shown = f"{value:.4g}" if isinstance(value, float) else str(value)
+        from faasml.reports.results_report import best_figure
+
         config = {k: round(v, 4) if isinstance(v, float) else v for k, v in best.config.items()}
-        out.print(escape(f"Best: trial {best.trial} {config} — validation loss {shown}"))
+        out.print(escape(f"Best: trial {best.trial} {config} — {best_figure(best)}"))
     out.print(escape(f"Report: {run.dir.path / 'report.md'}"))
     return exit_code(record)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from faasml.runtime.billing import Meter
-from faasml.runtime.ranking import metric_mode
+from faasml.runtime.ranking import metric_value
 from faasml.runtime.record import Best, RunRecord
 from faasml.runtime.run_lock import interrupting, interruption
 from faasml.runtime.trial import TrialState
@@ -39,14 +39,11 @@ class RunStart:
     kind: str
     """'tune' or 'train'."""
     metric: str
-    """The job's ranking metric ('loss' or 'accuracy')."""
+    """The job's ranking metric ('loss', 'accuracy' or a reported metric's name)."""
+    mode: str
+    """'min' or 'max': how ``metric`` ranks."""
     resumed: bool
     """A run continued from its record: the epochs it had run are not sent again."""
-
-    @property
-    def mode(self) -> str:
-        """'min' or 'max': how ``metric`` ranks."""
-        return metric_mode(self.metric)
 
 
 @dataclass(frozen=True)
@@ -125,11 +122,14 @@ class RunCallback:
 
 
 def shown_metric(metric: str, metrics: Mapping[str, Any]) -> str:
-    """The key of an epoch's metrics the run's ``metric`` ranks by (``ranking.metric_value``):
-    val_accuracy for accuracy, else val_loss, or the training loss without a test set."""
+    """The key of an epoch's metrics that holds the run's ranking ``metric``: val_accuracy
+    for accuracy, val_loss for loss (the training loss without a test set), else the
+    metric's own name."""
     if metric == "accuracy":
         return "val_accuracy"
-    return "val_loss" if metrics.get("val_loss") is not None else "loss"
+    if metric == "loss":
+        return "val_loss" if metrics.get("val_loss") is not None else "loss"
+    return metric
 
 
 def epoch_metrics(record: Mapping[str, Any]) -> dict[str, float]:
@@ -167,10 +167,13 @@ class RunEvents:
         """Charges summed into ``_costs`` so far."""
         self._last: dict[int, TrialResult] = {}
 
-    def start(self, event: RunStart, trials: Iterable[TrialState]) -> None:
+    def start(
+        self, run_dir: str, job: str, kind: str, metric: str, mode: str, trials: list[TrialState]
+    ) -> None:
         """The run begins; epochs its trials already hold (a resumed run) are not sent."""
         self._sent = {t.trial_id: len(t.history) for t in trials}
-        self._call("on_run_start", event)
+        resumed = any(t.history for t in trials)
+        self._call("on_run_start", RunStart(run_dir, job, kind, metric, mode, resumed))
 
     def results(
         self, trials: Iterable[TrialState], meter: Meter, stage: int, metric: str, elapsed_s: float
@@ -202,6 +205,9 @@ class RunEvents:
         """Epoch ``index`` of ``trial``'s history as a result (its status as it is now)."""
         record = trial.history[index]
         metrics = epoch_metrics(record)
+        key, value = shown_metric(metric, metrics), metric_value(record, metric)
+        if key not in metrics and value is not None:  # a metric evaluated as val_<name>
+            metrics[key] = value
         return TrialResult(
             trial_id=trial.trial_id,
             config=dict(trial.config),
@@ -212,7 +218,7 @@ class RunEvents:
             cost_usd=self._costs.get(trial.trial_id, 0.0),
             spent_usd=spent_usd,
             elapsed_s=elapsed_s,
-            metric=shown_metric(metric, metrics),
+            metric=key,
         )
 
     def stage_end(self, event: StageEnd) -> None:

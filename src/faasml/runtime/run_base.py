@@ -25,7 +25,7 @@ from faasml.runtime.calibration import compute_ratio
 from faasml.runtime.config_cost import factor
 from faasml.runtime.coordinator import Coordinator, CoordinatorOptions, TrialFault, TrialState
 from faasml.runtime.estimates import coordinator_seconds
-from faasml.runtime.events import RunCallback, RunEvents, RunStart
+from faasml.runtime.events import RunCallback, RunEvents
 from faasml.runtime.job_guard import seal_fields, source_path
 from faasml.runtime.job_profile import (
     MAX_GROUP,
@@ -36,6 +36,7 @@ from faasml.runtime.job_profile import (
     platform_options_for,
 )
 from faasml.runtime.platform import Platform, open_platform
+from faasml.runtime.ranking import metric_mode
 from faasml.runtime.record import Event, PlanRecord, RunRecord, TrialRecord
 from faasml.runtime.record_json import record_to_json
 from faasml.runtime.run_dir import RunDir
@@ -399,6 +400,12 @@ class BaseRun:
         """The job's ranking metric ('loss' for a job that does not tune)."""
         return self.job.tuning.metric if self.job.tuning is not None else "loss"
 
+    def _start_events(self) -> None:
+        """``on_run_start`` (a resumed run's epochs so far are not sent again)."""
+        metric, tuning = self._metric(), self.job.tuning
+        mode = metric_mode(metric, tuning.mode if tuning is not None else None)
+        self.events.start(str(self.dir.path), self.job.name, self.kind, metric, mode, self.trials)
+
     def _send_results(self) -> None:
         """The epochs committed since the last call, to the callbacks (``runtime.events``)."""
         if self.events.callbacks:
@@ -422,10 +429,7 @@ class BaseRun:
         record. Its ``outputs`` (report, curves, plots) are written before the record says how
         the run ended; a Ctrl-C or a full disk leaves it 'interrupted', to resume."""
         with lock_run(self.dir.path):
-            metric = self._metric()
-            resumed = any(t.history for t in self.trials)
-            start = RunStart(str(self.dir.path), self.job.name, self.kind, metric, resumed)
-            self.events.start(start, self.trials)
+            self._start_events()
             try:
                 record = self._execute()
             except BaseException as err:
@@ -436,11 +440,9 @@ class BaseRun:
 
     def _run_end(self, err: BaseException | None) -> None:
         """``on_run_end`` with how the run ended (``err``: what stopped it, if anything)."""
-        noted = len(self.record.events)
+        noted, path = len(self.record.events), str(self.dir.path)
         if self.events.callbacks:
-            self.events.run_end(
-                self.trials, self.meter, self.record, err, str(self.dir.path), self._metric()
-            )
+            self.events.run_end(self.trials, self.meter, self.record, err, path, self._metric())
         if err is None and len(self.record.events) > noted:  # a callback failed: recorded too
             self.save()
 
