@@ -218,8 +218,11 @@ def test_restore_of_a_training_function_checks_it_and_gives_configs_by_name(
         tuner.fit()
     with pytest.raises(ConfigError, match="not the training function the run"):
         faasml.Tuner.restore(run_dir, trainable=other_fn)
-    grid = faasml.Tuner.restore(run_dir, trainable=linear_fn).fit()
+    recorder = Recorder()
+    grid = faasml.Tuner.restore(run_dir, trainable=linear_fn, callbacks=[recorder]).fit()
     assert grid.record.status == "finished"
+    results = [e for e in recorder.events if isinstance(e, faasml.TrialResult)]
+    assert results and all(set(r.config) == {"lr", "scale"} for r in results)
     assert all(t.epochs_done == 2 for t in grid.record.trials)
     for result in grid.results:  # by the names the function reads, as fit gives them
         assert set(result.config) == {"lr", "scale"} and result.config["scale"] == 1

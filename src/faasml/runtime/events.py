@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from faasml.job import JobSpec
 from faasml.runtime.billing import Meter
 from faasml.runtime.ranking import metric_value
 from faasml.runtime.record import Best, RunRecord
@@ -142,6 +143,18 @@ def epoch_metrics(record: Mapping[str, Any]) -> dict[str, float]:
     return metrics
 
 
+def config_names(job: JobSpec) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+    """A trial's configuration by the names its author wrote: a training function's plain
+    names (``model.config.lr`` -> ``lr``) with its constants; a job file's dotted paths."""
+    from faasml.workloads.function_model import FACTORY
+
+    if job.model.name != FACTORY:
+        return dict
+    constants = dict(job.model.options.get("config") or {})
+    prefix = "model.config."
+    return lambda config: {**constants, **{k.removeprefix(prefix): v for k, v in config.items()}}
+
+
 def _warn(text: str) -> None:
     print(f"warning: {text}", file=sys.stderr, flush=True)
 
@@ -154,9 +167,12 @@ class RunEvents:
         callbacks: Sequence[RunCallback],
         note: Callable[[str], None],
         warn: Callable[[str], None] = _warn,
+        names: Callable[[Mapping[str, Any]], dict[str, Any]] = dict,
     ) -> None:
-        """``note`` adds a line to the run record's events (a callback's error is kept)."""
+        """``note`` adds a line to the run record's events (a callback's error is kept);
+        ``names`` gives a trial's configuration as its author wrote it (``config_names``)."""
         self.callbacks = list(callbacks)
+        self._names = names
         self._note = note
         self._warn = warn
         self._broken: set[int] = set()
@@ -210,7 +226,7 @@ class RunEvents:
             metrics[key] = value
         return TrialResult(
             trial_id=trial.trial_id,
-            config=dict(trial.config),
+            config=self._names(trial.config),
             epoch=int(record.get("epoch", index + 1)),
             stage=stage,
             metrics=metrics,

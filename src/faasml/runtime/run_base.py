@@ -25,7 +25,7 @@ from faasml.runtime.calibration import compute_ratio
 from faasml.runtime.config_cost import factor
 from faasml.runtime.coordinator import Coordinator, CoordinatorOptions, TrialFault, TrialState
 from faasml.runtime.estimates import coordinator_seconds
-from faasml.runtime.events import RunCallback, RunEvents
+from faasml.runtime.events import RunCallback, RunEvents, config_names
 from faasml.runtime.job_guard import seal_fields, source_path
 from faasml.runtime.job_profile import (
     MAX_GROUP,
@@ -97,7 +97,7 @@ class BaseRun:
         self.constraint = constraint
         self.dir = RunDir(run_dir)
         self.progress = progress
-        self.events = RunEvents(callbacks, self.event)
+        self.events = RunEvents(callbacks, self.event, names=config_names(job))
         self.stores = job.sync_stores()
         self.catalog = stores_catalog(catalog or load_catalog(job.catalog), self.stores)
         self.train, self.test = load_data(job.dataset)
