@@ -71,6 +71,9 @@ class TuneConfig:
     """'min' for loss, 'max' for accuracy (Ray Tune's spelling); implied by ``metric``."""
     minimise: str | None = None
     """With both bounds: 'time' (default) or 'cost'."""
+    search_alg: Any = None
+    """How trials are drawn: 'random' (default), 'grid', 'tpe', 'gp' (``faasml.samplers``),
+    or an ``optuna.samplers.BaseSampler`` object."""
 
     def __post_init__(self) -> None:
         """Each field of the right type (a number, a whole number, a string or None), so a
@@ -165,9 +168,14 @@ class Tuner:
                 ("tuning.epochs_per_stage", config.epochs_per_stage),
                 ("tuning.stages", config.stages),
                 ("tuning.metric", config.metric),
+                (
+                    "tuning.sampler",
+                    config.search_alg if isinstance(config.search_alg, str) else None,
+                ),
             )
             if value is not None
         }
+        self._search_alg = _search_alg(config.search_alg)
         self._keys: dict[str, str] = {}
         self._constants: dict[str, Any] = {}
         self._default_dir: Path | None = None
@@ -223,8 +231,8 @@ class Tuner:
                     "names (letters, digits, _), read as config[name]"
                 )
             if _is_distribution(key, value):
-                job_key = "batch_size" if key == "batch_size" else f"model.config.{key}"
-                searched[job_key] = value
+                job_key = _function_key(key)
+                searched[job_key] = _function_when(value)
                 self._keys[job_key] = key
             elif key == "batch_size":
                 settings.setdefault("batch_size", value)
@@ -312,6 +320,7 @@ class Tuner:
             if RunDir(self.run_dir).record_path.exists():
                 RunDir(self.run_dir).check_new()  # a run began in it since: refused
             run = TuneRun(self.job, self.constraint, self.run_dir, outputs=write_outputs)
+            run.search_alg = self._search_alg
             run.plan()
             record = run.execute()
         if record.best is None and any(t.status == "diverged" for t in record.trials):
@@ -375,9 +384,37 @@ def _merge_bounds(config: TuneConfig, budget: float | None, deadline: float | No
     )
 
 
+def _search_alg(value: Any) -> Any:
+    """An Optuna sampler object given as ``search_alg`` (checked); None for a name (the job's
+    ``tuning.sampler``, checked with the job) or None."""
+    if value is None or isinstance(value, str):
+        return None
+    from faasml.samplers import ConfigSampler
+    from faasml.searchspace import SearchSpace
+
+    ConfigSampler(SearchSpace({}), value)  # one line naming the value when it is no sampler
+    return value
+
+
+def _function_key(key: str) -> str:
+    """A training function's parameter as a job path."""
+    return "batch_size" if key == "batch_size" else f"model.config.{key}"
+
+
+def _function_when(value: Mapping[str, Any]) -> Any:
+    """A distribution whose ``when`` names a function's parameters, naming their job paths."""
+    when = value.get("when")
+    if not isinstance(when, Mapping):
+        return value
+    return {**value, "when": {_function_key(str(k)): v for k, v in when.items()}}
+
+
 def _is_distribution(key: str, value: Any) -> bool:
     """True for a distribution (checked, named as the caller wrote it); False for a constant.
-    A one-key mapping whose key is no distribution is refused: most likely a misspelt one."""
+    A one-key mapping whose key is no distribution is refused: most likely a misspelt one.
+    A distribution may add ``when`` (a conditional parameter)."""
+    if isinstance(value, Mapping) and len(value) == 2 and "when" in value:
+        value = {k: v for k, v in value.items() if k != "when"}
     if not (isinstance(value, Mapping) and len(value) == 1):
         return False
     kind = next(iter(value))
