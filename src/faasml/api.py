@@ -387,10 +387,13 @@ def _merge_bounds(config: TuneConfig, budget: float | None, deadline: float | No
 def _search_alg(value: Any) -> Any:
     """An Optuna sampler object given as ``search_alg`` (checked); None for a name (the job's
     ``tuning.sampler``, checked with the job) or None."""
+    from faasml.samplers import ConfigSampler, check_sampler
+    from faasml.searchspace import SearchSpace
+
+    if isinstance(value, str):
+        check_sampler(value, where="search_alg")
     if value is None or isinstance(value, str):
         return None
-    from faasml.samplers import ConfigSampler
-    from faasml.searchspace import SearchSpace
 
     ConfigSampler(SearchSpace({}), value)  # one line naming the value when it is no sampler
     return value

@@ -45,12 +45,13 @@ OPTIONS: Mapping[str, tuple[str, ...]] = {
 GRID_POINTS = 3
 
 
-def check_sampler(name: object, options: Mapping[str, Any] | None = None) -> str:
+def check_sampler(
+    name: object, options: Mapping[str, Any] | None = None, where: str = "tuning.sampler"
+) -> str:
     """``name`` when it names a sampler and ``options`` are its own; else one ConfigError line."""
     if not isinstance(name, str) or name not in SAMPLERS:
         raise ConfigError(
-            f"the value of tuning.sampler is {shown(name)}, but must be one of: "
-            f"{', '.join(SAMPLERS)}"
+            f"the value of {where} is {shown(name)}, but must be one of: {', '.join(SAMPLERS)}"
         )
     for key, value in (options or {}).items():
         if key not in OPTIONS[name]:

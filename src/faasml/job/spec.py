@@ -215,13 +215,13 @@ class JobSpec:
         )
 
     def config_sampler(self, sampler: object = None) -> ConfigSampler:
-        """The job's sampler over its search space (``sampler``: a name or an Optuna sampler
-        object in place of ``tuning.sampler``), seeded by the job's seed."""
+        """The job's sampler over its search space (``sampler``: an Optuna sampler object in
+        place of ``tuning.sampler``, with its ``min_points``), seeded by the job's seed."""
         if self.search_space is None:
             raise ConfigError(f"job '{self.name}' has no search_space to sample from")
         tuning = self.tuning
         name = sampler if sampler is not None else (tuning.sampler if tuning else "random")
-        options = tuning.sampler_options if tuning and sampler is None else {}
+        options = tuning.sampler_options if tuning else {}
         return ConfigSampler(self.search_space, name, self.seed, options)
 
     def require_tuning(self) -> TuningSpec:
