@@ -160,6 +160,22 @@ def test_a_job_file_names_its_sampler_and_conditional_parameters() -> None:
     assert again.tuning == job.tuning and again.search_space == job.search_space
 
 
+def test_a_conditional_parameter_is_checked_with_the_values_its_condition_needs() -> None:
+    job = from_mapping(
+        {
+            "name": "adam-first",
+            "model": "logistic-regression",
+            "dataset": {"synthetic": "higgs-like", "samples": 400},
+            "optimizer": {"name": "adam", "lr": 0.1},  # adam has no momentum: sgd's, when sgd
+            "search_space": CONDITIONAL,
+            "tuning": {"hyperband": 9, "sampler": "tpe"},
+        }
+    )
+    assert job.tuning is not None and job.tuning.trials == 9 + 5 + 3
+    assert job.tuning.trials_per_stage == (9, 3, 1, 5, 1, 3)
+    assert from_mapping(job.to_dict()).tuning == job.tuning
+
+
 @pytest.mark.parametrize(
     ("tuning", "message"),
     [
