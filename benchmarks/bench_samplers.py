@@ -14,8 +14,9 @@ a conditional momentum; ``--job`` takes a job file such as examples/tune-digits.
   model, data and configurations in this process (one worker, the job's batch size) until it
   has trained as many trial-epochs as the largest faasml run of the seed did.
 
-Prints one row per seed and method (best validation metric, trial-epochs, dollars for faasml)
-and the median over seeds.
+Prints one row per seed and method (best validation metric, trial-epochs; for faasml the bill
+and the run's own prediction of it; the job's profile is measured once, before the rows) and
+the median over seeds.
 
     .venv/bin/python benchmarks/record.py --out benchmarks/results/samplers.md -- \\
         benchmarks/bench_samplers.py --seeds 10
@@ -65,8 +66,9 @@ def _job(base: dict[str, Any], seed: int, tuning: dict[str, Any]) -> JobSpec:
 
 def faasml_run(
     base: dict[str, Any], seed: int, tuning: dict[str, Any], budget: float, folder: Path
-) -> tuple[float, int, float]:
-    """(best validation metric, trial-epochs, dollars) of one faasml run."""
+) -> tuple[float, int, float, float]:
+    """(best validation metric, trial-epochs, dollars billed, dollars the run predicted) of
+    one faasml run."""
     run = TuneRun(_job(base, seed, tuning), Constraint(budget_usd=budget), folder)
     run.plan()
     record = run.execute()
@@ -75,7 +77,9 @@ def faasml_run(
     value: float | None = None
     if best is not None:
         value = best.val_accuracy if base["tuning"]["metric"] == "accuracy" else best.val_loss
-    return math.nan if value is None else float(value), epochs, record.bill_usd()
+    plan = record.plan
+    predicted = math.nan if plan is None or plan.predicted is None else plan.predicted.cost_usd
+    return math.nan if value is None else float(value), epochs, record.bill_usd(), predicted
 
 
 class Trainer:
@@ -238,7 +242,10 @@ def main() -> None:
         "faasml bohb": {**hyperband, "sampler": "tpe"},
     }
     print(f"job {base['name']}, metric: validation {metric}; ${args.budget} per faasml run")
-    print(f"{'seed':>4}  {'method':<22}{'best':>10}{'trial-epochs':>14}{'dollars':>11}")
+    print(
+        f"{'seed':>4}  {'method':<22}{'best':>10}{'trial-epochs':>14}{'dollars':>11}"
+        f"{'predicted':>11}"
+    )
     with tempfile.TemporaryDirectory() as folder:  # the job's profile, cached for every run
         faasml_run(base, 0, {**sha, "trials": 2, "stages": 1}, args.budget, Path(folder) / "r")
     results: dict[str, list[float]] = {}
@@ -247,10 +254,11 @@ def main() -> None:
         most = 0
         for name, tuning in methods.items():
             with tempfile.TemporaryDirectory() as folder:
-                value, epochs, usd = faasml_run(base, seed, tuning, args.budget, Path(folder) / "r")
+                run_dir = Path(folder) / "r"
+                value, epochs, usd, predicted = faasml_run(base, seed, tuning, args.budget, run_dir)
             most = max(most, epochs)
             results.setdefault(name, []).append(value)
-            print(f"{seed:>4}  {name:<22}{value:>10.4f}{epochs:>14}{usd:>11.6f}")
+            print(f"{seed:>4}  {name:<22}{value:>10.4f}{epochs:>14}{usd:>11.6f}{predicted:>11.6f}")
         job = _job(base, seed, sha)
         value = optuna_run(job, seed, args.max_epochs, most)
         results.setdefault("optuna tpe + sha", []).append(value)
