@@ -7,8 +7,10 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import optuna
 import pytest
+import torch
 
 import faasml
 from faasml.exceptions import ConfigError
@@ -17,6 +19,7 @@ from faasml.runtime.record_json import record_to_json
 from faasml.runtime.session import TuneRun
 from faasml.samplers import ConfigSampler
 from faasml.types import Constraint
+from faasml.workloads.data import Dataset
 
 from .tiny_jobs import tiny_tune_job
 
@@ -112,3 +115,33 @@ def test_a_bad_search_alg_is_one_line(search_alg: object) -> None:
     with pytest.raises(ConfigError) as caught:
         faasml.Tuner(from_mapping(data), tune_config=faasml.TuneConfig(0.05, search_alg=search_alg))
     assert "random, grid, tpe, gp" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_training_function_takes_a_conditional_space(tmp_path: Path) -> None:
+    features = np.random.default_rng(0).normal(size=(120, 3)).astype(np.float32)
+    labels = (features[:, 0] > 0).astype(np.int64)
+
+    def train_fn(config: dict[str, Any], ctx: Any) -> faasml.TorchTrainable:
+        return faasml.TorchTrainable(
+            model=torch.nn.Linear(3, 2),
+            train=lambda: Dataset.from_arrays(features, labels),
+            optimizer="sgd",
+            lr=config["lr"],
+            momentum=config.get("momentum", 0.0),
+        )
+
+    tuner = faasml.Tuner(
+        train_fn,
+        {
+            "lr": {"loguniform": [0.01, 0.5]},
+            "decay": {"choice": ["none", "momentum"]},
+            "momentum": {"uniform": [0.5, 0.9], "when": {"decay": "momentum"}},
+        },
+        budget=0.05,
+        tune_config=faasml.TuneConfig(num_samples=8, search_alg="tpe"),
+        run_dir=tmp_path / "run",
+    )
+    configs = [tuner.user_config(c) for c in tuner.job.sample_configs()]
+    assert {c["decay"] for c in configs} == {"none", "momentum"}
+    for config in configs:
+        assert ("momentum" in config) == (config["decay"] == "momentum")
