@@ -54,6 +54,7 @@ ROOT_UNITS = {
     "_gzip": "base",
     "searchspace": "job",
     "results": "api",
+    "samplers": "job",
 }
 """Root modules that belong to a unit of another name (the rest are units of their own)."""
 
