@@ -55,6 +55,7 @@ ROOT_UNITS = {
     "searchspace": "job",
     "api_restore": "api",
     "results": "api",
+    "samplers": "job",
 }
 """Root modules that belong to a unit of another name (the rest are units of their own)."""
 

@@ -73,6 +73,9 @@ class TuneConfig:
     implied for a loss ('min') or an accuracy ('max'), required for any other metric."""
     minimise: str | None = None
     """With both bounds: 'time' (default) or 'cost'."""
+    search_alg: Any = None
+    """How trials are drawn: 'random' (default), 'grid', 'tpe', 'gp' (``faasml.samplers``),
+    or an ``optuna.samplers.BaseSampler`` object."""
     callbacks: Sequence[RunCallback] = ()
     """``faasml.RunCallback`` objects the run calls with its typed events (``runtime.events``):
     trial results, stage ends, the run's end; e.g. ``faasml.tracking.MLflowCallback``."""
@@ -135,9 +138,14 @@ class Tuner:
                 ("tuning.stages", config.stages),
                 ("tuning.metric", config.metric),
                 ("tuning.mode", config.mode),
+                (
+                    "tuning.sampler",
+                    config.search_alg if isinstance(config.search_alg, str) else None,
+                ),
             )
             if value is not None
         }
+        self._search_alg = _search_alg(config.search_alg)
         self._keys: dict[str, str] = {}
         self._constants: dict[str, Any] = {}
         self._default_dir: Path | None = None
@@ -196,8 +204,8 @@ class Tuner:
                     "names (letters, digits, _), read as config[name]"
                 )
             if _is_distribution(key, value):
-                job_key = "batch_size" if key == "batch_size" else f"model.config.{key}"
-                searched[job_key] = value
+                job_key = _function_key(key)
+                searched[job_key] = _function_when(value)
                 self._keys[job_key] = key
             elif key == "batch_size":
                 settings.setdefault("batch_size", value)
@@ -314,6 +322,7 @@ class Tuner:
                     outputs=write_outputs,
                     callbacks=callbacks,
                 )
+                run.search_alg = self._search_alg
                 run.plan()
                 record = run.execute()
         if record.best is None and any(t.status == "diverged" for t in record.trials):
@@ -393,9 +402,40 @@ def _merge_bounds(config: TuneConfig, budget: float | None, deadline: float | No
     )
 
 
+def _search_alg(value: Any) -> Any:
+    """An Optuna sampler object given as ``search_alg`` (checked); None for a name (the job's
+    ``tuning.sampler``, checked with the job) or None."""
+    from faasml.samplers import ConfigSampler, check_sampler
+    from faasml.searchspace import SearchSpace
+
+    if isinstance(value, str):
+        check_sampler(value, where="search_alg")
+    if value is None or isinstance(value, str):
+        return None
+
+    ConfigSampler(SearchSpace({}), value)  # one line naming the value when it is no sampler
+    return value
+
+
+def _function_key(key: str) -> str:
+    """A training function's parameter as a job path."""
+    return "batch_size" if key == "batch_size" else f"model.config.{key}"
+
+
+def _function_when(value: Mapping[str, Any]) -> Any:
+    """A distribution whose ``when`` names a function's parameters, naming their job paths."""
+    when = value.get("when")
+    if not isinstance(when, Mapping):
+        return value
+    return {**value, "when": {_function_key(str(k)): v for k, v in when.items()}}
+
+
 def _is_distribution(key: str, value: Any) -> bool:
     """True for a distribution (checked, named as the caller wrote it); False for a constant.
-    A one-key mapping whose key is no distribution is refused: most likely a misspelt one."""
+    A one-key mapping whose key is no distribution is refused: most likely a misspelt one.
+    A distribution may add ``when`` (a conditional parameter)."""
+    if isinstance(value, Mapping) and len(value) == 2 and "when" in value:
+        value = {k: v for k, v in value.items() if k != "when"}
     if not (isinstance(value, Mapping) and len(value) == 1):
         return False
     kind = next(iter(value))

@@ -52,6 +52,7 @@ def restored_tuner(
     tuner._restored = True
     tuner._checked = True
     tuner._default_dir = None
+    tuner._search_alg = None  # the job's tuning.sampler: a resume draws with it
     tuner._keys, tuner._constants = _function_names(saved["job"])
     return tuner
 

@@ -100,8 +100,14 @@ def run_job_check(args: argparse.Namespace) -> int:
         table.add_row(
             "tuning",
             f"{t.trials} trials, η = {t.reduction_factor}, {t.stages} stages "
-            f"{list(t.trials_per_stage)}, {t.epochs_per_stage} epoch(s) per stage, by {t.metric}"
-            f"{mode}",
+            f"{list(t.trials_per_stage)}, "
+            + (
+                f"Hyperband brackets for {t.hyperband} epoch(s)"
+                if t.hyperband is not None
+                else f"{t.epochs_per_stage} epoch(s) per stage"
+            )
+            + f", by {t.metric}{mode}"
+            + ("" if t.sampler == "random" else f", drawn by {t.sampler}"),
         )
     target = job.training.target_loss
     table.add_row(
