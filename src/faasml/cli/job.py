@@ -8,7 +8,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from faasml.cli._common import console, print_json
+from faasml.cli._common import add_set_option, console, print_json
 from faasml.job import JobSpec, check_data, load_job, parse_assignments
 from faasml.job.parse import is_reference
 from faasml.workloads.build import build_model, build_optimizer, load_data
@@ -27,13 +27,7 @@ def register(commands: Any) -> None:
         "module:factory model (your code) is not imported.",
     )
     check.add_argument("job", help="path of the job file (see docs/jobs.md)")
-    check.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="FIELD=VALUE",
-        help="override a field, e.g. --set tuning.trials=8 (repeatable)",
-    )
+    add_set_option(check)
     check.add_argument(
         "--trials", type=int, default=5, metavar="N", help="sampled configurations to show"
     )

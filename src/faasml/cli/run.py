@@ -11,13 +11,14 @@ from typing import Any
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from faasml.cli._common import add_constraint_options, console, constraint_from
-from faasml.cli.run_options import (
+from faasml.cli._common import (
+    add_constraint_options,
     add_json_option,
     add_set_option,
-    json_output,
-    print_trial_lines,
+    console,
+    constraint_from,
 )
+from faasml.cli.run_options import json_output, print_trial_lines
 from faasml.exceptions import ConfigError
 from faasml.job import JobSpec, load_job, parse_assignments
 from faasml.reports.run_outputs import write_outputs
@@ -53,7 +54,7 @@ def register(commands: Any) -> None:
             help="measure the job again before planning instead of using its cached profile",
         )
         add_set_option(parser)
-        add_json_option(parser)
+        add_json_option(parser, "the run's record (record.json)")
         add_constraint_options(parser)
         add_platform_options(parser)
         parser.set_defaults(func=run_tune if kind == "tune" else run_train)
@@ -69,7 +70,7 @@ def register(commands: Any) -> None:
         help="continue with the job the record holds even though its job file has changed "
         "since the run began (the file is not read)",
     )
-    add_json_option(resume)
+    add_json_option(resume, "the run's record (record.json)")
     resume.set_defaults(func=run_resume, minimise=None)
 
 

@@ -1,5 +1,5 @@
-"""``--set`` and ``--json`` of `faasml tune`, `train` and `resume`, and the line per trial
-result that piped output prints (``reports.trial_lines``)."""
+"""``--json`` of `faasml tune`, `train` and `resume` (the record alone on stdout), and the line
+per trial result that piped output prints (``reports.trial_lines``)."""
 
 from __future__ import annotations
 
@@ -18,25 +18,6 @@ from faasml.runtime.record_json import record_to_json
 from faasml.runtime.run_base import BaseRun
 from faasml.runtime.run_dir import RunDir
 from faasml.runtime.run_lock import last_run_dir
-
-
-def add_set_option(parser: argparse.ArgumentParser) -> None:
-    """``--set FIELD=VALUE`` (repeatable), read as `faasml job check` reads it."""
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="FIELD=VALUE",
-        help="override a field of the job, e.g. --set tuning.trials=8 (repeatable)",
-    )
-
-
-def add_json_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--json",
-        action="store_true",
-        help="print the run's record as JSON on stdout when it ends (the progress goes to stderr)",
-    )
 
 
 def _descriptor(stream: object) -> int | None:
