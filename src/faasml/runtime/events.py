@@ -53,6 +53,7 @@ class TrialResult:
 
     trial_id: int
     config: Mapping[str, Any]
+    """By the names its author wrote: a job's dotted paths, a training function's own."""
     epoch: int
     stage: int
     """The stage it ran in, from 1."""
