@@ -145,8 +145,6 @@ def test_the_static_page_shows_what_the_live_one_does(finished_run: Path, tmp_pa
     shutil.copytree(finished_run, run_dir)
     assert main(["report", str(run_dir), "--html"]) == 0
     page = run_dir / "report.html"
-    html = page.read_text()
-    assert "<script src" not in html and "<link" not in html  # nothing fetched: inlined
     _check_run_page(dump_dom(page.as_uri()), RunDir(run_dir).read_record())
 
 

@@ -7,6 +7,7 @@ page that lists them and shows one run, polling its record every two seconds.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from typing import Any
 
@@ -57,5 +58,6 @@ def run_dashboard(args: argparse.Namespace) -> int:
         out.print(escape(f"faasml dashboard on {url} ({runs}); Ctrl-C to stop"), soft_wrap=True)
         sys.stdout.flush()  # a reader of a pipe learns the URL before the first request
 
-    serve(roots, sock, announce)
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: how a dashboard is meant to stop
+        serve(roots, sock, announce)
     return 0
