@@ -204,6 +204,8 @@ def stage_rows(record: RunRecord) -> tuple[StageRow, ...]:
 
 def _stage_row(stage: StageRecord, state: str, epoch_mean: float | None) -> StageRow:
     planned_at = stage.planned_allocation
+    if planned_at == stage.allocation:  # a re-plan that kept the planner's allocation
+        planned_at = None
     return StageRow(
         index=stage.index,
         state=state,

@@ -261,10 +261,10 @@
   function usageChart(v) {
     var u = v.usage;
     var series = [
-      {label: "functions", stroke: COLORS[0], width: 2, paths: uPlot.paths.stepped({align: 1}),
-       scale: "n", points: {show: false}},
-      {label: "GB in use", stroke: COLORS[2], width: 2, paths: uPlot.paths.stepped({align: 1}),
-       scale: "gb", points: {show: false}}
+      {label: "functions", stroke: COLORS[0], width: 1, fill: "rgba(31, 119, 180, 0.15)",
+       paths: uPlot.paths.stepped({align: 1}), scale: "n", points: {show: false}},
+      {label: "GB in use", stroke: COLORS[2], width: 2, dash: [5, 3],
+       paths: uPlot.paths.stepped({align: 1}), scale: "gb", points: {show: false}}
     ];
     var axes = [{label: "seconds"}, {label: "functions", scale: "n"},
                 {label: "GB", scale: "gb", side: 1, grid: {show: false}}];
