@@ -101,6 +101,22 @@ def test_the_planned_spend_ends_at_the_runs_prediction(record: RunRecord) -> Non
     assert spend.spent.ys[0] == tuple(sorted(spend.spent.ys[0]))  # a bill only grows
 
 
+def test_a_running_runs_time_is_the_latest_its_record_holds(running_run: Path) -> None:
+    """A run sets its elapsed time as it ends: while it runs, its time so far is the latest
+    in its record, not zero (the page once said 'running in 0 ms ... measured (-100%)')."""
+    record = RunDir(running_run).read_record()
+    assert record.status == "running" and record.elapsed_s == 0
+    latest = max(
+        [float(h["t_s"]) for t in record.trials for h in t.history]
+        + [c.t_s for c in record.charges]
+        + [e.t_s for e in record.events]
+    )
+    view = run_view(record, "run")
+    assert latest > 0 and view.elapsed == format_duration(latest)
+    assert view.summary[0].startswith(f"running in {format_duration(latest)}")
+    assert "-100%" not in "\n".join(view.summary)
+
+
 def test_the_json_holds_no_nan_and_no_markup(record: RunRecord) -> None:
     trials = list(record.trials)
     last = dict(trials[0].history[-1], val_loss=math.inf)

@@ -7,6 +7,7 @@ show the same and the tests can compare the page with the record.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -372,8 +373,20 @@ def _progress(record: RunRecord) -> str:
     return f"stage {min(record.stage + 1, stages)} of {stages}"
 
 
+def so_far(record: RunRecord) -> RunRecord:
+    """``record`` with its time so far: a run sets ``elapsed_s`` as it ends, so while it runs
+    its time is the latest its record holds (a charge, an epoch's end, an event)."""
+    times = [c.t_s for c in record.charges] + [e.t_s for e in record.events]
+    times += [float(h["t_s"]) for t in record.trials for h in t.history]
+    latest = max(times, default=0.0)
+    if latest <= record.elapsed_s:
+        return record
+    return dataclasses.replace(record, elapsed_s=latest)
+
+
 def run_view(record: RunRecord, path: str) -> RunView:
     """The page's view of ``record``, the run in ``path``."""
+    record = so_far(record)
     metric = run_metric(record)
     plan = record.plan
     return RunView(
