@@ -373,6 +373,16 @@ def _progress(record: RunRecord) -> str:
     return f"stage {min(record.stage + 1, stages)} of {stages}"
 
 
+def _summary(record: RunRecord) -> tuple[str, ...]:
+    """The run summary the console prints; while the run runs, without the lines that set
+    its time and bill so far against the whole plan's (an error only once it has ended)."""
+    lines = summary_lines(record)
+    if record.status == "running":
+        ends = ("planned ", "predicted ", "re-predicted ")
+        lines = [line for line in lines if not line.startswith(ends)]
+    return tuple(lines)
+
+
 def so_far(record: RunRecord) -> RunRecord:
     """``record`` with its time so far: a run sets ``elapsed_s`` as it ends, so while it runs
     its time is the latest its record holds (a charge, an epoch's end, an event)."""
@@ -403,7 +413,7 @@ def run_view(record: RunRecord, path: str) -> RunView:
         planner=None if plan is None else plan.planner,
         replans=0 if plan is None else plan.replans,
         progress=_progress(record),
-        summary=tuple(summary_lines(record)),
+        summary=_summary(record),
         stages=stage_rows(record),
         spend=spend_of(record),
         trials=trial_rows(record, metric),
