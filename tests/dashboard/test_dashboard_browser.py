@@ -28,7 +28,7 @@ def _check_run_page(dom: Node, record: RunRecord) -> None:
     rows = dom.by_id("trials").all("tr", data_trial="")
     assert [int(r.attrs["data-trial"]) for r in rows] == [t.trial_id for t in record.trials]
     assert [r.attrs["data-status"] for r in rows] == [t.status for t in record.trials]
-    metric = "accuracy" if record.job["tuning"]["metric"] == "accuracy" else "loss"
+    metric = record.job.get("tuning", {}).get("metric", "loss")
     for row, trial in zip(rows, record.trials, strict=True):
         value = metric_value(trial.last, metric)
         shown = row.all("td", class_="num metric")[0].text()
@@ -160,3 +160,15 @@ def test_a_run_not_planned_yet_shows_so(finished_run: Path, serve: Any, tmp_path
     assert dom.by_id("run-status").text() == "planned"
     assert "Not planned yet." in dom.by_id("plan").text()
     assert dom.by_id("spend-total").text() == format_money(0.0)
+
+
+def test_a_training_runs_page_shows_its_one_trial(serve: Any, tmp_path: Path) -> None:
+    """A training run that missed its target (a stored record of an older version)."""
+    stored = Path(__file__).parents[1] / "runtime" / "records" / "v0-train.json"
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    shutil.copy(stored, run_dir / "record.json")
+    record = RunDir(run_dir).read_record()
+    dom = dump_dom(serve([str(run_dir)]).url)
+    assert record.kind == "train" and record.status == "target-missed"
+    _check_run_page(dom, record)

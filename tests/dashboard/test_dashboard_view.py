@@ -13,9 +13,12 @@ import pytest
 from faasml.dashboard.page import json_text, plain
 from faasml.dashboard.view import run_view
 from faasml.runtime.record import Estimate, RunRecord
+from faasml.runtime.record_json import record_from_json
 from faasml.runtime.run_dir import RunDir
 from faasml.types import Allocation
 from faasml.units import format_duration, format_money
+
+RECORDS = sorted((Path(__file__).parents[1] / "runtime" / "records").glob("*.json"))
 
 
 @pytest.fixture()
@@ -130,3 +133,14 @@ def test_the_json_holds_no_nan_and_no_markup(record: RunRecord) -> None:
     assert data["name"] == job["name"]
     assert data["trials"][0]["metric"] is None and data["trials"][0]["metric_text"] == "inf"
     assert plain((1.0, math.nan)) == [1.0, None]
+
+
+@pytest.mark.parametrize("stored", RECORDS, ids=[p.stem for p in RECORDS])
+def test_every_kind_of_stored_record_has_a_view(stored: Path) -> None:
+    """Records of older versions, of a training run, a workflow and a run not planned yet."""
+    record = record_from_json(json.loads(stored.read_text()))
+    data = json.loads(json_text(run_view(record, "run")))
+    assert data["status"] == record.status
+    assert [t["trial"] for t in data["trials"]] == [t.trial_id for t in record.trials]
+    assert len(data["stages"]) == (0 if record.plan is None else len(record.plan.stages))
+    assert data["spend"]["total_usd"] == pytest.approx(record.bill_usd())
