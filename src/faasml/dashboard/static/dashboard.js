@@ -196,7 +196,7 @@
   }
 
   function chart(node, title, series, data, axes, hooks) {
-    if (typeof uPlot === "undefined" || data[0].length === 0) {
+    if (data[0].length === 0) {
       node.appendChild(el("p", {"class": "muted"}, [title + ": no data yet."]));
       return;
     }
@@ -286,6 +286,10 @@
                  failuresPanel(v), profilePanel(v), eventsPanel(v)];
     app.replaceChildren.apply(app, parts);
     document.title = v.name + " · faasml dashboard";
+    if (typeof uPlot === "undefined") {  // its file not served: the tables still show
+      showError("the charts' script (static/uPlot.iife.min.js) did not load");
+      return;
+    }
     spendChart(v);
     curvesChart(v);
     usageChart(v);
