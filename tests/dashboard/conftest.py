@@ -123,6 +123,7 @@ def serve() -> Iterator[Any]:
         thread.start()
         servers.append((server, thread))
         while not server.started:  # serving before the first request is sent
+            assert thread.is_alive(), "the dashboard's server stopped as it started"
             time.sleep(0.01)
         return Served(url_of(sock), requests)
 

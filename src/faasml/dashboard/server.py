@@ -28,8 +28,6 @@ from faasml.dashboard.view import run_view
 from faasml.exceptions import ConfigError, FaasmlError
 from faasml.runtime.run_dir import RunDir
 
-HOST = "127.0.0.1"
-PORT = 8700
 ROUTES = "/, /api/runs and /api/run?path=RUN_DIR"
 
 
