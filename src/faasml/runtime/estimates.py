@@ -83,6 +83,11 @@ class SegmentEstimator:
         share = min(1.0, float(self.platform.vcpus(memory_mb)))
         return max(self._init_s.get(memory_mb, 0.0), self.platform.cold_start_s / share)
 
+    def start_s(self, allocation: Allocation) -> float:
+        """Predicted seconds from invoking a function on ``allocation`` to its first round:
+        its cold start and the segment's fixed time (loading: measured there)."""
+        return self.cold_start_s(allocation.memory_mb) + self.segment_overhead_s(allocation)
+
     def observe_prewarm(self, memory_mb: int, count: int) -> None:
         """``count`` instances of ``memory_mb`` were started ahead of use: warm, likely."""
         self._started[memory_mb] = self._started.get(memory_mb, 0) + count

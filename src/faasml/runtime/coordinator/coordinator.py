@@ -27,7 +27,7 @@ from faasml.catalog import Catalog
 from faasml.runtime.billing import Meter
 from faasml.runtime.coordinator.billing import SegmentBiller
 from faasml.runtime.coordinator.commits import Committer
-from faasml.runtime.coordinator.failures import FailurePolicy
+from faasml.runtime.coordinator.failures import FailurePolicy, FunctionMove
 from faasml.runtime.coordinator.launcher import Launcher, LaunchParts, Prewarm
 from faasml.runtime.coordinator.partitions import Partitions
 from faasml.runtime.coordinator.state import (
@@ -149,7 +149,7 @@ class Coordinator:
                 if trial.epochs_done >= until_epoch:
                     trial.status = "done"
                     continue
-                sized = FailurePolicy.sized(trial, allocation)
+                sized = self._failures.sized(trial, allocation)
                 if self.stop_reason is not None or not self._launcher.fits(running, sized):
                     continue
                 began = time.monotonic()
@@ -351,6 +351,11 @@ class Coordinator:
     def memory_moves(self) -> list[tuple[int, int, int]]:
         """(trial, from MB, to MB) of every move after running out of memory."""
         return self._failures.memory_moves
+
+    @property
+    def function_moves(self) -> list[FunctionMove]:
+        """Every move to fewer functions after repeated synchronisation failures."""
+        return self._failures.function_moves
 
     def now(self) -> float:
         """Seconds since the run's time zero."""

@@ -30,6 +30,9 @@ SEGMENT_OVERHEAD_SHARE = 0.1
 """A segment of several epochs trains at least 1/this × its fixed time (invocation, loading,
 checkpoints, evaluation, the coordinator's commit): epochs short against that run several to
 an invocation."""
+START_SLACK = 3.0
+"""A segment's workers have this many times their predicted start (cold start and loading) to
+start, at least ``CoordinatorOptions.start_allowance_s``: a busy machine stretches starts."""
 PREWARM_LEAD = 2.0
 """The next stage's functions start when the current stage's last wave has at most this many
 times their predicted cold start left (earlier, they would only hold the machine idle)."""
@@ -135,10 +138,14 @@ class Launcher:
         """Start the next segment of ``trial`` (whole epochs up to ``until_epoch`` where they
         are short, ``_segment_epochs``); None when it must wait (capacity, budget in use)."""
         entered = time.monotonic()
-        plan = self._plan(trial, FailurePolicy.sized(trial, allocation), running, until_epoch)
+        sized = self._failures.sized(trial, allocation)
+        if sized.n != allocation.n:  # moved to fewer functions: their partitions
+            self._partitions.prepare(sized.n)
+        plan = self._plan(trial, sized, running, until_epoch)
         if plan is None:
             return None
         allocation, stop = plan.allocation, plan.stop
+        start_s = self._start_bound(trial, allocation)
         timeout, capped, reserve = reservation(
             self._estimator.platform, allocation, plan.estimate, plan.left
         )
@@ -149,7 +156,7 @@ class Launcher:
             f"b{stop if stop is not None else rounds:06d}-{token}"
         )
         self._biller.in_use(allocation.storage)
-        invocations = self._invoke(trial, plan, token, out, timeout)
+        invocations = self._invoke(trial, plan, token, out, (timeout, start_s))
         if invocations is None:
             return None
         self.segments += 1
@@ -170,6 +177,7 @@ class Launcher:
             reserve,
             timeout,
             epochs=plan.epochs,
+            start_s=start_s,
         )
 
     def _rounds(self, trial: TrialState, allocation: Allocation) -> int:
@@ -212,11 +220,13 @@ class Launcher:
         return Planned(allocation, stop, epochs, span, estimate, left)
 
     def _invoke(
-        self, trial: TrialState, plan: Planned, token: str, out: str, timeout: float
+        self, trial: TrialState, plan: Planned, token: str, out: str, limits: tuple[float, float]
     ) -> list[Invocation] | None:
-        """Invoke the segment's n workers; None when the platform refused one (capacity: the
-        others are cancelled and billed) or one could not start (the segment is restarted)."""
+        """Invoke the segment's n workers (``limits``: their time limit and start bound); None
+        when the platform refused one (capacity: the others are cancelled and billed) or one
+        could not start (the segment is restarted)."""
         allocation = plan.allocation
+        timeout, start_s = limits
         fault = self._take_fault(trial, plan.epochs)
         recipe = self._recipe_of(trial)
         options = self._state.options
@@ -239,6 +249,7 @@ class Launcher:
                     checkpoint=trial.checkpoint,
                     checkpoint_out=out,
                     sync_timeout_s=options.sync_timeout_s,
+                    start_timeout_s=start_s,
                     fault=fault,
                     epochs=plan.epochs,
                     stop_diverged=options.stop_diverged,
@@ -313,6 +324,17 @@ class Launcher:
                 self._faults.remove(item)
                 return item.fault
         return None
+
+    def _start_bound(self, trial: TrialState, allocation: Allocation) -> float:
+        """How long the segment's workers have to start: START_SLACK × the predicted start
+        (cold start and loading, as measured), at least ``start_allowance_s``, doubled for
+        each earlier try of this epoch whose workers did not all start in time (a retry does
+        not race the same cold starts against the same bound)."""
+        options = self._state.options
+        bound = max(options.start_allowance_s, START_SLACK * self._estimator.start_s(allocation))
+        epoch = f"epoch {trial.epoch + 1} "
+        late = sum(1 for f in trial.failures if f.startswith(epoch) and "did not start" in f)
+        return bound * 2**late
 
     def prewarm(self, allocation: Allocation, count: int | None = None) -> int:
         """Start ``count`` (default n) functions of ``allocation`` now, to take over at the
