@@ -194,6 +194,23 @@ class Coordinator:
             if trial.status == "running":
                 trial.status = "stopped" if self.stop_reason else trial.status
 
+    def guard_refusal(
+        self, stages: list[tuple[Allocation, int, int]], trials: list[TrialState]
+    ) -> str | None:
+        """What the budget guard would refuse of stages still to run, each (allocation, trials,
+        epochs): stage by stage as a run starts them, each training that many of ``trials``
+        (the best first; ``Launcher.guard_replay``). None where it would start them all, or
+        without a budget."""
+        if self._budget_usd is None or not trials:
+            return None
+        left = self._budget_usd - self._biller.spent_usd()
+        for allocation, count, epochs in stages:
+            chosen = trials[: max(1, min(count, len(trials)))]
+            left, refused = self._launcher.guard_replay(chosen, allocation, epochs, left)
+            if refused is not None:
+                return refused
+        return None
+
     def run_segment(self, trial: TrialState, allocation: Allocation, max_rounds: int) -> bool:
         """Run one segment of ``trial`` on ``allocation`` — at most ``max_rounds`` rounds —
         and wait for it (a deployment search's probe); billed like any segment. False when

@@ -16,7 +16,13 @@ from faasml.runtime.coordinator.failures import FailurePolicy
 from faasml.runtime.coordinator.partitions import Partitions
 from faasml.runtime.coordinator.state import BudgetExhaustedError, CoordinatorState, Segment
 from faasml.runtime.coordinator.stores import SyncStores
-from faasml.runtime.estimates import BUDGET_MARGIN, SegmentEstimator, fits_capacity, reservation
+from faasml.runtime.estimates import (
+    BUDGET_MARGIN,
+    SegmentEstimator,
+    fits_capacity,
+    guard_admits,
+    reservation,
+)
 from faasml.runtime.platform import CapacityError, FunctionError, Invocation, Platform
 from faasml.runtime.trial import TrialFault, TrialState
 from faasml.runtime.worker import Fault, ModelRecipe, WorkerTask, rounds_per_epoch
@@ -206,18 +212,43 @@ class Launcher:
         if self._budget_usd is not None:
             reserved = sum(s.reserve_usd for s in running)
             left = self._budget_usd - self._biller.spent_usd() - reserved
-            if epochs > 1 and estimate * BUDGET_MARGIN > left:  # one epoch may still fit
+            if epochs > 1 and not guard_admits(estimate, left):  # one epoch may still fit
                 epochs, span = 1, rounds - trial.batch
                 estimate = self._estimator.cost(allocation, span, busy)
-            if estimate * BUDGET_MARGIN > left:
+            if not guard_admits(estimate, left):
                 if running:
                     return None  # wait: running segments may cost less than predicted
-                raise BudgetExhaustedError(
-                    f"budget guard: trial {trial.trial_id} epoch {trial.epoch + 1} needs about "
-                    f"${estimate * BUDGET_MARGIN:.6f} and ${max(left, 0):.6f} of the "
-                    f"${self._budget_usd:.6f} budget is left; stopped with checkpoints kept"
-                )
+                refused = self._refusal(trial.trial_id, trial.epoch + 1, estimate, left)
+                raise BudgetExhaustedError(f"{refused}; stopped with checkpoints kept")
         return Planned(allocation, stop, epochs, span, estimate, left)
+
+    def _refusal(self, trial: int, epoch: int, estimate: float, left: float) -> str:
+        """The budget guard's refusal of ``trial``'s segment from ``epoch``."""
+        return (
+            f"budget guard: trial {trial} epoch {epoch} needs about "
+            f"${estimate * BUDGET_MARGIN:.6f} and ${max(left, 0):.6f} of the "
+            f"${self._budget_usd or 0.0:.6f} budget is left"
+        )
+
+    def guard_replay(
+        self, trials: list[TrialState], allocation: Allocation, epochs: int, left: float
+    ) -> tuple[float, str | None]:
+        """The budget guard replayed over a stage not started: ``epochs`` more epochs of each
+        of ``trials`` on ``allocation``, priced as ``_plan`` prices a segment of one epoch (a
+        cold start first where no warm function is known, warm after), each started only
+        where ``guard_admits`` it with what the ones before left of ``left``. Returns the
+        money then left and the guard's refusal (None: it would start every one), so a
+        re-plan prices its choice as the guard will."""
+        for trial in trials:
+            sized = self._failures.sized(trial, allocation)
+            rounds = self._rounds(trial, sized)
+            for epoch in range(epochs):
+                estimate = self._estimator.cost(sized, rounds, warm=epoch > 0)
+                if not guard_admits(estimate, left):
+                    number = trial.epochs_done + epoch + 1
+                    return left, self._refusal(trial.trial_id, number, estimate, left)
+                left -= estimate
+        return left, None
 
     def _invoke(
         self, trial: TrialState, plan: Planned, token: str, out: str, limits: tuple[float, float]
