@@ -17,7 +17,6 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from faasml.exceptions import InfeasibleConstraintError
-from faasml.runtime.billing import refused_after_profiling
 from faasml.runtime.calibration import REPLAN_DELTA, Calibration, moved, trial_factors
 from faasml.runtime.config_cost import factor, mean_factor
 from faasml.runtime.coordinator import Coordinator, Prewarm, TrialState
@@ -130,8 +129,7 @@ class TuneRun(BaseRun):
                 warm=self._probe_warm(),
             )
         except InfeasibleConstraintError as err:
-            budget = self.constraint.budget_usd
-            raise refused_after_profiling(err, budget, self.meter.total_usd) from None
+            raise self.refused(err) from None
         stages = [_stage_record(s) for s in plan.stages]
         # The planner prices each stage's cold start; a stage on the memory size of the one
         # before starts on the functions it left warm, so the run's prediction leaves it out.
