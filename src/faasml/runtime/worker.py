@@ -28,7 +28,7 @@ import numpy as np
 
 from faasml.runtime.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from faasml.runtime.worker_faults import Fault as Fault
-from faasml.runtime.worker_faults import inject_fault
+from faasml.runtime.worker_faults import inject_fault, start_late
 from faasml.sync.schemes import SCHEME_CLASSES, SyncScheme
 from faasml.sync.stores import Store, StoreStats, open_store
 from faasml.workloads import Model, Optimizer, context, create_model, create_optimizer
@@ -79,6 +79,9 @@ class WorkerTask:
     checkpoint_out: str
     """Key worker 0 writes the segment's final checkpoint to."""
     sync_timeout_s: float = 60.0
+    start_timeout_s: float = 60.0
+    """How long a worker that has loaded waits for the others to start (their first
+    heartbeat) before its first round: a peer still cold-starting is late, not lost."""
     fault: Fault | None = None
     evaluate: bool = True
     threads: int = 0
@@ -259,16 +262,39 @@ class _Segment:
 
 def run_segment(task: WorkerTask) -> SegmentReport:
     """Train rounds [start_batch, stop_batch) of ``task.epoch`` as worker ``task.worker_id``."""
+    start_late(task.fault, task.worker_id)
     seg = _load_segment(task)
     context.open_context()
     heartbeat = _HEARTBEAT
     heartbeat.start(seg.objects, f"{task.namespace}/hb/w{task.worker_id}")
     try:
+        await_peers(seg.objects, task)
         per_epoch, val = _train_epochs(task, seg, heartbeat)
     finally:
         heartbeat.stop()
     seg.epochs = len(per_epoch) or seg.epochs  # fewer than asked where it diverged
     return _finish_segment(task, seg, per_epoch, val)
+
+
+def await_peers(objects: Store, task: WorkerTask) -> None:
+    """Wait until every worker of the segment has started (its heartbeat is there), at most
+    ``task.start_timeout_s``: the rounds' synchronisation timeout then only ever waits for
+    workers that are running. TimeoutError names the first worker that did not start."""
+    prefix = f"{task.namespace}/hb/w"
+    waiting = [w for w in range(task.n) if w != task.worker_id]
+    end = time.monotonic() + task.start_timeout_s
+    delay = 0.001
+    while True:
+        waiting = [w for w in waiting if objects.get(f"{prefix}{w}") is None]
+        if not waiting:
+            return
+        if time.monotonic() >= end:
+            raise TimeoutError(
+                f"worker {waiting[0]} did not start within {task.start_timeout_s:.0f} s "
+                f"(worker {task.worker_id} waited for it)"
+            )
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
 
 
 def _load_segment(task: WorkerTask) -> _Segment:
