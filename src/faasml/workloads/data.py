@@ -24,6 +24,7 @@ from faasml.workloads._dataset import (
     iterate_minibatches,
     num_batches,
     partition,
+    partition_bounds,
 )
 from faasml.workloads._formats import (
     READERS,
@@ -87,6 +88,7 @@ __all__ = [
     "num_batches",
     "option_names",
     "partition",
+    "partition_bounds",
     "read_cifar10_bin",
     "read_higgs_csv",
     "read_libsvm",
