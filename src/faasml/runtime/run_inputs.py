@@ -25,7 +25,8 @@ def job_workload(
     job: JobSpec, train: Dataset, model: Model, batch_size: int | None = None
 ) -> Workload:
     """The job as the performance model sees it: its real data and model sizes on the compute
-    profile named by ``profile:`` (a shipped profile or a file ``faasml profile`` wrote)."""
+    profile named by ``profile:`` (a shipped profile or a file ``faasml profile`` wrote), and its
+    batch size, the global batch (rounds per epoch do not depend on n)."""
     base = load_workload(job.profile or DEFAULT_PROFILE)
     return dataclasses.replace(
         base,
@@ -34,6 +35,7 @@ def job_workload(
         samples=len(train),
         model_mb=model.size_mb,
         batch_size=batch_size or job.batch_size,
+        global_batch=True,
     )
 
 
