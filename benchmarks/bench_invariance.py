@@ -2,7 +2,7 @@
 functions per trial (issue 30).
 
     .venv/bin/python benchmarks/bench_invariance.py [--job benchmarks/jobs/tune-mlp.yaml] \
-        [--counts 1 2 4] [--samples 3000] [--trials 4] [--memory 1024]
+        [--counts 1 2 4] [--samples 3000] [--trials 4] [--memory 512]
 
 ``batch_size`` is the global batch, so the same job, seed and budget must train every trial to
 the same curve whatever n the planner gives it, and name the same best configuration. The job
@@ -55,7 +55,7 @@ def main() -> int:
     parser.add_argument("--counts", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--samples", type=int, default=3000)
     parser.add_argument("--trials", type=int, default=4)
-    parser.add_argument("--memory", type=int, default=1024)
+    parser.add_argument("--memory", type=int, default=512)
     parser.add_argument("--budget", type=float, default=1.0)
     args = parser.parse_args()
     settings = {
@@ -81,7 +81,12 @@ def main() -> int:
     base, worst = curves(first), 0.0
     same_best = True
     for n, record in records.items():
-        best = record["best"]
+        best = record.get("best")
+        if best is None:  # e.g. the platform refused n functions of that memory
+            last = record["events"][-1]["text"] if record.get("events") else ""
+            print(f"{n:>3}  run {record['status']}, no best trial: {last}")
+            same_best = False
+            continue
         trial = next(t for t in record["trials"] if t["trial_id"] == best["trial"])
         config = ", ".join(f"{k}={v:.4g}" for k, v in sorted(trial["config"].items()))
         used = sorted({h["n"] for t in record["trials"] for h in t["history"]})
