@@ -90,6 +90,9 @@ class Workload:
     global_batch: bool = False
     """``batch_size`` is the global batch B, split over the n functions (every job faasml runs:
     its results do not depend on n); False for a paper's profile, whose b_z is per function."""
+    smallest_batch: int | None = None
+    """The smallest global batch a trial may draw (a search space over ``batch_size``), so
+    that no trial is split over more than its own ⌊B/2⌋ functions; None: ``batch_size``."""
 
     def iterations_per_epoch(self, n: ArrayLike) -> NDArray[np.int64]:
         """k = max(1, ⌊S/B⌋) for a global batch, whatever n is; a paper's per-function b_z
@@ -114,7 +117,7 @@ class Workload:
         """The most functions with rows in every round: ⌊B/2⌋ of a global batch
         (``max_functions``); for a per-function b_z, samples / b_z (one full batch each)."""
         if self.global_batch:
-            return max_functions(self.batch_size)
+            return max_functions(min(self.batch_size, self.smallest_batch or self.batch_size))
         return max(1, self.samples // self.batch_size)
 
 

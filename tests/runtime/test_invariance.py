@@ -13,10 +13,13 @@ import numpy as np
 import pytest
 
 import faasml
+from faasml.catalog import load_catalog
 from faasml.job import from_mapping
+from faasml.models import allocation_space
 from faasml.runtime.record_json import record_to_json
-from faasml.runtime.session import TuneRun
+from faasml.runtime.session import TuneRun, job_workload
 from faasml.types import Allocation
+from faasml.workloads.build import build_model, load_data
 
 from .tiny_jobs import four_trial_tune_job
 
@@ -105,3 +108,19 @@ def test_a_torch_trainable_trains_the_same_curves_on_1_2_and_4_functions(
         )
         records[n] = _forced(tuner, n)
     _same_curves(records)
+
+
+def test_no_trial_is_planned_on_more_functions_than_its_own_global_batch_allows() -> None:
+    job = from_mapping(
+        {
+            **four_trial_tune_job("small-batches", 1),
+            "batch_size": 64,
+            "search_space": {"batch_size": {"choice": [8, 64]}},
+        }
+    )
+    train, _ = load_data(job.dataset)
+    workload = job_workload(job, train, build_model(job.model, train.input_shape, 2))
+    assert workload.iterations_per_epoch(np.array([1, 4])).tolist() == [len(train) // 64] * 2
+    assert workload.max_functions == 4  # a trial of batch 8: 2 rows per function at most
+    space = allocation_space(workload, load_catalog("aws-lambda"), memory_step_mb=1024)
+    assert space.n.max() == 4
