@@ -111,7 +111,7 @@ class Tuner:
     ``param_space`` maps names to distributions (``{"loguniform": [low, high]}``, ``uniform``,
     ``int``, ``choice``); for a job, names are job paths (``optimizer.lr``); for a function,
     plain names the function reads from ``config``, where any other value is a constant
-    passed as is, and ``batch_size`` is faasml's per-worker batch size (not in ``config``).
+    passed as is, and ``batch_size`` is faasml's global batch size (not in ``config``).
     ``budget`` and ``deadline`` are shortcuts for ``TuneConfig``'s. ``settings`` sets job
     fields by dotted path (docs/jobs.md), e.g. ``{"batch_size": 32, "tuning.stages": 2}``.
     """

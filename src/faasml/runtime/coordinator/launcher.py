@@ -25,8 +25,9 @@ from faasml.runtime.estimates import (
 )
 from faasml.runtime.platform import CapacityError, FunctionError, Invocation, Platform
 from faasml.runtime.trial import TrialFault, TrialState
-from faasml.runtime.worker import Fault, ModelRecipe, WorkerTask, rounds_per_epoch
+from faasml.runtime.worker import Fault, ModelRecipe, WorkerTask
 from faasml.types import Allocation
+from faasml.workloads.global_batch import rounds_per_epoch
 
 WORKER_FN = "faasml.runtime.worker:run_segment"
 WORKER_MODULE = WORKER_FN.partition(":")[0]
@@ -189,7 +190,7 @@ class Launcher:
     def _rounds(self, trial: TrialState, allocation: Allocation) -> int:
         """Rounds of one epoch of ``trial`` on ``allocation``."""
         batch_size = self._recipe_of(trial).batch_size
-        return rounds_per_epoch(self._partitions.samples, allocation.n, batch_size)
+        return rounds_per_epoch(self._partitions.samples, batch_size)
 
     def _plan(
         self,
