@@ -13,9 +13,11 @@ The layout (the same variable names in every format; docs/windsr.md shows it who
 | ``station_speed`` | (sample, station) | m s-1 | optional with them: station readings |
 
 plus the global attribute ``layout = "faasml-windsr-1"``. HDF5 (and NetCDF-4, which is HDF5)
-is read with ``h5py``, NetCDF-3 with SciPy's ``netcdf_file``; NetCDF-4 is written with
-``h5netcdf``. A file that breaks a rule (a missing variable, a wrong shape, unknown units) is
-refused with one line naming the file, the variable and the rule.
+is read with ``h5py`` and CF-decoded by ``cf.decode``, NetCDF-3 with SciPy's ``netcdf_file``
+and its own CF decoding (``maskandscale``); NetCDF-4 is written with ``h5netcdf``. A file that
+breaks a rule (a missing variable, a wrong shape, unknown units, missing values, speeds or
+heights outside ``cf``'s physical bounds) is refused with one line naming the file, the
+variable and the rule.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from numpy.typing import NDArray
 from faasml._imports import optional_import
 from faasml.exceptions import WorkloadError
 from faasml.workloads._dataset import Dataset
+from faasml.workloads.windsr.cf import HEIGHT_BOUNDS, SPEED_BOUNDS, check_bounds, decode
 from faasml.workloads.windsr.fields import WindPatches
 
 LAYOUT = "faasml-windsr-1"
@@ -57,7 +60,7 @@ def read_patches(path: str | Path, limit: int | None = None) -> WindPatches:
     if magic[:3] == b"CDF":
         netcdf = optional_import("scipy.io", "windsr")
         try:
-            with netcdf.netcdf_file(source, "r", mmap=False) as handle:
+            with netcdf.netcdf_file(source, "r", mmap=False, maskandscale=True) as handle:
                 return _patches(source, _Netcdf3(handle), limit)
         except (OSError, TypeError, ValueError) as err:
             raise WorkloadError(f"{source} is not a readable NetCDF-3 file: {err}") from None
@@ -120,7 +123,8 @@ class _Hdf5:
 
     def read(self, name: str, limit: int | None) -> NDArray[Any]:
         data = self.handle[name]
-        return np.asarray(data[:limit] if limit is not None else data[()])
+        raw = np.asarray(data[:limit] if limit is not None else data[()])
+        return decode(raw, data.attrs)
 
     def units(self, name: str) -> str | None:
         value = self.handle[name].attrs.get("units")
@@ -139,7 +143,10 @@ class _Netcdf3:
 
     def read(self, name: str, limit: int | None) -> NDArray[Any]:
         data = self.handle.variables[name]
-        return np.array(data[:limit] if limit is not None else data[:], copy=True)
+        values = data[:limit] if limit is not None else data[:]
+        if isinstance(values, np.ma.MaskedArray):  # SciPy's decoding masks missing values
+            return np.ma.filled(values.astype(np.float64), np.nan)
+        return np.array(values, copy=True)
 
     def units(self, name: str) -> str | None:
         return _text(getattr(self.handle.variables[name], "units", None))
@@ -212,11 +219,11 @@ def _patches(source: Path, handle: _Hdf5 | _Netcdf3, limit: int | None) -> WindP
             "some are missing"
         )
     count = n if limit is None else min(n, limit)
-    hr = _float(source, "wind_speed", handle.read("wind_speed", limit))
+    hr = _float(source, "wind_speed", handle.read("wind_speed", limit), SPEED_BOUNDS)
     fields = {
-        "lr": _float(source, "wind_speed_lr", handle.read("wind_speed_lr", limit)),
-        "terrain": _float(source, "terrain", handle.read("terrain", limit)),
-        "truth": _float(source, "truth", handle.read("truth", limit))
+        "lr": _float(source, "wind_speed_lr", handle.read("wind_speed_lr", limit), SPEED_BOUNDS),
+        "terrain": _float(source, "terrain", handle.read("terrain", limit), HEIGHT_BOUNDS),
+        "truth": _float(source, "truth", handle.read("truth", limit), SPEED_BOUNDS)
         if handle.has("truth")
         else hr.copy(),
     }
@@ -231,19 +238,30 @@ def _patches(source: Path, handle: _Hdf5 | _Netcdf3, limit: int | None) -> WindP
                 )
         rows = _cells(source, "station_row", handle.read("station_row", limit), height)
         cols = _cells(source, "station_col", handle.read("station_col", limit), height)
-        readings = _float(source, "station_speed", handle.read("station_speed", limit))
+        readings = _float(
+            source, "station_speed", handle.read("station_speed", limit), SPEED_BOUNDS
+        )
     else:
         rows = cols = np.zeros((count, 0), dtype=np.int64)
         readings = np.zeros((count, 0), dtype=np.float32)
     return WindPatches(hr, fields["lr"], fields["terrain"], fields["truth"], rows, cols, readings)
 
 
-def _float(source: Path, name: str, data: NDArray[Any]) -> NDArray[np.float32]:
+def _float(
+    source: Path, name: str, data: NDArray[Any], bounds: tuple[float, float]
+) -> NDArray[np.float32]:
+    """A decoded field as float32: complete (no missing value) and within ``bounds``."""
     if not np.issubdtype(data.dtype, np.number):
         raise WorkloadError(f"{source}: variable '{name}' must be numeric, got {data.dtype}")
     values = data.astype(np.float32)
-    if not np.isfinite(values).all():
-        raise WorkloadError(f"{source}: variable '{name}' holds NaN or infinite values")
+    bad = int(np.count_nonzero(~np.isfinite(values)))
+    if bad:
+        raise WorkloadError(
+            f"{source}: variable '{name}' has {bad} missing or non-finite value(s) "
+            "(_FillValue, missing_value, outside valid_range, or NaN), but a WindSR field must "
+            "be complete"
+        )
+    check_bounds(source, name, values, bounds)
     return values
 
 
