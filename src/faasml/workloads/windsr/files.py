@@ -22,8 +22,9 @@ variable and the rule.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -38,30 +39,37 @@ LAYOUT = "faasml-windsr-1"
 SPEED_UNITS = ("m s-1", "m/s", "m s**-1", "m.s-1", "m s^-1", "meters per second")
 HEIGHT_UNITS = ("m", "meter", "meters", "metre", "metres")
 _HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
+T = TypeVar("T")
 
 
 def read_patches(path: str | Path, limit: int | None = None) -> WindPatches:
     """The patches of a WindSR file (HDF5, NetCDF-4 or NetCDF-3); ``limit``: the first ones."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise WorkloadError(f"the value of limit is {limit!r}, but must be an integer >= 1")
+    return read_file(path, lambda source, handle: _patches(source, handle, limit))
+
+
+def read_file(path: str | Path, reader: Callable[[Path, Variables], T]) -> T:
+    """``reader(path, variables)`` over the file's variables (HDF5, NetCDF-4 or NetCDF-3, told
+    by its signature), read CF-decoded; a file that cannot be read is one line."""
     source = Path(path)
     try:
         with source.open("rb") as handle:
             magic = handle.read(8)
     except OSError as err:
         raise WorkloadError(f"cannot read {source}: {err.strerror or err}") from None
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise WorkloadError(f"the value of limit is {limit!r}, but must be an integer >= 1")
     if magic == _HDF5_MAGIC:
         h5py = optional_import("h5py", "windsr")
         try:
             with h5py.File(source, "r") as handle:
-                return _patches(source, _Hdf5(handle), limit)
+                return reader(source, _Hdf5(handle))
         except OSError as err:
             raise WorkloadError(f"{source} is not a readable HDF5 file: {err}") from None
     if magic[:3] == b"CDF":
         netcdf = optional_import("scipy.io", "windsr")
         try:
             with netcdf.netcdf_file(source, "r", mmap=False, maskandscale=True) as handle:
-                return _patches(source, _Netcdf3(handle), limit)
+                return reader(source, _Netcdf3(handle))
         except (OSError, TypeError, ValueError) as err:
             raise WorkloadError(f"{source} is not a readable NetCDF-3 file: {err}") from None
     raise WorkloadError(
@@ -116,7 +124,11 @@ class _Hdf5:
         self.handle = handle
 
     def has(self, name: str) -> bool:
-        return name in self.handle and hasattr(self.handle[name], "shape")
+        if name not in self.handle or not hasattr(self.handle[name], "shape"):
+            return False
+        # NetCDF-4 keeps a dimension without a variable as an empty dimension scale so named.
+        label = _text(self.handle[name].attrs.get("NAME")) or ""
+        return not label.startswith("This is a netCDF dimension but not a netCDF variable")
 
     def shape(self, name: str) -> tuple[int, ...]:
         return tuple(int(d) for d in self.handle[name].shape)
@@ -129,6 +141,9 @@ class _Hdf5:
     def units(self, name: str) -> str | None:
         value = self.handle[name].attrs.get("units")
         return _text(value)
+
+    def attr(self, name: str, key: str) -> Any:
+        return self.handle[name].attrs.get(key)
 
 
 class _Netcdf3:
@@ -151,6 +166,13 @@ class _Netcdf3:
     def units(self, name: str) -> str | None:
         return _text(getattr(self.handle.variables[name], "units", None))
 
+    def attr(self, name: str, key: str) -> Any:
+        return getattr(self.handle.variables[name], key, None)
+
+
+Variables = _Hdf5 | _Netcdf3
+"""A file's variables, read CF-decoded (``has``, ``shape``, ``read``, ``units``, ``attr``)."""
+
 
 def _text(value: Any) -> str | None:
     if value is None:
@@ -162,7 +184,7 @@ def _text(value: Any) -> str | None:
     return str(value)
 
 
-def _patches(source: Path, handle: _Hdf5 | _Netcdf3, limit: int | None) -> WindPatches:
+def _patches(source: Path, handle: Variables, limit: int | None) -> WindPatches:
     def need(name: str, rank: int, units: tuple[str, ...] | None) -> None:
         if not handle.has(name):
             raise WorkloadError(
@@ -219,11 +241,11 @@ def _patches(source: Path, handle: _Hdf5 | _Netcdf3, limit: int | None) -> WindP
             "some are missing"
         )
     count = n if limit is None else min(n, limit)
-    hr = _float(source, "wind_speed", handle.read("wind_speed", limit), SPEED_BOUNDS)
+    hr = as_float(source, "wind_speed", handle.read("wind_speed", limit), SPEED_BOUNDS)
     fields = {
-        "lr": _float(source, "wind_speed_lr", handle.read("wind_speed_lr", limit), SPEED_BOUNDS),
-        "terrain": _float(source, "terrain", handle.read("terrain", limit), HEIGHT_BOUNDS),
-        "truth": _float(source, "truth", handle.read("truth", limit), SPEED_BOUNDS)
+        "lr": as_float(source, "wind_speed_lr", handle.read("wind_speed_lr", limit), SPEED_BOUNDS),
+        "terrain": as_float(source, "terrain", handle.read("terrain", limit), HEIGHT_BOUNDS),
+        "truth": as_float(source, "truth", handle.read("truth", limit), SPEED_BOUNDS)
         if handle.has("truth")
         else hr.copy(),
     }
@@ -236,9 +258,9 @@ def _patches(source: Path, handle: _Hdf5 | _Netcdf3, limit: int | None) -> WindP
                     f"{source}: variable '{name}' has shape {handle.shape(name)}, but must be "
                     f"(sample, station) = {k_shape} like 'station_speed' with {n} samples"
                 )
-        rows = _cells(source, "station_row", handle.read("station_row", limit), height)
-        cols = _cells(source, "station_col", handle.read("station_col", limit), height)
-        readings = _float(
+        rows = as_cells(source, "station_row", handle.read("station_row", limit), height)
+        cols = as_cells(source, "station_col", handle.read("station_col", limit), height)
+        readings = as_float(
             source, "station_speed", handle.read("station_speed", limit), SPEED_BOUNDS
         )
     else:
@@ -247,7 +269,7 @@ def _patches(source: Path, handle: _Hdf5 | _Netcdf3, limit: int | None) -> WindP
     return WindPatches(hr, fields["lr"], fields["terrain"], fields["truth"], rows, cols, readings)
 
 
-def _float(
+def as_float(
     source: Path, name: str, data: NDArray[Any], bounds: tuple[float, float]
 ) -> NDArray[np.float32]:
     """A decoded field as float32: complete (no missing value) and within ``bounds``."""
@@ -265,7 +287,7 @@ def _float(
     return values
 
 
-def _cells(source: Path, name: str, data: NDArray[Any], side: int) -> NDArray[np.int64]:
+def as_cells(source: Path, name: str, data: NDArray[Any], side: int) -> NDArray[np.int64]:
     if not np.issubdtype(data.dtype, np.integer):
         raise WorkloadError(f"{source}: variable '{name}' must hold integer cell indices")
     if data.size and (data.min() < 0 or data.max() >= side):
