@@ -209,3 +209,17 @@ def test_a_run_assimilates_in_evaluation_and_predict_round_trips_a_file(tmp_path
         assert main([*args, "--trial", "7"]) == 2
     assert "the value of --trial is 7, but must be a trial of" in err.getvalue()
     assert len(err.getvalue().strip().splitlines()) == 1
+
+    # As a tuning run records a tuned width: the job's model says 16, the best trial's
+    # configuration 8. The report's maps and predict build the trial's model, not the job's.
+    record["job"]["model"]["width"] = 16
+    record["best"]["config"] = record["trials"][0]["config"] = {"model.width": 8}
+    (run_dir / "record.json").write_text(json.dumps(record))
+    maps = run_dir / "plots" / "windsr-maps.png"
+    maps.unlink()
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["report", str(run_dir)]) == 0
+        assert main([*args, "--trial", "0"]) == 0
+    assert maps.stat().st_size > 1000
+    with h5netcdf.File(out, "r") as handle:
+        np.testing.assert_allclose(np.asarray(handle.variables["wind_speed"][:]), plain)

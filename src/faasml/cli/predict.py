@@ -11,7 +11,6 @@ the job's ``assimilate:`` section says (its defaults otherwise).
 from __future__ import annotations
 
 import argparse
-import copy
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -49,11 +48,12 @@ class Chosen:
 
 def choose(record: RunRecord, run_dir: str, trial: int | None) -> Chosen:
     """The best trial (or ``trial``) of a WindSR run, its checkpoint and model options."""
-    spec = record.job.get("model")
-    model = dict(spec) if isinstance(spec, dict) else {"name": spec}
-    if model.get("name") not in MODELS:
+    from faasml.workloads.windsr.inference import trial_model
+
+    name = trial_model(record.job, {})[0]
+    if name not in MODELS:
         raise ConfigError(
-            f"{run_dir} holds a run of model {model.get('name')!r}, but faasml predict applies "
+            f"{run_dir} holds a run of model {name!r}, but faasml predict applies "
             f"the WindSR models ({', '.join(MODELS)})"
         )
     if trial is None:
@@ -69,12 +69,8 @@ def choose(record: RunRecord, run_dir: str, trial: int | None) -> Chosen:
                 f"checkpoint ({ids})"
             )
         key, config = found.checkpoint, found.config
-    options = copy.deepcopy({k: v for k, v in model.items() if k != "name"})
-    for name, value in config.items():
-        if name.startswith("model."):
-            options[name.removeprefix("model.")] = copy.deepcopy(value)
-    options.pop("assimilate", None)
-    return Chosen(trial, key, str(model["name"]), options)
+    name, options = trial_model(record.job, config)
+    return Chosen(trial, key, name, options)
 
 
 def run_predict(args: argparse.Namespace) -> int:

@@ -10,6 +10,8 @@ station) in m s-1. Everything is read CF-decoded and checked as ``files`` reads 
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,6 +54,20 @@ class Inputs:
     y: Coordinate
     x: Coordinate
     time: Coordinate | None
+
+
+def trial_model(job: Mapping[str, Any], config: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The model name and options a trial of a run trained: the record's ``job`` model with
+    the trial's ``model.*`` configuration applied (a tuned width, schedule, ...), without the
+    evaluation-only ``assimilate`` option."""
+    spec = job.get("model")
+    model = dict(spec) if isinstance(spec, Mapping) else {"name": spec}
+    options = copy.deepcopy({k: v for k, v in model.items() if k != "name"})
+    for key, value in config.items():
+        if key.startswith("model."):
+            options[key.removeprefix("model.")] = copy.deepcopy(value)
+    options.pop("assimilate", None)
+    return str(model.get("name")), options
 
 
 def read_inputs(path: str | Path, scale: int, terrain_needed: bool) -> Inputs:
