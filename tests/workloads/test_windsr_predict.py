@@ -66,6 +66,9 @@ def test_a_job_with_assimilate_parses_and_builds_the_model_option(tmp_path: Path
     assert option == {"stations": [[2, 3], [9, 12]], "radius": 3, "strength": 0.5, "inpaint": True}
     again = from_mapping(spec.to_dict(), base_dir=tmp_path)
     assert again.assimilate == spec.assimilate
+    _stations_file(tmp_path / "far.nc", [2, 16], [3, 1])  # row 16 is outside a 16x16 patch
+    with pytest.raises(ConfigError, match=r"far\.nc: variable 'station_row' must hold cell"):
+        from_mapping(_job({"stations": "far.nc"}), base_dir=tmp_path)
     plain = from_mapping(_job({}), base_dir=tmp_path)
     assert plain.assimilate is not None and plain.assimilate.stations == "data"
     assert plain.model_options()["assimilate"]["radius"] == "dynamic"

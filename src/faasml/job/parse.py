@@ -86,7 +86,7 @@ def parse_job(data: Mapping[str, Any], base_dir: Path, source: str | None) -> Jo
         flow = parse_workflow(f.raw("workflow"), model.name, job.training.max_epochs, base_dir)
         job = dataclasses.replace(job, workflow=flow)
     if f.has("assimilate"):
-        assimilate = parse_assimilate(f.raw("assimilate"), model.name, base_dir)
+        assimilate = parse_assimilate(f.raw("assimilate"), model.name, base_dir, data_spec)
         job = dataclasses.replace(job, assimilate=assimilate)
     f.finish()
     _check_store(job)
@@ -331,9 +331,12 @@ def _hyperband(f: Fields, sampler: str, options: dict[str, Any]) -> TuningSpec:
 WINDSR_MODELS = ("windsr", "windsr-srcnn")
 
 
-def parse_assimilate(value: Any, model: str, base_dir: Path) -> AssimilateSpec:
+def parse_assimilate(
+    value: Any, model: str, base_dir: Path, data: DatasetSpec | None = None
+) -> AssimilateSpec:
     """``assimilate:`` of a WindSR job: a stations file (relative to the job file) is read for
-    its cells; the rest is the WindSR models' own rule (``read_assimilation``)."""
+    its cells, which must lie inside generated patches; the rest is the WindSR models' own
+    rule (``read_assimilation``)."""
     from faasml.workloads.windsr.assimilate import STATIONS_RULE, read_assimilation
     from faasml.workloads.windsr.inference import read_stations
 
@@ -352,7 +355,8 @@ def parse_assimilate(value: Any, model: str, base_dir: Path) -> AssimilateSpec:
                 f"the value of assimilate.stations is {shown(stations)}, but {STATIONS_RULE}; "
                 f"{path} is not a file"
             )
-        found = read_stations(path, None, None)
+        side = data.options.get("size", 32) if data and data.synthetic == "wind-sr" else None
+        found = read_stations(path, None, side if isinstance(side, int) else None)
         cells = tuple(zip(found.rows[0].tolist(), found.cols[0].tolist(), strict=True))
         stations = str(path)
         fields["stations"] = [list(c) for c in cells]
