@@ -226,3 +226,29 @@ def test_a_run_assimilates_in_evaluation_and_predict_round_trips_a_file(tmp_path
     assert maps.stat().st_size > 1000
     with h5netcdf.File(out, "r") as handle:
         np.testing.assert_allclose(np.asarray(handle.variables["wind_speed"][:]), plain)
+
+
+def test_an_input_without_terrain_or_with_packed_nonsense_is_refused_in_one_line(
+    tmp_path: Path,
+) -> None:
+    from faasml.workloads.windsr.inference import read_inputs
+
+    path = tmp_path / "lr.nc"
+    with h5netcdf.File(path, "w") as handle:
+        handle.dimensions = {"sample": 2, "y_lr": 4, "x_lr": 4}
+        lr = handle.create_variable(
+            "wind_speed_lr", ("sample", "y_lr", "x_lr"), data=np.full((2, 4, 4), 7.0, np.float32)
+        )
+        lr.attrs["units"] = "m/s"
+    with pytest.raises(ConfigError, match=r"lr\.nc: variable 'terrain' is missing; the model"):
+        read_inputs(path, 4, terrain_needed=True)
+    inputs = read_inputs(path, 4, terrain_needed=False)  # an SR-CNN without terrain
+    assert inputs.patches.terrain.shape == (2, 16, 16) and not inputs.patches.terrain.any()
+    assert inputs.x.attrs["units"] == "1" and inputs.time is None
+    with h5netcdf.File(path, "a") as handle:
+        handle.variables["wind_speed_lr"].attrs["scale_factor"] = np.float32(100.0)
+    with pytest.raises(ConfigError) as caught:
+        read_inputs(path, 4, terrain_needed=False)
+    assert "variable 'wind_speed_lr' has values in [700, 700] m s-1, but a wind speed" in str(
+        caught.value
+    )
