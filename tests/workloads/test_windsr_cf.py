@@ -126,3 +126,30 @@ def test_an_implausible_wind_speed_is_refused_in_one_line(tmp_path: Path) -> Non
         handle["terrain"][0, 0, 0] = 12_000.0
     with pytest.raises(WorkloadError, match=r"'terrain' .* a height must lie in \[-500, 9000\] m"):
         read_patches(path)
+
+
+def test_netcdf3_station_cells_with_a_fill_value_stay_cell_indices(tmp_path: Path) -> None:
+    from scipy.io import netcdf_file
+
+    patches = generate_patches(2, size=16, scale=4, stations=2, seed=9)
+    path = tmp_path / "stations3.nc"
+    with netcdf_file(path, "w") as handle:
+        sizes = (("sample", 2), ("y", 16), ("x", 16), ("y_lr", 4), ("x_lr", 4), ("station", 2))
+        for dim, size in sizes:
+            handle.createDimension(dim, size)
+        for name, dims, data, kind, units in (
+            ("wind_speed", ("sample", "y", "x"), patches.hr, "f4", "m s-1"),
+            ("wind_speed_lr", ("sample", "y_lr", "x_lr"), patches.lr, "f4", "m s-1"),
+            ("terrain", ("sample", "y", "x"), patches.terrain, "f4", "m"),
+            ("station_row", ("sample", "station"), patches.rows, "i", "1"),
+            ("station_col", ("sample", "station"), patches.cols, "i", "1"),
+            ("station_speed", ("sample", "station"), patches.readings, "f4", "m s-1"),
+        ):
+            variable = handle.createVariable(name, kind, dims)
+            variable[:] = data
+            variable.units = units
+            if kind == "i":
+                variable._FillValue = np.int32(-1)
+    back = read_patches(path)
+    np.testing.assert_array_equal(back.rows, patches.rows)
+    np.testing.assert_array_equal(back.readings, patches.readings)

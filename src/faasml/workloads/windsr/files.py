@@ -160,6 +160,8 @@ class _Netcdf3:
         data = self.handle.variables[name]
         values = data[:limit] if limit is not None else data[:]
         if isinstance(values, np.ma.MaskedArray):  # SciPy's decoding masks missing values
+            if not np.ma.is_masked(values):
+                return np.array(values.data, copy=True)  # an integer stays an integer
             return np.ma.filled(values.astype(np.float64), np.nan)
         return np.array(values, copy=True)
 
