@@ -231,7 +231,7 @@ def test_a_run_assimilates_in_evaluation_and_predict_round_trips_a_file(tmp_path
 def test_an_input_without_terrain_or_with_packed_nonsense_is_refused_in_one_line(
     tmp_path: Path,
 ) -> None:
-    from faasml.workloads.windsr.inference import read_inputs
+    from faasml.workloads.windsr.inference import read_inputs, write_prediction
 
     path = tmp_path / "lr.nc"
     with h5netcdf.File(path, "w") as handle:
@@ -245,6 +245,16 @@ def test_an_input_without_terrain_or_with_packed_nonsense_is_refused_in_one_line
     inputs = read_inputs(path, 4, terrain_needed=False)  # an SR-CNN without terrain
     assert inputs.patches.terrain.shape == (2, 16, 16) and not inputs.patches.terrain.any()
     assert inputs.x.attrs["units"] == "1" and inputs.time is None
+    field = {"wind_speed": (inputs.patches.hr, "super-resolved wind speed")}
+    with pytest.raises(
+        ConfigError, match=r"cannot write .*out\.nc: the folder .*absent does not exist"
+    ):
+        write_prediction(tmp_path / "absent" / "out.nc", inputs, field, {})
+    write_prediction(tmp_path / "out.nc", inputs, field, {"title": "t"})
+    with h5netcdf.File(tmp_path / "out.nc", "r") as handle:
+        assert handle.variables["wind_speed"].dimensions == ("sample", "y", "x")
+        assert handle.variables["x"].attrs["axis"] == "X"
+    assert not list(tmp_path.glob("*.partial"))
     with h5netcdf.File(path, "a") as handle:
         handle.variables["wind_speed_lr"].attrs["scale_factor"] = np.float32(100.0)
     with pytest.raises(ConfigError) as caught:

@@ -207,22 +207,37 @@ def write_prediction(
     """A CF-1.8 NetCDF-4 file: ``fields`` (name -> (sample, y, x) m/s, long name) on the
     coordinates ``y``, ``x`` (and ``time``) of ``inputs``, with global ``attrs``."""
     h5netcdf = optional_import("h5netcdf", "windsr")
+    target = Path(path)
+    if not target.parent.is_dir():
+        raise WorkloadError(f"cannot write {target}: the folder {target.parent} does not exist")
+    partial = target.with_name(target.name + ".partial")  # no half-written file at ``path``
+    try:
+        with h5netcdf.File(partial, "w") as handle:
+            _write(handle, inputs, fields, attrs)
+        partial.replace(target)
+    except OSError as err:
+        partial.unlink(missing_ok=True)
+        raise WorkloadError(f"cannot write {target}: {err.strerror or err}") from None
+
+
+def _write(
+    handle: Any, inputs: Inputs, fields: dict[str, tuple[Array, str]], attrs: dict[str, str]
+) -> None:
     n, side = len(inputs.patches), inputs.patches.size
     sample = "time" if inputs.time is not None else "sample"
-    with h5netcdf.File(Path(path), "w") as handle:
-        handle.dimensions = {sample: n, "y": side, "x": side}
-        handle.attrs.update({"Conventions": "CF-1.8", **attrs})
-        coords = [("y", inputs.y), ("x", inputs.x)]
-        if inputs.time is not None:
-            coords.append(("time", inputs.time))
-        for name, coord in coords:
-            variable = handle.create_variable(name, (name,), data=coord.values)
-            variable.attrs.update({"axis": name.upper() if name != "time" else "T"})
-            variable.attrs.update(coord.attrs)
-        for name, (data, long_name) in fields.items():
-            variable = handle.create_variable(
-                name, (sample, "y", "x"), data=np.asarray(data, dtype=np.float32)
-            )
-            variable.attrs.update(
-                {"units": "m s-1", "standard_name": "wind_speed", "long_name": long_name}
-            )
+    handle.dimensions = {sample: n, "y": side, "x": side}
+    handle.attrs.update({"Conventions": "CF-1.8", **attrs})
+    coords = [("y", inputs.y), ("x", inputs.x)]
+    if inputs.time is not None:
+        coords.append(("time", inputs.time))
+    for name, coord in coords:
+        variable = handle.create_variable(name, (name,), data=coord.values)
+        variable.attrs.update({"axis": name.upper() if name != "time" else "T"})
+        variable.attrs.update(coord.attrs)
+    for name, (data, long_name) in fields.items():
+        variable = handle.create_variable(
+            name, (sample, "y", "x"), data=np.asarray(data, dtype=np.float32)
+        )
+        variable.attrs.update(
+            {"units": "m s-1", "standard_name": "wind_speed", "long_name": long_name}
+        )
