@@ -106,6 +106,16 @@ def test_assimilate_is_refused_for_a_model_that_is_not_windsr(tmp_path: Path) ->
         from_mapping(job, base_dir=tmp_path)
 
 
+def test_assimilate_with_a_workflow_is_refused(tmp_path: Path) -> None:
+    job = _job({})
+    job["workflow"] = {"batch_size_schedule": {0: 8, 1: 16}}
+    job["training"] = {"max_epochs": 2}
+    with pytest.raises(ConfigError, match="assimilate is not applied to the phases of a workflow"):
+        from_mapping(job, base_dir=tmp_path)
+    del job["assimilate"]
+    assert from_mapping(job, base_dir=tmp_path).workflow is not None
+
+
 def test_evaluation_reports_assimilation_beside_plain_super_resolution() -> None:
     patches = generate_patches(8, size=16, scale=4, stations=4, obs_noise=0.0, seed=3)
     data = patches.to_dataset()

@@ -86,6 +86,10 @@ def parse_job(data: Mapping[str, Any], base_dir: Path, source: str | None) -> Jo
         flow = parse_workflow(f.raw("workflow"), model.name, job.training.max_epochs, base_dir)
         job = dataclasses.replace(job, workflow=flow)
     if f.has("assimilate"):
+        if job.workflow is not None:  # its phases build their own models: it would be ignored
+            raise ConfigError(
+                "assimilate is not applied to the phases of a workflow; remove one of them"
+            )
         assimilate = parse_assimilate(f.raw("assimilate"), model.name, base_dir, data_spec)
         job = dataclasses.replace(job, assimilate=assimilate)
     f.finish()
