@@ -150,7 +150,7 @@ class BaseRun:
             job = apply_config(self.job, trial.config) if trial.config else self.job
             self._recipes[trial.trial_id] = ModelRecipe(
                 model=job.model.name,
-                model_options=dict(job.model.options),
+                model_options=job.model_options(),
                 input_shape=tuple(self.train.input_shape),
                 num_classes=self.train.num_classes,
                 optimizer=job.optimizer.name,
