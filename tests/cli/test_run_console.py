@@ -152,10 +152,11 @@ def test_piped_the_console_prints_lines_not_animation(tmp_path: Path) -> None:
     steps = [line for line in lines if line.startswith("probe step ")]
     assert steps[0].startswith("probe step 1: footprint and compute on ")
     assert "planning" in lines
+    stages = [line for line in lines if " alive, spent " in line]
+    assert [line.split(":")[0] for line in stages] == ["stage 1/2", "stage 2/2"]
+    assert all(re.search(r", ETA \d+:\d\d:\d\d$", line) for line in stages)
     events = [line for line in lines if re.match(r"\[\d+:\d\d:\d\d\] ", line)]
-    assert any("] stage 1: 4 trials on " in line for line in events)
-    assert any("] stage 2: 2 trials on " in line for line in events)
-    assert all(" · ETA " in line for line in events)
+    assert any("] stage 1 done: kept trials " in line for line in events)
     assert any(line.startswith("Best: trial ") and "validation accuracy" in line for line in lines)
 
 

@@ -10,6 +10,7 @@ path, is folded); a table too long for the screen shows its best rows and says h
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,8 @@ from faasml.runtime.record import PlanRecord, StageRecord
 from faasml.runtime.session import BaseRun
 
 REFRESH_PER_S = 4
+STAGE_START = re.compile(r"stage \d+: \d+ trials? on ")
+"""The record's event of a stage starting."""
 
 
 def clock(seconds: float) -> str:
@@ -141,7 +144,10 @@ class RunDisplay:
         self.stage = record.stage
         self.stage_began_s = record.elapsed_s
         self.events_seen = len(record.events)
+        plan = record.plan
         self.alive = len(run.trials)
+        if plan is not None and record.stage < len(plan.stages):
+            self.alive = plan.stages[record.stage].trials
         self.live: Live | None = None
 
     def __enter__(self) -> RunDisplay:
@@ -154,6 +160,7 @@ class RunDisplay:
                 vertical_overflow="visible",
             )
             self.live.start()
+        self._stage_line()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -168,16 +175,29 @@ class RunDisplay:
         return time.monotonic() - self.origin
 
     def tick(self, snapshot: dict[str, Any]) -> None:
-        """After each segment: the stage under way, and the record's new stage events."""
+        """After each segment: the stage under way, and the record's new events (piped, the
+        stage's start is one line: ``_stage_line``)."""
         stage, elapsed = int(snapshot["stage"]) - 1, float(snapshot["elapsed_s"])
         self.origin = time.monotonic() - elapsed  # the run's own clock
-        if stage != self.stage:
-            self.stage, self.stage_began_s = stage, elapsed
         self.alive = int(snapshot["alive"])
         events = self.run.record.events
         for event in events[self.events_seen :]:
-            self.out.print(escape(f"[{clock(event.t_s)}] {event.text} · {self._eta(short=True)}"))
+            if not self.out.is_terminal and STAGE_START.match(event.text):
+                continue  # the stage's line says it
+            self.out.print(escape(f"[{clock(event.t_s)}] {event.text}"))
         self.events_seen = len(events)
+        if stage != self.stage:
+            self.stage, self.stage_began_s = stage, elapsed
+            self._stage_line()
+
+    def _stage_line(self) -> None:
+        """Piped: a stage's start as one line (trials alive, spend, the plan's time left)."""
+        plan = self.run.record.plan
+        if self.out.is_terminal or plan is None or self.stage >= len(plan.stages):
+            return
+        where = f"stage {self.stage + 1}/{len(plan.stages)}"
+        line = f"{where}: {self.alive} alive, {self._spend()}, {self._eta(short=True)}"
+        self.out.print(escape(line))
 
     def _spend(self) -> str:
         spent = money(self.run.meter.total_usd)
@@ -227,7 +247,7 @@ class RunDisplay:
         more = len(ranked) - rows
         shown: list[RenderableType] = [table]
         if more > 0:
-            shown.append(Text(f"and {more} more trials (the report lists them all)"))
+            shown.append(Text(f"and {more} more (the report lists every trial)"))
         return shown
 
     def __rich__(self) -> RenderableType:
