@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Console, Group, RenderableType
@@ -26,7 +26,9 @@ from rich.text import Text
 from faasml.reports.run_format import money, number, run_metric, trial_usd
 from faasml.runtime.preparing import Planning, Preparing, ProbeStep
 from faasml.runtime.record import PlanRecord, StageRecord
-from faasml.runtime.session import BaseRun
+
+if TYPE_CHECKING:
+    from faasml.runtime.session import BaseRun
 
 REFRESH_PER_S = 4
 STAGE_START = re.compile(r"stage \d+: \d+ trials? on ")
@@ -142,7 +144,7 @@ class RunDisplay:
         self.origin = time.monotonic() - record.elapsed_s
         """When the run began, as this process counts (a resumed run began before it)."""
         self.stage = record.stage
-        self.stage_began_s = record.elapsed_s
+        self.stage_began_s = self._stage_began(record.stage, record.elapsed_s)
         self.events_seen = len(record.events)
         plan = record.plan
         self.alive = len(run.trials)
@@ -187,8 +189,16 @@ class RunDisplay:
             self.out.print(escape(f"[{clock(event.t_s)}] {event.text}"))
         self.events_seen = len(events)
         if stage != self.stage:
-            self.stage, self.stage_began_s = stage, elapsed
+            self.stage, self.stage_began_s = stage, self._stage_began(stage, elapsed)
             self._stage_line()
+
+    def _stage_began(self, stage: int, otherwise: float) -> float:
+        """When the 0-based ``stage`` began: its start event's time in the record (the
+        latest), else ``otherwise``."""
+        starts = [
+            e.t_s for e in self.run.record.events if e.text.startswith(f"stage {stage + 1}: ")
+        ]
+        return starts[-1] if starts else otherwise
 
     def _stage_line(self) -> None:
         """Piped: a stage's start as one line (trials alive, spend, the plan's time left)."""
