@@ -100,7 +100,7 @@ class PrepareDisplay:
             self.live = Live(
                 self, console=self.out, refresh_per_second=REFRESH_PER_S, transient=True
             )
-            self.live.start()
+            self.live.start(refresh=True)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -161,7 +161,7 @@ class RunDisplay:
                 transient=False,
                 vertical_overflow="visible",
             )
-            self.live.start()
+            self.live.start(refresh=True)
         self._stage_line()
         return self
 
