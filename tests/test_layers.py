@@ -53,6 +53,7 @@ ROOT_UNITS = {
     "_version": "base",
     "_gzip": "base",
     "searchspace": "job",
+    "results": "api",
 }
 """Root modules that belong to a unit of another name (the rest are units of their own)."""
 

@@ -11,7 +11,15 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from faasml.api import Result, ResultGrid, TorchTrainable, TuneConfig, Tuner, report
+    from faasml.api import (
+        Result,
+        ResultGrid,
+        TorchTrainable,
+        TuneConfig,
+        Tuner,
+        load_checkpoint,
+        report,
+    )
     from faasml.catalog import Catalog, load_catalog
     from faasml.exceptions import ConfigError, FaasmlError, InfeasibleConstraintError
     from faasml.models import allocation_space
@@ -40,6 +48,7 @@ __all__ = [
     "__version__",
     "allocation_space",
     "load_catalog",
+    "load_checkpoint",
     "load_workload",
     "pareto_front",
     "plan_training",
@@ -47,7 +56,15 @@ __all__ = [
 ]
 
 _MODULES = {
-    "faasml.api": ("Tuner", "TuneConfig", "TorchTrainable", "Result", "ResultGrid", "report"),
+    "faasml.api": (
+        "Tuner",
+        "TuneConfig",
+        "TorchTrainable",
+        "Result",
+        "ResultGrid",
+        "load_checkpoint",
+        "report",
+    ),
     "faasml.catalog": ("Catalog", "load_catalog"),
     "faasml.exceptions": ("ConfigError", "FaasmlError", "InfeasibleConstraintError"),
     "faasml.models": ("allocation_space",),

@@ -39,7 +39,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +47,7 @@ from faasml._validate import shown
 from faasml.exceptions import ConfigError, DivergedError
 from faasml.job import JobSpec, from_mapping, load_job
 from faasml.job.layers import set_path
-from faasml.runtime.record import RunRecord
+from faasml.results import Result, ResultGrid, load_checkpoint
 from faasml.searchspace import KINDS, parse_distribution, parse_search_space
 from faasml.types import Constraint, Objective
 from faasml.workloads.context import report
@@ -68,7 +68,8 @@ class TuneConfig:
     stages: int | None = None
     metric: str | None = None
     mode: str | None = None
-    """'min' for loss, 'max' for accuracy (Ray Tune's spelling); implied by ``metric``."""
+    """'min' or 'max' (Ray Tune's spelling): how ``metric`` ranks and prunes the trials;
+    implied for a loss ('min') or an accuracy ('max'), required for any other metric."""
     minimise: str | None = None
     """With both bounds: 'time' (default) or 'cost'."""
 
@@ -91,43 +92,6 @@ class TuneConfig:
                 )
             objective = Objective.MIN_TIME if self.minimise == "time" else Objective.MIN_COST
         return Constraint(self.budget, self.deadline, objective)
-
-
-@dataclass(frozen=True)
-class Result:
-    """One trial's outcome."""
-
-    trial_id: int
-    config: dict[str, Any]
-    metrics: dict[str, Any]
-    """The last epoch's record: loss, val_loss, val_accuracy, epoch_s, ..."""
-    status: str
-    checkpoint: str | None
-    history: list[dict[str, Any]] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class ResultGrid:
-    """Every trial of a tuning run and the run's record."""
-
-    results: list[Result]
-    record: RunRecord
-    run_dir: Path
-
-    def get_best_result(self) -> Result:
-        best = self.record.best
-        if best is None:
-            raise ConfigError(
-                f"no trial finished ({self.record.status}); see {self.run_dir / 'report.md'}"
-            )
-        return next(r for r in self.results if r.trial_id == best.trial)
-
-    @property
-    def spent_usd(self) -> float:
-        return self.record.bill_usd()
-
-    def __len__(self) -> int:
-        return len(self.results)
 
 
 class Tuner:
@@ -165,6 +129,7 @@ class Tuner:
                 ("tuning.epochs_per_stage", config.epochs_per_stage),
                 ("tuning.stages", config.stages),
                 ("tuning.metric", config.metric),
+                ("tuning.mode", config.mode),
             )
             if value is not None
         }
@@ -319,18 +284,7 @@ class Tuner:
                 "no trial ended with a finite loss: every trial that trained diverged (a NaN or "
                 f"infinite loss); narrow the search space; see {self.run_dir / 'report.md'}"
             )
-        results = [
-            Result(
-                trial_id=t.trial_id,
-                config=self.user_config(t.config),
-                metrics=dict(t.last),
-                status=t.status,
-                checkpoint=t.checkpoint,
-                history=list(t.history),
-            )
-            for t in record.trials
-        ]
-        return ResultGrid(results, record, self.run_dir)
+        return ResultGrid.from_record(record, self.run_dir, self.user_config)
 
 
 def _check_type(name: str, value: object, types: tuple[type, ...], what: str) -> None:
@@ -414,4 +368,12 @@ def _set(data: dict[str, Any], dotted: str, value: Any) -> None:
     node[last] = value
 
 
-__all__ = ["Result", "ResultGrid", "TorchTrainable", "TuneConfig", "Tuner", "report"]
+__all__ = [
+    "Result",
+    "ResultGrid",
+    "TorchTrainable",
+    "TuneConfig",
+    "Tuner",
+    "load_checkpoint",
+    "report",
+]

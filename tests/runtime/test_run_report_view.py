@@ -76,7 +76,7 @@ def test_a_run_ranked_by_accuracy_reports_accuracy(accuracy_run: tuple[Path, Run
     assert best is not None
     assert best.val_accuracy == max(accuracies)
     assert f"validation accuracy **{number(best.val_accuracy)}**" in report
-    assert "ranked by validation accuracy (max)" in report
+    assert "ranked by accuracy (max)" in report
     assert "$-" not in report and "e-0" not in report.split("## Events")[0]
     plots = folder / "plots"
     assert {p.name for p in plots.glob("*.png")} == {"accuracy.png", "spend.png", "allocation.png"}
@@ -182,7 +182,7 @@ def test_the_stage_table_keeps_planned_replanned_and_measured_apart() -> None:
     )
     # the Best line and the trial table by accuracy
     assert "validation accuracy" in _table(report, "| trial |")[0]
-    assert "ranked by validation accuracy (max)" in report
+    assert "ranked by accuracy (max)" in report
 
 
 @pytest.mark.parametrize(

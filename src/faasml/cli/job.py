@@ -96,10 +96,12 @@ def run_job_check(args: argparse.Namespace) -> int:
     table.add_row("batch size", f"{job.batch_size} per worker")
     if job.tuning is not None:
         t = job.tuning
+        mode = "" if (t.metric, t.mode) == ("loss", "min") else f" ({t.mode})"
         table.add_row(
             "tuning",
             f"{t.trials} trials, η = {t.reduction_factor}, {t.stages} stages "
-            f"{list(t.trials_per_stage)}, {t.epochs_per_stage} epoch(s) per stage, by {t.metric}",
+            f"{list(t.trials_per_stage)}, {t.epochs_per_stage} epoch(s) per stage, by {t.metric}"
+            f"{mode}",
         )
     target = job.training.target_loss
     table.add_row(

@@ -14,7 +14,7 @@ from faasml.cli._common import add_constraint_options, console, constraint_from
 from faasml.cli.run_console import PrepareDisplay, RunDisplay
 from faasml.exceptions import ConfigError
 from faasml.job import JobSpec, load_job
-from faasml.reports.run_format import config, number, run_metric
+from faasml.reports.run_format import best_value, config, number, run_metric
 from faasml.reports.run_outputs import write_outputs
 from faasml.reports.run_summary import exit_code, summary_lines
 from faasml.runtime.platform import PLATFORMS
@@ -225,12 +225,11 @@ def _execute(run: BaseRun) -> int:
     best = record.best
     if best is not None:  # by the run's metric and mode
         metric = run_metric(record)
-        trial = next((t for t in record.trials if t.trial_id == best.trial), None)
-        value = None if trial is None else metric.last(trial)
+        value = best_value(record, metric)
         out.print(
             escape(
                 f"Best: trial {best.trial} ({config(best.config)}) — {metric.label} "
-                f"{number(value)}, ranked by {metric.heading}"
+                f"{number(value)}, ranked by {metric.name} ({metric.mode})"
             )
         )
     out.print(escape(f"Report: {run.dir.path / 'report.md'}"))

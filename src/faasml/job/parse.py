@@ -19,6 +19,7 @@ from faasml.exceptions import ConfigError, UnknownNameError
 from faasml.job.layers import redact_url
 from faasml.job.spec import (
     METRICS,
+    MODES,
     DatasetSpec,
     JobSpec,
     ModelSpec,
@@ -264,10 +265,23 @@ def _tuning(f: Fields) -> TuningSpec:
         reduction_factor=eta,
         epochs_per_stage=f.integer("epochs_per_stage", DEFAULT_EPOCHS_PER_STAGE, minimum=1),
         stages=stages,
-        metric=f.choice("metric", METRICS, "loss"),
+        metric=_metric(f),
+        mode=f.choice("mode", MODES) if f.has("mode") else None,
     )
     f.finish()
     return spec
+
+
+def _metric(f: Fields) -> str:
+    """``tuning.metric``: loss, accuracy or the name of a metric the trials report."""
+    metric = f.text("metric", "loss")
+    if not re.fullmatch(r"[A-Za-z_][\w.\-]*", metric):
+        raise f.fail(
+            "metric",
+            metric,
+            f"must be {' or '.join(METRICS)} or the name of a metric the trials report",
+        )
+    return metric
 
 
 def _training(f: Fields) -> TrainingSpec:

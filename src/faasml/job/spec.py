@@ -19,6 +19,19 @@ from faasml.searchspace import SearchSpace
 from faasml.sync.stores import is_store_url, storage_name
 
 METRICS = ("loss", "accuracy")
+"""The metrics every trial has; any other name a trial reports can rank too."""
+MODES = ("min", "max")
+
+
+def implied_mode(metric: str) -> str | None:
+    """The mode a metric's name implies: 'max' for an accuracy, 'min' for a loss; None for
+    any other name (its mode must be given: faasml cannot tell which way is better)."""
+    name = metric.lower()
+    if name.endswith("accuracy"):
+        return "max"
+    if name.endswith("loss"):
+        return "min"
+    return None
 
 
 @dataclass(frozen=True)
@@ -55,8 +68,9 @@ class TuningSpec:
     """``tuning:``: successive halving over ``trials`` sampled configurations.
 
     Stage i runs ``trials // reduction_factor**i`` trials for ``epochs_per_stage`` epochs
-    each and keeps the best 1/η by ``metric`` (validation loss or accuracy). Stages and
-    epochs left out take the one default rule of ``faasml.models.shape``.
+    each and keeps the best 1/η by ``metric`` (validation loss or accuracy, or any metric
+    the trials report) in ``mode`` ('min' or 'max', implied for a loss or an accuracy).
+    Stages and epochs left out take the one default rule of ``faasml.models.shape``.
     """
 
     trials: int
@@ -65,9 +79,23 @@ class TuningSpec:
     stages: int | None = None
     """None: ``default_stages`` (filled in when the spec is made)."""
     metric: str = "loss"
+    mode: str | None = None
+    """None: the mode ``metric`` implies (``implied_mode``; filled in when the spec is made)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stages", self.shape.stages)
+        if self.mode is None:
+            mode = implied_mode(self.metric)
+            if mode is None:
+                raise ConfigError(
+                    f"tuning.mode is missing: say whether the metric {self.metric!r} is best "
+                    "low ('min') or high ('max')"
+                )
+            object.__setattr__(self, "mode", mode)
+        elif self.mode not in MODES:
+            raise ConfigError(
+                f"the value of tuning.mode is {self.mode!r}, but must be 'min' or 'max'"
+            )
 
     @property
     def shape(self) -> SuccessiveHalving:
@@ -152,6 +180,8 @@ class JobSpec:
                 "stages": self.tuning.stages,
                 "metric": self.tuning.metric,
             }
+            if self.tuning.mode != implied_mode(self.tuning.metric):  # else left implied
+                data["tuning"]["mode"] = self.tuning.mode
         return data
 
     def sync_stores(self) -> dict[str, str | None]:

@@ -19,6 +19,7 @@ from faasml.runtime.record import RunRecord, TrialRecord
 from faasml.units import format_duration
 
 _LABELS = {"loss": "validation loss", "accuracy": "validation accuracy"}
+"""The built-in metrics' names as a reader knows them (any other is shown by its name)."""
 ZERO_USD = 5e-13
 """Amounts below this are a float sum's residue (-1e-19), shown as $0."""
 
@@ -42,12 +43,7 @@ class RunMetric:
 
     def value(self, epoch: Mapping[str, Any]) -> float | None:
         """An epoch record's value of the metric (None: the epoch has none)."""
-        if self.name in _LABELS:
-            return metric_value(epoch, self.name)
-        found = epoch.get(self.name)
-        if found is None:
-            found = (epoch.get("reported") or {}).get(self.name)
-        return None if not isinstance(found, int | float) else float(found)
+        return metric_value(epoch, self.name)
 
     def last(self, trial: TrialRecord) -> float | None:
         return self.value(trial.last) if trial.history else None
@@ -69,12 +65,23 @@ def run_metric(record: RunRecord) -> RunMetric:
     tuning = record.job.get("tuning")
     tuning = tuning if isinstance(tuning, Mapping) else {}
     name = tuning.get("metric")
-    if not isinstance(name, str) or not name:
-        name = record.best.metric if record.best is not None and record.best.metric else "loss"
+    name = name if isinstance(name, str) and name else "loss"
     mode = tuning.get("mode")
-    if mode not in ("min", "max"):
-        mode = metric_mode(name)
-    return RunMetric(name, str(mode))
+    return RunMetric(name, metric_mode(name, mode if mode in ("min", "max") else None))
+
+
+def best_value(record: RunRecord, metric: RunMetric) -> float | None:
+    """The best trial's value of the run's metric: as the record's ``best`` holds it, else its
+    last epoch's (a record written before ``best.value``)."""
+    best = record.best
+    if best is None:
+        return None
+    if best.value is not None and best.metric == metric.name:
+        return best.value
+    trial = next((t for t in record.trials if t.trial_id == best.trial), None)
+    if trial is not None and trial.history:
+        return metric.last(trial)
+    return {"loss": best.val_loss, "accuracy": best.val_accuracy}.get(metric.name)
 
 
 def money(usd: float | None) -> str:

@@ -4,6 +4,7 @@ draw from the record."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,9 @@ def _metric_plot(plt: Any, record: RunRecord, metric: RunMetric, folder: Path) -
     ax.set_title(f"{metric.label[0].upper()}{metric.label[1:]} by epoch ({best} ranks first)")
     if curves and len(curves) <= 12:
         ax.legend(fontsize="small")
-    return _save(fig, folder / f"{metric.name}.png")
+    # A reported metric's name may hold characters a file name cannot ('val/f1').
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", metric.name).strip("._") or "metric"
+    return _save(fig, folder / f"{stem}.png")
 
 
 def _spend_plot(plt: Any, record: RunRecord, starts: list[float], folder: Path) -> Path:

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from faasml.reports.run_format import config, money, number, run_metric, seconds, trial_usd
+from faasml.reports.results_report import pareto_lines
+from faasml.reports.run_format import (
+    best_value,
+    config,
+    money,
+    number,
+    run_metric,
+    seconds,
+    trial_usd,
+)
 from faasml.reports.run_summary import summary_lines
 from faasml.runtime.ranking import diverged_at
 from faasml.runtime.record import Estimate, PlanRecord, RunRecord, TrialRecord
@@ -117,8 +126,7 @@ def _plan_lines(record: RunRecord) -> list[str]:
         "",
         "| | predicted | actual | error |",
         "|---|---:|---:|---:|",
-        f"| time | {seconds(time_s)} | {seconds(elapsed)} | "
-        f"{_error(elapsed, time_s)} |",
+        f"| time | {seconds(time_s)} | {seconds(elapsed)} | {_error(elapsed, time_s)} |",
         f"| bill (run) | {_money(cost)} | {money(spent - profiling)} | "
         f"{_error(spent - profiling, cost or 0.0)} |",
         *(_planned_lines(plan) if plan is not None else []),
@@ -191,19 +199,18 @@ def _best_lines(record: RunRecord) -> list[str]:
             return ["None: no trial ended with a finite loss (see the diverged trials below)."]
         return ["None finished."]
     metric = run_metric(record)
-    values = {"loss": best.val_loss, "accuracy": best.val_accuracy}
-    trial = next((t for t in record.trials if t.trial_id == best.trial), None)
-    ranked_by = values.get(metric.name) if metric.name in values else None
-    if ranked_by is None and trial is not None:
-        ranked_by = metric.last(trial)
+    value = best_value(record, metric)
     others = [
-        f"validation {name} {number(value)}"
-        for name, value in values.items()
-        if name != metric.name and value is not None
+        f"{label} {number(v)}"
+        for name, label, v in (
+            ("loss", "validation loss", best.val_loss),
+            ("accuracy", "validation accuracy", best.val_accuracy),
+        )
+        if name != metric.name and v is not None
     ]
     return [
-        f"Trial {best.trial}: {metric.label} **{number(ranked_by)}** (ranked by "
-        f"{metric.heading}){''.join('; ' + o for o in others)}; `{config(best.config)}`; "
+        f"Trial {best.trial}: {metric.label} **{number(value)}**, ranked by {metric.name} "
+        f"({metric.mode}){''.join('; ' + o for o in others)}; `{config(best.config)}`; "
         f"checkpoint `{best.checkpoint}` in `objects/`."
     ]
 
@@ -267,6 +274,8 @@ def render_report(record: RunRecord, plots: list[Path]) -> str:
     lines += _trial_lines(record)
     from faasml.reports.search_report import workflow_lines
 
+    if record.kind == "tune":
+        lines += pareto_lines(record)
     lines += workflow_lines(record)
     if record.events:
         lines += ["", "## Events", ""]

@@ -22,7 +22,13 @@ from faasml.runtime.config_cost import factor, mean_factor
 from faasml.runtime.coordinator import Coordinator, Prewarm, TrialState
 from faasml.runtime.estimates import coordinator_seconds
 from faasml.runtime.profile_record import JobProfile
-from faasml.runtime.ranking import diverged_line, is_diverged, ranked
+from faasml.runtime.ranking import (
+    diverged_line,
+    is_diverged,
+    metric_value,
+    missing_line,
+    ranked,
+)
 from faasml.runtime.record import Best, Estimate, PlanRecord, StageRecord
 from faasml.runtime.run_base import BaseRun
 from faasml.runtime.stage_pricing import keep_warm, stage_estimates, warm_after, warm_pool
@@ -163,7 +169,6 @@ class TuneRun(BaseRun):
 
     def _drive(self, coordinator: Coordinator) -> None:
         plan = self.record.plan if self.record.plan is not None else self.plan()
-        metric = self.job.require_tuning().metric
         # A trial whose loss turns NaN or infinite is trained no further and never kept.
         coordinator.options = dataclasses.replace(coordinator.options, stop_diverged=True)
         while self.record.stage < len(plan.stages):
@@ -200,10 +205,10 @@ class TuneRun(BaseRun):
                 self.meter.total_usd - spent - next_usd + (stage.prewarm_usd or 0.0),
             )
             self._note_diverged(alive)
-            self._record_best(metric)
+            self._record_best()
             if coordinator.stop_reason:
                 return
-            order = ranked((t for t in alive if t.status == "done"), metric)
+            order = self._ranked_stage(alive)
             if not order and any(t.status == "diverged" for t in alive):
                 self._end_diverged()
                 return
@@ -222,7 +227,7 @@ class TuneRun(BaseRun):
     def _best_lost(self) -> None:
         """The best trial so far failed mid-stage: the best of the rest."""
         self.record.best = None
-        self._record_best(self.job.require_tuning().metric)
+        self._record_best()
 
     def _note_diverged(self, trials: list[TrialState]) -> None:
         """One event per trial that diverged in the stage just run."""
@@ -242,10 +247,24 @@ class TuneRun(BaseRun):
             self.record.status = "failed"
             self.event("every trial diverged (NaN or infinite loss): no best configuration")
 
-    def _record_best(self, metric: str) -> None:
-        """The best trial so far (also when a budget stop ends the run early); none where
-        every trial that trained diverged, and never one that failed."""
-        order = ranked((t for t in self.trials if t.history and t.status != "failed"), metric)
+    def _ranked_stage(self, alive: list[TrialState]) -> list[TrialState]:
+        """The stage's finished trials best first by the job's metric and mode; one event per
+        trial that lacks the metric (ranked last, after those that have it)."""
+        tuning = self.job.require_tuning()
+        done = [t for t in alive if t.status == "done"]
+        for trial in done:
+            if metric_value(trial.last, tuning.metric) is None and not is_diverged(trial):
+                self.event(missing_line(trial.trial_id, tuning.metric, trial.last))
+        return ranked(done, tuning.metric, tuning.mode)
+
+    def _record_best(self) -> None:
+        """The best trial so far by the job's metric and mode (also when a budget stop ends
+        the run early); none where every trial that trained diverged, and never one that
+        failed."""
+        tuning = self.job.require_tuning()
+        metric = tuning.metric
+        trained = (t for t in self.trials if t.history and t.status != "failed")
+        order = ranked(trained, metric, tuning.mode)
         if not order or is_diverged(order[0]):
             self.record.best = None
             return
@@ -258,6 +277,8 @@ class TuneRun(BaseRun):
             val_accuracy=best.last.get("val_accuracy"),
             checkpoint=best.checkpoint,
             epochs=best.epochs_done,
+            mode=tuning.mode,
+            value=metric_value(best.last, metric),
         )
 
     # ------------------------------------------------------------ re-calibration
