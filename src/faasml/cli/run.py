@@ -226,10 +226,11 @@ def _execute(run: BaseRun) -> int:
     if best is not None:  # by the run's metric and mode
         metric = run_metric(record)
         value = best_value(record, metric)
+        drawn = f" ({config(best.config)})" if best.config else ""  # a training run: none
         out.print(
             escape(
-                f"Best: trial {best.trial} ({config(best.config)}) — {metric.label} "
-                f"{number(value)}, ranked by {metric.name} ({metric.mode})"
+                f"Best: trial {best.trial}{drawn} — {metric.label} {number(value)}, "
+                f"ranked by {metric.name} ({metric.mode})"
             )
         )
     out.print(escape(f"Report: {run.dir.path / 'report.md'}"))
