@@ -184,9 +184,8 @@ def _stage_table(record: RunRecord, plan: PlanRecord) -> list[str]:
     if repredicted:
         lines += [
             "",
-            "Re-predicted after the stage before, on the allocation it then had: "
-            + "; ".join(repredicted)
-            + ".",
+            "Re-predicted during the run after re-calibration, on the allocation the stage "
+            "then had: " + "; ".join(repredicted) + ".",
         ]
     return lines
 
@@ -210,8 +209,9 @@ def _best_lines(record: RunRecord) -> list[str]:
     ]
     return [
         f"Trial {best.trial}: {metric.label} **{number(value)}**, ranked by {metric.name} "
-        f"({metric.mode}){''.join('; ' + o for o in others)}; `{config(best.config)}`; "
-        f"checkpoint `{best.checkpoint}` in `objects/`."
+        f"({metric.mode}){''.join('; ' + o for o in others)}; "
+        + (f"`{config(best.config)}`; " if best.config else "")
+        + f"checkpoint `{best.checkpoint}` in `objects/`."
     ]
 
 
