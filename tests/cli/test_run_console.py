@@ -65,12 +65,19 @@ def _argv(folder: Path) -> list[str]:
     ]
 
 
+def _plain_env() -> dict[str, str]:
+    """The environment without the settings that make rich take a pipe for a terminal or a
+    terminal for a pipe."""
+    unset = ("TTY_COMPATIBLE", "TTY_INTERACTIVE", "FORCE_COLOR", "NO_COLOR")
+    return {k: v for k, v in os.environ.items() if k not in unset}
+
+
 def _in_terminal(argv: list[str], columns: int = 80, lines: int = 24) -> tuple[int, str]:
     """Run ``argv`` with a pseudo-terminal of ``columns`` × ``lines`` as its stdout and
     stderr; its exit code and everything it wrote."""
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", lines, columns, 0, 0))
-    env = {**os.environ, "COLUMNS": str(columns), "LINES": str(lines), "TERM": "xterm-256color"}
+    env = {**_plain_env(), "COLUMNS": str(columns), "LINES": str(lines), "TERM": "xterm-256color"}
     process = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env)
     os.close(slave)
     chunks = []
@@ -142,7 +149,7 @@ def test_piped_the_console_prints_lines_not_animation(tmp_path: Path) -> None:
         text=True,
         check=False,
         timeout=600,
-        env={**os.environ, "COLUMNS": "80"},
+        env={**_plain_env(), "COLUMNS": "80"},
     )
     assert result.returncode == 0, result.stderr
     out = result.stdout
