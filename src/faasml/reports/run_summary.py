@@ -78,14 +78,12 @@ def _plan_line(record: RunRecord, plan: PlanRecord) -> str:
     if searched > 0:  # a deployment search's probes: a cost the plan leaves to the search
         trained = run_bill - searched
         billed = (
-            f"{money(trained)} training ({_error(trained, cost_usd)}) + "
-            f"{money(searched)} searching"
+            f"{money(trained)} training ({_error(trained, cost_usd)}) + {money(searched)} searching"
         )
     planned = ""
     if own is not None:
         planned = (
-            f"planned {seconds(plan.time_s)} and "
-            f"{money(plan.cost_usd)} by the planner; the run "
+            f"planned {seconds(plan.time_s)} and {money(plan.cost_usd)} by the planner; the run "
         )
     return (
         f"{planned}predicted {seconds(time_s)} and {money(cost_usd)};"

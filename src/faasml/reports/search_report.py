@@ -35,8 +35,7 @@ def workflow_lines(record: RunRecord) -> list[str]:
         "",
         f"## Deployment search ({flow.kind})",
         "",
-        f"Search cost {money(search)}{share}; {len(phases)} phase(s), "
-        f"{triggers} re-trigger(s).",
+        f"Search cost {money(search)}{share}; {len(phases)} phase(s), {triggers} re-trigger(s).",
         "",
         "| phase | change | search | probes | search cost | choice | samples/s | training bill |",
         "|---:|---|---|---:|---:|---|---:|---:|",
