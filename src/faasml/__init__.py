@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from faasml.exceptions import ConfigError, FaasmlError, InfeasibleConstraintError
     from faasml.models import allocation_space
     from faasml.planners import pareto_front, plan_training
+    from faasml.runtime.events import RunCallback, RunEnd, RunStart, StageEnd, TrialResult
     from faasml.types import Allocation, Breakdown, Constraint, Objective, TrainPlan
     from faasml.workload import Workload, load_workload
 
@@ -40,8 +41,13 @@ __all__ = [
     "Objective",
     "Result",
     "ResultGrid",
+    "RunCallback",
+    "RunEnd",
+    "RunStart",
+    "StageEnd",
     "TorchTrainable",
     "TrainPlan",
+    "TrialResult",
     "TuneConfig",
     "Tuner",
     "Workload",
@@ -69,14 +75,18 @@ _MODULES = {
     "faasml.exceptions": ("ConfigError", "FaasmlError", "InfeasibleConstraintError"),
     "faasml.models": ("allocation_space",),
     "faasml.planners": ("pareto_front", "plan_training"),
+    "faasml.runtime.events": ("RunCallback", "RunEnd", "RunStart", "StageEnd", "TrialResult"),
     "faasml.types": ("Allocation", "Breakdown", "Constraint", "Objective", "TrainPlan"),
     "faasml.workload": ("Workload", "load_workload"),
 }
+_SUBPACKAGES = ("tracking",)
 _WHERE = {name: module for module, names in _MODULES.items() for name in names}
 
 
 def __getattr__(name: str) -> object:
     """The public names, imported from their modules on first use."""
+    if name in _SUBPACKAGES:  # faasml.tracking.MLflowCallback after a bare 'import faasml'
+        return importlib.import_module(f"faasml.{name}")
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module 'faasml' has no attribute {name!r}")

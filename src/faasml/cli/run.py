@@ -10,10 +10,17 @@ from typing import Any
 
 from rich.markup import escape
 
-from faasml.cli._common import add_constraint_options, console, constraint_from
+from faasml.cli._common import (
+    add_constraint_options,
+    add_json_option,
+    add_set_option,
+    console,
+    constraint_from,
+)
 from faasml.cli.run_console import PrepareDisplay, RunDisplay
+from faasml.cli.run_options import json_output, print_trial_lines
 from faasml.exceptions import ConfigError
-from faasml.job import JobSpec, load_job
+from faasml.job import JobSpec, load_job, parse_assignments
 from faasml.reports.run_format import best_value, config, number, run_metric
 from faasml.reports.run_outputs import write_outputs
 from faasml.reports.run_summary import exit_code, summary_lines
@@ -47,6 +54,8 @@ def register(commands: Any) -> None:
             action="store_true",
             help="measure the job again before planning instead of using its cached profile",
         )
+        add_set_option(parser)
+        add_json_option(parser, "the run's record (record.json)")
         add_constraint_options(parser)
         add_platform_options(parser)
         parser.set_defaults(func=run_tune if kind == "tune" else run_train)
@@ -62,6 +71,7 @@ def register(commands: Any) -> None:
         help="continue with the job the record holds even though its job file has changed "
         "since the run began (the file is not read)",
     )
+    add_json_option(resume, "the run's record (record.json)")
     resume.set_defaults(func=run_resume, minimise=None)
 
 
@@ -107,17 +117,17 @@ def _check_run_dir(args: argparse.Namespace) -> None:
 
 
 def run_tune(args: argparse.Namespace) -> int:
-    return _run(TuneRun, args)
+    return json_output(args, lambda: _run(TuneRun, args))
 
 
 def run_train(args: argparse.Namespace) -> int:
-    return _run(TrainRun, args)
+    return json_output(args, lambda: _run(TrainRun, args))
 
 
 def _run(kind: type[TuneRun] | type[TrainRun], args: argparse.Namespace) -> int:
     """Check the run directory, read the job, measure and plan it, run it, report."""
     _check_run_dir(args)
-    job, options = _platform_of(args, load_job(args.job))
+    job, options = _platform_of(args, load_job(args.job, parse_assignments(args.set)))
     if kind is TuneRun:
         job.require_tuning()
     elif job.workflow is not None:  # phases deployed by a search (docs/search.md)
@@ -140,6 +150,10 @@ def _run(kind: type[TuneRun] | type[TrainRun], args: argparse.Namespace) -> int:
 
 
 def run_resume(args: argparse.Namespace) -> int:
+    return json_output(args, lambda: _resume(args))
+
+
+def _resume(args: argparse.Namespace) -> int:
     constraint = None
     if args.budget is not None or args.deadline is not None:
         constraint = constraint_from(args)
@@ -216,6 +230,8 @@ def _execute(run: BaseRun) -> int:
     if plan is None:  # a run object made without planning (the commands plan first)
         plan = run.plan()
     print_plan(plan, run.job.name)
+    if not out.is_terminal:  # a line per trial result (the live table shows them otherwise)
+        print_trial_lines(run, out)
     with RunDisplay(run, out) as display:
         run.progress = display.tick
         record = run.execute()

@@ -135,8 +135,8 @@ class PrepareDisplay:
 
 class RunDisplay:
     """The run as it goes (``BaseRun.progress``): live on a terminal, a line per stage
-    event when piped. Per-trial result lines, where wanted, come from the run's trial events,
-    not from here."""
+    event when piped. Piped, the line per trial result is not printed here: the run's trial
+    events print it (``run_options.print_trial_lines``)."""
 
     def __init__(self, run: BaseRun, out: Console) -> None:
         self.run, self.out = run, out

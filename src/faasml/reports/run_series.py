@@ -107,10 +107,18 @@ def planned_spend_series(record: RunRecord) -> Series | None:
     return Series(tuple(xs), tuple(ys))
 
 
+def _one_ladder(record: RunRecord) -> bool:
+    """The plan's stages are one successive halving (a Hyperband run's brackets each start
+    their trials from epoch 1 again: no one epoch or time divides them)."""
+    tuning = record.job.get("tuning")
+    return record.plan is not None and not (isinstance(tuning, dict) and tuning.get("hyperband"))
+
+
 def stage_epochs(record: RunRecord) -> list[int]:
-    """The last epoch of each stage of the plan (a training run's one stage: its epochs)."""
+    """The last epoch of each stage of the plan (a training run's one stage: its epochs);
+    none for a Hyperband run."""
     ends, total = [], 0
-    for stage in record.plan.stages if record.plan is not None else []:
+    for stage in record.plan.stages if record.plan is not None and _one_ladder(record) else []:
         total += stage.epochs
         ends.append(total)
     return ends
@@ -120,7 +128,7 @@ def stage_starts(record: RunRecord) -> list[float]:
     """When each stage after the first began (the earliest start of an epoch of it), in
     seconds since the run began: the boundaries the metric's and spend's plots mark."""
     plan = record.plan
-    if plan is None:
+    if plan is None or not _one_ladder(record):
         return []
     starts, before = [], 0
     for stage in plan.stages:
