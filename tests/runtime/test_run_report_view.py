@@ -205,3 +205,28 @@ def test_the_bill_never_shows_a_negative_zero() -> None:
     report = render_report(_replanned_record(), [])
     assert "| storage | $0 |" in report
     assert "$-" not in report and "-$0 " not in report
+
+
+def test_a_reported_metric_ranks_the_report_and_names_its_plot(tmp_path: Path) -> None:
+    record = record_from_json(json.loads((RECORDS / "v0-tune.json").read_text()))
+    record.job["tuning"] = {**record.job["tuning"], "metric": "val/f1", "mode": "max"}
+    scores = {}
+    for index, trial in enumerate(record.trials):
+        scores[trial.trial_id] = 0.5 + index / 10
+        history = tuple(
+            {**h, "reported": {"val/f1": scores[trial.trial_id]}} for h in trial.history
+        )
+        record.trials[index] = dataclasses.replace(trial, history=history)
+    report = render_report(record, [])
+    table = _table(report, "| trial |")
+    assert table[0][2] == "val/f1"
+    shown = {int(row[0]): row[2] for row in table[1:]}
+    assert shown == {i: number(v) for i, v in scores.items()}
+    done = [int(row[0]) for row in table[1:] if row[1] == "done"]
+    assert done == sorted(done, key=lambda i: -scores[i])  # highest first (max)
+    curves = metric_curves(record, run_metric(record))
+    assert {c.trial: c.values[-1] for c in curves} == scores
+    from faasml.reports.run_plots import write_plots
+
+    names = {p.name for p in write_plots(record, tmp_path)}
+    assert "val_f1.png" in names
