@@ -33,6 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("runtime",),
     ("sim",),
     ("reports", "cluster", "tracking"),
+    ("dashboard",),
     ("api", "cli", "testing"),
     ("faasml",),
 )
