@@ -41,8 +41,7 @@ running job: it holds one of its GPUs until its turn. Jobs co-adapt batch size a
 
 from __future__ import annotations
 
-from faasml.cluster.policies.fapes.curves import _achievement, _at, _per_gpu
 from faasml.cluster.policies.fapes.placement import follow_plan, restore_servers
 from faasml.cluster.policies.fapes.scheduler import FapesPolicy
 
-__all__ = ["FapesPolicy", "_achievement", "_at", "_per_gpu", "follow_plan", "restore_servers"]
+__all__ = ["FapesPolicy", "follow_plan", "restore_servers"]
