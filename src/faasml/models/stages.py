@@ -21,6 +21,7 @@ as much (``FunctionPlatform.contentions``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -33,8 +34,7 @@ Array = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 
 
-@dataclass(frozen=True)
-class EarlyStart:
+class EarlyStart(NamedTuple):
     """Functions of a stage started during the last wave of the stage before (a prewarm)."""
 
     functions: int

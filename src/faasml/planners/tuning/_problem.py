@@ -30,6 +30,9 @@ Functions left warm before the first stage (``warm``: memory MB -> instances, e.
 job's probe or the stages already run left idle) serve the first stage's first wave without a
 cold start where they are enough for it (f · n of θ's memory): its s(θ) and u(θ) are then 0.
 
+These equations are ``faasml.models.stages`` (the one stage model the run and the simulator
+price with too); ``TuningProblem.stage_totals`` calls it with the planner's context.
+
 Each stage's options are the Pareto front of (T_i, C_i); the candidates come from the
 allocation space Θ pruned in a way that keeps every stage's and every static plan's optimum
 (``tuning_candidates``).
