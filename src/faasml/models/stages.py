@@ -156,12 +156,9 @@ def _uneven(
     wave ⌊j / k⌋ it starts in."""
     relative = np.ones(trials)
     relative[: len(factors)] = factors
-    index = np.arange(trials)
-    k = per_wave[:, None]
-    size = np.minimum(k, trials - (index[None, :] // k) * k)  # trials of each one's wave
-    slower = np.ones(size.shape)
+    slower = np.ones((len(per_wave), trials))
     if platform is not None:
-        slower = platform.contentions(size * demand[:, None])
+        slower = trial_contentions(platform, demand, per_wave, trials)
     epoch_s, compute_s = table.time_s[:, None], table.compute_s[:, None]
     lengths = epochs * (epoch_s + (relative[None, :] - 1.0) * compute_s) * slower
     slots = int(min(trials, int(per_wave.max()))) if len(per_wave) else 1
@@ -177,3 +174,14 @@ def _uneven(
     rest = table.invocation_usd + table.storage_usd
     cost = lengths.sum(axis=1) * per_s + trials * epochs * rest
     return makespan, cost
+
+
+def trial_contentions(
+    platform: FunctionPlatform, demand: Array, per_wave: IntArray, trials: int
+) -> Array:
+    """κ of each trial (rows × trials): that of the wave ⌊j / k⌋ trial j starts in, whose
+    trials together demand their number × ``demand`` (n · vCPUs(m) of each row) vCPUs."""
+    k = per_wave[:, None]
+    size = np.minimum(k, trials - (np.arange(trials)[None, :] // k) * k)
+    result: Array = platform.contentions(size * demand[:, None])
+    return result
