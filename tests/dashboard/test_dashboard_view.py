@@ -94,7 +94,10 @@ def test_functions_in_use_add_up_to_the_epochs_run(record: RunRecord) -> None:
     )  # function-seconds: the step line's area
     epochs = sum(h["n"] * h["epoch_s"] for t in record.trials for h in t.history)
     assert held == pytest.approx(epochs, rel=1e-9)
-    gb = [x * 1024 / 1792 for x in usage.ys[1]]  # every epoch ran on 1792 MB functions
+    memory = {h["memory_mb"] for t in record.trials for h in t.history}
+    assert len(memory) == 1  # the tiny tune runs every epoch on one size (the profile's)
+    size_gb = memory.pop() / 1024
+    gb = [x / size_gb for x in usage.ys[1]]
     assert gb == pytest.approx(functions)
 
 

@@ -87,34 +87,35 @@ def test_the_plotted_series_come_from_the_record(accuracy_run: tuple[Path, RunRe
     curves = {c.trial: c for c in metric_curves(record, run_metric(record))}
     for trial in record.trials:
         assert curves[trial.trial_id].values == tuple(h["val_accuracy"] for h in trial.history)
-    spent = spend_series(record)
-    assert spent.values[-1] == pytest.approx(record.bill_usd())
-    assert list(spent.values) == sorted(spent.values)
-    planned = planned_spend_series(record)
-    assert planned is not None and record.plan is not None
+    spent = spend_series(record).ys[0]
+    assert spent[-1] == pytest.approx(record.bill_usd())
+    assert list(spent) == sorted(spent)
+    planned = planned_spend_series(record).ys[0]
+    assert planned and record.plan is not None
     predicted = [s.predicted for s in record.plan.stages]
     assert all(p is not None for p in predicted)
-    assert planned.values[0] == pytest.approx(record.usd_of("profiling"))
-    assert planned.values[-1] == pytest.approx(
+    assert planned[0] == pytest.approx(record.usd_of("profiling"))
+    assert planned[-1] == pytest.approx(
         record.usd_of("profiling") + sum(p.cost_usd for p in predicted if p is not None)
     )
     # Functions and GB in use: every epoch of every trial counted at once, none left at the end.
     series = allocation_series(record)
+    functions, gbs = series.ys
     epochs = [h for t in record.trials for h in t.history]
-    assert series.functions[0] == 0 and series.functions[-1] == 0
-    assert series.gb[-1] == pytest.approx(0.0)
-    assert max(series.functions) >= max(h["n"] for h in epochs)
-    assert max(series.functions) <= sum(h["n"] for h in epochs)
+    assert functions[0] == 0 and functions[-1] == 0
+    assert gbs[-1] == pytest.approx(0.0)
+    assert max(functions) >= max(h["n"] for h in epochs)
+    assert max(functions) <= sum(h["n"] for h in epochs)
     memory = {h["memory_mb"] for h in epochs}
     if len(memory) == 1:  # one size: GB follows the functions
         size = memory.pop() / 1024
-        for f, gb in zip(series.functions, series.gb, strict=True):
+        for f, gb in zip(functions, gbs, strict=True):
             assert gb == pytest.approx(f * size)
     # at the middle of each epoch, its functions are in use
     for h in epochs:
         middle = h["t_s"] - h["epoch_s"] / 2
-        at = max(i for i, t in enumerate(series.t_s) if t <= middle)
-        assert series.functions[at] >= h["n"]
+        at = max(i for i, t in enumerate(series.xs) if t <= middle)
+        assert functions[at] >= h["n"]
 
 
 def test_allocation_counts_trials_running_at_once() -> None:
@@ -128,9 +129,8 @@ def test_allocation_counts_trials_running_at_once() -> None:
         dataclasses.replace(trials[1], history=(second,)),
     ]
     series = allocation_series(record)
-    assert series.t_s == (0.0, 1.0, 2.0, 3.0, 4.0)
-    assert series.functions == (0, 1, 3, 2, 0)
-    assert series.gb == (0.0, 2.0, 4.0, 2.0, 0.0)
+    assert series.xs == (0.0, 1.0, 2.0, 3.0, 4.0)
+    assert series.ys == ((0, 1, 3, 2, 0), (0.0, 2.0, 4.0, 2.0, 0.0))
 
 
 def _replanned_record() -> RunRecord:

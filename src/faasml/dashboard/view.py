@@ -12,22 +12,22 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from faasml.dashboard.series import (
+from faasml.reports.run_format import RunMetric, run_metric
+from faasml.reports.run_series import (
     Curve,
     Series,
-    curves_of,
-    planned_spend,
+    allocation_series,
+    metric_curves,
+    planned_spend_series,
     spend_series,
     stage_boundaries,
-    usage_series,
 )
 from faasml.reports.run_summary import restart_causes, summary_lines
-from faasml.runtime.ranking import diverged_at, metric_mode, metric_value, rank_key
+from faasml.runtime.ranking import diverged_at, metric_value, rank_key
 from faasml.runtime.record import Estimate, RunRecord, StageRecord, TrialRecord
 from faasml.types import Allocation
 from faasml.units import format_duration, format_money
 
-METRIC_NAMES = {"loss": "validation loss", "accuracy": "validation accuracy"}
 EVENTS_SHOWN = 60
 """The latest events the page lists (a long run logs many)."""
 
@@ -151,15 +151,6 @@ class RunView:
     events: tuple[tuple[str, str], ...]
 
 
-def run_metric(record: RunRecord) -> str:
-    """The metric the run ranks its trials by ('loss' or 'accuracy')."""
-    tuning = record.job.get("tuning")
-    metric = tuning.get("metric") if isinstance(tuning, dict) else None
-    if record.best is not None:
-        metric = record.best.metric
-    return metric if metric in METRIC_NAMES else "loss"
-
-
 def number_text(value: float | None) -> str:
     """A metric's value for a reader: four significant digits; '-' when there is none."""
     if value is None:
@@ -239,17 +230,16 @@ def _shown(value: Any) -> str:
     return str(value)
 
 
-def trial_rows(record: RunRecord, metric: str) -> tuple[TrialRow, ...]:
+def trial_rows(record: RunRecord, metric: RunMetric) -> tuple[TrialRow, ...]:
     """Every trial with its last value of the run's metric, its rank by the run's mode
     (diverged trials last) and its own bill."""
-    mode = metric_mode(metric)
     cost: dict[int, float] = {}
     for charge in record.charges:
         cost[charge.trial] = cost.get(charge.trial, 0.0) + charge.usd
-    values = {t.trial_id: metric_value(t.last, metric) for t in record.trials}
+    values = {t.trial_id: metric_value(t.last, metric.name) for t in record.trials}
     ranked = sorted(
         (t for t in record.trials if t.history),
-        key=lambda t: (t.status == "diverged", rank_key(values[t.trial_id], mode)),
+        key=lambda t: (t.status == "diverged", rank_key(values[t.trial_id], metric.mode)),
     )
     rank = {t.trial_id: i + 1 for i, t in enumerate(ranked)}
     best = record.best.trial if record.best is not None else None
@@ -283,7 +273,7 @@ def spend_of(record: RunRecord) -> Spend:
         by_kind[charge.kind] = by_kind.get(charge.kind, 0.0) + charge.usd
     total = record.bill_usd()
     budget = record.constraint.budget_usd
-    plan = planned_spend(record)
+    plan = planned_spend_series(record)
     planned = plan.ys[0][-1] if plan.xs else None
     return Spend(
         total_usd=total,
@@ -404,9 +394,9 @@ def run_view(record: RunRecord, path: str) -> RunView:
         name=record.job_name or path,
         kind=record.kind,
         status=record.status,
-        metric=metric,
-        metric_name=METRIC_NAMES[metric],
-        mode=metric_mode(metric),
+        metric=metric.name,
+        metric_name=metric.label,
+        mode=metric.mode,
         elapsed=format_duration(record.elapsed_s),
         constraint=_constraint(record),
         platform=f"{record.platform} (catalog {record.catalog})",
@@ -417,9 +407,9 @@ def run_view(record: RunRecord, path: str) -> RunView:
         stages=stage_rows(record),
         spend=spend_of(record),
         trials=trial_rows(record, metric),
-        curves=curves_of(record, metric),
+        curves=metric_curves(record, metric),
         stage_epochs=stage_boundaries(record),
-        usage=usage_series(record),
+        usage=allocation_series(record),
         failures=failures_of(record),
         profile=profile_of(record),
         events=tuple((f"{e.t_s:.1f} s", e.text) for e in record.events[-EVENTS_SHOWN:]),

@@ -14,7 +14,7 @@ from faasml.reports.run_series import (
     metric_curves,
     planned_spend_series,
     spend_series,
-    stage_epochs,
+    stage_boundaries,
     stage_starts,
 )
 from faasml.runtime.record import RunRecord
@@ -49,7 +49,7 @@ def _metric_plot(plt: Any, record: RunRecord, metric: RunMetric, folder: Path) -
     curves = metric_curves(record, metric)
     for curve in curves:
         ax.plot(curve.epochs, curve.values, marker="o", label=curve.label)
-    for epoch in stage_epochs(record)[:-1]:  # the stages' boundaries
+    for epoch in stage_boundaries(record):
         ax.axvline(epoch + 0.5, color="lightgrey", linewidth=0.8)
     ax.set_xlabel("epoch")
     ax.set_ylabel(metric.label)
@@ -62,18 +62,18 @@ def _metric_plot(plt: Any, record: RunRecord, metric: RunMetric, folder: Path) -
     return _save(fig, folder / f"{stem}.png")
 
 
-def _spend_plot(plt: Any, record: RunRecord, starts: list[float], folder: Path) -> Path:
+def _spend_plot(plt: Any, record: RunRecord, starts: tuple[float, ...], folder: Path) -> Path:
     fig, ax = plt.subplots(figsize=(6, 4))
     spent = spend_series(record)
-    ax.step(spent.t_s, spent.values, where="post", label="spent")
+    ax.step(spent.xs, spent.ys[0], where="post", label="spent")
     planned = planned_spend_series(record)
-    if planned is not None:
-        ax.plot(planned.t_s, planned.values, linestyle=":", color="grey", label="planned")
+    if planned.xs:
+        ax.plot(planned.xs, planned.ys[0], linestyle=":", color="grey", label="planned")
     for at in starts:
         ax.axvline(at, color="lightgrey", linewidth=0.8)
     budget = record.constraint.budget_usd
     title = "Spend over time"
-    top = max([*spent.values, *(planned.values if planned is not None else ())])
+    top = max([*spent.ys[0], *planned.ys[0]])
     if budget is not None and top >= 0.1 * budget:
         ax.axhline(budget, color="red", linestyle="--", label="budget")
     elif budget is not None:
@@ -88,9 +88,10 @@ def _spend_plot(plt: Any, record: RunRecord, starts: list[float], folder: Path) 
 def _allocation_plot(plt: Any, record: RunRecord, folder: Path) -> Path:
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(6, 4.5), sharex=True)
     series = allocation_series(record)
-    top.step(series.t_s, series.functions, where="post")
+    functions, gb = series.ys
+    top.step(series.xs, functions, where="post")
     top.set_ylabel("functions")
-    bottom.step(series.t_s, series.gb, where="post", color="tab:orange")
+    bottom.step(series.xs, gb, where="post", color="tab:orange")
     bottom.set_ylabel("GB")
     bottom.set_xlabel("seconds")
     top.set_title("Functions and memory in use (all trials at once)")

@@ -1,10 +1,12 @@
-"""What a run's plots draw, as series computed from its record (pure; ``run_plots`` draws them).
+"""A run's time series, computed from its record in one place (pure): the plots
+(``run_plots``) draw them and the dashboard (``dashboard.view``) sends them to its page, so the
+two show the same numbers.
 
-- ``metric_curves``: each trial's ranking metric by epoch (finite values only).
-- ``spend_series``: the bill over time; ``planned_spend_series``: the spend the plan predicted
-  (what measuring the job cost at the start, then each stage's predicted bill over its time).
-- ``allocation_series``: functions and GB in use over the whole run, all trials at once (each
-  epoch holds its ``n`` functions of ``memory_mb`` over its measured seconds before its end).
+- ``metric_curves``: each trial's ranking metric by epoch (finite values only), and
+  ``stage_boundaries``: the epochs the stages end at (none for a Hyperband run).
+- ``spend_series``: the bill over time; ``planned_spend_series``: the spend the plan predicted.
+- ``allocation_series``: functions and GB in use over the whole run, all trials at once.
+- ``stage_starts``: when each stage after the first began.
 """
 
 from __future__ import annotations
@@ -13,12 +15,23 @@ import math
 from dataclasses import dataclass
 
 from faasml.reports.run_format import RunMetric
-from faasml.runtime.record import RunRecord, StageRecord
+from faasml.runtime.ranking import diverged_at
+from faasml.runtime.record import RunRecord, StageRecord, TrialRecord
+
+
+@dataclass(frozen=True)
+class Series:
+    """Lines over one x axis (seconds since the run began): ``ys[i][j]`` is line
+    ``labels[i]`` at ``xs[j]``; no points (``xs`` empty) when there is nothing to draw."""
+
+    xs: tuple[float, ...]
+    ys: tuple[tuple[float, ...], ...]
+    labels: tuple[str, ...]
 
 
 @dataclass(frozen=True)
 class Curve:
-    """A trial's metric by epoch."""
+    """A trial's ranking metric by epoch (finite values only: a diverged epoch is left out)."""
 
     trial: int
     label: str
@@ -26,53 +39,50 @@ class Curve:
     values: tuple[float, ...]
 
 
-@dataclass(frozen=True)
-class Series:
-    """Points of a line: seconds since the run began, and a value at each."""
-
-    t_s: tuple[float, ...]
-    values: tuple[float, ...]
-
-
-@dataclass(frozen=True)
-class AllocationSeries:
-    """Functions and GB in use from each time on (a step function over the run)."""
-
-    t_s: tuple[float, ...]
-    functions: tuple[int, ...]
-    gb: tuple[float, ...]
+def _label(trial: TrialRecord) -> str:
+    """'trial 3', or 'trial 3 (diverged at epoch 2)' (the epoch where the record names one)."""
+    label = f"trial {trial.trial_id}"
+    if trial.status != "diverged":
+        return label
+    found = diverged_at(trial.history)
+    epoch = trial.diverged_epoch or (found[0] if found else None)
+    return label + (" (diverged)" if epoch is None else f" (diverged at epoch {epoch})")
 
 
-def metric_curves(record: RunRecord, metric: RunMetric) -> list[Curve]:
-    """Each trial with a history: its metric by epoch (a NaN or infinite value is left out)."""
+def metric_curves(record: RunRecord, metric: RunMetric) -> tuple[Curve, ...]:
+    """Each trial with a history: its metric by epoch (a NaN or infinite value is left out;
+    a trial with no epoch yet has nothing to draw and no curve)."""
     curves = []
     for trial in record.trials:
-        points = [(int(h["epoch"]), metric.value(h)) for h in trial.history]
-        finite = [(e, v) for e, v in points if v is not None and math.isfinite(v)]
         if not trial.history:
             continue
-        label = f"trial {trial.trial_id}"
-        if trial.status == "diverged":
-            label += f" (diverged at epoch {trial.diverged_epoch})"
+        points = [(int(h["epoch"]), metric.value(h)) for h in trial.history]
+        kept = [(e, v) for e, v in points if v is not None and math.isfinite(v)]
         curves.append(
             Curve(
                 trial.trial_id,
-                label,
-                tuple(e for e, _ in finite),
-                tuple(v for _, v in finite),
+                _label(trial),
+                tuple(e for e, _ in kept),
+                tuple(v for _, v in kept),
             )
         )
-    return curves
+    return tuple(curves)
 
 
 def spend_series(record: RunRecord) -> Series:
-    """The bill so far at each charge's time, from $0 at 0 s."""
-    total, xs, ys = 0.0, [0.0], [0.0]
+    """The bill so far after each charge in time order, from $0 at 0 s: one point per time
+    (charges at one time summed), a charge before the run's clock (measuring the job is
+    billed before it starts) counted at 0 s."""
+    xs, ys, total = [0.0], [0.0], 0.0
     for charge in sorted(record.charges, key=lambda c: c.t_s):
         total += charge.usd
-        xs.append(charge.t_s)
-        ys.append(total)
-    return Series(tuple(xs), tuple(ys))
+        at = max(charge.t_s, 0.0)
+        if at == xs[-1]:
+            ys[-1] = total
+        else:
+            xs.append(at)
+            ys.append(total)
+    return Series(tuple(xs), (tuple(ys),), ("spent",))
 
 
 def _stage_estimate(stage: StageRecord) -> tuple[float, float]:
@@ -83,19 +93,18 @@ def _stage_estimate(stage: StageRecord) -> tuple[float, float]:
     return stage.time_s, stage.cost_usd
 
 
-def planned_spend_series(record: RunRecord) -> Series | None:
+def planned_spend_series(record: RunRecord) -> Series:
     """The spend the plan predicted: what measuring the job cost at 0 s, then each stage's
-    predicted bill spread over its predicted time, stages apart by the plan's time between
-    them; None for a run not planned."""
+    predicted bill spread over its predicted time; the plan's time between stages spends
+    nothing (the line is flat there). No points for a run not planned."""
     plan = record.plan
     if plan is None or not plan.stages:
-        return None
-    spent = record.usd_of("profiling")
-    t = 0.0
+        return Series((), ((),), ("planned",))
+    spent, t = record.usd_of("profiling"), 0.0
     xs, ys = [0.0], [spent]
     between = plan.between_stages_s or 0.0
     for index, stage in enumerate(plan.stages):
-        if index:
+        if index and between:
             t += between
             xs.append(t)
             ys.append(spent)
@@ -104,7 +113,7 @@ def planned_spend_series(record: RunRecord) -> Series | None:
         spent += cost
         xs.append(t)
         ys.append(spent)
-    return Series(tuple(xs), tuple(ys))
+    return Series(tuple(xs), (tuple(ys),), ("planned",))
 
 
 def _one_ladder(record: RunRecord) -> bool:
@@ -114,22 +123,25 @@ def _one_ladder(record: RunRecord) -> bool:
     return record.plan is not None and not (isinstance(tuning, dict) and tuning.get("hyperband"))
 
 
-def stage_epochs(record: RunRecord) -> list[int]:
-    """The last epoch of each stage of the plan (a training run's one stage: its epochs);
-    none for a Hyperband run."""
-    ends, total = [], 0
-    for stage in record.plan.stages if record.plan is not None and _one_ladder(record) else []:
-        total += stage.epochs
-        ends.append(total)
-    return ends
-
-
-def stage_starts(record: RunRecord) -> list[float]:
-    """When each stage after the first began (the earliest start of an epoch of it), in
-    seconds since the run began: the boundaries the metric's and spend's plots mark."""
+def stage_boundaries(record: RunRecord) -> tuple[int, ...]:
+    """The last epoch of each stage but the last (where the curves' stages change); none for
+    a run not planned or a Hyperband run."""
     plan = record.plan
     if plan is None or not _one_ladder(record):
-        return []
+        return ()
+    ends, total = [], 0
+    for stage in plan.stages[:-1]:
+        total += stage.epochs
+        ends.append(total)
+    return tuple(ends)
+
+
+def stage_starts(record: RunRecord) -> tuple[float, ...]:
+    """When each stage after the first began (the earliest start of an epoch of it), in
+    seconds since the run began: the boundaries the spend's plot marks."""
+    plan = record.plan
+    if plan is None or not _one_ladder(record):
+        return ()
     starts, before = [], 0
     for stage in plan.stages:
         first = before + 1
@@ -142,30 +154,35 @@ def stage_starts(record: RunRecord) -> list[float]:
         ]
         if times and stage.index > 1:
             starts.append(min(times))
-    return starts
+    return tuple(starts)
 
 
-def allocation_series(record: RunRecord) -> AllocationSeries:
-    """Functions and GB in use over the run, every trial at once: each epoch record holds
-    ``n`` functions of ``memory_mb`` from ``t_s - epoch_s`` to ``t_s``; the counts change at
-    each start and end (a step function, 0 before the first and after the last)."""
-    changes: dict[float, tuple[int, float]] = {}
+def allocation_series(record: RunRecord) -> Series:
+    """Functions and GB in use over the run, every trial at once: each epoch record holds its
+    ``n`` functions of ``memory_mb`` from ``t_s - epoch_s`` (at 0 s at the earliest) to
+    ``t_s``; the counts change at each start and end (a step function, 0 before the first
+    epoch and after the last)."""
+    changes: dict[float, list[float]] = {}
     for trial in record.trials:
         for h in trial.history:
             end = float(h["t_s"])
-            start = max(0.0, end - float(h.get("epoch_s") or 0.0))
-            n, gb = int(h.get("n", 1)), int(h.get("n", 1)) * float(h.get("memory_mb", 0)) / 1024
-            for at, sign in ((start, 1), (end, -1)):
-                f, g = changes.get(at, (0, 0.0))
-                changes[at] = (f + sign * n, g + sign * gb)
-    xs, functions, gbs = [0.0], [0], [0.0]
+            start = max(end - float(h.get("epoch_s") or 0.0), 0.0)
+            n = float(h.get("n", 1))
+            gb = n * float(h.get("memory_mb", 0)) / 1024
+            for at, sign in ((start, 1.0), (end, -1.0)):
+                delta = changes.setdefault(at, [0.0, 0.0])
+                delta[0] += sign * n
+                delta[1] += sign * gb
+    xs, functions, memory = [0.0], [0.0], [0.0]
+    now = [0.0, 0.0]
     for at in sorted(changes):
-        f, g = changes[at]
-        now_f, now_g = functions[-1] + f, max(gbs[-1] + g, 0.0)
+        now = [now[0] + changes[at][0], now[1] + changes[at][1]]
+        # sums of floats back to whole counts, and no -0.0 where all have ended
+        value = (round(now[0], 6) + 0.0, max(round(now[1], 9), 0.0))
         if at == xs[-1]:
-            functions[-1], gbs[-1] = now_f, now_g
+            functions[-1], memory[-1] = value
         else:
             xs.append(at)
-            functions.append(now_f)
-            gbs.append(now_g)
-    return AllocationSeries(tuple(xs), tuple(functions), tuple(round(g, 9) for g in gbs))
+            functions.append(value[0])
+            memory.append(value[1])
+    return Series(tuple(xs), (tuple(functions), tuple(memory)), ("functions", "GB in use"))
