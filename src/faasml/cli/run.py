@@ -119,7 +119,7 @@ def _run(kind: type[TuneRun] | type[TrainRun], args: argparse.Namespace) -> int:
     job, options = _platform_of(args, load_job(args.job))
     if kind is TuneRun:
         job.require_tuning()
-    elif job.workflow is not None:  # phases deployed by a search (docs/search.md)
+    elif job.search_workflow() is not None:  # deployed by a search (docs/search.md)
         from faasml.runtime.workflow_run import WorkflowRun
 
         kind = WorkflowRun

@@ -57,6 +57,11 @@ def _check_tuning_workflow(job: JobSpec) -> None:
             "runs under faasml train only: a tuning job's stages are planned by the model; "
             "remove workflow: to tune, or tuning: to train with the workflow"
         )
+    if job.tuning is not None and job.planner == "search":
+        raise ConfigError(
+            "the value of planner is 'search', but a tuning job's stages are planned by the "
+            "model: planner: search is for faasml train (remove it, or tuning:)"
+        )
 
 
 PLATFORM_NAMES = ("lithops", "local", "ray")

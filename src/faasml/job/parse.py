@@ -27,6 +27,7 @@ from faasml.job.spec import (
     TrainingSpec,
     TuningSpec,
 )
+from faasml.job.workflow import _search as parse_search_options
 from faasml.job.workflow import parse_workflow
 from faasml.models.shape import DEFAULT_EPOCHS_PER_STAGE, default_stages, most_stages
 from faasml.samplers import check_sampler
@@ -36,6 +37,8 @@ from faasml.workloads import MODELS, check_options
 from faasml.workloads.data import FORMATS, GENERATORS, option_names
 from faasml.workloads.optim import OPTIMIZERS, create_optimizer
 
+PLANNERS = ("model", "search")
+"""``planner:`` of a training job (``JobSpec.planner``)."""
 _MODULE_ATTR = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 MAX_TRIALS = 100_000
 """The most trials a tuning run may sample (the largest of the CE-scaling paper has 16,384)."""
@@ -84,9 +87,23 @@ def parse_job(data: Mapping[str, Any], base_dir: Path, source: str | None) -> Jo
     if f.has("workflow"):
         flow = parse_workflow(f.raw("workflow"), model.name, job.training.max_epochs, base_dir)
         job = dataclasses.replace(job, workflow=flow)
+    job = _planner(f, job)
     f.finish()
     _check_store(job)
     return job
+
+
+def _planner(f: Fields, job: JobSpec) -> JobSpec:
+    """``planner:`` (``model`` or ``search``) and, with ``search``, its ``search:`` options."""
+    planner = f.choice("planner", PLANNERS, "model")
+    search = None
+    if f.has("search"):
+        if planner != "search":
+            raise f.fail(
+                "search", f.raw("search"), "is read only with planner: search (planner is 'model')"
+            )
+        search = parse_search_options(f.sub("search"))
+    return dataclasses.replace(job, planner=planner, search=search)
 
 
 NAME_RULE = (

@@ -146,9 +146,12 @@ class WorkflowRun(TrainRun):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if self.job.workflow is None:
-            raise ConfigError(f"job '{self.job.name}' has no workflow section")
-        self.spec: WorkflowSpec = self.job.workflow
+        spec = self.job.search_workflow()
+        if spec is None:
+            raise ConfigError(
+                f"job '{self.job.name}' has no workflow section and planner is not 'search'"
+            )
+        self.spec: WorkflowSpec = spec
         base = {"name": self.job.model.name, **dict(self.job.model.options)}
         self.phases = workflow_phases(
             self.spec, self.job.batch_size, base, len(self.train), self.job.training.max_epochs
