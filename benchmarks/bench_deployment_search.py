@@ -63,7 +63,7 @@ from faasml.search.deployment import (
     DeploymentSearch,
     DeploymentSpace,
 )
-from faasml.sim.deployment import TrueLandscape, perturbed_workload
+from faasml.sim.deployment import TrueLandscape, other_law_workload, perturbed_workload
 from faasml.sim.search_misses import (
     PICK,
     REASONS,
@@ -285,6 +285,15 @@ def extrapolation(search: DeploymentSearch, exact: Truth, index: int) -> str:
     return "\n    " + "; ".join(parts) + " (*: probed; t: posterior / true time)"
 
 
+def true_job(nominal: Workload, catalog: Catalog, seed: int, law: str) -> TrueLandscape:
+    """The instance's true job: its profile perturbed, or of another compute law."""
+    rng = np.random.default_rng(seed)
+    if law == "other":
+        true, straggle = other_law_workload(nominal, rng)
+        return TrueLandscape(true, catalog, seed=seed, straggle=straggle)
+    return TrueLandscape(perturbed_workload(nominal, rng), catalog, seed=seed)
+
+
 def constraints(workload: Workload, space: DeploymentSpace) -> list[Constraint]:
     """A budget of 1.5 × the cheapest run, and a deadline of 1.5 × the fastest (model)."""
     epochs = workload.epochs
@@ -375,6 +384,14 @@ def main() -> None:
         "third pass: 5 %% of the model's predicted bill only)",
     )
     parser.add_argument(
+        "--law",
+        choices=("scaled", "other"),
+        default="scaled",
+        help="the true jobs: the profile perturbed (scaled), or computation of another law "
+        "than the model's (other: sim.deployment.other_law_workload, stragglers)",
+    )
+    parser.add_argument("--profiles", nargs="*", default=None, help="only these workload profiles")
+    parser.add_argument(
         "--repeats",
         type=int,
         default=REPEATS,
@@ -390,7 +407,8 @@ def main() -> None:
     retriggers: dict[str, list[Outcome]] = defaultdict(list)
     planner: list[tuple[bool, bool]] = []
     constraint_names = ("budget", "deadline")
-    for name in builtin_workloads():
+    names = [n for n in builtin_workloads() if args.profiles is None or n in args.profiles]
+    for name in names:
         nominal = load_workload(name)
         space = DeploymentSpace.build(nominal, catalog)
         for which, constraint in enumerate(constraints(nominal, space)):
@@ -401,9 +419,7 @@ def main() -> None:
                 max_usd=SEARCH_SHARE * space.predicted_bill(goal),
             )
             for seed in range(args.first_seed, args.first_seed + args.seeds):
-                truth = TrueLandscape(
-                    perturbed_workload(nominal, np.random.default_rng(seed)), catalog, seed=seed
-                )
+                truth = true_job(nominal, catalog, seed, args.law)
                 exact = true_of(truth, space, goal)
                 planner.append(planner_within(nominal, truth, catalog, constraint, exact))
                 last = None
@@ -430,11 +446,8 @@ def main() -> None:
                 for change, apply in CHANGES.items():
                     changed = apply(nominal)
                     new_space = DeploymentSpace.build(changed, catalog)
-                    new_truth = TrueLandscape(
-                        perturbed_workload(changed, np.random.default_rng(seed)),
-                        catalog,
-                        seed=seed + 1000,
-                    )
+                    new_truth = true_job(changed, catalog, seed, args.law)
+                    new_truth.rng = np.random.default_rng(seed + 1000)
                     # The phase's constraint as tight as the job's (1.5 × its cheapest or fastest).
                     new_constraint = constraints(changed, new_space)[which]
                     new_goal = DeploymentGoal.from_constraint(new_constraint, changed.epochs)
@@ -456,7 +469,7 @@ def main() -> None:
     count = len(planner)
     infeasible = sum(not o.feasible for o in results["gp-ei (warm)"])
     print(
-        f"{count} instances: {len(builtin_workloads())} profiles × 2 constraints × "
+        f"{count} instances: {len(names)} profiles × 2 constraints × "
         f"{args.seeds} seeds (from {args.first_seed}); AWS Lambda + S3; noise 5 %; "
         f"budget {args.probes} probes and "
         f"{SEARCH_SHARE:.0%} of the predicted bill"

@@ -17,7 +17,7 @@ from faasml.job import JobSpec, load_job
 from faasml.reports.run_outputs import write_outputs
 from faasml.reports.run_summary import exit_code, summary_lines
 from faasml.runtime.platform import PLATFORMS
-from faasml.runtime.record import PlanRecord
+from faasml.runtime.record import PlanRecord, RunRecord
 from faasml.runtime.run_dir import RunDir
 from faasml.runtime.run_lock import lock_run
 from faasml.runtime.session import BaseRun, TrainRun, TuneRun, resume_run
@@ -204,6 +204,19 @@ def print_plan(plan: PlanRecord, job_name: str) -> None:
         )
 
 
+def _unsearched(record: RunRecord) -> list[str]:
+    """One line per workflow phase whose search probed nothing (no probe fitted its dollar
+    budget): it ran on the model's choice, and the line says why."""
+    flow = record.workflow
+    if flow is None:
+        return []
+    return [
+        f"Deployment search, phase {p.index}: {p.stop_reason}"
+        for p in flow.all_phases()
+        if p.searched and not p.probes
+    ]
+
+
 def _execute(run: BaseRun) -> int:
     out = console()
     plan = run.record.plan
@@ -243,6 +256,8 @@ def _execute(run: BaseRun) -> int:
 
         run.progress = show
         record = run.execute()
+    for line in _unsearched(record):
+        out.print(escape(line), soft_wrap=True)
     for line in summary_lines(record):
         style = "bold red" if line.startswith(("LOST", "TARGET MISSED", "NO BEST")) else ""
         out.print(f"[{style}]{escape(line)}[/]" if style else escape(line), soft_wrap=True)

@@ -531,10 +531,12 @@ class WorkflowRun(TrainRun):
                     if coordinator.stop_reason:
                         break
                 measured_any = any(p.measurement.failed is None for p in search.probes)
-                if measured_any:
-                    result = search.result()
+                if measured_any or not search.probes:
+                    result = search.result()  # none probed: the model's choice, said so
                     allocation = result.choice
                     record.stop_reason = result.stop_reason
+                    if not search.probes:
+                        self.event(f"phase {phase.index + 1}: {result.stop_reason}")
                 else:
                     allocation = space.allocation(int(np.argmin(space.prior(goal))))
                     record.stop_reason = "no probe measured: the model's choice"
