@@ -87,3 +87,22 @@ def test_planner_search_is_refused_for_a_tuning_job_and_search_without_it(
     wrong = training_job(tmp_path, planner="exhaustive")
     assert main(["job", "check", str(wrong)]) == 2
     assert "model, search" in capsys.readouterr().err
+
+
+def test_no_probe_fitting_the_search_dollars_runs_the_models_choice_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    search = {"max_probes": 2, "max_functions": 2, "max_usd": 1e-12}
+    path = training_job(tmp_path, planner="search", search=search)
+    folder = tmp_path / "run"
+    assert main(["train", str(path), "--budget", "1", "--run-dir", str(folder)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    record = json.loads((folder / "record.json").read_text())
+    assert record["status"] == "finished"
+    (phase,) = record["workflow"]["phases"]
+    assert phase["probes"] == [] and not any(c["kind"] == "search" for c in record["charges"])
+    reason = phase["stop_reason"]
+    assert reason.startswith("no probe fits the search budget ($1e-12; the cheapest probe costs")
+    assert reason.endswith("the model's choice, unmeasured")
+    assert f"Deployment search, phase 1: {reason}" in out
+    assert any(reason in e["text"] for e in record["events"])
