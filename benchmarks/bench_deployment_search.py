@@ -130,6 +130,9 @@ class Outcome:
     noise, and it did not say the constraint cannot be kept."""
     unprobed: bool = False
     """No probe fitted the search's dollars: the model's choice, unmeasured."""
+    fits_short: tuple[bool, bool] = (False, False)
+    """Some good deployment's probe would fit the budget if shortened to one round, and with
+    no round at all (its start alone): what a shorter probe could reach."""
 
 
 @dataclass
@@ -215,6 +218,7 @@ def run_search(
     share = result.search_usd / (train + result.search_usd) if math.isfinite(train) else 1.0
     good = exact.good(truth.noise)
     searcher = search.searcher
+    budget_usd = searcher.budget.max_usd
     hit = exact.judged(index, truth.noise, result.infeasible)
     why = (
         None
@@ -267,6 +271,10 @@ def run_search(
         result.infeasible,
         predicted_over(search, index, truth.noise) and not result.infeasible,
         not result.probes,
+        (
+            probe_fits(good, prices=search.space.probe_cost(rounds=1), max_usd=budget_usd),
+            probe_fits(good, prices=search.space.table.startup_usd, max_usd=budget_usd),
+        ),
     )
 
 
@@ -608,6 +616,9 @@ def main() -> None:
     label = "(within, or a good deployment's probe fits)"
     print(f"{label:<44}" + "".join(f"{top:>9.0%}" for top in reach))
     bound = [probed_bound([o.fits for o in v]) for v in columns.values()]
+    for k, label in enumerate(("(  ... its 1-round probe fits)", "(  ... its start alone fits)")):
+        short = [sum(o.fits_short[k] for o in v) for v in columns.values()]
+        print(f"{label:<44}" + "".join(f"{c:>9}" for c in short))
     label = "bound if the choice must be probed"
     print(f"{label:<44}" + "".join(f"{top:>9.0%}" for top in bound))
     print("(the bound holds for any search whose choice is a deployment it probed, within")
