@@ -63,7 +63,7 @@ from faasml.search.deployment import (
     DeploymentSearch,
     DeploymentSpace,
 )
-from faasml.sim.deployment import TrueLandscape, perturbed_workload
+from faasml.sim.deployment import TrueLandscape, other_law_workload, perturbed_workload
 from faasml.sim.search_misses import (
     PICK,
     REASONS,
@@ -125,6 +125,14 @@ class Outcome:
     """A probe of this search measured the choice."""
     said_infeasible: bool = False
     """The search's verdict: no deployment keeps the constraint (``SearchResult.infeasible``)."""
+    predicted_over: bool = False
+    """The search's own posterior says its choice breaks the constraint by more than the
+    noise, and it did not say the constraint cannot be kept."""
+    unprobed: bool = False
+    """No probe fitted the search's dollars: the model's choice, unmeasured."""
+    fits_short: tuple[bool, bool] = (False, False)
+    """Some good deployment's probe would fit the budget if shortened to one round, and with
+    no round at all (its start alone): what a shorter probe could reach."""
 
 
 @dataclass
@@ -210,6 +218,7 @@ def run_search(
     share = result.search_usd / (train + result.search_usd) if math.isfinite(train) else 1.0
     good = exact.good(truth.noise)
     searcher = search.searcher
+    budget_usd = searcher.budget.max_usd
     hit = exact.judged(index, truth.noise, result.infeasible)
     why = (
         None
@@ -260,7 +269,24 @@ def run_search(
         exact.breaks(index, truth.noise),
         index in searcher.tried(),
         result.infeasible,
+        predicted_over(search, index, truth.noise) and not result.infeasible,
+        not result.probes,
+        (
+            probe_fits(good, prices=search.space.probe_cost(rounds=1), max_usd=budget_usd),
+            probe_fits(good, prices=search.space.table.startup_usd, max_usd=budget_usd),
+        ),
     )
+
+
+def predicted_over(search: DeploymentSearch, index: int, noise: float) -> bool:
+    """The searcher's posterior mean at its choice breaks the constraint by more than the
+    noise (searchers with a posterior: GP + EI; before any probe, the model's prior)."""
+    posterior = getattr(search.searcher, "posterior", None)
+    goal = getattr(search.searcher, "goal", None)
+    if posterior is None or goal is None:
+        return False
+    mean, _ = posterior()
+    return bool(mean[index] > goal.limit[index] + noise)
 
 
 def extrapolation(search: DeploymentSearch, exact: Truth, index: int) -> str:
@@ -283,6 +309,15 @@ def extrapolation(search: DeploymentSearch, exact: Truth, index: int) -> str:
             text += f" t {math.exp(float(mean[row])) / float(exact.time_s[row]):.2f}"
         parts.append(text)
     return "\n    " + "; ".join(parts) + " (*: probed; t: posterior / true time)"
+
+
+def true_job(nominal: Workload, catalog: Catalog, seed: int, law: str) -> TrueLandscape:
+    """The instance's true job: its profile perturbed, or of another compute law."""
+    rng = np.random.default_rng(seed)
+    if law == "other":
+        true, straggle = other_law_workload(nominal, rng)
+        return TrueLandscape(true, catalog, seed=seed, straggle=straggle)
+    return TrueLandscape(perturbed_workload(nominal, rng), catalog, seed=seed)
 
 
 def constraints(workload: Workload, space: DeploymentSpace) -> list[Constraint]:
@@ -317,6 +352,33 @@ def planner_within(
     return (
         one.within(0, truth.noise, exact.top(truth.noise)),
         one.within(0, 0.0, exact.top(0.0)),
+    )
+
+
+def issue_figures(first: list[Outcome], per_profile: dict[str, list[Outcome]]) -> None:
+    """Issue 33's figures for the warm GP + EI search's first searches."""
+    count = len(first)
+    rest = [o for name, v in per_profile.items() if not name.startswith("windsr") for o in v]
+    shares = [o.search_share for o in first]
+    print("\n== 0. First searches, GP + EI (warm), at most the probes given")
+    print(
+        f"within 5 % of the optimum: {sum(o.within for o in first)}/{count} "
+        f"({sum(o.within for o in first) / max(count, 1):.0%}); without WindSR "
+        f"{sum(o.within for o in rest)}/{len(rest)} "
+        f"({sum(o.within for o in rest) / max(len(rest), 1):.0%})"
+    )
+    print(
+        f"search cost, share of the job's bill: median {percentile(shares, 50):.1%}, "
+        f"p90 {percentile(shares, 90):.1%}"
+    )
+    print(
+        f"choice breaks the constraint (truth): {sum(o.broken for o in first)}, by more "
+        f"than the noise {sum(o.over for o in first)}; its own posterior said so beyond the "
+        f"noise {sum(o.predicted_over for o in first)}"
+    )
+    print(
+        f"no probe fitted the search's dollars (the model's choice, unmeasured): "
+        f"{sum(o.unprobed for o in first)}"
     )
 
 
@@ -375,6 +437,17 @@ def main() -> None:
         "third pass: 5 %% of the model's predicted bill only)",
     )
     parser.add_argument(
+        "--first-only", action="store_true", help="no re-triggers (the first search only)"
+    )
+    parser.add_argument(
+        "--law",
+        choices=("scaled", "other"),
+        default="scaled",
+        help="the true jobs: the profile perturbed (scaled), or computation of another law "
+        "than the model's (other: sim.deployment.other_law_workload, stragglers)",
+    )
+    parser.add_argument("--profiles", nargs="*", default=None, help="only these workload profiles")
+    parser.add_argument(
         "--repeats",
         type=int,
         default=REPEATS,
@@ -390,7 +463,8 @@ def main() -> None:
     retriggers: dict[str, list[Outcome]] = defaultdict(list)
     planner: list[tuple[bool, bool]] = []
     constraint_names = ("budget", "deadline")
-    for name in builtin_workloads():
+    names = [n for n in builtin_workloads() if args.profiles is None or n in args.profiles]
+    for name in names:
         nominal = load_workload(name)
         space = DeploymentSpace.build(nominal, catalog)
         for which, constraint in enumerate(constraints(nominal, space)):
@@ -401,9 +475,7 @@ def main() -> None:
                 max_usd=SEARCH_SHARE * space.predicted_bill(goal),
             )
             for seed in range(args.first_seed, args.first_seed + args.seeds):
-                truth = TrueLandscape(
-                    perturbed_workload(nominal, np.random.default_rng(seed)), catalog, seed=seed
-                )
+                truth = true_job(nominal, catalog, seed, args.law)
                 exact = true_of(truth, space, goal)
                 planner.append(planner_within(nominal, truth, catalog, constraint, exact))
                 last = None
@@ -427,14 +499,11 @@ def main() -> None:
                         per_profile[name].append(outcome)
                         last = search
                 assert last is not None
-                for change, apply in CHANGES.items():
+                for change, apply in () if args.first_only else CHANGES.items():
                     changed = apply(nominal)
                     new_space = DeploymentSpace.build(changed, catalog)
-                    new_truth = TrueLandscape(
-                        perturbed_workload(changed, np.random.default_rng(seed)),
-                        catalog,
-                        seed=seed + 1000,
-                    )
+                    new_truth = true_job(changed, catalog, seed, args.law)
+                    new_truth.rng = np.random.default_rng(seed + 1000)
                     # The phase's constraint as tight as the job's (1.5 × its cheapest or fastest).
                     new_constraint = constraints(changed, new_space)[which]
                     new_goal = DeploymentGoal.from_constraint(new_constraint, changed.epochs)
@@ -456,7 +525,7 @@ def main() -> None:
     count = len(planner)
     infeasible = sum(not o.feasible for o in results["gp-ei (warm)"])
     print(
-        f"{count} instances: {len(builtin_workloads())} profiles × 2 constraints × "
+        f"{count} instances: {len(names)} profiles × 2 constraints × "
         f"{args.seeds} seeds (from {args.first_seed}); AWS Lambda + S3; noise 5 %; "
         f"budget {args.probes} probes and "
         f"{SEARCH_SHARE:.0%} of the predicted bill"
@@ -468,6 +537,7 @@ def main() -> None:
         f"'feas.': within, of the {count - infeasible} instances where some deployment of "
         f"the true job keeps the constraint ({infeasible} where none does)"
     )
+    issue_figures(results["gp-ei (warm)"], per_profile)
     print("\n== 1. Within 5 % of the exhaustive optimum")
     print(f"{'searcher':<14} {'within':>6} {'feas.':>6} {'strict':>6} {'to 5%: med':>10} ", end="")
     print(f"{'p90':>4} ", end="")
@@ -546,6 +616,9 @@ def main() -> None:
     label = "(within, or a good deployment's probe fits)"
     print(f"{label:<44}" + "".join(f"{top:>9.0%}" for top in reach))
     bound = [probed_bound([o.fits for o in v]) for v in columns.values()]
+    for k, label in enumerate(("(  ... its 1-round probe fits)", "(  ... its start alone fits)")):
+        short = [sum(o.fits_short[k] for o in v) for v in columns.values()]
+        print(f"{label:<44}" + "".join(f"{c:>9}" for c in short))
     label = "bound if the choice must be probed"
     print(f"{label:<44}" + "".join(f"{top:>9.0%}" for top in bound))
     print("(the bound holds for any search whose choice is a deployment it probed, within")

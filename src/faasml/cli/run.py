@@ -25,7 +25,7 @@ from faasml.reports.run_format import best_value, config, number, run_metric
 from faasml.reports.run_outputs import write_outputs
 from faasml.reports.run_summary import exit_code, summary_lines
 from faasml.runtime.platform import PLATFORMS
-from faasml.runtime.record import PlanRecord
+from faasml.runtime.record import PlanRecord, RunRecord
 from faasml.runtime.run_dir import RunDir
 from faasml.runtime.run_lock import lock_run
 from faasml.runtime.session import BaseRun, TrainRun, TuneRun, resume_run
@@ -130,7 +130,7 @@ def _run(kind: type[TuneRun] | type[TrainRun], args: argparse.Namespace) -> int:
     job, options = _platform_of(args, load_job(args.job, parse_assignments(args.set)))
     if kind is TuneRun:
         job.require_tuning()
-    elif job.workflow is not None:  # phases deployed by a search (docs/search.md)
+    elif job.search_workflow() is not None:  # deployed by a search (docs/search.md)
         from faasml.runtime.workflow_run import WorkflowRun
 
         kind = WorkflowRun
@@ -224,6 +224,19 @@ def print_plan(plan: PlanRecord, job_name: str) -> None:
         )
 
 
+def _unsearched(record: RunRecord) -> list[str]:
+    """One line per workflow phase whose search probed nothing (no probe fitted its dollar
+    budget): it ran on the model's choice, and the line says why."""
+    flow = record.workflow
+    if flow is None:
+        return []
+    return [
+        f"Deployment search, phase {p.index}: {p.stop_reason}"
+        for p in flow.all_phases()
+        if p.searched and not p.probes
+    ]
+
+
 def _execute(run: BaseRun) -> int:
     out = console()
     plan = run.record.plan
@@ -235,6 +248,8 @@ def _execute(run: BaseRun) -> int:
     with RunDisplay(run, out) as display:
         run.progress = display.tick
         record = run.execute()
+    for line in _unsearched(record):
+        out.print(escape(line), soft_wrap=True)
     for line in summary_lines(record):
         style = "bold red" if line.startswith(("LOST", "TARGET MISSED", "NO BEST")) else ""
         out.print(f"[{style}]{escape(line)}[/]" if style else escape(line))

@@ -20,6 +20,7 @@ def check_job(job: JobSpec) -> None:
     """Every rule a job must keep before anything runs; raises a one-line ``ConfigError``."""
     check_trial(job)
     _check_tuning(job)
+    _check_tuning_workflow(job)
     _check_platform(job)
     _check_catalog(job)
     _check_profile(job)
@@ -44,6 +45,22 @@ def _check_tuning(job: JobSpec) -> None:
             f"the value of tuning.reduction_factor is {tuning.reduction_factor}, but must be "
             f"<= {most} (tuning.trials, at least 2): a larger η keeps no trial to compare "
             "after the first stage"
+        )
+
+
+def _check_tuning_workflow(job: JobSpec) -> None:
+    """A tuning job's stages are planned by the model (``tuning:``); a ``workflow:`` (phases
+    deployed by a search) is a training job's. Refused, not silently ignored."""
+    if job.tuning is not None and job.workflow is not None:
+        raise ConfigError(
+            f"the job has both tuning: and workflow: ({job.workflow.kind}), but a workflow "
+            "runs under faasml train only: a tuning job's stages are planned by the model; "
+            "remove workflow: to tune, or tuning: to train with the workflow"
+        )
+    if job.tuning is not None and job.planner == "search":
+        raise ConfigError(
+            "the value of planner is 'search', but a tuning job's stages are planned by the "
+            "model: planner: search is for faasml train (remove it, or tuning:)"
         )
 
 

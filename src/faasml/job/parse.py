@@ -28,6 +28,7 @@ from faasml.job.spec import (
     TrainingSpec,
     TuningSpec,
 )
+from faasml.job.workflow import _search as parse_search_options
 from faasml.job.workflow import parse_workflow
 from faasml.models.shape import DEFAULT_EPOCHS_PER_STAGE, default_stages, most_stages
 from faasml.samplers import check_sampler
@@ -37,6 +38,8 @@ from faasml.workloads import MODELS, check_options
 from faasml.workloads.data import FORMATS, GENERATORS, option_names
 from faasml.workloads.optim import OPTIMIZERS, create_optimizer
 
+PLANNERS = ("model", "search")
+"""``planner:`` of a training job (``JobSpec.planner``)."""
 _MODULE_ATTR = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 MAX_TRIALS = 100_000
 """The most trials a tuning run may sample (the largest of the CE-scaling paper has 16,384)."""
@@ -85,16 +88,31 @@ def parse_job(data: Mapping[str, Any], base_dir: Path, source: str | None) -> Jo
     if f.has("workflow"):
         flow = parse_workflow(f.raw("workflow"), model.name, job.training.max_epochs, base_dir)
         job = dataclasses.replace(job, workflow=flow)
+    job = _planner(f, job)
     if f.has("assimilate"):
-        if job.workflow is not None:  # its phases build their own models: it would be ignored
+        if job.search_workflow() is not None:  # its phases build their own models: ignored
             raise ConfigError(
-                "assimilate is not applied to the phases of a workflow; remove one of them"
+                "assimilate is not applied to the phases of a workflow or a deployment search; "
+                "remove one of them"
             )
         assimilate = parse_assimilate(f.raw("assimilate"), model.name, base_dir, data_spec)
         job = dataclasses.replace(job, assimilate=assimilate)
     f.finish()
     _check_store(job)
     return job
+
+
+def _planner(f: Fields, job: JobSpec) -> JobSpec:
+    """``planner:`` (``model`` or ``search``) and, with ``search``, its ``search:`` options."""
+    planner = f.choice("planner", PLANNERS, "model")
+    search = None
+    if f.has("search"):
+        if planner != "search":
+            raise f.fail(
+                "search", f.raw("search"), "is read only with planner: search (planner is 'model')"
+            )
+        search = parse_search_options(f.sub("search"))
+    return dataclasses.replace(job, planner=planner, search=search)
 
 
 NAME_RULE = (

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from faasml.exceptions import ConfigError
 from faasml.job.layers import redact_url
-from faasml.job.workflow import WorkflowSpec
+from faasml.job.workflow import SearchOptions, WorkflowSpec
 from faasml.models.shape import DEFAULT_EPOCHS_PER_STAGE, SuccessiveHalving
 from faasml.samplers import ConfigSampler
 from faasml.searchspace import SearchSpace
@@ -218,6 +218,20 @@ class JobSpec:
             options["assimilate"] = self.assimilate.model_option()
         return options
 
+    planner: str = "model"
+    """``planner:`` of a training job: ``model`` (the analytical model's choice) or ``search``
+    (a deployment search probes real allocations first, docs/search.md)."""
+    search: SearchOptions | None = None
+    """``search:`` with ``planner: search``: the searcher and its budget (None: defaults)."""
+
+    def search_workflow(self) -> WorkflowSpec | None:
+        """The phases a deployment search deploys: the job's ``workflow:``, or, with
+        ``planner: search`` and none, one phase of the whole training (None: the model plans)."""
+        if self.workflow is not None or self.planner != "search":
+            return self.workflow
+        search = self.search or SearchOptions()
+        return WorkflowSpec("dynamic-batching", ((0, self.batch_size),), search=search)
+
     def to_dict(self, *, redact: bool = True) -> dict[str, Any]:
         """The job as a mapping ``faasml.job.from_mapping`` accepts (store credentials redacted)."""
         data: dict[str, Any] = {
@@ -248,6 +262,12 @@ class JobSpec:
             data["workflow"] = self.workflow.to_dict()
         if self.assimilate is not None:
             data["assimilate"] = self.assimilate.to_dict()
+        if self.planner != "model":
+            data["planner"] = self.planner
+        if self.search is not None:
+            data["search"] = WorkflowSpec("dynamic-batching", search=self.search).to_dict()[
+                "search"
+            ]
         if self.tuning is not None:
             data["tuning"] = {
                 "trials": self.tuning.trials,

@@ -66,7 +66,7 @@ def resume_run(
     job = dataclasses.replace(job, platform=record.platform)
     kwargs.setdefault("platform_options", dict(record.platform_options))
     cls: type[BaseRun] = TuneRun if record.kind == "tune" else TrainRun
-    if record.workflow is not None or (record.plan is None and job.workflow is not None):
+    if record.workflow is not None or (record.plan is None and job.search_workflow() is not None):
         from faasml.runtime.workflow_run import WorkflowRun  # phases deployed by a search
 
         cls = WorkflowRun

@@ -146,9 +146,12 @@ class WorkflowRun(TrainRun):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if self.job.workflow is None:
-            raise ConfigError(f"job '{self.job.name}' has no workflow section")
-        self.spec: WorkflowSpec = self.job.workflow
+        spec = self.job.search_workflow()
+        if spec is None:
+            raise ConfigError(
+                f"job '{self.job.name}' has no workflow section and planner is not 'search'"
+            )
+        self.spec: WorkflowSpec = spec
         base = {"name": self.job.model.name, **dict(self.job.model.options)}
         self.phases = workflow_phases(
             self.spec, self.job.batch_size, base, len(self.train), self.job.training.max_epochs
@@ -528,10 +531,12 @@ class WorkflowRun(TrainRun):
                     if coordinator.stop_reason:
                         break
                 measured_any = any(p.measurement.failed is None for p in search.probes)
-                if measured_any:
-                    result = search.result()
+                if measured_any or not search.probes:
+                    result = search.result()  # none probed: the model's choice, said so
                     allocation = result.choice
                     record.stop_reason = result.stop_reason
+                    if not search.probes:
+                        self.event(f"phase {phase.index + 1}: {result.stop_reason}")
                 else:
                     allocation = space.allocation(int(np.argmin(space.prior(goal))))
                     record.stop_reason = "no probe measured: the model's choice"

@@ -185,6 +185,12 @@ class Searcher(ABC):
             self.stop_reason = "every candidate measured"
         elif self.untried().size == 0 and not (self.allowed & ~self._measured()).any():
             self.stop_reason = "no candidate left that the evidence allows"
+        elif self.untried().size == 0 and count == 0 and self.costs is not None:
+            cheapest = float(self.costs[self.allowed].min()) if self.allowed.any() else math.inf
+            self.stop_reason = (
+                f"no probe fits the search budget (${self.max_usd():.6g}; the cheapest probe "
+                f"costs ${cheapest:.6g})"
+            )
         elif self.untried().size == 0:
             self.stop_reason = (
                 f"no probe left fits the search budget (${self.spent_usd:.6f} of "

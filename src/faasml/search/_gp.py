@@ -290,8 +290,12 @@ class GPEISearcher(Searcher):
         count = len(self.observed)
         if count == 0 and self.prior is not None and self.costs is not None:
             cap = self.budget.max_usd
-            if cap is not None and float(self.costs[self.untried()].min()) > cap / 2:
-                return "no two probes fit the search budget: the model's choice"
+            cheapest = float(self.costs[self.untried()].min())
+            if cap is not None and cheapest > cap / 2:
+                return (
+                    f"no two probes fit the search budget (${cap:.6g}; the cheapest probe "
+                    f"costs ${cheapest:.6g}): the model's choice, unmeasured"
+                )
         if count < max(self.initial, self.budget.min_probes):
             return None
         mean, _ = self.posterior()
@@ -411,7 +415,9 @@ class GPEISearcher(Searcher):
 
     def _likeliest(self) -> int | None:
         """The eligible candidate most likely good (ties: the lower posterior objective), or
-        None where no draw finds one (``chance_good``)."""
+        None where no draw finds one (``chance_good``); where any eligible one's posterior
+        mean keeps the constraint within the noise, one of those (the user's constraint is
+        not traded for a likelier optimum)."""
         if self.choice != "likeliest" or self.terms is None:
             return None
         mask = self.eligible()
@@ -419,8 +425,11 @@ class GPEISearcher(Searcher):
         if chance is None or float(chance.max()) <= 0:
             return None
         mean, _ = self.posterior()
-        objective = mean + self.goal.offset
-        order = np.lexsort((objective, -chance))
+        within = mask & (mean <= self.goal.limit + self.noise)
+        if within.any():  # never one the posterior says breaks the constraint beyond the noise
+            mask = within
+        objective = np.where(mask, mean + self.goal.offset, np.inf)
+        order = np.lexsort((objective, -np.where(mask, chance, -1.0)))
         return int(order[0])
 
     def best(self) -> int:

@@ -24,7 +24,7 @@ from faasml.exceptions import ConfigError
 from faasml.models.space import AllocationTable, Exclusions, evaluate
 from faasml.search import SEARCHERS, SearchBudget, Searcher, check_choice, create_searcher
 from faasml.search._base import Array
-from faasml.search._gp import LatentObjective
+from faasml.search._gp import GPEISearcher, LatentObjective
 from faasml.types import Allocation, Constraint, Objective
 from faasml.workload import Workload
 
@@ -485,16 +485,30 @@ class DeploymentSearch:
         return self.result()
 
     def result(self) -> SearchResult:
-        index = self.searcher.best()
+        reason = self.searcher.stop_reason or "stopped by the caller"
+        if self.searcher.observed:
+            index = self.searcher.best()
+        else:  # nothing measured: the model's choice, and the reason says so
+            index = self.model_choice()
+            if "the model's choice" not in reason:
+                reason += ": the model's choice, unmeasured"
         return SearchResult(
             choice=self.space.allocation(index),
             choice_index=index,
             probes=tuple(self.probes),
-            stop_reason=self.searcher.stop_reason or "stopped by the caller",
+            stop_reason=reason,
             searcher=self.name,
             warm=self.warm,
             infeasible=self.infeasible(),
         )
+
+    def model_choice(self) -> int:
+        """The analytical model's own choice (no probe): its best score among the candidates
+        the search may recommend (the warm GP + EI's prior choice, for every searcher)."""
+        if self.latent and self.warm and isinstance(self.searcher, GPEISearcher):
+            return self.searcher.best()
+        score = np.where(self.searcher.eligible(), self.space.prior(self.goal), np.inf)
+        return int(np.argmin(score))
 
     def infeasible(self) -> bool:
         """The search's verdict that no deployment keeps the constraint. With a posterior

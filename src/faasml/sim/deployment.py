@@ -49,6 +49,27 @@ def perturbed_workload(
     )
 
 
+def other_law_workload(workload: Workload, rng: np.random.Generator) -> tuple[Workload, float]:
+    """A true job whose computation follows another law than its profile's, not a rescaling:
+    the perturbation of ``perturbed_workload``, then computation that stops speeding up past
+    c vCPUs (c ~ U(1, 2): a job whose framework uses one or two cores), and the straggler
+    share s ~ U(0, 0.15) for ``TrueLandscape.straggle`` (the computation of n functions
+    waits for the slowest: × (1 + s · ln n)), neither of which the model's terms express."""
+    true = perturbed_workload(workload, rng)
+    cores = float(rng.uniform(1.0, 2.0))
+    straggle = float(rng.uniform(0.0, 0.15))
+    memories = np.array([p[0] for p in true.compute.points])
+    values = np.array([p[1] for p in true.compute.points])
+    knee = cores * 1769.0  # the memory that buys ``cores`` vCPUs (AWS Lambda)
+    at_knee = float(np.exp(np.interp(np.log(knee), np.log(memories), np.log(values))))
+    kept = memories < knee
+    memories = np.append(memories[kept], [knee, max(float(memories.max()), knee) * 1.01])
+    values = np.append(values[kept], [at_knee, at_knee])
+    points = tuple((float(m), float(v)) for m, v in zip(memories, values, strict=True))
+    compute = ComputeProfile("table", points=points)
+    return dataclasses.replace(true, compute=compute), straggle
+
+
 @dataclass
 class TrueLandscape:
     """The truth a search probes: ``workload`` (the real job) on ``catalog``, measured with
@@ -61,6 +82,8 @@ class TrueLandscape:
     probe_cap_s: float = 10.0
     """A probe stops after this many seconds of rounds (at least one round is measured)."""
     seed: int = 0
+    straggle: float = 0.0
+    """The computation of n functions takes × (1 + straggle · ln n): a law the model lacks."""
     rng: np.random.Generator = field(init=False)
     probes: int = 0
 
@@ -78,6 +101,9 @@ class TrueLandscape:
         data = catalog.storage(platform.data_store)
         service = catalog.storage(storage)
         time = epoch_time(self.workload, platform, data, service, scheme, n, memory_mb)
+        if self.straggle:
+            slow = 1.0 + self.straggle * np.log(np.asarray(n, dtype=float))
+            time = dataclasses.replace(time, compute_s=time.compute_s * slow)
         cost = epoch_cost(self.workload, platform, data, service, scheme, n, memory_mb, time)
         total_s = np.asarray(time.load_s + time.compute_s + time.sync_s + time.invoke_s, float)
         total_usd = np.asarray(cost.function_usd + cost.invocation_usd + cost.storage_usd, float)
