@@ -15,7 +15,7 @@ from faasml._validate import Fields
 from faasml.exceptions import RecordError
 from faasml.runtime.record import TrialRecord
 from faasml.runtime.record_json import trial_json
-from faasml.runtime.record_read import trial_from
+from faasml.runtime.record_read import TRIAL_READERS, trial_from
 from faasml.runtime.trial import TrialState
 
 EPOCH = {"epoch": 1, "loss": 0.5, "n": 2, "memory_mb": 1024, "t_s": 1, "spent_usd": 0, "epoch_s": 1}
@@ -54,6 +54,7 @@ def test_the_live_trial_has_the_records_fields_in_order_with_their_types_and_def
 
 def test_every_field_set_goes_through_the_record_and_its_json_and_back() -> None:
     assert list(SET) == [f.name for f in dataclasses.fields(TrialRecord)]  # one value each
+    assert set(TRIAL_READERS) <= set(SET)  # no rule left for a field gone
     defaults = TrialRecord(0, {})
     assert all(getattr(defaults, name) != value for name, value in SET.items())
     live = TrialState(**SET)

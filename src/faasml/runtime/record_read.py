@@ -185,7 +185,7 @@ def trial_from(f: Fields) -> TrialRecord:
         read = TRIAL_READERS.get(field.name)
         if read is not None:
             values[field.name] = read(f, field.name)
-        elif field.type == "int" and isinstance(field.default, int):
+        elif field.type == "int" and isinstance(field.default, int):  # annotations are text
             values[field.name] = f.integer(field.name, field.default, minimum=0)
         else:
             raise TypeError(f"trial field {field.name!r} has no rule in TRIAL_READERS")
