@@ -9,17 +9,18 @@ measured of it as separate fields, so none overwrites another.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from faasml.runtime.billing import Charge
 from faasml.runtime.calibration import Calibration
 from faasml.runtime.profile_record import JobProfile
-from faasml.runtime.trial import TrialState
+from faasml.runtime.trial import TrialState, plain_copy
 from faasml.types import Allocation, Constraint, Objective
 
 __all__ = [
     "KINDS",
+    "OMIT_AT_DEFAULT",
     "RUN_STATUSES",
     "TRIAL_STATUSES",
     "AllocationChange",
@@ -175,9 +176,17 @@ class AllocationChange:
     allocation: Allocation
 
 
+OMIT_AT_DEFAULT = {"json": "omit at default"}
+"""A trial field's metadata: ``record.json`` leaves it out at its default. The fields added
+after the first records were written have it, so that those records write back unchanged."""
+
+
 @dataclass(frozen=True)
 class TrialRecord:
-    """A trial as the record keeps it (``TrialState`` is its live, mutable form)."""
+    """A trial as the record keeps it, and the one definition of a trial's fields: their
+    types, defaults, meaning and JSON form. ``TrialState`` (the live, mutable trial) restates
+    the names only because the type checker needs them; a test keeps the two equal, and the
+    conversions both ways and the JSON are made from ``dataclasses.fields`` of this class."""
 
     trial_id: int
     config: dict[str, Any]
@@ -187,60 +196,46 @@ class TrialRecord:
     round_id: int = 0
     checkpoint: str | None = None
     status: str = "pending"
+    """One of ``TRIAL_STATUSES``."""
     history: tuple[dict[str, Any], ...] = ()
+    """One record per epoch trained (not changed once here)."""
     restarts: int = 0
     failures: tuple[str, ...] = ()
     partial: dict[str, float] = field(default_factory=dict)
+    """Loss sum and samples of the epoch in progress (segments of a renewed epoch)."""
     memory_mb: int = 0
-    diverged_epoch: int | None = None
-    """The epoch whose loss went NaN or infinite (status 'diverged'); None otherwise."""
-    functions: int = 0
-    """Most functions after a move to fewer (``TrialState.functions``; 0: the plan's)."""
+    """Memory the trial was moved to after running out of it (0: the plan's), kept so that a
+    resumed run does not start it again where it cannot fit."""
+    diverged_epoch: int | None = field(default=None, metadata=OMIT_AT_DEFAULT)
+    """The first epoch whose loss or metric was NaN or infinite (status 'diverged')."""
+    functions: int = field(default=0, metadata=OMIT_AT_DEFAULT)
+    """Most functions the trial runs on after repeated synchronisation failures moved it to
+    fewer (0: the plan's), kept as ``memory_mb`` is."""
 
     @staticmethod
     def of(trial: TrialState) -> TrialRecord:
         """A snapshot of a live trial (epoch records are not changed once in its history)."""
-        return TrialRecord(
-            trial_id=trial.trial_id,
-            config=dict(trial.config),
-            epochs_done=trial.epochs_done,
-            epoch=trial.epoch,
-            batch=trial.batch,
-            round_id=trial.round_id,
-            checkpoint=trial.checkpoint,
-            status=trial.status,
-            history=tuple(trial.history),
-            restarts=trial.restarts,
-            failures=tuple(trial.failures),
-            partial=dict(trial.partial),
-            memory_mb=trial.memory_mb,
-            diverged_epoch=trial.diverged_epoch,
-            functions=trial.functions,
-        )
+        return TrialRecord(**{f.name: _frozen(getattr(trial, f.name)) for f in fields(TrialRecord)})
 
     def state(self) -> TrialState:
-        """The live trial a resumed run continues."""
-        return TrialState(
-            trial_id=self.trial_id,
-            config=dict(self.config),
-            epochs_done=self.epochs_done,
-            epoch=self.epoch,
-            batch=self.batch,
-            round_id=self.round_id,
-            checkpoint=self.checkpoint,
-            status=self.status,
-            history=[dict(h) for h in self.history],
-            restarts=self.restarts,
-            failures=list(self.failures),
-            partial=dict(self.partial),
-            memory_mb=self.memory_mb,
-            diverged_epoch=self.diverged_epoch,
-            functions=self.functions,
-        )
+        """The live trial a resumed run continues (its own copy of every list and mapping)."""
+        return TrialState(**{f.name: _live(getattr(self, f.name)) for f in fields(self)})
 
     @property
     def last(self) -> dict[str, Any]:
         return self.history[-1] if self.history else {}
+
+
+def _frozen(value: Any) -> Any:
+    """A live trial's field as the record keeps it: lists as tuples, mappings copied."""
+    if isinstance(value, list):
+        return tuple(value)
+    return dict(value) if isinstance(value, dict) else value
+
+
+def _live(value: Any) -> Any:
+    """A recorded trial's field as a live trial holds it: tuples as lists of copies."""
+    return plain_copy(list(value) if isinstance(value, tuple) else value)
 
 
 @dataclass(frozen=True)

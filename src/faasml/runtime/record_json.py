@@ -14,6 +14,7 @@ from faasml._validate import Fields, shown
 from faasml.exceptions import ConfigError, RecordError
 from faasml.runtime.record import (
     KINDS,
+    OMIT_AT_DEFAULT,
     RUN_STATUSES,
     Best,
     Estimate,
@@ -117,27 +118,20 @@ def _plan_json(plan: PlanRecord) -> dict[str, Any]:
     return out
 
 
-def _trial_json(trial: TrialRecord) -> dict[str, Any]:
-    out = {
-        "trial_id": trial.trial_id,
-        "config": dict(trial.config),
-        "epochs_done": trial.epochs_done,
-        "epoch": trial.epoch,
-        "batch": trial.batch,
-        "round_id": trial.round_id,
-        "checkpoint": trial.checkpoint,
-        "status": trial.status,
-        "history": list(trial.history),
-        "restarts": trial.restarts,
-        "failures": list(trial.failures),
-        "partial": dict(trial.partial),
-        "memory_mb": trial.memory_mb,
-    }
-    if trial.diverged_epoch is not None:
-        out["diverged_epoch"] = trial.diverged_epoch
-    if trial.functions:
-        out["functions"] = trial.functions
+def trial_json(trial: TrialRecord) -> dict[str, Any]:
+    """Every field of the trial in its order, lists for tuples (the history's epoch records
+    as they are), but a field marked ``OMIT_AT_DEFAULT`` where it holds its default."""
+    out: dict[str, Any] = {}
+    for field in dataclasses.fields(trial):
+        value = getattr(trial, field.name)
+        if dict(field.metadata) == OMIT_AT_DEFAULT and value == field.default:
+            continue
+        out[field.name] = list(value) if isinstance(value, tuple) else _copied(value)
     return out
+
+
+def _copied(value: Any) -> Any:
+    return dict(value) if isinstance(value, dict) else value
 
 
 def _phase_json(phase: PhaseRecord) -> dict[str, Any]:
@@ -202,7 +196,7 @@ def record_to_json(record: RunRecord) -> dict[str, Any]:
         "platform": r.platform,
         "platform_options": dict(r.platform_options),
         "status": r.status,
-        "trials": [_trial_json(t) for t in r.trials],
+        "trials": [trial_json(t) for t in r.trials],
         "charges": [dict(vars(c)) for c in r.charges],
         "elapsed_s": r.elapsed_s,
         "events": [{"t_s": e.t_s, "text": e.text} for e in r.events],

@@ -3,6 +3,7 @@ wrong one raises a ``RecordError`` naming it and the rule. ``record_json`` reads
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -177,34 +178,53 @@ def epoch_from(f: Fields) -> dict[str, Any]:
 
 
 def trial_from(f: Fields) -> TrialRecord:
-    checkpoint = f.raw("checkpoint", None)
+    """Each field of ``TrialRecord`` in its order: by its rule in ``TRIAL_READERS``, or, for a
+    count (an int with a default), as a whole number not below 0, its default where missing."""
+    values: dict[str, Any] = {}
+    for field in dataclasses.fields(TrialRecord):
+        read = TRIAL_READERS.get(field.name)
+        if read is not None:
+            values[field.name] = read(f, field.name)
+        elif field.type == "int" and isinstance(field.default, int):  # annotations are text
+            values[field.name] = f.integer(field.name, field.default, minimum=0)
+        else:
+            raise TypeError(f"trial field {field.name!r} has no rule in TRIAL_READERS")
+    f.finish()
+    return TrialRecord(**values)
+
+
+def _checkpoint_of(f: Fields, name: str) -> str | None:
+    checkpoint = f.raw(name, None)
     if checkpoint is not None and not isinstance(checkpoint, str):
-        raise f.fail("checkpoint", checkpoint, "must be a key or null")
-    failures = f.items("failures", allow_empty=True) if f.has("failures") else []
+        raise f.fail(name, checkpoint, "must be a key or null")
+    return checkpoint
+
+
+def _failures_of(f: Fields, name: str) -> tuple[str, ...]:
+    failures = f.items(name, allow_empty=True) if f.has(name) else []
     if not all(isinstance(x, str) for x in failures):
-        raise f.fail("failures", failures, "must be a list of texts")
-    partial = f.sub("partial", {})
+        raise f.fail(name, failures, "must be a list of texts")
+    return tuple(failures)
+
+
+def _partial_of(f: Fields, name: str) -> dict[str, float]:
+    partial = f.sub(name, {})
     for key in partial.data:
         partial.number(key)
-    trial = TrialRecord(
-        trial_id=f.integer("trial_id", minimum=0),
-        config=mapping_of(f, "config"),
-        epochs_done=f.integer("epochs_done", 0, minimum=0),
-        epoch=f.integer("epoch", 0, minimum=0),
-        batch=f.integer("batch", 0, minimum=0),
-        round_id=f.integer("round_id", 0, minimum=0),
-        checkpoint=checkpoint,
-        status=f.choice("status", TRIAL_STATUSES),
-        history=tuple(list_of(f, "history", epoch_from)) if f.has("history") else (),
-        restarts=f.integer("restarts", 0, minimum=0),
-        failures=tuple(failures),
-        partial=dict(partial.data),
-        memory_mb=f.integer("memory_mb", 0, minimum=0),
-        diverged_epoch=maybe(f, "diverged_epoch", lambda g, n: g.integer(n, minimum=1)),
-        functions=f.integer("functions", 0, minimum=0),
-    )
-    f.finish()
-    return trial
+    return dict(partial.data)
+
+
+TRIAL_READERS: dict[str, Callable[[Fields, str], Any]] = {
+    "trial_id": lambda f, name: f.integer(name, minimum=0),
+    "config": mapping_of,
+    "checkpoint": _checkpoint_of,
+    "status": lambda f, name: f.choice(name, TRIAL_STATUSES),
+    "history": lambda f, name: tuple(list_of(f, name, epoch_from)) if f.has(name) else (),
+    "failures": _failures_of,
+    "partial": _partial_of,
+    "diverged_epoch": lambda f, name: maybe(f, name, lambda g, n: g.integer(n, minimum=1)),
+}
+"""How ``trial_from`` reads and checks each ``TrialRecord`` field that is not a plain count."""
 
 
 def charge_from(f: Fields) -> Charge:

@@ -10,7 +10,12 @@ from faasml.runtime.worker import Fault
 
 @dataclass
 class TrialState:
-    """A trial's progress: what its run record holds and a resume restores."""
+    """A trial's progress, live and mutable: what its run record holds and a resume restores.
+
+    ``record.TrialRecord`` defines these fields (their meaning, defaults and JSON form) and
+    converts both ways (``TrialRecord.of``, ``TrialRecord.state``); the names are restated
+    here, as lists where the record holds tuples, because the type checker needs them, and a
+    test fails where the two differ."""
 
     trial_id: int
     config: dict[str, Any]
@@ -20,31 +25,18 @@ class TrialState:
     round_id: int = 0
     checkpoint: str | None = None
     status: str = "pending"
-    """pending, running, done (reached its epochs), stopped (budget), failed, pruned,
-    diverged (a NaN or infinite loss or metric: trained no further, ranked last)."""
     history: list[dict[str, Any]] = field(default_factory=list)
     restarts: int = 0
     failures: list[str] = field(default_factory=list)
     partial: dict[str, float] = field(default_factory=dict)
-    """Loss sum and samples of the epoch in progress (segments of a renewed epoch)."""
     memory_mb: int = 0
-    """Memory the trial was moved to after running out of it (0: the plan's), kept in the
-    record so that a resumed run does not start it again where it cannot fit."""
     diverged_epoch: int | None = None
-    """The first epoch whose loss or metric was NaN or infinite (status 'diverged')."""
     functions: int = 0
-    """Most functions the trial runs on after repeated synchronisation failures moved it to
-    fewer (0: the plan's), kept in the record as ``memory_mb`` is."""
 
     def to_dict(self) -> dict[str, Any]:
         """A copy as plain values (the record's form): what ``asdict`` makes, without its
         deep copy of every epoch's record (they are not changed once in the history)."""
-        data = dict(vars(self))
-        data["config"] = dict(self.config)
-        data["history"] = [dict(h) for h in self.history]
-        data["failures"] = list(self.failures)
-        data["partial"] = dict(self.partial)
-        return data
+        return {name: plain_copy(value) for name, value in vars(self).items()}
 
     @staticmethod
     def from_dict(data: dict[str, Any]) -> TrialState:
@@ -53,6 +45,13 @@ class TrialState:
     @property
     def last(self) -> dict[str, Any]:
         return self.history[-1] if self.history else {}
+
+
+def plain_copy(value: Any) -> Any:
+    """A field's value with its own list or mapping (a list's mappings copied one level)."""
+    if isinstance(value, list):
+        return [dict(x) if isinstance(x, dict) else x for x in value]
+    return dict(value) if isinstance(value, dict) else value
 
 
 @dataclass(frozen=True)
