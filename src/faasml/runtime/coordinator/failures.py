@@ -20,6 +20,8 @@ from faasml.sync.stores import Store
 from faasml.types import Allocation
 
 LOST_STORE = "its store was unavailable"
+LOOP_ERROR = "LoopError: "
+"""In a failure's reason: a training loop failed in its own code (``faasml.loop``)."""
 
 
 class FailurePolicy:
@@ -72,13 +74,14 @@ class FailurePolicy:
             # guard then decides whether a retry still fits. Not counted against max_restarts.
             self._estimator.ran_out(segment.allocation, segment.timeout_s)
             trial.failures[-1] += " (its budget reservation ran out)"
-        elif sum(
+        elif LOOP_ERROR in reason or sum(
             1
             for f in trial.failures
             if f.startswith(f"epoch {trial.epoch + 1} ")
             and "reservation" not in f
             and LOST_STORE not in f
         ) > (self._state.options.max_restarts):
+            # Too many restarts, or the user's loop failed in its own code (a rerun would too).
             trial.status = "failed"
         if self._on_segment is not None:
             self._on_segment(trial, None)
