@@ -14,7 +14,7 @@ import io
 import math
 import numbers
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -166,7 +166,7 @@ class LoopContext:
         lo = worker * base + min(worker, extra)
         return Shard(data, lo, lo + base + (1 if worker < extra else 0), total, collate)
 
-    def epochs(self) -> Iterator[int]:
+    def epochs(self) -> Generator[int, None, None]:
         """The epochs this invocation runs (0-based); each must end with ``ctx.report``."""
         plan, state = self._plan, self._state
         if state.first_epoch_at is None:
@@ -185,7 +185,7 @@ class LoopContext:
             state.done.append(figures)
             state.epoch = None
 
-    def batches(self, shard: Shard, batch_size: int | None = None) -> Iterator[Any]:
+    def batches(self, shard: Shard, batch_size: int | None = None) -> Generator[Any, None, None]:
         """This function's rows of each round of the epoch's global batch, on ``ctx.device``."""
         plan, state = self._plan, self._state
         figures = state.epoch
@@ -283,7 +283,7 @@ def seed_step(seed: int, worker_id: int, round_id: int) -> None:
     augmentation (the GPUs' generators only once CUDA is initialised)."""
     value = ((seed * 1_000_003 + round_id) * 1_009 + worker_id) & (2**63 - 1)
     torch.default_generator.manual_seed(value)
-    if torch.cuda.is_initialized():
+    if torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
         torch.cuda.manual_seed_all(value)
 
 

@@ -12,7 +12,7 @@ evaluation), the vector's size and a checkpoint's save and load.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,7 +47,7 @@ class _TimedContext(LoopContext):
         self.model = model
         return super().prepare(model, optimizer)
 
-    def batches(self, shard: Shard, batch_size: int | None = None) -> Iterator[Any]:
+    def batches(self, shard: Shard, batch_size: int | None = None) -> Generator[Any, None, None]:
         warm, least, most, measure_s = self._limits
         began = time.perf_counter()
         inner = super().batches(shard, batch_size)
@@ -106,9 +106,7 @@ def probe_loops(
     """The job probe's figures (``job_probe._probe_recipes``'s fields) for a loop job's
     configurations (``recipes``: ``ModelRecipe``s)."""
     share = measure_s / max(len(recipes), 1)
-    timings = [
-        time_loop(r.model_options, r.batch_size, r.seed, rounds, share) for r in recipes
-    ]
+    timings = [time_loop(r.model_options, r.batch_size, r.seed, rounds, share) for r in recipes]
     sampled = timings[1:] if len(timings) > 1 else timings
     first = recipes[0].model_options
     vector = int(first.get("params", 0)) + int(first.get("buffers", 0))

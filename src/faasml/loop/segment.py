@@ -117,7 +117,7 @@ def segment_figures(outcome: LoopOutcome, worker_id: int, *, several: bool) -> d
     trial's (``val`` and ``reported``, per epoch where it ran several); the training loss is
     the metric ``loss`` where the loop reports one (NaN where a metric is not finite, so the
     trial counts as diverged)."""
-    epochs = []
+    epochs: list[dict[str, Any]] = []
     for figures in outcome.epochs:
         metrics = dict(figures.metrics or {}) if worker_id == 0 else {}
         epochs.append(

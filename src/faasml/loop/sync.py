@@ -127,19 +127,19 @@ class PreparedOptimizer(torch.optim.Optimizer):
     def __getattr__(self, name: str) -> Any:
         return getattr(self.__dict__["optimizer"], name)
 
-    @property  # type: ignore[override]
-    def param_groups(self) -> Any:
+    @property
+    def param_groups(self) -> Any:  # type: ignore[override]
         return self.optimizer.param_groups
 
-    @property  # type: ignore[override]
-    def state(self) -> Any:
+    @property
+    def state(self) -> Any:  # type: ignore[override]
         return self.optimizer.state
 
-    @property  # type: ignore[override]
-    def defaults(self) -> Any:
+    @property
+    def defaults(self) -> Any:  # type: ignore[override]
         return self.optimizer.defaults
 
-    def step(self, closure: Any = None) -> Any:  # type: ignore[override]
+    def step(self, closure: Any = None) -> Any:
         if self._sync is not None:
             self._sync.sync()
         return self.optimizer.step() if closure is None else self.optimizer.step(closure)
@@ -147,7 +147,7 @@ class PreparedOptimizer(torch.optim.Optimizer):
     def zero_grad(self, set_to_none: bool = True) -> None:
         self.optimizer.zero_grad(set_to_none=set_to_none)
 
-    def state_dict(self) -> Any:  # type: ignore[override]
+    def state_dict(self) -> Any:
         return self.optimizer.state_dict()
 
     def load_state_dict(self, state_dict: Any) -> None:
