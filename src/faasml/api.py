@@ -246,8 +246,7 @@ class Tuner:
         from faasml.loop.model import LoopShape, inspect_train_fn
 
         batch_size = settings.get("batch_size", first.get("batch_size", DEFAULT_BATCH))
-        probed = {**config, "batch_size": batch_size} if "batch_size" in space else config
-        found = inspect_train_fn(function, probed, seed, batch_size)
+        found = inspect_train_fn(function, config, seed, batch_size, "batch_size" in space)
         model: dict[str, Any] = {"function": packed, "sha256": digest, "config": config}
         model.update(signature=fm.sign_packed(packed), seed=seed, label=name)
         if isinstance(found, LoopShape):  # a training loop: its data stays in its code

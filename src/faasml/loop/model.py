@@ -64,8 +64,27 @@ class _ProbeContext(LoopContext):
         raise _ProbeStop
 
 
+class _Config(dict[str, Any]):
+    """The probing call's configuration: ``config["batch_size"]`` answers where the search
+    space has it (a loop's config holds it), yet a training function's config, which does
+    not, compares and copies without it."""
+
+    def __init__(self, config: Mapping[str, Any], batch_size: int | None) -> None:
+        super().__init__(config)
+        self._batch_size = batch_size
+
+    def __missing__(self, key: str) -> Any:
+        if key == "batch_size" and self._batch_size is not None:
+            return self._batch_size
+        raise KeyError(key)
+
+
 def inspect_train_fn(
-    function: Callable[..., Any], config: Mapping[str, Any], seed: int, batch_size: int
+    function: Callable[..., Any],
+    config: Mapping[str, Any],
+    seed: int,
+    batch_size: int,
+    batch_in_config: bool = False,
 ) -> TorchTrainable | LoopShape:
     """Call ``function(config, ctx)`` once: its ``TorchTrainable`` (checked), or the shape of
     the loop it is; else a LoopError naming what it did."""
@@ -73,7 +92,7 @@ def inspect_train_fn(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(seed))
         try:
-            result = function(dict(config), ctx)
+            result = function(_Config(config, batch_size if batch_in_config else None), ctx)
         except _ProbeStop:
             return _shape(function, ctx)
     if isinstance(result, TorchTrainable):

@@ -22,6 +22,7 @@ from faasml.runtime.platform import CapacityError, FunctionError, Invocation, Pl
 from faasml.runtime.trial import TrialFault, TrialState
 from faasml.runtime.worker import Fault, ModelRecipe, WorkerTask, rounds_per_epoch
 from faasml.types import Allocation
+from faasml.workloads.global_batch import rounds_per_epoch as global_rounds
 
 WORKER_FN = "faasml.runtime.worker:run_segment"
 WORKER_MODULE = WORKER_FN.partition(":")[0]
@@ -175,8 +176,10 @@ class Launcher:
 
     def _rounds(self, trial: TrialState, allocation: Allocation) -> int:
         """Rounds of one epoch of ``trial`` on ``allocation``."""
-        batch_size = self._recipe_of(trial).batch_size
-        return rounds_per_epoch(self._partitions.samples, allocation.n, batch_size)
+        recipe = self._recipe_of(trial)
+        if is_loop(recipe.model):  # a loop's rounds follow the global batch, whatever n
+            return global_rounds(self._partitions.samples, recipe.batch_size)
+        return rounds_per_epoch(self._partitions.samples, allocation.n, recipe.batch_size)
 
     def _plan(
         self,
