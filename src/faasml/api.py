@@ -134,13 +134,15 @@ class ResultGrid:
 
 
 class Tuner:
-    """Tunes a job (a job file, a ``JobSpec``, or a training function ``train_fn(config,
-    ctx)`` returning ``TorchTrainable``) within a budget or a deadline.
+    """Tunes a job (a job file, a ``JobSpec``, a training function ``train_fn(config, ctx)``
+    returning ``TorchTrainable``, or a training loop ``train_loop(config, ctx)`` that iterates
+    ``ctx.epochs()``: ``faasml.loop``) within a budget or a deadline.
 
     ``param_space`` maps names to distributions (``{"loguniform": [low, high]}``, ``uniform``,
     ``int``, ``choice``); for a job, names are job paths (``optimizer.lr``); for a function,
     plain names the function reads from ``config``, where any other value is a constant
-    passed as is, and ``batch_size`` is faasml's per-worker batch size (not in ``config``).
+    passed as is, and ``batch_size`` is faasml's per-worker batch size (not in ``config``; for
+    a loop, the global batch, in ``config`` when the space has it).
     ``budget`` and ``deadline`` are shortcuts for ``TuneConfig``'s. ``settings`` sets job
     fields by dotted path (docs/jobs.md), e.g. ``{"batch_size": 32, "tuning.stages": 2}``.
     """

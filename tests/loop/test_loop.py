@@ -35,6 +35,7 @@ def _run(
     loop: Any = mlp_loop,
     space: dict[str, Any] | None = None,
     faults: list[TrialFault] | None = None,
+    per_segment: int = 1,
 ) -> dict[str, Any]:
     """Tune ``loop`` (one trial, three epochs, one epoch per invocation) with its stage forced
     onto ``n`` functions; returns the record. A deadline rather than a budget: a budget caps
@@ -47,7 +48,7 @@ def _run(
         settings=SETTINGS,
         run_dir=folder,
     )
-    options = CoordinatorOptions(epochs_per_segment=1)
+    options = CoordinatorOptions(epochs_per_segment=per_segment)
     run = TuneRun(
         tuner.job, tuner.constraint, tuner.run_dir, faults=faults, options=options, measure=False
     )
@@ -90,6 +91,23 @@ def test_the_final_weights_do_not_depend_on_the_function_count(
     got = _weights(tmp_path, _run(tmp_path, n))
     for name, value in expected.items():
         np.testing.assert_allclose(got[name].numpy(), value.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_epochs_in_one_invocation_train_as_separate_invocations_do(
+    two: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    folder, record = two
+    together = _run(tmp_path, 2, per_segment=2)
+    history = together["trials"][0]["history"]
+    # The first epoch runs alone (nothing measured on the allocation yet), the next two in one
+    # invocation.
+    assert [h["invocations"] for h in history] == [1, 1, 0]
+    assert [h["reported"] for h in history] == [
+        h["reported"] for h in record["trials"][0]["history"]
+    ]
+    expected, got = _weights(folder, record), _weights(tmp_path, together)
+    for name, value in expected.items():
+        np.testing.assert_array_equal(got[name].numpy(), value.numpy())
 
 
 def test_a_worker_killed_mid_epoch_resumes_to_the_fault_free_weights(
