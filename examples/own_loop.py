@@ -74,11 +74,12 @@ def main() -> None:
         train_loop,
         {"lr": {"loguniform": [1e-3, 3e-2]}, "width": {"choice": [16, 64]}},
         budget=args.budget,
-        tune_config=faasml.TuneConfig(num_samples=args.trials),
+        tune_config=faasml.TuneConfig(num_samples=args.trials, metric="val_rmse", mode="min"),
         settings={"batch_size": 32, "tuning.epochs_per_stage": 2},
         run_dir=args.run_dir,
     ).fit()
-    print(f"status: {results.record.status}, trials: {len(results)}")
+    best = results.get_best_result()
+    print(f"status: {results.record.status}, trials: {len(results)}, best: trial {best.trial_id}")
     for result in results.results:
         rmse = result.metrics.get("reported", {}).get("val_rmse")
         shown = f"val_rmse {rmse:.4f}" if rmse is not None else "no epoch"

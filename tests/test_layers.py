@@ -33,7 +33,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("job",),
     ("runtime",),
     ("sim",),
-    ("reports", "cluster"),
+    ("reports", "cluster", "tracking"),
+    ("dashboard",),
     ("api", "cli", "testing"),
     ("faasml",),
 )
@@ -54,6 +55,9 @@ ROOT_UNITS = {
     "_version": "base",
     "_gzip": "base",
     "searchspace": "job",
+    "api_restore": "api",
+    "results": "api",
+    "samplers": "job",
 }
 """Root modules that belong to a unit of another name (the rest are units of their own)."""
 

@@ -11,11 +11,20 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from faasml.api import Result, ResultGrid, TorchTrainable, TuneConfig, Tuner, report
+    from faasml.api import (
+        Result,
+        ResultGrid,
+        TorchTrainable,
+        TuneConfig,
+        Tuner,
+        load_checkpoint,
+        report,
+    )
     from faasml.catalog import Catalog, load_catalog
     from faasml.exceptions import ConfigError, FaasmlError, InfeasibleConstraintError
     from faasml.models import allocation_space
     from faasml.planners import pareto_front, plan_training
+    from faasml.runtime.events import RunCallback, RunEnd, RunStart, StageEnd, TrialResult
     from faasml.types import Allocation, Breakdown, Constraint, Objective, TrainPlan
     from faasml.workload import Workload, load_workload
 
@@ -32,14 +41,20 @@ __all__ = [
     "Objective",
     "Result",
     "ResultGrid",
+    "RunCallback",
+    "RunEnd",
+    "RunStart",
+    "StageEnd",
     "TorchTrainable",
     "TrainPlan",
+    "TrialResult",
     "TuneConfig",
     "Tuner",
     "Workload",
     "__version__",
     "allocation_space",
     "load_catalog",
+    "load_checkpoint",
     "load_workload",
     "pareto_front",
     "plan_training",
@@ -47,19 +62,31 @@ __all__ = [
 ]
 
 _MODULES = {
-    "faasml.api": ("Tuner", "TuneConfig", "TorchTrainable", "Result", "ResultGrid", "report"),
+    "faasml.api": (
+        "Tuner",
+        "TuneConfig",
+        "TorchTrainable",
+        "Result",
+        "ResultGrid",
+        "load_checkpoint",
+        "report",
+    ),
     "faasml.catalog": ("Catalog", "load_catalog"),
     "faasml.exceptions": ("ConfigError", "FaasmlError", "InfeasibleConstraintError"),
     "faasml.models": ("allocation_space",),
     "faasml.planners": ("pareto_front", "plan_training"),
+    "faasml.runtime.events": ("RunCallback", "RunEnd", "RunStart", "StageEnd", "TrialResult"),
     "faasml.types": ("Allocation", "Breakdown", "Constraint", "Objective", "TrainPlan"),
     "faasml.workload": ("Workload", "load_workload"),
 }
+_SUBPACKAGES = ("tracking",)
 _WHERE = {name: module for module, names in _MODULES.items() for name in names}
 
 
 def __getattr__(name: str) -> object:
     """The public names, imported from their modules on first use."""
+    if name in _SUBPACKAGES:  # faasml.tracking.MLflowCallback after a bare 'import faasml'
+        return importlib.import_module(f"faasml.{name}")
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module 'faasml' has no attribute {name!r}")

@@ -38,8 +38,8 @@ import numbers
 import os
 import re
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +47,8 @@ from faasml._validate import shown
 from faasml.exceptions import ConfigError, DivergedError
 from faasml.job import JobSpec, from_mapping, load_job
 from faasml.job.layers import set_path
-from faasml.runtime.record import RunRecord
+from faasml.results import Result, ResultGrid, load_checkpoint
+from faasml.runtime.events import RunCallback
 from faasml.searchspace import KINDS, parse_distribution, parse_search_space
 from faasml.types import Constraint, Objective
 from faasml.workloads.context import report
@@ -71,9 +72,16 @@ class TuneConfig:
     stages: int | None = None
     metric: str | None = None
     mode: str | None = None
-    """'min' for loss, 'max' for accuracy (Ray Tune's spelling); implied by ``metric``."""
+    """'min' or 'max' (Ray Tune's spelling): how ``metric`` ranks and prunes the trials;
+    implied for a loss ('min') or an accuracy ('max'), required for any other metric."""
     minimise: str | None = None
     """With both bounds: 'time' (default) or 'cost'."""
+    search_alg: Any = None
+    """How trials are drawn: 'random' (default), 'grid', 'tpe', 'gp' (``faasml.samplers``),
+    or an ``optuna.samplers.BaseSampler`` object."""
+    callbacks: Sequence[RunCallback] = ()
+    """``faasml.RunCallback`` objects the run calls with its typed events (``runtime.events``):
+    trial results, stage ends, the run's end; e.g. ``faasml.tracking.MLflowCallback``."""
 
     def __post_init__(self) -> None:
         """Each field of the right type (a number, a whole number, a string or None), so a
@@ -84,6 +92,7 @@ class TuneConfig:
             _check_type(name, getattr(self, name), (numbers.Integral,), "a whole number")
         for name in ("metric", "mode", "minimise"):
             _check_type(name, getattr(self, name), (str,), "a string")
+        object.__setattr__(self, "callbacks", _checked_callbacks(self.callbacks))
 
     def constraint(self) -> Constraint:
         objective = None
@@ -94,43 +103,6 @@ class TuneConfig:
                 )
             objective = Objective.MIN_TIME if self.minimise == "time" else Objective.MIN_COST
         return Constraint(self.budget, self.deadline, objective)
-
-
-@dataclass(frozen=True)
-class Result:
-    """One trial's outcome."""
-
-    trial_id: int
-    config: dict[str, Any]
-    metrics: dict[str, Any]
-    """The last epoch's record: loss, val_loss, val_accuracy, epoch_s, ..."""
-    status: str
-    checkpoint: str | None
-    history: list[dict[str, Any]] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class ResultGrid:
-    """Every trial of a tuning run and the run's record."""
-
-    results: list[Result]
-    record: RunRecord
-    run_dir: Path
-
-    def get_best_result(self) -> Result:
-        best = self.record.best
-        if best is None:
-            raise ConfigError(
-                f"no trial finished ({self.record.status}); see {self.run_dir / 'report.md'}"
-            )
-        return next(r for r in self.results if r.trial_id == best.trial)
-
-    @property
-    def spent_usd(self) -> float:
-        return self.record.bill_usd()
-
-    def __len__(self) -> int:
-        return len(self.results)
 
 
 class Tuner:
@@ -170,14 +142,23 @@ class Tuner:
                 ("tuning.epochs_per_stage", config.epochs_per_stage),
                 ("tuning.stages", config.stages),
                 ("tuning.metric", config.metric),
+                ("tuning.mode", config.mode),
+                (
+                    "tuning.sampler",
+                    config.search_alg if isinstance(config.search_alg, str) else None,
+                ),
             )
             if value is not None
         }
+        self._search_alg = _search_alg(config.search_alg)
         self._keys: dict[str, str] = {}
         self._constants: dict[str, Any] = {}
         self._default_dir: Path | None = None
         self._checked = False
         """The run directory was checked fit for a new run (before a function's data)."""
+        self._restored = False
+        """Made by ``restore``: ``fit`` continues the run in ``run_dir``."""
+        self.callbacks = config.callbacks
         self.constraint = config.constraint()
         if callable(job) and not isinstance(job, JobSpec):
             self.job = self._function_job(
@@ -228,8 +209,8 @@ class Tuner:
                     "names (letters, digits, _), read as config[name]"
                 )
             if _is_distribution(key, value):
-                job_key = "batch_size" if key == "batch_size" else f"model.config.{key}"
-                searched[job_key] = value
+                job_key = _function_key(key)
+                searched[job_key] = _function_when(value)
                 self._keys[job_key] = key
             elif key == "batch_size":
                 settings.setdefault("batch_size", value)
@@ -312,38 +293,57 @@ class Tuner:
             return dict(config)
         return {**self._constants, **{self._keys.get(k, k): v for k, v in config.items()}}
 
-    def fit(self) -> ResultGrid:
-        """Plan, run every stage for real and return the results."""
+    @classmethod
+    def restore(
+        cls,
+        run_dir: str | os.PathLike[str],
+        trainable: Callable[..., Any] | None = None,
+        *,
+        callbacks: Sequence[RunCallback] = (),
+    ) -> Tuner:
+        """The tuner of the run in ``run_dir``: its ``fit()`` continues the run as ``faasml
+        resume`` does (the job it recorded, under the same guard) and returns its results; a
+        finished run's results come back without training. ``trainable``, where given, must
+        be the training function the run recorded (checked by what it builds)."""
+        from faasml.api_restore import restored_tuner
+
+        return restored_tuner(cls, run_dir, trainable, _checked_callbacks(callbacks))
+
+    def fit(self, verbose: int = 0) -> ResultGrid:
+        """Plan, run every stage for real and return the results. ``verbose=1`` prints a line
+        per trial result (as piped ``faasml tune`` does); 0, the default, prints nothing."""
         from faasml.reports.run_outputs import write_outputs
         from faasml.runtime.run_dir import RunDir
         from faasml.runtime.run_lock import lock_run
         from faasml.runtime.session import TuneRun
 
-        if not self._checked:
-            RunDir(self.run_dir).check_new()  # never over a run that is there
-        with lock_run(self.run_dir):  # one run at a time in the folder
-            if RunDir(self.run_dir).record_path.exists():
-                RunDir(self.run_dir).check_new()  # a run began in it since: refused
-            run = TuneRun(self.job, self.constraint, self.run_dir, outputs=write_outputs)
-            run.plan()
-            record = run.execute()
+        callbacks = _with_lines(self.callbacks, verbose)
+        if self._restored:
+            from faasml.api_restore import continue_run
+
+            record = continue_run(self.run_dir, callbacks)
+        else:
+            if not self._checked:
+                RunDir(self.run_dir).check_new()  # never over a run that is there
+            with lock_run(self.run_dir):  # one run at a time in the folder
+                if RunDir(self.run_dir).record_path.exists():
+                    RunDir(self.run_dir).check_new()  # a run began in it since: refused
+                run = TuneRun(
+                    self.job,
+                    self.constraint,
+                    self.run_dir,
+                    outputs=write_outputs,
+                    callbacks=callbacks,
+                )
+                run.search_alg = self._search_alg
+                run.plan()
+                record = run.execute()
         if record.best is None and any(t.status == "diverged" for t in record.trials):
             raise DivergedError(
                 "no trial ended with a finite loss: every trial that trained diverged (a NaN or "
                 f"infinite loss); narrow the search space; see {self.run_dir / 'report.md'}"
             )
-        results = [
-            Result(
-                trial_id=t.trial_id,
-                config=self.user_config(t.config),
-                metrics=dict(t.last),
-                status=t.status,
-                checkpoint=t.checkpoint,
-                history=list(t.history),
-            )
-            for t in record.trials
-        ]
-        return ResultGrid(results, record, self.run_dir)
+        return ResultGrid.from_record(record, self.run_dir, self.user_config)
 
 
 def _check_type(name: str, value: object, types: tuple[type, ...], what: str) -> None:
@@ -377,6 +377,33 @@ def _check_arguments(
         raise ConfigError(f"the value of run_dir is {shown(run_dir)}, but must be a path")
 
 
+def _checked_callbacks(callbacks: object) -> tuple[RunCallback, ...]:
+    """``callbacks`` as a tuple, each a ``RunCallback``; else ConfigError naming the value."""
+    if not isinstance(callbacks, Sequence) or isinstance(callbacks, str):
+        raise ConfigError(
+            f"the value of callbacks is {shown(callbacks)}, but must be a list of "
+            "faasml.RunCallback objects"
+        )
+    for callback in callbacks:
+        if not isinstance(callback, RunCallback):
+            raise ConfigError(
+                f"callbacks holds {shown(callback)} ({type(callback).__name__}), but each must "
+                "be a faasml.RunCallback (subclass it and override on_trial_result, ...)"
+            )
+    return tuple(callbacks)
+
+
+def _with_lines(callbacks: Sequence[RunCallback], verbose: int) -> list[RunCallback]:
+    """``callbacks``, and with ``verbose`` 1 a printer of a line per trial result."""
+    if verbose not in (0, 1) or isinstance(verbose, bool):
+        raise ConfigError(f"the value of verbose is {shown(verbose)}, but must be 0 or 1")
+    if not verbose:
+        return list(callbacks)
+    from faasml.reports.trial_lines import TrialLines
+
+    return [*callbacks, TrialLines(lambda line: print(line, flush=True), stages=True)]
+
+
 def _merge_bounds(config: TuneConfig, budget: float | None, deadline: float | None) -> TuneConfig:
     for name, value in (("budget", budget), ("deadline", deadline)):
         if value is not None and getattr(config, name) is not None:
@@ -388,9 +415,40 @@ def _merge_bounds(config: TuneConfig, budget: float | None, deadline: float | No
     )
 
 
+def _search_alg(value: Any) -> Any:
+    """An Optuna sampler object given as ``search_alg`` (checked); None for a name (the job's
+    ``tuning.sampler``, checked with the job) or None."""
+    from faasml.samplers import ConfigSampler, check_sampler
+    from faasml.searchspace import SearchSpace
+
+    if isinstance(value, str):
+        check_sampler(value, where="search_alg")
+    if value is None or isinstance(value, str):
+        return None
+
+    ConfigSampler(SearchSpace({}), value)  # one line naming the value when it is no sampler
+    return value
+
+
+def _function_key(key: str) -> str:
+    """A training function's parameter as a job path."""
+    return "batch_size" if key == "batch_size" else f"model.config.{key}"
+
+
+def _function_when(value: Mapping[str, Any]) -> Any:
+    """A distribution whose ``when`` names a function's parameters, naming their job paths."""
+    when = value.get("when")
+    if not isinstance(when, Mapping):
+        return value
+    return {**value, "when": {_function_key(str(k)): v for k, v in when.items()}}
+
+
 def _is_distribution(key: str, value: Any) -> bool:
     """True for a distribution (checked, named as the caller wrote it); False for a constant.
-    A one-key mapping whose key is no distribution is refused: most likely a misspelt one."""
+    A one-key mapping whose key is no distribution is refused: most likely a misspelt one.
+    A distribution may add ``when`` (a conditional parameter)."""
+    if isinstance(value, Mapping) and len(value) == 2 and "when" in value:
+        value = {k: v for k, v in value.items() if k != "when"}
     if not (isinstance(value, Mapping) and len(value) == 1):
         return False
     kind = next(iter(value))
@@ -457,4 +515,12 @@ def _set(data: dict[str, Any], dotted: str, value: Any) -> None:
     node[last] = value
 
 
-__all__ = ["Result", "ResultGrid", "TorchTrainable", "TuneConfig", "Tuner", "report"]
+__all__ = [
+    "Result",
+    "ResultGrid",
+    "TorchTrainable",
+    "TuneConfig",
+    "Tuner",
+    "load_checkpoint",
+    "report",
+]

@@ -7,10 +7,14 @@ A job file writes one distribution per hyperparameter::
       optimizer.momentum: {uniform: [0.0, 0.95]}
       batch_size: {int: [32, 256]}
       model.hidden: {choice: [[32], [64, 64]]}
+      optimizer.name: {choice: [sgd, adam]}
+      optimizer.momentum: {uniform: [0.0, 0.99], when: {optimizer.name: sgd}}
 
-``SearchSpace.sample(n, seed)`` draws n configurations; the same (space, n, seed) always gives
-the same list, and configuration i does not depend on n (a larger tuning run extends a smaller
-one's trials).
+``when`` makes a parameter conditional: it is drawn only where every named ``choice``
+parameter took the value given; elsewhere the configuration lacks the key.
+``SearchSpace.sample(n, seed)`` draws n configurations at random; the same (space, n, seed)
+always gives the same list, and configuration i does not depend on n (a larger tuning run
+extends a smaller one's trials). ``faasml.samplers`` draws them by other rules (grid, TPE, GP).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -114,6 +118,8 @@ class SearchSpace:
     """Hyperparameter name (a job-file path such as ``optimizer.lr``) -> distribution."""
 
     params: Mapping[str, Distribution]
+    conditions: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Conditional parameter -> {choice parameter: the value it needs} (``when``)."""
 
     def __len__(self) -> int:
         return len(self.params)
@@ -122,14 +128,37 @@ class SearchSpace:
         """``n`` seeded configurations; configuration i depends only on (space, seed, i)."""
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise ConfigError(f"the value of n is {shown(n)}, but must be an integer >= 0")
-        configs = []
-        for index in range(n):
-            rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, 0x5EA7C4, index])
-            configs.append({name: self.params[name].sample(rng) for name in sorted(self.params)})
-        return configs
+        return [self.sample_one(seed, index) for index in range(n)]
+
+    def sample_one(self, seed: int, index: int) -> dict[str, Any]:
+        """Configuration ``index`` of ``sample``: every parameter drawn in name order (so a
+        condition never shifts another's draw), then those whose condition fails dropped."""
+        rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, 0x5EA7C4, index])
+        drawn = {name: self.params[name].sample(rng) for name in sorted(self.params)}
+        config: dict[str, Any] = {}
+        for name in self.order():
+            if self.active(name, config):
+                config[name] = drawn[name]
+        return {name: config[name] for name in sorted(config)}
+
+    def active(self, name: str, config: Mapping[str, Any]) -> bool:
+        """Whether ``name`` is drawn given the parameters drawn before it (``order``)."""
+        needs = self.conditions.get(name, {})
+        return all(parent in config and config[parent] == value for parent, value in needs.items())
+
+    def order(self) -> list[str]:
+        """Parameter names, each after the parameters its condition names (then by name)."""
+        return sorted(self.params, key=lambda name: (self._depth(name), name))
+
+    def _depth(self, name: str) -> int:
+        parents = self.conditions.get(name, {})
+        return 1 + max((self._depth(p) for p in parents), default=-1)
 
     def to_dict(self) -> dict[str, Any]:
-        return {name: dist.to_dict() for name, dist in self.params.items()}
+        data = {name: dist.to_dict() for name, dist in self.params.items()}
+        for name, needs in self.conditions.items():
+            data[name]["when"] = copy.deepcopy(dict(needs))
+        return data
 
 
 def parse_distribution(data: object, where: str) -> Distribution:
@@ -187,8 +216,53 @@ def parse_search_space(data: object, where: str = "search_space") -> SearchSpace
             "hyperparameter names to distributions"
         )
     params: dict[str, Distribution] = {}
+    whens: dict[str, object] = {}
     for name, spec in data.items():
         if not isinstance(name, str) or not name.strip():
             raise ConfigError(f"{where} has a key {shown(name)}; keys must be non-empty strings")
+        if isinstance(spec, Mapping) and "when" in spec:
+            whens[name] = spec["when"]
+            spec = {key: value for key, value in spec.items() if key != "when"}
         params[name] = parse_distribution(spec, f"{where}.{name}")
-    return SearchSpace(params)
+    conditions = {
+        name: _condition(needs, params, f"{where}.{name}.when") for name, needs in whens.items()
+    }
+    space = SearchSpace(params, conditions)
+    for name in conditions:
+        _check_acyclic(space, name, f"{where}.{name}.when")
+    return space
+
+
+def _condition(needs: object, params: Mapping[str, Distribution], where: str) -> dict[str, Any]:
+    """``{choice parameter: one of its values, ...}``, each named when it is not."""
+    if not isinstance(needs, Mapping) or not needs:
+        raise ConfigError(
+            f"the value of {where} is {shown(needs)}, but must be a mapping of a choice "
+            "parameter to one of its values (e.g. {optimizer.name: sgd})"
+        )
+    for parent, value in needs.items():
+        dist = params.get(parent) if isinstance(parent, str) else None
+        if not isinstance(dist, Choice):
+            choices = [n for n, d in params.items() if isinstance(d, Choice)]
+            raise ConfigError(
+                f"{where} names {shown(parent)}, but a condition must name a choice parameter "
+                f"of the search space ({', '.join(choices) or 'none'})"
+            )
+        if value not in dist.values:
+            raise ConfigError(
+                f"the value of {where}.{parent} is {shown(value)}, but must be one of "
+                f"{shown(list(dist.values))}"
+            )
+    return dict(needs)
+
+
+def _check_acyclic(space: SearchSpace, name: str, where: str) -> None:
+    """A ConfigError where following ``name``'s conditions comes back to it."""
+    seen, todo = {name}, list(space.conditions.get(name, {}))
+    while todo:
+        parent = todo.pop()
+        if parent == name:
+            raise ConfigError(f"{where} makes {name!r} depend on itself; conditions may not loop")
+        if parent not in seen:
+            seen.add(parent)
+            todo.extend(space.conditions.get(parent, {}))

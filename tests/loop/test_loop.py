@@ -211,3 +211,21 @@ def test_what_is_neither_a_loop_nor_a_training_function_is_refused_in_one_line(
     with pytest.raises(TrainFunctionError, match=rule) as caught:
         faasml.Tuner(function, SPACE, budget=0.05, run_dir=tmp_path)
     assert "\n" not in str(caught.value)
+
+
+def test_a_loop_ranks_and_prunes_by_its_own_metric(tmp_path: Path) -> None:
+    results = faasml.Tuner(
+        mlp_loop,
+        {"lr": {"loguniform": [0.001, 0.1]}, "width": 8},
+        deadline=3600,
+        tune_config=faasml.TuneConfig(num_samples=3, metric="val_rmse", mode="min"),
+        settings={"batch_size": 16, "tuning.stages": 2, "tuning.epochs_per_stage": 1, "seed": 2},
+        run_dir=tmp_path / "run",
+    ).fit()
+    first = {r.trial_id: r.history[0]["reported"]["val_rmse"] for r in results.results}
+    kept = [r.trial_id for r in results.results if len(r.history) == 2]
+    assert len(kept) == 1 and first[kept[0]] == min(first.values())  # pruned by val_rmse
+    best = results.get_best_result()
+    assert best.trial_id == kept[0] and best.metrics["reported"]["val_rmse"] < first[kept[0]]
+    state = faasml.load_checkpoint(best)  # the dict its last ctx.report carried
+    assert set(state) == {"model", "opt", "sched"} and state["sched"]["last_epoch"] == 2

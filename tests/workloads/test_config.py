@@ -188,7 +188,12 @@ SPACE = {"optimizer.lr": {"loguniform": [0.001, 1.0]}}
             {"search_space": SPACE, "tuning": {"trials": 8, "stages": 5}},
             "tuning.stages is 5, but must be <= 4",
         ),
-        ({"search_space": SPACE, "tuning": {"trials": 8, "metric": "f1"}}, "tuning.metric"),
+        ({"search_space": SPACE, "tuning": {"trials": 8, "metric": "f 1"}}, "tuning.metric"),
+        ({"search_space": SPACE, "tuning": {"trials": 8, "metric": "f1"}}, "tuning.mode is miss"),
+        (
+            {"search_space": SPACE, "tuning": {"trials": 8, "mode": "up"}},
+            "tuning.mode is 'up', but must be one of: min, max",
+        ),
     ],
 )
 def test_search_space_and_tuning_errors(

@@ -180,6 +180,17 @@ def add_json_option(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--json", action="store_true", help=f"print {what} as JSON")
 
 
+def add_set_option(parser: argparse.ArgumentParser) -> None:
+    """``--set FIELD=VALUE`` (repeatable): a job field overridden (``job.parse_assignments``)."""
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override a field, e.g. --set tuning.trials=8 (repeatable)",
+    )
+
+
 def add_plan_options(parser: argparse.ArgumentParser) -> None:
     """The constraint options, then the catalog options (every planning command's last)."""
     add_constraint_options(parser)

@@ -8,7 +8,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from faasml.cli._common import console, print_json
+from faasml.cli._common import add_set_option, console, print_json
 from faasml.job import JobSpec, check_data, load_job, parse_assignments
 from faasml.job.parse import is_reference
 from faasml.workloads.build import build_model, build_optimizer, load_data
@@ -27,13 +27,7 @@ def register(commands: Any) -> None:
         "module:factory model (your code) is not imported.",
     )
     check.add_argument("job", help="path of the job file (see docs/jobs.md)")
-    check.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="FIELD=VALUE",
-        help="override a field, e.g. --set tuning.trials=8 (repeatable)",
-    )
+    add_set_option(check)
     check.add_argument(
         "--trials", type=int, default=5, metavar="N", help="sampled configurations to show"
     )
@@ -96,10 +90,18 @@ def run_job_check(args: argparse.Namespace) -> int:
     table.add_row("batch size", f"{job.batch_size} per worker")
     if job.tuning is not None:
         t = job.tuning
+        mode = "" if (t.metric, t.mode) == ("loss", "min") else f" ({t.mode})"
         table.add_row(
             "tuning",
             f"{t.trials} trials, η = {t.reduction_factor}, {t.stages} stages "
-            f"{list(t.trials_per_stage)}, {t.epochs_per_stage} epoch(s) per stage, by {t.metric}",
+            f"{list(t.trials_per_stage)}, "
+            + (
+                f"Hyperband brackets for {t.hyperband} epoch(s)"
+                if t.hyperband is not None
+                else f"{t.epochs_per_stage} epoch(s) per stage"
+            )
+            + f", by {t.metric}{mode}"
+            + ("" if t.sampler == "random" else f", drawn by {t.sampler}"),
         )
     target = job.training.target_loss
     table.add_row(

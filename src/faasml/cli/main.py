@@ -22,6 +22,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "faasml.cli.profile",
     "faasml.cli.cluster",
     "faasml.cli.report",
+    "faasml.cli.dashboard",
 )
 """Each module has ``register(subparsers)``, which adds its parser and sets ``func``."""
 

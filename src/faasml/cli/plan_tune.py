@@ -176,7 +176,7 @@ def setup_from(args: argparse.Namespace) -> TuningSetup:
         from faasml.runtime.plan_inputs import job_inputs
 
         spec = load_job(path)
-        job = spec.require_tuning().shape
+        job = spec.require_tuning().plan_job  # Hyperband: every bracket in turn
         inputs = job_inputs(spec, _common.catalog_from(args, load_catalog(spec.catalog)))
         workload, catalog = inputs.workload, inputs.catalog
     return tuning_problem(

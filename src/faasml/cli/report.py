@@ -22,6 +22,11 @@ def register(commands: Any) -> None:
     text = "write a run's report, loss curves and plots again from its record"
     report = commands.add_parser("report", help=text, description=text[0].upper() + text[1:])
     report.add_argument("run_dir", help="the run directory (it holds record.json)")
+    report.add_argument(
+        "--html",
+        action="store_true",
+        help="also write report.html: the dashboard's page of the run as one static file",
+    )
     report.set_defaults(func=run_report)
 
 
@@ -35,6 +40,10 @@ def run_report(args: argparse.Namespace) -> int:
             f"{folder.record_path} holds a run whose report cannot be written: "
             f"{type(err).__name__}: {err}"
         ) from None
+    if args.html:
+        from faasml.dashboard import write_html
+
+        written.append(write_html(record, folder.path))
     out = console()
     out.print(
         escape(

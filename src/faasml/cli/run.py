@@ -11,9 +11,16 @@ from typing import Any
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from faasml.cli._common import add_constraint_options, console, constraint_from
+from faasml.cli._common import (
+    add_constraint_options,
+    add_json_option,
+    add_set_option,
+    console,
+    constraint_from,
+)
+from faasml.cli.run_options import json_output, print_trial_lines
 from faasml.exceptions import ConfigError
-from faasml.job import JobSpec, load_job
+from faasml.job import JobSpec, load_job, parse_assignments
 from faasml.reports.run_outputs import write_outputs
 from faasml.reports.run_summary import exit_code, summary_lines
 from faasml.runtime.platform import PLATFORMS
@@ -46,6 +53,8 @@ def register(commands: Any) -> None:
             action="store_true",
             help="measure the job again before planning instead of using its cached profile",
         )
+        add_set_option(parser)
+        add_json_option(parser, "the run's record (record.json)")
         add_constraint_options(parser)
         add_platform_options(parser)
         parser.set_defaults(func=run_tune if kind == "tune" else run_train)
@@ -61,6 +70,7 @@ def register(commands: Any) -> None:
         help="continue with the job the record holds even though its job file has changed "
         "since the run began (the file is not read)",
     )
+    add_json_option(resume, "the run's record (record.json)")
     resume.set_defaults(func=run_resume, minimise=None)
 
 
@@ -106,17 +116,17 @@ def _check_run_dir(args: argparse.Namespace) -> None:
 
 
 def run_tune(args: argparse.Namespace) -> int:
-    return _run(TuneRun, args)
+    return json_output(args, lambda: _run(TuneRun, args))
 
 
 def run_train(args: argparse.Namespace) -> int:
-    return _run(TrainRun, args)
+    return json_output(args, lambda: _run(TrainRun, args))
 
 
 def _run(kind: type[TuneRun] | type[TrainRun], args: argparse.Namespace) -> int:
     """Check the run directory, read the job, measure and plan it, run it, report."""
     _check_run_dir(args)
-    job, options = _platform_of(args, load_job(args.job))
+    job, options = _platform_of(args, load_job(args.job, parse_assignments(args.set)))
     if kind is TuneRun:
         job.require_tuning()
     elif job.workflow is not None:  # phases deployed by a search (docs/search.md)
@@ -139,6 +149,10 @@ def _run(kind: type[TuneRun] | type[TrainRun], args: argparse.Namespace) -> int:
 
 
 def run_resume(args: argparse.Namespace) -> int:
+    return json_output(args, lambda: _resume(args))
+
+
+def _resume(args: argparse.Namespace) -> int:
     constraint = None
     if args.budget is not None or args.deadline is not None:
         constraint = constraint_from(args)
@@ -222,6 +236,8 @@ def _execute(run: BaseRun) -> int:
         disable=piped,
     ) as bar:
         task = bar.add_task("starting", total=total)
+        if piped:
+            print_trial_lines(run, out)
         stages_shown: list[object] = []
 
         def show(snapshot: dict[str, Any]) -> None:
@@ -248,9 +264,9 @@ def _execute(run: BaseRun) -> int:
         out.print(f"[{style}]{escape(line)}[/]" if style else escape(line), soft_wrap=True)
     best = record.best
     if best is not None:
-        value = best.val_loss
-        shown = f"{value:.4g}" if isinstance(value, float) else str(value)
+        from faasml.reports.results_report import best_figure
+
         config = {k: round(v, 4) if isinstance(v, float) else v for k, v in best.config.items()}
-        out.print(escape(f"Best: trial {best.trial} {config} — validation loss {shown}"))
+        out.print(escape(f"Best: trial {best.trial} {config} — {best_figure(best)}"))
     out.print(escape(f"Report: {run.dir.path / 'report.md'}"))
     return exit_code(record)

@@ -21,12 +21,14 @@ from faasml.job.load import from_mapping, load_job
 from faasml.job.parse import PROVIDED_STORES
 from faasml.job.spec import (
     METRICS,
+    MODES,
     DatasetSpec,
     JobSpec,
     ModelSpec,
     OptimizerSpec,
     TrainingSpec,
     TuningSpec,
+    implied_mode,
 )
 from faasml.job.trials import apply_config, resolve_hyperparameter
 
@@ -35,6 +37,7 @@ __all__ = [
     "ENV_PREFIX",
     "ENV_SECTIONS",
     "METRICS",
+    "MODES",
     "PROVIDED_STORES",
     "DatasetSpec",
     "JobSpec",
@@ -47,6 +50,7 @@ __all__ = [
     "check_job",
     "environment_overrides",
     "from_mapping",
+    "implied_mode",
     "load_job",
     "parse_assignments",
     "redact_url",

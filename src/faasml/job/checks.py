@@ -90,11 +90,13 @@ def _check_profile(job: JobSpec) -> None:
 
 
 def _check_search_space(job: JobSpec, space: SearchSpace) -> None:
-    """Every bound or choice of every hyperparameter must make a valid job."""
+    """Every bound or choice of every hyperparameter must make a valid job (a conditional one
+    with the values its condition needs, e.g. momentum with optimizer.name sgd)."""
     for key, distribution in space.params.items():
+        needs = dict(space.conditions.get(key, {}))
         for value in distribution.extremes():
             try:
-                apply_config(job, {key: value})
+                apply_config(job, {**needs, key: value})
             except ConfigError as err:
                 raise ConfigError(
                     f"search_space.{key} allows {shown(value)}, which makes an invalid job: {err}"

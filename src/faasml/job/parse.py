@@ -19,6 +19,7 @@ from faasml.exceptions import ConfigError, UnknownNameError
 from faasml.job.layers import redact_url
 from faasml.job.spec import (
     METRICS,
+    MODES,
     DatasetSpec,
     JobSpec,
     ModelSpec,
@@ -28,6 +29,7 @@ from faasml.job.spec import (
 )
 from faasml.job.workflow import parse_workflow
 from faasml.models.shape import DEFAULT_EPOCHS_PER_STAGE, default_stages, most_stages
+from faasml.samplers import check_sampler
 from faasml.searchspace import parse_search_space
 from faasml.sync.stores import check_store_url, is_store_url, storage_name
 from faasml.workloads import MODELS, check_options
@@ -248,6 +250,10 @@ def _dataset(f: Fields, seed: int, base_dir: Path) -> DatasetSpec:
 
 
 def _tuning(f: Fields) -> TuningSpec:
+    sampler = check_sampler(f.raw("sampler", "random"), _sampler_options(f))
+    options = dict(f.raw("sampler_options", {}))
+    if f.has("hyperband"):
+        return _hyperband(f, sampler, options)
     trials = f.integer("trials", minimum=1, maximum=MAX_TRIALS)
     eta = f.integer("reduction_factor", 2, minimum=2)
     most = most_stages(trials, eta)
@@ -264,8 +270,56 @@ def _tuning(f: Fields) -> TuningSpec:
         reduction_factor=eta,
         epochs_per_stage=f.integer("epochs_per_stage", DEFAULT_EPOCHS_PER_STAGE, minimum=1),
         stages=stages,
-        metric=f.choice("metric", METRICS, "loss"),
+        metric=_metric(f),
+        mode=f.choice("mode", MODES) if f.has("mode") else None,
+        sampler=sampler,
+        sampler_options=options,
     )
+    f.finish()
+    return spec
+
+
+def _metric(f: Fields) -> str:
+    """``tuning.metric``: loss, accuracy or the name of a metric the trials report."""
+    metric = f.text("metric", "loss")
+    if not re.fullmatch(r"[A-Za-z_][\w.\-]*", metric):
+        raise f.fail(
+            "metric",
+            metric,
+            f"must be {' or '.join(METRICS)} or the name of a metric the trials report",
+        )
+    return metric
+
+
+def _sampler_options(f: Fields) -> dict[str, Any]:
+    options = f.raw("sampler_options", {})
+    if not isinstance(options, Mapping):
+        raise f.fail("sampler_options", options, "must be a mapping of option names to values")
+    return dict(options)
+
+
+def _hyperband(f: Fields, sampler: str, options: dict[str, Any]) -> TuningSpec:
+    """``tuning.hyperband: R``: every Hyperband bracket for a largest budget of R epochs."""
+    given = [key for key in ("trials", "stages", "epochs_per_stage") if f.has(key)]
+    if given:
+        raise f.fail(
+            "hyperband",
+            f.raw("hyperband"),
+            f"sets the brackets' trials, stages and epochs; leave out {', '.join(given)}",
+        )
+    spec = TuningSpec(
+        trials=1,  # the brackets' sum, set by the spec
+        reduction_factor=f.integer("reduction_factor", 3, minimum=2),
+        metric=_metric(f),
+        mode=f.choice("mode", MODES) if f.has("mode") else None,
+        sampler=sampler,
+        sampler_options=options,
+        hyperband=f.integer("hyperband", minimum=1, maximum=10_000),
+    )
+    if spec.trials > MAX_TRIALS:
+        raise f.fail(
+            "hyperband", spec.hyperband, f"makes {spec.trials:,} trials; at most {MAX_TRIALS:,}"
+        )
     f.finish()
     return spec
 

@@ -9,16 +9,33 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from faasml.exceptions import ConfigError
 from faasml.job.layers import redact_url
 from faasml.job.workflow import WorkflowSpec
 from faasml.models.shape import DEFAULT_EPOCHS_PER_STAGE, SuccessiveHalving
+from faasml.samplers import ConfigSampler
 from faasml.searchspace import SearchSpace
 from faasml.sync.stores import is_store_url, storage_name
 
+if TYPE_CHECKING:
+    from faasml.planners.tuning import TuningJob
+
 METRICS = ("loss", "accuracy")
+"""The metrics every trial has; any other name a trial reports can rank too."""
+MODES = ("min", "max")
+
+
+def implied_mode(metric: str) -> str | None:
+    """The mode a metric's name implies: 'max' for an accuracy, 'min' for a loss; None for
+    any other name (its mode must be given: faasml cannot tell which way is better)."""
+    name = metric.lower()
+    if name.endswith("accuracy"):
+        return "max"
+    if name.endswith("loss"):
+        return "min"
+    return None
 
 
 @dataclass(frozen=True)
@@ -55,8 +72,9 @@ class TuningSpec:
     """``tuning:``: successive halving over ``trials`` sampled configurations.
 
     Stage i runs ``trials // reduction_factor**i`` trials for ``epochs_per_stage`` epochs
-    each and keeps the best 1/η by ``metric`` (validation loss or accuracy). Stages and
-    epochs left out take the one default rule of ``faasml.models.shape``.
+    each and keeps the best 1/η by ``metric`` (validation loss or accuracy, or any metric
+    the trials report) in ``mode`` ('min' or 'max', implied for a loss or an accuracy).
+    Stages and epochs left out take the one default rule of ``faasml.models.shape``.
     """
 
     trials: int
@@ -65,20 +83,67 @@ class TuningSpec:
     stages: int | None = None
     """None: ``default_stages`` (filled in when the spec is made)."""
     metric: str = "loss"
+    mode: str | None = None
+    """None: the mode ``metric`` implies (``implied_mode``; filled in when the spec is made)."""
+    sampler: str = "random"
+    """How configurations are drawn (``faasml.samplers``: random, grid, tpe, gp)."""
+    sampler_options: Mapping[str, Any] = field(default_factory=dict)
+    hyperband: int | None = None
+    """Hyperband's largest epoch budget R: every bracket of ``hyperband(R, η)`` in turn, in
+    place of one successive halving (``trials`` and ``stages`` are then the brackets' sums)."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "stages", self.shape.stages)
+        self._set_mode()
+        if self.hyperband is None:
+            object.__setattr__(self, "stages", self.shape.stages)
+            return
+        brackets = self.brackets
+        object.__setattr__(self, "trials", sum(b.trials for b in brackets))
+        object.__setattr__(self, "stages", sum(b.stages for b in brackets))
+
+    def _set_mode(self) -> None:
+        if self.mode is None:
+            mode = implied_mode(self.metric)
+            if mode is None:
+                raise ConfigError(
+                    f"tuning.mode is missing: say whether the metric {self.metric!r} is best "
+                    "low ('min') or high ('max')"
+                )
+            object.__setattr__(self, "mode", mode)
+        elif self.mode not in MODES:
+            raise ConfigError(
+                f"the value of tuning.mode is {self.mode!r}, but must be 'min' or 'max'"
+            )
 
     @property
     def shape(self) -> SuccessiveHalving:
-        """The job's stages as the planners see them (checked: ConfigError when impossible)."""
+        """The job's stages as the planners see them (checked: ConfigError when impossible);
+        with ``hyperband``, its first bracket."""
+        if self.hyperband is not None:
+            return self.brackets[0]
         return SuccessiveHalving(
             self.trials, self.reduction_factor, self.stages, self.epochs_per_stage
         )
 
     @property
+    def brackets(self) -> tuple[SuccessiveHalving, ...]:
+        """The successive-halving runs in turn: Hyperband's brackets, or the one job."""
+        if self.hyperband is None:
+            return (self.shape,)
+        from faasml.planners.tuning import hyperband
+
+        return hyperband(self.hyperband, self.reduction_factor)
+
+    @property
+    def plan_job(self) -> TuningJob:
+        """Every stage, as the planners take it (the brackets' stages one after another)."""
+        from faasml.planners.tuning import concatenate
+
+        return self.shape if self.hyperband is None else concatenate(self.brackets)
+
+    @property
     def trials_per_stage(self) -> tuple[int, ...]:
-        return self.shape.trial_counts
+        return tuple(self.plan_job.trial_counts)
 
 
 @dataclass(frozen=True)
@@ -152,6 +217,16 @@ class JobSpec:
                 "stages": self.tuning.stages,
                 "metric": self.tuning.metric,
             }
+            if self.tuning.mode != implied_mode(self.tuning.metric):  # else left implied
+                data["tuning"]["mode"] = self.tuning.mode
+            if self.tuning.sampler != "random":
+                data["tuning"]["sampler"] = self.tuning.sampler
+            if self.tuning.sampler_options:
+                data["tuning"]["sampler_options"] = dict(self.tuning.sampler_options)
+            if self.tuning.hyperband is not None:
+                for key in ("trials", "stages", "epochs_per_stage"):
+                    del data["tuning"][key]
+                data["tuning"]["hyperband"] = self.tuning.hyperband
         return data
 
     def sync_stores(self) -> dict[str, str | None]:
@@ -166,11 +241,21 @@ class JobSpec:
         return configured
 
     def sample_configs(self, n: int | None = None) -> list[dict[str, Any]]:
-        """The seeded configurations of a tuning run (``tuning.trials`` unless ``n`` is given)."""
+        """The seeded configurations a tuning run draws before any result is known, by its
+        sampler (``tuning.trials`` unless ``n`` is given)."""
+        return self.config_sampler().draw(
+            n if n is not None else (self.tuning.trials if self.tuning else 1)
+        )
+
+    def config_sampler(self, sampler: object = None) -> ConfigSampler:
+        """The job's sampler over its search space (``sampler``: an Optuna sampler object in
+        place of ``tuning.sampler``, with its ``min_points``), seeded by the job's seed."""
         if self.search_space is None:
             raise ConfigError(f"job '{self.name}' has no search_space to sample from")
-        count = n if n is not None else (self.tuning.trials if self.tuning else 1)
-        return self.search_space.sample(count, self.seed)
+        tuning = self.tuning
+        name = sampler if sampler is not None else (tuning.sampler if tuning else "random")
+        options = tuning.sampler_options if tuning else {}
+        return ConfigSampler(self.search_space, name, self.seed, options)
 
     def require_tuning(self) -> TuningSpec:
         """The tuning section, or a ConfigError saying the job has none."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from faasml.reports.results_report import pareto_lines, ranked_by
 from faasml.reports.run_summary import summary_lines
 from faasml.runtime.ranking import diverged_at
 from faasml.runtime.record import Estimate, PlanRecord, RunRecord, TrialRecord
@@ -177,7 +178,7 @@ def render_report(record: RunRecord, plots: list[Path]) -> str:
     lines += ["", "## Best configuration", ""]
     if best:
         lines.append(
-            f"Trial {best.trial}: `{best.config}`; validation loss "
+            f"Trial {best.trial}: `{best.config}`; {ranked_by(best)}validation loss "
             f"{best.val_loss}, accuracy {best.val_accuracy}; "
             f"checkpoint `{best.checkpoint}` in `objects/`."
         )
@@ -213,6 +214,8 @@ def render_report(record: RunRecord, plots: list[Path]) -> str:
         )
     from faasml.reports.search_report import workflow_lines
 
+    if record.kind == "tune":
+        lines += pareto_lines(record)
     lines += workflow_lines(record)
     if record.events:
         lines += ["", "## Events", ""]

@@ -152,6 +152,10 @@ class Best:
     val_accuracy: float | None
     checkpoint: str | None
     epochs: int | None = None
+    mode: str | None = None
+    """'min' or 'max': how ``metric`` ranked (None in a record written before modes)."""
+    value: float | None = None
+    """The best trial's value of ``metric`` (None in a record written before it)."""
 
 
 @dataclass(frozen=True)

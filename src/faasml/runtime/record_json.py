@@ -243,8 +243,9 @@ def record_to_json(record: RunRecord) -> dict[str, Any]:
 
 def _best_json(best: Best) -> dict[str, Any]:
     out = dataclasses.asdict(best)
-    if best.epochs is None:
-        del out["epochs"]
+    for name in ("epochs", "mode", "value"):
+        if out[name] is None:
+            del out[name]
     return out
 
 

@@ -236,6 +236,8 @@ def best_from(f: Fields) -> Best:
         val_accuracy=maybe(f, "val_accuracy", loss),
         checkpoint=checkpoint,
         epochs=maybe(f, "epochs", lambda g, n: g.integer(n, minimum=0)),
+        mode=maybe(f, "mode", lambda g, n: g.choice(n, ("min", "max"))),
+        value=maybe(f, "value", loss),
     )
     f.finish()
     return best

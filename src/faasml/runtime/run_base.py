@@ -12,7 +12,7 @@ import dataclasses
 import json
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from faasml.runtime.calibration import compute_ratio
 from faasml.runtime.config_cost import factor
 from faasml.runtime.coordinator import Coordinator, CoordinatorOptions, TrialFault, TrialState
 from faasml.runtime.estimates import coordinator_seconds
+from faasml.runtime.events import RunCallback, RunEvents, config_names
 from faasml.runtime.job_guard import seal_fields, source_path
 from faasml.runtime.job_profile import (
     MAX_GROUP,
@@ -36,6 +37,7 @@ from faasml.runtime.job_profile import (
     platform_options_for,
 )
 from faasml.runtime.platform import Platform, open_platform
+from faasml.runtime.ranking import metric_mode
 from faasml.runtime.record import Event, PlanRecord, RunRecord, TrialRecord
 from faasml.runtime.record_json import record_to_json
 from faasml.runtime.run_dir import RunDir
@@ -85,16 +87,18 @@ class BaseRun:
         measure: bool = True,
         reprofile: bool = False,
         outputs: Outputs | None = None,
+        callbacks: Sequence[RunCallback] = (),
     ) -> None:
         """``measure`` plans from the job's measured profile (cached; ``reprofile`` measures
         again); without it the plan uses the named workload profile (``profile:``).
         ``outputs`` writes the report, curves and plots from the record at the end
         (``faasml.reports.run_outputs.write_outputs``); without it the run writes its record
-        only."""
+        only. ``callbacks`` receive the run's typed events (``runtime.events``)."""
         self.job = job
         self.constraint = constraint
         self.dir = RunDir(run_dir)
         self.progress = progress
+        self.events = RunEvents(callbacks, self.event, names=config_names(job))
         self.stores = job.sync_stores()
         self.catalog = stores_catalog(catalog or load_catalog(job.catalog), self.stores)
         self.train, self.test = load_data(job.dataset)
@@ -401,6 +405,23 @@ class BaseRun:
         self.save_segment()
         if self.progress is not None:
             self.progress(self.snapshot())
+        self._send_results()
+
+    def _metric(self) -> str:
+        """The job's ranking metric ('loss' for a job that does not tune)."""
+        return self.job.tuning.metric if self.job.tuning is not None else "loss"
+
+    def _start_events(self) -> None:
+        """``on_run_start`` (a resumed run's epochs so far are not sent again)."""
+        metric, tuning = self._metric(), self.job.tuning
+        mode = metric_mode(metric, tuning.mode if tuning is not None else None)
+        self.events.start(str(self.dir.path), self.job.name, self.kind, metric, mode, self.trials)
+
+    def _send_results(self) -> None:
+        """The epochs committed since the last call, to the callbacks (``runtime.events``)."""
+        if self.events.callbacks:
+            stage, elapsed = self.record.stage + 1, self._elapsed()
+            self.events.results(self.trials, self.meter, stage, self._metric(), elapsed)
 
     def snapshot(self) -> dict[str, Any]:
         alive = [t for t in self.trials if t.status in ("pending", "running", "done")]
@@ -419,7 +440,22 @@ class BaseRun:
         record. Its ``outputs`` (report, curves, plots) are written before the record says how
         the run ended; a Ctrl-C or a full disk leaves it 'interrupted', to resume."""
         with lock_run(self.dir.path):
-            return self._execute()
+            self._start_events()
+            try:
+                record = self._execute()
+            except BaseException as err:
+                self._run_end(err)
+                raise
+            self._run_end(None)
+            return record
+
+    def _run_end(self, err: BaseException | None) -> None:
+        """``on_run_end`` with how the run ended (``err``: what stopped it, if anything)."""
+        noted, path = len(self.record.events), str(self.dir.path)
+        if self.events.callbacks:
+            self.events.run_end(self.trials, self.meter, self.record, err, path, self._metric())
+        if err is None and len(self.record.events) > noted:  # a callback failed: recorded too
+            self.save()
 
     def _execute(self) -> RunRecord:
         platform, coordinator = self._open()

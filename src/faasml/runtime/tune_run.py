@@ -14,6 +14,7 @@ import dataclasses
 import time
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import Any
 
 from faasml.exceptions import InfeasibleConstraintError
 from faasml.runtime.billing import refused_after_profiling
@@ -21,11 +22,19 @@ from faasml.runtime.calibration import REPLAN_DELTA, Calibration, moved, trial_f
 from faasml.runtime.config_cost import factor, mean_factor
 from faasml.runtime.coordinator import Coordinator, Prewarm, TrialState
 from faasml.runtime.estimates import coordinator_seconds
+from faasml.runtime.events import StageEnd
 from faasml.runtime.profile_record import JobProfile
-from faasml.runtime.ranking import diverged_line, is_diverged, ranked
+from faasml.runtime.ranking import (
+    diverged_line,
+    is_diverged,
+    metric_value,
+    missing_line,
+    ranked,
+)
 from faasml.runtime.record import Best, Estimate, PlanRecord, StageRecord
 from faasml.runtime.run_base import BaseRun
 from faasml.runtime.stage_pricing import keep_warm, stage_estimates, warm_after, warm_pool
+from faasml.runtime.tune_draws import Bracket, bracket_of, brackets, draw_bracket
 from faasml.types import Constraint, StagePlan
 
 
@@ -62,6 +71,9 @@ class TuneRun(BaseRun):
     prewarm = True
     """Start the next stage's functions during each stage's last wave (off: only to measure
     what that saves, ``bench_overhead.py --compare-prewarm``)."""
+    search_alg: object = None
+    """An Optuna sampler object drawing the trials in place of the job's ``tuning.sampler``
+    (the API's ``TuneConfig(search_alg=...)``)."""
     _prewarmed: Mapping[int, int] = MappingProxyType({})
     """Functions (memory MB -> count) started during the last stage for the next: a re-plan
     counts them warm, so it does not move the next stage off them without reason."""
@@ -80,7 +92,8 @@ class TuneRun(BaseRun):
         stage starts them; None where the probe timed one configuration or all cost alike."""
         if self.profile is None or not self.profile.config_costs:
             return None
-        costs = [factor(c, self.profile.config_costs) for c in self.job.sample_configs()]
+        first = brackets(self.job)[0].trials
+        costs = [factor(c, self.profile.config_costs) for c in self.job.sample_configs(first)]
         mean = sum(costs) / len(costs) if costs else 0.0
         if mean <= 0 or max(costs) - min(costs) < 0.005 * mean:
             return None
@@ -104,14 +117,12 @@ class TuneRun(BaseRun):
         )
 
     def plan(self, planner: str = "exact") -> PlanRecord:
-        from faasml.planners.tuning import SuccessiveHalving, plan_tuning
+        from faasml.planners.tuning import plan_tuning
 
         self.measured()
         began = time.monotonic()  # planning is what the run does again between its stages
         tuning = self.job.require_tuning()
-        sha = SuccessiveHalving(
-            tuning.trials, tuning.reduction_factor, tuning.stages, tuning.epochs_per_stage
-        )
+        sha = tuning.plan_job  # one successive halving, or Hyperband's brackets in turn
         try:
             plan = plan_tuning(
                 self.workload,
@@ -147,7 +158,8 @@ class TuneRun(BaseRun):
             predicted=Estimate(sum(e[0] for e in estimates), sum(e[1] for e in estimates)),
         )
         self.record.stage = 0
-        self.trials = [TrialState(i, c) for i, c in enumerate(self.job.sample_configs())]
+        self.trials = []
+        self._draw(brackets(self.job)[0])
         self.save()
         # Between two stages the run ranks, re-calibrates, re-predicts (re-plans where the
         # prediction moved) and writes its record: priced as this plan took (in the time,
@@ -163,7 +175,6 @@ class TuneRun(BaseRun):
 
     def _drive(self, coordinator: Coordinator) -> None:
         plan = self.record.plan if self.record.plan is not None else self.plan()
-        metric = self.job.require_tuning().metric
         # A trial whose loss turns NaN or infinite is trained no further and never kept.
         coordinator.options = dataclasses.replace(coordinator.options, stop_diverged=True)
         while self.record.stage < len(plan.stages):
@@ -171,8 +182,15 @@ class TuneRun(BaseRun):
             index = self.record.stage
             stage = stages[index]
             allocation = stage.allocation
-            until = sum(s.epochs for s in stages[: index + 1])
-            alive = [t for t in self.trials if t.status in ("pending", "running", "done")]
+            bracket = bracket_of(self.job, index)
+            if len(self.trials) < bracket.first_trial + bracket.trials:
+                self._draw(bracket)  # a later bracket starts: drawn from what was measured
+            until = self._until(index)
+            alive = [
+                t
+                for t in self.trials[bracket.first_trial : bracket.first_trial + bracket.trials]
+                if t.status in ("pending", "running", "done")
+            ]
             self.event(f"stage {index + 1}: {len(alive)} trials on {allocation}")
             began, spent, mark = self._elapsed(), self.meter.total_usd, len(self.meter.charges)
             then = None
@@ -182,6 +200,7 @@ class TuneRun(BaseRun):
                 want = warm_after(self.plan_catalog, self.workload, ahead, following.trials)
                 then = Prewarm(ahead, want)
             coordinator.run(alive, allocation, until, then)
+            self._send_results()  # every epoch of the stage, before its end
             ended = self._elapsed()
             self._prewarmed = {} if then is None else {then.allocation.memory_mb: then.started}
             if then is not None and then.started:
@@ -200,14 +219,18 @@ class TuneRun(BaseRun):
                 self.meter.total_usd - spent - next_usd + (stage.prewarm_usd or 0.0),
             )
             self._note_diverged(alive)
-            self._record_best(metric)
+            self._record_best()
             if coordinator.stop_reason:
                 return
-            order = ranked((t for t in alive if t.status == "done"), metric)
-            if not order and any(t.status == "diverged" for t in alive):
+            order = self._ranked_stage(alive)
+            last_bracket = bracket.first_stage + bracket.stages == len(stages)
+            if not order and any(t.status == "diverged" for t in alive) and last_bracket:
                 self._end_diverged()
                 return
-            if index + 1 < len(stages):
+            if bracket.is_last_stage(index) and not last_bracket:
+                self.event(f"bracket {bracket.number + 1} done")
+                self._recalibrate(index, alive, coordinator)
+            elif index + 1 < len(stages):
                 keep = stages[index + 1].trials
                 for trial in order[keep:]:
                     trial.status = "pruned"
@@ -218,11 +241,56 @@ class TuneRun(BaseRun):
             self.record.stage = index + 1
             self.save()
             stages[index].measured_between_s = self._elapsed() - ended
+            self._stage_ended(index, alive)
+
+    def _stage_ended(self, index: int, trials: list[TrialState]) -> None:
+        """``on_stage_end`` for stage ``index`` (its record written): the trials it kept and
+        pruned, and what it cost."""
+        assert self.record.plan is not None  # the run follows one
+        stage = self.record.plan.stages[index]
+        self.events.stage_end(
+            StageEnd(
+                stage=index + 1,
+                stages=len(self.record.plan.stages),
+                kept=tuple(t.trial_id for t in trials if t.status == "done"),
+                pruned=tuple(t.trial_id for t in trials if t.status == "pruned"),
+                stage_usd=stage.measured.cost_usd if stage.measured is not None else 0.0,
+                spent_usd=self.meter.total_usd,
+                elapsed_s=self._elapsed(),
+            )
+        )
+
+    def _until(self, index: int) -> int:
+        """The epochs a trial of stage ``index`` has trained at its end (from its bracket's
+        start: a later bracket's trials start from nothing)."""
+        assert self.record.plan is not None  # the run follows one
+        first = bracket_of(self.job, index).first_stage
+        return sum(s.epochs for s in self.record.plan.stages[first : index + 1])
+
+    def _draw(self, bracket: Bracket) -> None:
+        """Bracket ``bracket``'s trials, drawn by the sampler from the trials run so far."""
+        configs, how = draw_bracket(self.job, bracket, self.trials, self.search_alg)
+        start = len(self.trials)
+        self.trials.extend(TrialState(start + i, c) for i, c in enumerate(configs))
+        if bracket.number > 0 or bracket.first_stage + bracket.stages < self._stage_count():
+            self.event(f"bracket {bracket.number + 1}: {len(configs)} trials {how}")
+
+    def snapshot(self) -> dict[str, Any]:
+        """The base's progress, ``alive`` counting the running bracket's trials only."""
+        state = super().snapshot()
+        if self.record.stage < self._stage_count():
+            bracket = bracket_of(self.job, self.record.stage)
+            trials = self.trials[bracket.first_trial : bracket.first_trial + bracket.trials]
+            state["alive"] = sum(t.status in ("pending", "running", "done") for t in trials)
+        return state
+
+    def _stage_count(self) -> int:
+        return len(self.record.plan.stages) if self.record.plan is not None else 0
 
     def _best_lost(self) -> None:
         """The best trial so far failed mid-stage: the best of the rest."""
         self.record.best = None
-        self._record_best(self.job.require_tuning().metric)
+        self._record_best()
 
     def _note_diverged(self, trials: list[TrialState]) -> None:
         """One event per trial that diverged in the stage just run."""
@@ -242,10 +310,24 @@ class TuneRun(BaseRun):
             self.record.status = "failed"
             self.event("every trial diverged (NaN or infinite loss): no best configuration")
 
-    def _record_best(self, metric: str) -> None:
-        """The best trial so far (also when a budget stop ends the run early); none where
-        every trial that trained diverged, and never one that failed."""
-        order = ranked((t for t in self.trials if t.history and t.status != "failed"), metric)
+    def _ranked_stage(self, alive: list[TrialState]) -> list[TrialState]:
+        """The stage's finished trials best first by the job's metric and mode; one event per
+        trial that lacks the metric (ranked last, after those that have it)."""
+        tuning = self.job.require_tuning()
+        done = [t for t in alive if t.status == "done"]
+        for trial in done:
+            if metric_value(trial.last, tuning.metric) is None and not is_diverged(trial):
+                self.event(missing_line(trial.trial_id, tuning.metric, trial.last))
+        return ranked(done, tuning.metric, tuning.mode)
+
+    def _record_best(self) -> None:
+        """The best trial so far by the job's metric and mode (also when a budget stop ends
+        the run early); none where every trial that trained diverged, and never one that
+        failed."""
+        tuning = self.job.require_tuning()
+        metric = tuning.metric
+        trained = (t for t in self.trials if t.history and t.status != "failed")
+        order = ranked(trained, metric, tuning.mode)
         if not order or is_diverged(order[0]):
             self.record.best = None
             return
@@ -258,6 +340,8 @@ class TuneRun(BaseRun):
             val_accuracy=best.last.get("val_accuracy"),
             checkpoint=best.checkpoint,
             epochs=best.epochs_done,
+            mode=tuning.mode,
+            value=metric_value(best.last, metric),
         )
 
     # ------------------------------------------------------------ re-calibration
@@ -270,7 +354,7 @@ class TuneRun(BaseRun):
         train slower — and they are what the rest of the run trains."""
         assert self.record.plan is not None  # the run follows one
         stages = self.record.plan.stages
-        last = sum(s.epochs for s in stages[: index + 1])
+        last = self._until(index)
         kept = [t for t in trials if t.status == "done"] or trials
         calibration = Calibration()
         histories = [t.history for t in kept]
@@ -301,8 +385,8 @@ class TuneRun(BaseRun):
         platform = dataclasses.replace(self.plan_catalog.platform, coordinator_s=between)
         self.plan_catalog = dataclasses.replace(self.plan_catalog, platform=platform)
         rest = stages[index + 1 :]
-        if rest:  # the next stage trains the trials kept: priced each as it measured
-            rest[0].trial_factors = tuple(factors)
+        if rest and bracket_of(self.job, index + 1).first_stage != index + 1:
+            rest[0].trial_factors = tuple(factors)  # the trials kept: priced as each measured
         before = (sum(_run_time(s) for s in rest), sum(_run_cost(s) for s in rest))
         estimates = self._estimates(stages)[index + 1 :]
         for stage, estimate in zip(rest, estimates, strict=True):

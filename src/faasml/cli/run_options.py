@@ -1,0 +1,66 @@
+"""``--json`` of `faasml tune`, `train` and `resume` (the record alone on stdout), and the line
+per trial result that piped output prints (``reports.trial_lines``)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterator
+
+from rich.console import Console
+from rich.markup import escape
+
+from faasml.cli._common import print_json
+from faasml.reports.trial_lines import TrialLines
+from faasml.runtime.record_json import record_to_json
+from faasml.runtime.run_base import BaseRun
+from faasml.runtime.run_dir import RunDir
+from faasml.runtime.run_lock import last_run_dir
+
+
+def _descriptor(stream: object) -> int | None:
+    try:
+        return int(stream.fileno())  # type: ignore[attr-defined]
+    except (AttributeError, OSError, ValueError):  # a stream with none (a test's capture)
+        return None
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Everything written to stdout in the block goes to stderr: the console's text and
+    what the run's functions print (file descriptor 1 too, where both streams have one)."""
+    sys.stdout.flush()
+    out, err = _descriptor(sys.stdout), _descriptor(sys.stderr)
+    saved = os.dup(out) if out is not None and err is not None else None
+    real = sys.stdout
+    sys.stdout = sys.stderr
+    if saved is not None:
+        os.dup2(err, out)  # type: ignore[arg-type]
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        sys.stdout = real
+        if saved is not None:
+            os.dup2(saved, out)  # type: ignore[arg-type]
+            os.close(saved)
+
+
+def json_output(args: argparse.Namespace, command: Callable[[], int]) -> int:
+    """Run ``command``; with ``--json``, its text on stderr and the record of the run it ran
+    as JSON on stdout, nothing else there (an error prints no JSON)."""
+    if not getattr(args, "json", False):
+        return command()
+    with stdout_to_stderr():
+        code = command()
+    folder = last_run_dir()
+    if folder is not None:
+        print_json(record_to_json(RunDir(folder).read_record()))
+    return code
+
+
+def print_trial_lines(run: BaseRun, out: Console) -> None:
+    """Piped output: a plain line per trial result (``reports.trial_lines``)."""
+    run.events.callbacks.append(TrialLines(lambda line: out.print(escape(line))))
