@@ -25,6 +25,8 @@ training function.
 trial for real on the job's platform and returns the results; the run directory holds the
 record, the report and the plots. A trial whose loss turns NaN or infinite is marked
 'diverged' and ranked last; where every trial diverges, ``fit`` raises ``DivergedError``.
+Where trials failed after repeated restarts, ``fit`` raises ``TrialsLostError``, whose
+``results`` is the ``ResultGrid`` it would have returned.
 ``faasml.report(...)`` (``ctx.report`` in a training function) records extra metrics from model
 code. A training function becomes a job whose model is the function
 (``faasml.workloads.function_model``), so it runs through the same planner, coordinator,
@@ -44,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from faasml._validate import shown
-from faasml.exceptions import ConfigError, DivergedError
+from faasml.exceptions import ConfigError, DivergedError, TrialsLostError
 from faasml.job import JobSpec, from_mapping, load_job
 from faasml.job.layers import set_path
 from faasml.results import Result, ResultGrid, load_checkpoint
@@ -113,8 +115,8 @@ class Tuner:
     ``param_space`` maps names to distributions (``{"loguniform": [low, high]}``, ``uniform``,
     ``int``, ``choice``); for a job, names are job paths (``optimizer.lr``); for a function,
     plain names the function reads from ``config``, where any other value is a constant
-    passed as is, and ``batch_size`` is faasml's per-worker batch size (not in ``config``; for
-    a loop, the global batch, in ``config`` when the space has it).
+    passed as is, and ``batch_size`` is faasml's global batch size (not in ``config``; a loop's
+    ``config`` has it where the space has it).
     ``budget`` and ``deadline`` are shortcuts for ``TuneConfig``'s. ``settings`` sets job
     fields by dotted path (docs/jobs.md), e.g. ``{"batch_size": 32, "tuning.stages": 2}``.
     """
@@ -343,7 +345,22 @@ class Tuner:
                 "no trial ended with a finite loss: every trial that trained diverged (a NaN or "
                 f"infinite loss); narrow the search space; see {self.run_dir / 'report.md'}"
             )
-        return ResultGrid.from_record(record, self.run_dir, self.user_config)
+        grid = ResultGrid.from_record(record, self.run_dir, self.user_config)
+        _raise_lost(grid)
+        return grid
+
+
+def _raise_lost(grid: ResultGrid) -> None:
+    """Raise ``TrialsLostError`` (carrying ``grid``) when the run lost trials: a search that
+    lost some ranked only the rest, which a caller must not take for the whole search."""
+    from faasml.reports.run_summary import lost_line
+
+    line = lost_line(grid.record)
+    if line is not None:
+        raise TrialsLostError(
+            f"{line}; the results are in the error's .results and {grid.run_dir / 'report.md'}",
+            results=grid,
+        )
 
 
 def _check_type(name: str, value: object, types: tuple[type, ...], what: str) -> None:

@@ -67,6 +67,16 @@ class DivergedError(FaasmlError):
     """Every trial of a tuning run diverged (a NaN or infinite loss): it has no best."""
 
 
+class TrialsLostError(FaasmlError):
+    """A tuning run lost trials (they failed after repeated restarts): its ranking is of the
+    trials left. ``results`` holds the run's results all the same (``faasml.ResultGrid``:
+    the best of the trials that trained, the run directory), so nothing is lost with it."""
+
+    def __init__(self, message: str, *, results: object) -> None:
+        super().__init__(message)
+        self.results = results
+
+
 class UnreachableTargetError(FaasmlError):
     """A fitted loss curve does not reach the target loss: the target is at or below its floor."""
 

@@ -66,7 +66,8 @@ class Workload:
     model_mb: float
     """M: the size of the model (and of one gradient)."""
     batch_size: int
-    """b_z: samples one function processes per iteration."""
+    """b_z: samples one function processes per iteration (a paper's profile), or the global
+    batch B of a job faasml runs (``global_batch``)."""
     compute: ComputeProfile
     epochs: int
     """Epochs to plan for when no target loss drives the run."""
@@ -86,11 +87,21 @@ class Workload:
     sources: tuple[Source, ...] = field(default=())
     notes: str = ""
     path: str | None = None
+    global_batch: bool = False
+    """``batch_size`` is the global batch B, split over the n functions (every job faasml runs:
+    its results do not depend on n); False for a paper's profile, whose b_z is per function."""
+    smallest_batch: int | None = None
+    """The smallest global batch a trial may draw (a search space over ``batch_size``), so
+    that no trial is split over more than its own ⌊B/2⌋ functions; None: ``batch_size``."""
 
     def iterations_per_epoch(self, n: ArrayLike) -> NDArray[np.int64]:
-        """k = ⌈samples / (n · b_z)⌉ (CE-scaling: k = D / (n · b_z))."""
-        count = np.asarray(n, dtype=float) * self.batch_size
-        return np.ceil(self.samples / count).astype(np.int64)
+        """k = max(1, ⌊S/B⌋) for a global batch, whatever n is; a paper's per-function b_z
+        gives k = ⌈S / (n · b_z)⌉ (CE-scaling: k = D / (n · b_z))."""
+        count = np.asarray(n, dtype=float)
+        if self.global_batch:
+            k = rounds_per_epoch(self.samples, self.batch_size)
+            return np.full(count.shape, k, dtype=np.int64)
+        return np.ceil(self.samples / (count * self.batch_size)).astype(np.int64)
 
     def memory_needed_mb(self, n: ArrayLike) -> NDArray[np.float64]:
         """Memory a function needs to hold its partition D/n, the model copies and the runtime."""
@@ -103,8 +114,23 @@ class Workload:
 
     @property
     def max_functions(self) -> int:
-        """More functions than samples / b_z would leave a function without one full batch."""
+        """The most functions with rows in every round: ⌊B/2⌋ of a global batch
+        (``max_functions``); for a per-function b_z, samples / b_z (one full batch each)."""
+        if self.global_batch:
+            return max_functions(min(self.batch_size, self.smallest_batch or self.batch_size))
         return max(1, self.samples // self.batch_size)
+
+
+def rounds_per_epoch(samples: int, batch_size: int) -> int:
+    """q = max(1, ⌊S/B⌋): the rounds of an epoch of S rows with global batch B (the S mod B
+    rows left over join its last round). The rule's one place (``workloads.global_batch``)."""
+    return max(1, samples // batch_size)
+
+
+def max_functions(batch_size: int) -> int:
+    """⌊B/2⌋ (at least 1): the most functions a global batch B is split over, so that each
+    function holds a whole stratum of rows and trains on at least one row of every round."""
+    return max(1, batch_size // 2)
 
 
 def builtin_workloads() -> list[str]:

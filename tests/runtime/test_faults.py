@@ -22,6 +22,7 @@ from faasml.runtime.worker import Fault, ModelRecipe
 from faasml.sync.stores import open_store
 from faasml.types import Allocation
 from faasml.workloads.build import load_data
+from faasml.workloads.global_batch import rounds_per_epoch
 
 JOB = {
     "name": "fault-test",
@@ -31,6 +32,7 @@ JOB = {
     "batch_size": 50,
     "seed": 3,
 }
+ROUNDS = rounds_per_epoch(960, 50)  # 960 training samples, global batch 50: 19 rounds
 
 
 @contextmanager
@@ -99,15 +101,15 @@ def fault_free(tmp_path_factory: pytest.TempPathFactory) -> NDArray[np.float32]:
     ("scheme", "fault"),
     [
         ("allreduce", Fault(worker_id=1, round_id=3, during="compute")),
-        ("allreduce", Fault(worker_id=0, round_id=10, during="sync")),
-        ("scatter-reduce", Fault(worker_id=2, round_id=9, during="sync")),
+        ("allreduce", Fault(worker_id=0, round_id=25, during="sync")),
+        ("scatter-reduce", Fault(worker_id=2, round_id=24, during="sync")),
         ("param-server", Fault(worker_id=1, round_id=4, during="sync")),
     ],
 )
 def test_killed_worker_gives_the_fault_free_model(
     tmp_path: Path, fault_free: NDArray[np.float32], scheme: str, fault: Fault
 ) -> None:
-    epoch = fault.round_id // 6  # 6 rounds per epoch: 960 samples / 3 workers / 50
+    epoch = fault.round_id // ROUNDS
     trial, params, coordinator = _train(tmp_path, scheme, [TrialFault(0, epoch, fault)])
     assert trial.status == "done" and trial.restarts == 1
     assert (
@@ -119,8 +121,8 @@ def test_killed_worker_gives_the_fault_free_model(
 
 
 def test_renewal_mid_epoch_changes_nothing(tmp_path: Path, fault_free: NDArray[np.float32]) -> None:
-    trial, params, _ = _train(tmp_path, max_rounds_per_invocation=4)
-    assert trial.history[0]["invocations"] == 2  # 6 rounds: renewed after 4
+    trial, params, _ = _train(tmp_path, max_rounds_per_invocation=12)
+    assert trial.history[0]["invocations"] == 2  # renewed after 12 of the epoch's rounds
     assert params is not None
     np.testing.assert_allclose(params, fault_free, atol=1e-6, rtol=0)
 

@@ -30,9 +30,9 @@ from faasml.runtime.session import TuneRun
 from faasml.runtime.worker import Fault, seed_step
 from faasml.sync.stores import open_store
 from faasml.types import Allocation
-from faasml.workloads import create_optimizer
+from faasml.workloads import create_optimizer, global_batch
 from faasml.workloads.build import build_model, load_data
-from faasml.workloads.data import Dataset, batch_order, images, num_batches, partition
+from faasml.workloads.data import Dataset, images, partition, partition_bounds
 from faasml.workloads.function_model import (
     FunctionModel,
     TrainFunctionError,
@@ -118,27 +118,37 @@ def test_batchnorm_cnn_on_two_workers_checkpoints_the_mean_of_their_buffers(
     name, hyper = model.own_optimizer()
     optimizer = create_optimizer(name, model.num_params, **hyper)
     params, buffers = model.init_params(spec.seed), model.init_buffers(spec.seed)
+    # The batch size is the global batch: each round's rows are fixed by (seed, epoch, D, B),
+    # each worker trains on those in its partition and weighs its mean by its share.
     parts = [partition(train, w, 2) for w in range(2)]
-    orders = [
-        batch_order(len(p), seed=spec.seed * 100_003 + w, epoch=0) for w, p in enumerate(parts)
+    lows = [partition_bounds(len(train), w, 2)[0] for w in range(2)]
+    rows = [
+        global_batch.part_rounds(
+            len(train), spec.batch_size, seed=spec.seed, epoch=0, start=lo, stop=lo + len(p)
+        )
+        for lo, p in zip(lows, parts, strict=True)
     ]
-    rounds = num_batches(len(train) // 2, spec.batch_size)
+    sizes = global_batch.round_sizes(len(train), spec.batch_size)
+    rounds = global_batch.rounds_per_epoch(len(train), spec.batch_size)
     local: list[np.ndarray] = []
     for r in range(rounds):
-        grads, local = [], []
+        grads, local, weights = [], [], []
         for w, part in enumerate(parts):
-            first = r * spec.batch_size
-            chosen = orders[w][first : len(part) if r == rounds - 1 else first + spec.batch_size]
+            chosen = rows[w][r] - lows[w]
             model.load_buffers(buffers)
             seed_step(spec.seed, w, r)  # dropout draws from the step's seed
             _, grad = model.loss_and_grad(params, part.features[chosen], part.labels[chosen])
-            grads.append(grad)
+            weight = global_batch.share(len(chosen), 2, int(sizes[r]))
+            weights.append(weight)
+            grads.append(grad * np.float32(weight))
             local.append(model.buffers())
-        buffers = np.mean(np.stack(local), axis=0, dtype=np.float32)
+        assert sum(weights) == pytest.approx(2.0)
+        weighted = [b * np.float32(wt) for b, wt in zip(local, weights, strict=True)]
+        buffers = np.mean(np.stack(weighted), axis=0, dtype=np.float32)
         params = optimizer.step(params, np.mean(np.stack(grads), axis=0, dtype=np.float32))
     np.testing.assert_allclose(saved.buffers, buffers, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(saved.params, params, rtol=1e-4, atol=1e-5)
-    assert saved.buffers[-1] == rounds  # every worker counted every round
+    assert saved.buffers[-1] == pytest.approx(rounds)  # every worker counted every round
     assert np.abs(local[0] - local[1]).max() > 1e-4  # the workers' own statistics differ
     assert not np.allclose(saved.buffers, local[0], atol=1e-6)
 

@@ -16,14 +16,15 @@ from faasml.runtime.checkpoint import load_checkpoint
 from faasml.runtime.coordinator import Coordinator, CoordinatorOptions, TrialFault, TrialState
 from faasml.runtime.record_json import record_to_json
 from faasml.runtime.session import TuneRun
-from faasml.runtime.worker import Fault, rounds_per_epoch
+from faasml.runtime.worker import Fault
 from faasml.sync.stores import open_store
 from faasml.types import Allocation
+from faasml.workloads.global_batch import rounds_per_epoch
 
 from .test_faults import _coordinator
 
 ALLOCATION = Allocation(2, 256, "embedded", "allreduce")
-ROUNDS = rounds_per_epoch(960, 2, 50)  # the fault test's job: 960 training samples, batch 50
+ROUNDS = rounds_per_epoch(960, 50)  # the fault test's job: 960 training samples, batch 50
 
 
 def _train(

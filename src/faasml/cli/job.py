@@ -87,7 +87,7 @@ def run_job_check(args: argparse.Namespace) -> int:
     table.add_row(
         "optimizer", escape(f"{job.optimizer.name} {dict(job.optimizer.hyperparameters)}")
     )
-    table.add_row("batch size", f"{job.batch_size} per worker")
+    table.add_row("batch size", f"{job.batch_size} (global, split over the functions)")
     if job.tuning is not None:
         t = job.tuning
         mode = "" if (t.metric, t.mode) == ("loss", "min") else f" ({t.mode})"

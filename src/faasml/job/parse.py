@@ -105,7 +105,7 @@ def parse_name(f: Fields) -> str:
 
 
 def parse_batch_size(f: Fields) -> int:
-    """``batch_size``: per worker, at least 1."""
+    """``batch_size``: the global batch (split over a trial's functions), at least 1."""
     return f.integer("batch_size", 64, minimum=1)
 
 

@@ -156,7 +156,7 @@ class TrainingSpec:
 
 @dataclass(frozen=True)
 class JobSpec:
-    """A validated job file. ``batch_size`` is per worker (b_z of the performance model)."""
+    """A validated job file. ``batch_size`` is the global batch B, split over the functions."""
 
     name: str
     model: ModelSpec

@@ -76,7 +76,7 @@ class WatchSpec:
 class WorkflowSpec:
     kind: str
     batch_size_schedule: tuple[tuple[int, int], ...] = ()
-    """(first epoch, 0-based; batch size per worker), epochs strictly increasing."""
+    """(first epoch, 0-based; global batch size), epochs strictly increasing."""
     models: tuple[Mapping[str, Any], ...] = ()
     """NAS: model specs ({name, options...}), trained in turn."""
     epochs_per_model: int = 1

@@ -96,6 +96,8 @@ def call(function: Callable[..., Any], config: dict[str, Any], ctx: LoopContext)
     except LoopError:
         raise
     except Exception as err:
+        if getattr(err, "faasml_sync", False):  # synchronisation failed (a peer, the store)
+            raise
         raise LoopError(_user_traceback(err)) from None
     if result is not None:
         raise LoopError(

@@ -82,7 +82,12 @@ class GradientSync:
             ]
             parts += [b.detach().reshape(-1).to("cpu", torch.float32) for b in self.buffers]
             vector = torch.cat(parts).numpy() if parts else np.zeros(0, np.float32)
-            mean = torch.from_numpy(np.asarray(self._reduce(round_id, vector), np.float32))
+            try:
+                reduced = self._reduce(round_id, vector)
+            except Exception as err:  # the store's or a peer's, not the loop's: a restart may do
+                err.faasml_sync = True  # type: ignore[attr-defined]
+                raise
+            mean = torch.from_numpy(np.asarray(reduced, np.float32))
             at = 0
             for param in self.params:
                 part = mean[at : at + param.numel()].view_as(param)

@@ -185,7 +185,10 @@ def evaluate(
         "memory too small for the data partition and model",
         workload.memory_needed_mb(count) > memory,
     )
-    rule("fewer samples than one batch per function", count > workload.max_functions)
+    if workload.global_batch:  # each function must hold rows of every round of the batch
+        rule("global batch under 2 rows per function", count > workload.max_functions)
+    else:
+        rule("fewer samples than one batch per function", count > workload.max_functions)
     rule("more functions than the platform runs at once", count > platform.max_concurrent(memory))
     item = item_mb(scheme, count, workload.model_mb)
     if service.max_item_kb is not None:

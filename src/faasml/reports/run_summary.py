@@ -25,6 +25,10 @@ def _error(measured: float, predicted: float) -> str:
 def _cause(failure: str) -> str:
     if "reservation ran out" in failure:
         return "budget reservation"
+    if "did not start" in failure:
+        return "late start"
+    if "TimeoutError" in failure:
+        return "sync timeout"
     found = _CAUSE.search(failure)
     return found.group(1) if found else "other"
 
@@ -47,6 +51,21 @@ def restart_causes(record: RunRecord) -> Counter[str]:
 def lost_trials(record: RunRecord) -> list[int]:
     """Trials that failed (restarted past the limit): lost to the search."""
     return [t.trial_id for t in record.trials if t.status == "failed"]
+
+
+def lost_line(record: RunRecord) -> str | None:
+    """One line on the trials lost ("2 of 8 trials failed: trials 3, 5 after repeated
+    restarts (8 killed)"); None when none was."""
+    lost = [t for t in record.trials if t.status == "failed"]
+    if not lost:
+        return None
+    causes = Counter(_cause(f) for t in lost for f in t.failures)
+    why = ", ".join(f"{n} {cause}" for cause, n in causes.most_common())
+    ids = ", ".join(str(t.trial_id) for t in lost)
+    return (
+        f"{len(lost)} of {len(record.trials)} trials failed: trial{'s' if len(lost) > 1 else ''}"
+        f" {ids} after repeated restarts" + (f" ({why})" if why else "")
+    )
 
 
 def exit_code(record: RunRecord) -> int:
@@ -137,9 +156,9 @@ def summary_lines(record: RunRecord) -> list[str]:
     why = ", ".join(f"{n} {cause}" for cause, n in causes.most_common())
     lines.append(f"trials: {trials or 'none'}; restarts {restarts}" + (f" ({why})" if why else ""))
     lines += _diverged_lines(record)
-    lost = lost_trials(record)
-    if lost:
-        lines.append(f"LOST: trial(s) {lost} failed after repeated restarts (see the report)")
+    lost = lost_line(record)
+    if lost is not None:
+        lines.append(f"LOST: {lost}")
     target = record.target
     if target is not None and not target.reached:
         lines.append(f"TARGET MISSED: validation loss {target.last:.4g} > target {target.loss:g}")

@@ -59,14 +59,22 @@ class SegmentEstimator:
         """Seconds per round a segment on ``allocation`` took (None: none ran there yet)."""
         return self._round_s.get((allocation.n, allocation.memory_mb))
 
-    def cost(self, allocation: Allocation, rounds: int, busy: int = 0, epochs: int = 1) -> float:
+    def cost(
+        self,
+        allocation: Allocation,
+        rounds: int,
+        busy: int = 0,
+        epochs: int = 1,
+        *,
+        warm: bool = False,
+    ) -> float:
         """Predicted cost of a segment of ``rounds`` rounds over ``epochs`` epochs: n functions
         for its predicted time (eq. 4); ``busy`` functions of the same size are running
-        already."""
+        already; ``warm``: its functions are known warm (a segment after one on them)."""
         per_round = self.round_seconds(allocation)
         platform = self.platform
         init = self.cold_start_s(allocation.memory_mb)
-        if self._started.get(allocation.memory_mb, 0) >= busy + allocation.n:
+        if warm or self._started.get(allocation.memory_mb, 0) >= busy + allocation.n:
             init = 0.0  # enough instances of this size were started: they are likely warm
         key = (allocation.n, allocation.memory_mb)
         seconds = (per_round or 0.0) * rounds + self._overhead_s.get(key, 0.0) + init
@@ -82,6 +90,11 @@ class SegmentEstimator:
         least the catalog's, which is CPU-bound (below one vCPU it stretches by 1/vCPU)."""
         share = min(1.0, float(self.platform.vcpus(memory_mb)))
         return max(self._init_s.get(memory_mb, 0.0), self.platform.cold_start_s / share)
+
+    def start_s(self, allocation: Allocation) -> float:
+        """Predicted seconds from invoking a function on ``allocation`` to its first round:
+        its cold start and the segment's fixed time (loading: measured there)."""
+        return self.cold_start_s(allocation.memory_mb) + self.segment_overhead_s(allocation)
 
     def observe_prewarm(self, memory_mb: int, count: int) -> None:
         """``count`` instances of ``memory_mb`` were started ahead of use: warm, likely."""
@@ -145,6 +158,12 @@ class SegmentEstimator:
         key = (allocation.n, allocation.memory_mb)
         allowed = timeout_s + KILL_SLACK_S
         self._floor_s[key] = max(2 * self._floor_s.get(key, 0.0), 2 * allowed)
+
+
+def guard_admits(estimate_usd: float, left_usd: float) -> bool:
+    """The budget guard's rule: a segment predicted at ``estimate_usd`` starts only when that
+    × BUDGET_MARGIN fits the ``left_usd`` of the budget (after the running reservations)."""
+    return estimate_usd * BUDGET_MARGIN <= left_usd
 
 
 def fits_capacity(catalog: Catalog, sizes: Sequence[tuple[int, int]]) -> bool:

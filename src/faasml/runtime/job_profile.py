@@ -155,12 +155,14 @@ def measure_job(
     refresh: bool = False,
     recheck: bool | None = None,
     clock: Callable[[], float] | None = None,
+    before_probe: Callable[[], None] | None = None,
 ) -> JobProfile:
     """The job's profile: from the cache, else measured on ``platform`` (billed to ``meter``
     as 'profiling' charges when given). A cached profile is used as it is (the run's own
     epochs check it: ``epochs_checked``) unless a re-check is asked for
     (``recheck``, ``profile_check.rechecks``): it then comes back kept, rescaled or measured
-    again, with its ``check``."""
+    again, with its ``check``. ``before_probe`` is called before a measurement starts (a
+    run's deadline check: it may raise before anything is paid)."""
     key = profile_key(job, catalog, platform_options or {})
     check = None
     if not refresh:
@@ -174,6 +176,8 @@ def measure_job(
                 if check is not None and check.action == "rescaled":
                     store_profile(found)
                 return found
+    if before_probe is not None and check is None:
+        before_probe()
     profile = _probed_profile(job, catalog, platform, key, meter, clock)
     store_profile(profile)
     return dataclasses.replace(profile, check=check)

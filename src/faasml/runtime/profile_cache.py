@@ -64,3 +64,19 @@ def store_profile(profile: JobProfile) -> None:
         os.replace(temp, folder / f"{profile.key}.json")
     except OSError:  # a read-only home: the profile is still used, just not kept
         pass
+
+
+def quickest_profiling_s(limit: int = 200) -> float | None:
+    """The shortest ``profiling_s`` of the profiles in the cache (at most ``limit`` read): what
+    measuring a job has taken at least on this machine; None where the cache holds none."""
+    quickest: float | None = None
+    for index, path in enumerate(sorted(cache_dir().glob("*.json"))):
+        if index >= limit:
+            break
+        try:
+            seconds = float(json.loads(path.read_text())["profiling_s"])
+        except (OSError, ValueError, TypeError, KeyError):
+            continue
+        if seconds > 0 and (quickest is None or seconds < quickest):
+            quickest = seconds
+    return quickest

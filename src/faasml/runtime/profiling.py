@@ -32,9 +32,10 @@ from faasml.runtime.billing import Meter
 from faasml.runtime.coordinator import WORKER_FN, Coordinator
 from faasml.runtime.echo import ECHO_FN
 from faasml.runtime.platform import Platform, open_platform
-from faasml.runtime.worker import ModelRecipe, SegmentReport, WorkerTask, rounds_per_epoch
+from faasml.runtime.worker import ModelRecipe, SegmentReport, WorkerTask
 from faasml.sync.stores import Store, open_store
 from faasml.workloads.build import build_model, load_data
+from faasml.workloads.global_batch import rounds_per_epoch
 
 PROBE_FN = "faasml.runtime.profiling:probe_store"
 MEASURE_S = 1.0
@@ -146,7 +147,7 @@ def profile_job(
         # profile) may hold keys of the same rounds, which a scheme would read as this run's.
         keys = f"p-{uuid.uuid4().hex[:8]}"
         prober = _Prober(catalog, platform, coordinator, objects, recipe, keys, rounds, sync_url)
-        epoch_rounds = rounds_per_epoch(len(train), 1, job.batch_size)
+        epoch_rounds = rounds_per_epoch(len(train), job.batch_size)
         for memory in sizes:
             result.compute_points.append(prober.compute_point(memory, epoch_rounds, mb_per_sample))
         warms: list[float] = []
@@ -156,7 +157,7 @@ def profile_job(
             warms.append(time.monotonic() - start)
         model_mb = build_model(job.model, train.input_shape, train.num_classes).size_mb
         for name, url in urls.items():
-            limits = tuple((n, rounds_per_epoch(len(train), n, job.batch_size)) for n in counts)
+            limits = tuple((n, epoch_rounds) for n in counts)
             result.stores[name] = prober.measure_store(name, url, limits, sizes[0], model_mb)
         colds, fixed = prober.colds, prober.fixed
         result.cold_start_s = statistics.median(colds) if colds else 0.0

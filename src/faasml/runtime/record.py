@@ -194,6 +194,8 @@ class TrialRecord:
     memory_mb: int = 0
     diverged_epoch: int | None = None
     """The epoch whose loss went NaN or infinite (status 'diverged'); None otherwise."""
+    functions: int = 0
+    """Most functions after a move to fewer (``TrialState.functions``; 0: the plan's)."""
 
     @staticmethod
     def of(trial: TrialState) -> TrialRecord:
@@ -213,6 +215,7 @@ class TrialRecord:
             partial=dict(trial.partial),
             memory_mb=trial.memory_mb,
             diverged_epoch=trial.diverged_epoch,
+            functions=trial.functions,
         )
 
     def state(self) -> TrialState:
@@ -232,6 +235,7 @@ class TrialRecord:
             partial=dict(self.partial),
             memory_mb=self.memory_mb,
             diverged_epoch=self.diverged_epoch,
+            functions=self.functions,
         )
 
     @property

@@ -135,6 +135,8 @@ def _trial_json(trial: TrialRecord) -> dict[str, Any]:
     }
     if trial.diverged_epoch is not None:
         out["diverged_epoch"] = trial.diverged_epoch
+    if trial.functions:
+        out["functions"] = trial.functions
     return out
 
 

@@ -201,6 +201,7 @@ def trial_from(f: Fields) -> TrialRecord:
         partial=dict(partial.data),
         memory_mb=f.integer("memory_mb", 0, minimum=0),
         diverged_epoch=maybe(f, "diverged_epoch", lambda g, n: g.integer(n, minimum=1)),
+        functions=f.integer("functions", 0, minimum=0),
     )
     f.finish()
     return trial

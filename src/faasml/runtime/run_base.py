@@ -17,14 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from faasml.catalog import Catalog, load_catalog
-from faasml.exceptions import ConfigError
+from faasml.exceptions import ConfigError, InfeasibleConstraintError
 from faasml.job import JobSpec, apply_config
 from faasml.loop import is_loop
 from faasml.models.space import evaluate_allocation
-from faasml.runtime.billing import Meter
+from faasml.runtime.billing import Meter, refused_after_profiling
 from faasml.runtime.calibration import compute_ratio
 from faasml.runtime.config_cost import factor
 from faasml.runtime.coordinator import Coordinator, CoordinatorOptions, TrialFault, TrialState
+from faasml.runtime.deadline_check import refuse_before_profiling, refused_after_profiling_s
 from faasml.runtime.estimates import coordinator_seconds
 from faasml.runtime.events import RunCallback, RunEvents, config_names
 from faasml.runtime.job_guard import seal_fields, source_path
@@ -241,6 +242,7 @@ class BaseRun:
                 meter=self.meter,
                 platform_options=self.platform_options,
                 refresh=self.reprofile,
+                before_probe=self._deadline_before_profiling,
             )
             record.profile, record.profile_cached = profile, profile.cached
             where = "from the cache" if profile.cached else f"in {profile.profiling_s:.1f} s"
@@ -337,21 +339,41 @@ class BaseRun:
         platform = dataclasses.replace(self.plan_catalog.platform, delivered_vcpus=None)
         return dataclasses.replace(self.plan_catalog, platform=platform)
 
-    def planning_constraint(self) -> Constraint:
-        """The constraint less what measuring the job took (money, and time when measured now)."""
-        c = self.constraint
+    def _deadline_before_profiling(self) -> None:
+        """Refuse a deadline that measuring the job is expected to use up, before measuring."""
+        if self.constraint.deadline_s is not None:
+            refuse_before_profiling(self.job.name, self.constraint.deadline_s, self.catalog)
+
+    def _profiling_s(self) -> float:
+        """Seconds of the deadline measuring the job took (none from the cache)."""
         if self.profile is None or self.record.profile_cached is not False:
             spent_s = 0.0
         else:
             spent_s = self.profile.profiling_s
         if self.profile is not None and self.profile.check is not None:
             spent_s += self.profile.check.seconds  # re-checking a cached profile
+        return spent_s
+
+    def refused(self, err: InfeasibleConstraintError) -> InfeasibleConstraintError:
+        """The planner's refusal ``err`` saying what measuring the job took of the budget
+        (``billing.refused_after_profiling``) or of the deadline (``deadline_check``)."""
+        c = self.constraint
+        if err.least_budget_usd is None:
+            return refused_after_profiling_s(err, c.deadline_s, self._profiling_s())
+        return refused_after_profiling(err, c.budget_usd, self.meter.total_usd)
+
+    def planning_constraint(self) -> Constraint:
+        """The constraint less what measuring the job took (money, and time when measured now)."""
+        c = self.constraint
+        spent_s = self._profiling_s()
         budget = None if c.budget_usd is None else c.budget_usd - self.meter.total_usd
         deadline = None if c.deadline_s is None else c.deadline_s - spent_s
         if (budget is not None and budget <= 0) or (deadline is not None and deadline <= 0):
+            cached = " (its profile is cached now: a run that finds it there spends none)"
             raise ConfigError(
                 f"measuring job {self.job.name} used {self.meter.total_usd:.6f} USD and "
                 f"{spent_s:.1f} s, leaving nothing of the constraint to run it; give more"
+                + (cached if deadline is not None and deadline <= 0 else "")
             )
         return Constraint(budget, deadline, c.objective)
 

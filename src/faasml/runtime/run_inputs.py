@@ -25,8 +25,14 @@ def job_workload(
     job: JobSpec, train: Dataset, model: Model, batch_size: int | None = None
 ) -> Workload:
     """The job as the performance model sees it: its real data and model sizes on the compute
-    profile named by ``profile:`` (a shipped profile or a file ``faasml profile`` wrote)."""
+    profile named by ``profile:`` (a shipped profile or a file ``faasml profile`` wrote), and its
+    batch size, the global batch (rounds per epoch do not depend on n), with the smallest one
+    the search space may draw (no trial gets more functions than its batch allows)."""
     base = load_workload(job.profile or DEFAULT_PROFILE)
+    space = job.search_space
+    smallest = None
+    if space is not None and "batch_size" in space.params:
+        smallest = min(int(value) for value in space.params["batch_size"].extremes())
     return dataclasses.replace(
         base,
         name=job.name,
@@ -34,6 +40,8 @@ def job_workload(
         samples=len(train),
         model_mb=model.size_mb,
         batch_size=batch_size or job.batch_size,
+        global_batch=True,
+        smallest_batch=smallest,
     )
 
 

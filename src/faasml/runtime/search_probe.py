@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from faasml.runtime.billing import Charge
 from faasml.runtime.coordinator import BudgetExhaustedError, Coordinator
 from faasml.runtime.trial import TrialState
-from faasml.runtime.worker import rounds_per_epoch
 from faasml.types import Allocation
+from faasml.workloads.global_batch import rounds_per_epoch
 
 PROBE_TRIAL_BASE = 100_000
 """Probe trials are numbered from here (apart from the run's trials in the bill)."""
@@ -80,7 +80,7 @@ def probe_allocation(
         return ProbeResult(0.0, 0.0, 0, wall, usd, failed)
     if probe.history:  # the probe covered the whole epoch
         record = probe.history[-1]
-        ran = rounds_per_epoch(coordinator.samples, allocation.n, _batch(coordinator, trial))
+        ran = rounds_per_epoch(coordinator.samples, _batch(coordinator, trial))
         busy, load = record["compute_s"] + record["sync_s"], record["load_s"]
     else:
         ran = max(probe.batch, 1)

@@ -210,7 +210,7 @@ def measured_sync(
 ) -> tuple[SyncMeasurement, tuple[str, ...]]:
     """The synchronised round of two functions (``sync_probe``), and a note where it could
     not be measured (the catalog's latency then prices synchronisation)."""
-    per_round = float(first["compute_s_per_sample"]) * job.batch_size
+    per_round = float(first["compute_s_per_sample"]) * job.batch_size / SYNC_N  # B/n rows each
     try:
         found = measure_sync(job, catalog, call, memory_mb, payload, per_round)
     except FunctionError as err:

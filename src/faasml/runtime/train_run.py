@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 from faasml.exceptions import InfeasibleConstraintError
 from faasml.models.space import evaluate_allocation
-from faasml.runtime.billing import refused_after_profiling
 from faasml.runtime.calibration import REPLAN_DELTA, Calibration, moved
 from faasml.runtime.coordinator import Coordinator, TrialState
 from faasml.runtime.estimates import coordinator_seconds
@@ -63,8 +62,7 @@ class TrainRun(BaseRun):
                 self.workload, self.planner_catalog(), constraint, epochs=training.max_epochs
             )
         except InfeasibleConstraintError as err:
-            budget = self.constraint.budget_usd
-            raise refused_after_profiling(err, budget, self.meter.total_usd) from None
+            raise self.refused(err) from None
         stage = StageRecord(
             index=1,
             trials=1,

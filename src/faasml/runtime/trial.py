@@ -32,6 +32,9 @@ class TrialState:
     record so that a resumed run does not start it again where it cannot fit."""
     diverged_epoch: int | None = None
     """The first epoch whose loss or metric was NaN or infinite (status 'diverged')."""
+    functions: int = 0
+    """Most functions the trial runs on after repeated synchronisation failures moved it to
+    fewer (0: the plan's), kept in the record as ``memory_mb`` is."""
 
     def to_dict(self) -> dict[str, Any]:
         """A copy as plain values (the record's form): what ``asdict`` makes, without its

@@ -14,14 +14,13 @@ import dataclasses
 import time
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from faasml.exceptions import InfeasibleConstraintError
-from faasml.runtime.billing import refused_after_profiling
 from faasml.runtime.calibration import REPLAN_DELTA, Calibration, moved, trial_factors
 from faasml.runtime.config_cost import factor, mean_factor
 from faasml.runtime.coordinator import Coordinator, Prewarm, TrialState
-from faasml.runtime.estimates import coordinator_seconds
+from faasml.runtime.estimates import BUDGET_MARGIN, coordinator_seconds
 from faasml.runtime.events import StageEnd
 from faasml.runtime.profile_record import JobProfile
 from faasml.runtime.ranking import (
@@ -36,6 +35,13 @@ from faasml.runtime.run_base import BaseRun
 from faasml.runtime.stage_pricing import keep_warm, stage_estimates, warm_after, warm_pool
 from faasml.runtime.tune_draws import Bracket, bracket_of, brackets, draw_bracket
 from faasml.types import Constraint, StagePlan
+
+if TYPE_CHECKING:
+    from faasml.planners.tuning import Stages
+
+REPLAN_TRIES = 3
+"""Plans a re-plan asks for (each within less budget) before the plan stands: one the budget
+guard would refuse is never taken."""
 
 
 def _stage_record(stage: StagePlan) -> StageRecord:
@@ -133,8 +139,7 @@ class TuneRun(BaseRun):
                 warm=self._probe_warm(),
             )
         except InfeasibleConstraintError as err:
-            budget = self.constraint.budget_usd
-            raise refused_after_profiling(err, budget, self.meter.total_usd) from None
+            raise self.refused(err) from None
         stages = [_stage_record(s) for s in plan.stages]
         # The planner prices each stage's cold start; a stage on the memory size of the one
         # before starts on the functions it left warm, so the run's prediction leaves it out.
@@ -398,7 +403,64 @@ class TuneRun(BaseRun):
             f"after stage {index + 1}: the rest re-predicted at {after[0]:.1f} s and "
             f"${after[1]:.6f} (planned {before[0]:.1f} s, ${before[1]:.6f}); re-planning"
         )
-        self._replan(index + 1)
+        self._replan(index + 1, coordinator, ranked(kept, self.job.require_tuning().metric))
+
+    def _guarded_plan(
+        self,
+        start: int,
+        constraint: Constraint,
+        rest: tuple[Stages, dict[int, int]],
+        coordinator: Coordinator,
+        kept: list[TrialState],
+    ) -> list[StageRecord] | None:
+        """The planner's stages ``start``… for ``rest`` (the stages' shape, the warm pool)
+        within ``constraint``, priced by the budget guard's own pricing before they are
+        taken (``Coordinator.guard_refusal``): a choice the guard would refuse is planned
+        again within BUDGET_MARGIN less budget, REPLAN_TRIES times at most; None (an event
+        says why) where the planner or the guard refuses them all, and the plan stands."""
+        from faasml.planners.tuning import plan_tuning
+
+        assert self.record.plan is not None  # the run follows one
+        stages = self.record.plan.stages
+        job, warm = rest
+        refused = ""
+        for _ in range(REPLAN_TRIES):
+            try:
+                plan = plan_tuning(
+                    self.workload,
+                    self.planner_catalog(),
+                    constraint,
+                    job,
+                    self.record.plan.planner,
+                    warm=warm,
+                )
+            except InfeasibleConstraintError as err:
+                self.event(f"re-plan: {err}; the plan stands (the budget guard still holds)")
+                return None
+            fresh = keep_warm(
+                self.workload,
+                self.plan_catalog,
+                [*stages[:start], *(_stage_record(new) for new in plan.stages)],
+                plan.constraint,
+                self._probe_warm(),
+                start,
+            )[start:]
+            priced = [(s.allocation, s.trials, s.epochs) for s in fresh]
+            refusal = coordinator.guard_refusal(priced, kept)
+            if refusal is None:
+                return fresh
+            onto = ", ".join(
+                f"stage {o.index} on {n.allocation}"
+                for o, n in zip(stages[start:], fresh, strict=True)
+            )
+            refused = f"{onto}: {refusal}"
+            if constraint.budget_usd is None:
+                break
+            constraint = dataclasses.replace(
+                constraint, budget_usd=constraint.budget_usd / BUDGET_MARGIN
+            )
+        self.event(f"re-plan refused by the budget guard's pricing ({refused}); the plan stands")
+        return None
 
     def _grow_footprint(self, coordinator: Coordinator) -> None:
         """A function that ran out of memory raises the footprint the planner respects (the
@@ -410,9 +472,10 @@ class TuneRun(BaseRun):
                 self.workload, runtime_mb=self.workload.runtime_mb + extra
             )
 
-    def _replan(self, start: int) -> None:
-        """Plan stages ``start``… again within the budget and deadline left."""
-        from faasml.planners.tuning import Stages, plan_tuning
+    def _replan(self, start: int, coordinator: Coordinator, kept: list[TrialState]) -> None:
+        """Plan stages ``start``… again within the budget and deadline left, never onto
+        stages the budget guard would refuse (``_guarded_plan``)."""
+        from faasml.planners.tuning import Stages
 
         record = self.record.plan
         assert record is not None  # the run follows one
@@ -433,26 +496,10 @@ class TuneRun(BaseRun):
         for memory, started in self._prewarmed.items():  # started for the stage planned before
             if started:
                 warm[memory] = warm.get(memory, 0) + started
-        try:
-            plan = plan_tuning(
-                self.workload,
-                self.planner_catalog(),
-                Constraint(budget, deadline, c.objective),
-                job,
-                record.planner,
-                warm=warm,
-            )
-        except InfeasibleConstraintError as err:
-            self.event(f"re-plan: {err}; the plan stands (the budget guard still holds)")
+        constraint = Constraint(budget, deadline, c.objective)
+        fresh_stages = self._guarded_plan(start, constraint, (job, warm), coordinator, kept)
+        if fresh_stages is None:
             return
-        fresh_stages = keep_warm(
-            self.workload,
-            self.plan_catalog,
-            [*stages[:start], *(_stage_record(new) for new in plan.stages)],
-            plan.constraint,
-            self._probe_warm(),
-            start,
-        )[start:]
         # The same trials, stage by stage, as the stages they replace.
         estimates = self._estimates([*stages[:start], *fresh_stages], stages)[start:]
         for offset, (old, fresh, estimate) in enumerate(

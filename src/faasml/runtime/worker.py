@@ -4,12 +4,15 @@ epochs, ``WorkerTask.epochs``) for one worker.
 SMLT §4.1: a worker loads its data partition from the object store, iterates minibatches, runs
 the model's training step, synchronises the gradient through the scheme, and at the end of
 the segment worker 0 checkpoints (parameters, optimiser state, data position) and evaluates.
-Every worker of a segment runs the same number of rounds (the smallest partition's batch
-count; the last round takes the rest of each partition), so the barrier never waits for a
-worker that has no batch. The minibatch order depends only on (seed, worker, epoch), so a
-segment rerun from its checkpoint computes the same model bit for bit. A model with buffers
-(BatchNorm statistics) sends them with its gradient as one vector, so each round averages both;
-every worker then continues from the same buffers, and the checkpoint keeps them.
+The recipe's batch size is the global batch B (``workloads.global_batch``): an epoch has
+max(1, ⌊D/B⌋) rounds whatever n is, round r's rows depend only on (seed, epoch, D, B), and each
+worker trains on those inside its partition, scaling its mean gradient by its share of the
+round so that the scheme's mean is the global batch's gradient. So the same job trains the
+same model (to float rounding) on 1, 2 or 4 functions, and a segment rerun from its checkpoint
+computes the same model bit for bit. A model with buffers (BatchNorm statistics) sends them,
+scaled alike, with its gradient as one vector, so each round averages both; every worker then
+continues from the same buffers, and the checkpoint keeps them. BatchNorm normalises over each
+worker's own rows, so such a model is invariant to n only in expectation.
 
 Warm instances keep the store client, the model and the partition in memory (as a warm
 function keeps its globals), so only cold starts pay for loading them.
@@ -29,11 +32,11 @@ import numpy as np
 from faasml.loop import is_loop
 from faasml.runtime.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from faasml.runtime.worker_faults import Fault as Fault
-from faasml.runtime.worker_faults import inject_fault
+from faasml.runtime.worker_faults import inject_fault, start_late
 from faasml.sync.schemes import SCHEME_CLASSES, SyncScheme
 from faasml.sync.stores import Store, StoreStats, open_store
-from faasml.workloads import Model, Optimizer, context, create_model, create_optimizer
-from faasml.workloads.data import Dataset, batch_order, dataset_from_bytes, num_batches
+from faasml.workloads import Model, Optimizer, context, create_model, create_optimizer, global_batch
+from faasml.workloads.data import Dataset, dataset_from_bytes, partition_bounds
 
 HEARTBEAT_S = 1.0
 """A worker refreshes its heartbeat key at most this often."""
@@ -80,6 +83,9 @@ class WorkerTask:
     checkpoint_out: str
     """Key worker 0 writes the segment's final checkpoint to."""
     sync_timeout_s: float = 60.0
+    start_timeout_s: float = 60.0
+    """How long a worker that has loaded waits for the others to start (their first
+    heartbeat) before its first round: a peer still cold-starting is late, not lost."""
     fault: Fault | None = None
     evaluate: bool = True
     threads: int = 0
@@ -167,11 +173,6 @@ cached_dataset = _dataset
 cached_model = _model
 
 
-def rounds_per_epoch(samples: int, n: int, batch_size: int) -> int:
-    """Rounds of one epoch: the batches of the smallest partition (⌊samples / n⌋ samples)."""
-    return num_batches(max(1, samples // n), batch_size)
-
-
 class Heartbeat:
     """Writes ``time round pid`` under a key every HEARTBEAT_S from a thread, so the
     coordinator can tell a slow worker (still beating) from a silent one.
@@ -246,8 +247,12 @@ class _Segment:
     params: Any
     buffers: Any
     load_s: float
+    total: int
+    """D: rows of the whole training set (every partition's)."""
+    first: int
+    """The global index of this worker's partition's first row."""
     rounds: int
-    """Rounds of a whole epoch (the smallest partition's batches)."""
+    """Rounds of a whole epoch: max(1, ⌊D/B⌋)."""
     stop: int
     """The round the segment stops before."""
     epochs: int
@@ -260,6 +265,7 @@ class _Segment:
 
 def run_segment(task: WorkerTask) -> SegmentReport:
     """Train rounds [start_batch, stop_batch) of ``task.epoch`` as worker ``task.worker_id``."""
+    start_late(task.fault, task.worker_id)
     if is_loop(task.recipe.model):  # the user's own loop: whole epochs of its code
         return _loop_segment(task)
     seg = _load_segment(task)
@@ -267,6 +273,7 @@ def run_segment(task: WorkerTask) -> SegmentReport:
     heartbeat = _HEARTBEAT
     heartbeat.start(seg.objects, f"{task.namespace}/hb/w{task.worker_id}")
     try:
+        await_peers(seg.objects, task)
         per_epoch, val = _train_epochs(task, seg, heartbeat)
     finally:
         heartbeat.stop()
@@ -294,6 +301,7 @@ def _loop_segment(task: WorkerTask) -> SegmentReport:
 
     _HEARTBEAT.start(objects, f"{task.namespace}/hb/w{task.worker_id}")
     try:
+        await_peers(objects, task)
         outcome = run_loop(
             recipe.model_options,
             segment_plan(task),
@@ -340,6 +348,27 @@ def segment_plan(task: WorkerTask) -> Any:
     )
 
 
+def await_peers(objects: Store, task: WorkerTask) -> None:
+    """Wait until every worker of the segment has started (its heartbeat is there), at most
+    ``task.start_timeout_s``: the rounds' synchronisation timeout then only ever waits for
+    workers that are running. TimeoutError names the first worker that did not start."""
+    prefix = f"{task.namespace}/hb/w"
+    waiting = [w for w in range(task.n) if w != task.worker_id]
+    end = time.monotonic() + task.start_timeout_s
+    delay = 0.001
+    while True:
+        waiting = [w for w in waiting if objects.get(f"{prefix}{w}") is None]
+        if not waiting:
+            return
+        if time.monotonic() >= end:
+            raise TimeoutError(
+                f"worker {waiting[0]} did not start within {task.start_timeout_s:.0f} s "
+                f"(worker {task.worker_id} waited for it)"
+            )
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
+
+
 def _load_segment(task: WorkerTask) -> _Segment:
     """The worker's stores, partition, model, optimiser and scheme, from the task's
     checkpoint (or the seed), and how many rounds and epochs the segment trains."""
@@ -371,7 +400,9 @@ def _load_segment(task: WorkerTask) -> _Segment:
     )
     load_s = time.monotonic() - started
 
-    rounds = num_batches(_smallest_partition(task, len(data)), recipe.batch_size)
+    total = _total_samples(task, len(data))
+    first, _ = partition_bounds(total, task.worker_id, task.n)
+    rounds = global_batch.rounds_per_epoch(total, recipe.batch_size)
     stop = rounds if task.stop_batch is None else min(task.stop_batch, rounds)
     epochs = max(1, task.epochs) if task.start_batch == 0 and stop >= rounds else 1
     return _Segment(
@@ -388,6 +419,8 @@ def _load_segment(task: WorkerTask) -> _Segment:
         params,
         buffers,
         load_s,
+        total,
+        first,
         rounds,
         stop,
         epochs,
@@ -431,24 +464,27 @@ def _train_epochs(
 
 
 def _train_rounds(task: WorkerTask, seg: _Segment, heartbeat: Heartbeat, epoch: int) -> None:
-    """The segment's rounds of ``epoch``: each a gradient step, synchronised through the scheme."""
-    recipe, data, model, rounds = task.recipe, seg.data, seg.model, seg.rounds
+    """The segment's rounds of ``epoch``: each a gradient step on this worker's rows of the
+    round's global batch, weighted by its share and synchronised through the scheme."""
+    recipe, data, model = task.recipe, seg.data, seg.model
     size, with_buffers = model.num_params, model.num_buffers > 0
     params, buffers, round_id = seg.params, seg.buffers, seg.round_id
     compute_s, sync_s, loss_sum, samples = seg.compute_s, seg.sync_s, seg.loss_sum, seg.samples
-    order = batch_order(len(data), seed=recipe.seed * 100_003 + task.worker_id, epoch=epoch)
+    rows = global_batch.part_rounds(
+        seg.total,
+        recipe.batch_size,
+        seed=recipe.seed,
+        epoch=epoch,
+        start=seg.first,
+        stop=seg.first + len(data),
+    )
+    sizes = global_batch.round_sizes(seg.total, recipe.batch_size)
     for batch in range(task.start_batch if epoch == task.epoch else 0, seg.stop):
         heartbeat.round_id = round_id
         dying = inject_fault(task.fault, task.worker_id, round_id)
-        first_sample = batch * recipe.batch_size
-        last = len(data) if batch == rounds - 1 else first_sample + recipe.batch_size
-        chosen = order[first_sample:last]
+        chosen = rows[batch] - seg.first
         t0 = time.monotonic()
-        seed_step(recipe.seed, task.worker_id, round_id)
-        loss, grad = model.loss_and_grad(params, data.features[chosen], data.labels[chosen])
-        vector = np.asarray(grad, dtype=np.float32)
-        if with_buffers:  # the updated buffers travel with the gradient and are averaged
-            vector = np.concatenate([vector, model.buffers()])
+        loss, vector = _weighted_gradient(task, seg, params, chosen, int(sizes[batch]), round_id)
         t1 = time.monotonic()
         mean = seg.scheme.reduce(task.worker_id, round_id, vector)
         while dying:  # the injected kill is on its way: this round is the worker's last
@@ -460,11 +496,32 @@ def _train_rounds(task: WorkerTask, seg: _Segment, heartbeat: Heartbeat, epoch: 
         params = seg.optimizer.step(params, mean[:size])
         compute_s += (t1 - t0) + (time.monotonic() - t2)
         sync_s += t2 - t1
-        loss_sum += float(loss) * len(chosen)
+        loss_sum += loss * len(chosen)
         samples += len(chosen)
         round_id += 1
     seg.params, seg.buffers, seg.round_id = params, buffers, round_id
     seg.compute_s, seg.sync_s, seg.loss_sum, seg.samples = compute_s, sync_s, loss_sum, samples
+
+
+def _weighted_gradient(
+    task: WorkerTask, seg: _Segment, params: Any, chosen: Any, round_size: int, round_id: int
+) -> tuple[float, Any]:
+    """This worker's mean loss over its rows ``chosen`` of a round, and its gradient (with the
+    model's buffers after the step, if any) scaled by ``share``, so that the scheme's mean
+    of the n vectors is the round's global-batch gradient. No rows: zeros, weight 0."""
+    model = seg.model
+    length = model.num_params + model.num_buffers
+    if len(chosen) == 0:
+        return 0.0, np.zeros(length, dtype=np.float32)
+    seed_step(task.recipe.seed, task.worker_id, round_id)
+    loss, grad = model.loss_and_grad(params, seg.data.features[chosen], seg.data.labels[chosen])
+    vector = np.asarray(grad, dtype=np.float32)
+    if model.num_buffers > 0:  # the updated buffers travel with the gradient and are averaged
+        vector = np.concatenate([vector, model.buffers()])
+    weight = global_batch.share(len(chosen), task.n, round_size)
+    if weight != 1.0:  # one worker (or a whole round) keeps its vector bit for bit
+        vector = vector * np.float32(weight)
+    return float(loss), vector
 
 
 def _finish_segment(
@@ -543,9 +600,12 @@ def seed_step(seed: int, worker_id: int, round_id: int) -> None:
             torch.cuda.manual_seed_all(value)
 
 
-def _smallest_partition(task: WorkerTask, own: int) -> int:
-    """Size of the smallest of the n partitions: every partition holds ⌊N/n⌋ or ⌈N/n⌉."""
+def _total_samples(task: WorkerTask, own: int) -> int:
+    """D, the rows of the whole training set, as the coordinator stored it beside the n
+    partitions (one partition of one worker is the whole set)."""
     meta = _store(task.object_url).get(f"{task.data_prefix}/n{task.n}/samples")
-    if meta is None:
+    if meta is not None:
+        return int(meta.decode())
+    if task.n == 1:
         return own
-    return int(meta.decode()) // task.n
+    raise RuntimeError(f"no sample count under {task.data_prefix}/n{task.n}/samples")

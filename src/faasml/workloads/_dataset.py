@@ -108,10 +108,15 @@ def partition(dataset: Dataset, worker: int, n: int) -> Dataset:
             f"cannot split {len(dataset)} samples among {n} workers; "
             f"use at most {len(dataset)} workers or more data"
         )
-    base, extra = divmod(len(dataset), n)
-    start = worker * base + min(worker, extra)
-    stop = start + base + (1 if worker < extra else 0)
+    start, stop = partition_bounds(len(dataset), worker, n)
     return dataset.subset(slice(start, stop))
+
+
+def partition_bounds(samples: int, worker: int, n: int) -> tuple[int, int]:
+    """The rows [start, stop) of ``samples`` that ``partition`` gives worker ``worker`` of n."""
+    base, extra = divmod(samples, n)
+    start = worker * base + min(worker, extra)
+    return start, start + base + (1 if worker < extra else 0)
 
 
 def num_batches(num_samples: int, batch_size: int) -> int:

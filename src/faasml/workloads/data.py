@@ -1,9 +1,10 @@
 """Training data: a ``Dataset`` of features and labels, worker partitions, minibatch order.
 
 The object store holds one partition per worker as npz bytes (``dataset_to_bytes``); a worker
-reads its own (``partition(dataset, worker, n)``) and walks it in a seeded order that depends
-only on (seed, epoch), so a worker restarted from a checkpoint at (epoch, batch) sees exactly
-the minibatches it would have seen. Real loaders read LIBSVM, Higgs CSV and CIFAR-10 binary
+reads its own (``partition(dataset, worker, n)``, rows ``partition_bounds``) and trains on its
+rows of each round of the global batch (``global_batch.part_rounds``), which depend only on
+(seed, epoch), so a worker restarted from a checkpoint at (epoch, batch) sees exactly the
+minibatches it would have seen. Real loaders read LIBSVM, Higgs CSV and CIFAR-10 binary
 files and faasml's own npz; seeded generators make data that needs no download; writers make
 small files in the public formats for tests.
 """
@@ -24,6 +25,7 @@ from faasml.workloads._dataset import (
     iterate_minibatches,
     num_batches,
     partition,
+    partition_bounds,
 )
 from faasml.workloads._formats import (
     READERS,
@@ -87,6 +89,7 @@ __all__ = [
     "num_batches",
     "option_names",
     "partition",
+    "partition_bounds",
     "read_cifar10_bin",
     "read_higgs_csv",
     "read_libsvm",

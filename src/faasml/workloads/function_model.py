@@ -57,6 +57,10 @@ class TorchTrainable:
     - ``loss(outputs, labels)``: a mean minibatch loss; default cross-entropy.
     - ``optimizer``: ``"sgd"`` or ``"adam"`` with its hyperparameters as keywords (``lr=...``).
     - ``num_classes``: default the largest label + 1.
+
+    The batch size (a ``DataLoader``'s, or ``batch_size`` in ``param_space`` or ``settings``) is
+    the global batch: each round's rows are split over the trial's functions, so the results do
+    not depend on how many the plan gives it.
     """
 
     def __init__(

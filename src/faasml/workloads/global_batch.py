@@ -17,13 +17,14 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from faasml import workload
 from faasml.exceptions import WorkloadError
 
 
 def rounds_per_epoch(samples: int, batch_size: int) -> int:
     """q = max(1, ⌊D/B⌋): the epoch's rounds (its last batch holds the D mod B rows left)."""
     _check(samples, batch_size)
-    return max(1, samples // batch_size)
+    return workload.rounds_per_epoch(samples, batch_size)
 
 
 def round_sizes(samples: int, batch_size: int) -> NDArray[np.int64]:
@@ -75,7 +76,7 @@ def share(count: int, n: int, round_size: int) -> float:
 def max_functions(batch_size: int) -> int:
     """The most functions a trial can use with global batch B: ⌊B/2⌋ (at least 1), so that each
     function holds a whole stratum and trains on at least one row of every round."""
-    return max(1, batch_size // 2)
+    return workload.max_functions(batch_size)
 
 
 def _stratum_bounds(samples: int, batch_size: int) -> NDArray[np.int64]:

@@ -27,7 +27,7 @@ from faasml.catalog import Catalog
 from faasml.runtime.billing import Meter
 from faasml.runtime.coordinator.billing import SegmentBiller
 from faasml.runtime.coordinator.commits import Committer
-from faasml.runtime.coordinator.failures import FailurePolicy
+from faasml.runtime.coordinator.failures import FailurePolicy, FunctionMove
 from faasml.runtime.coordinator.launcher import Launcher, LaunchParts, Prewarm
 from faasml.runtime.coordinator.partitions import Partitions
 from faasml.runtime.coordinator.state import (
@@ -149,7 +149,7 @@ class Coordinator:
                 if trial.epochs_done >= until_epoch:
                     trial.status = "done"
                     continue
-                sized = FailurePolicy.sized(trial, allocation)
+                sized = self._failures.sized(trial, allocation)
                 if self.stop_reason is not None or not self._launcher.fits(running, sized):
                     continue
                 began = time.monotonic()
@@ -193,6 +193,23 @@ class Coordinator:
         for trial in waiting:
             if trial.status == "running":
                 trial.status = "stopped" if self.stop_reason else trial.status
+
+    def guard_refusal(
+        self, stages: list[tuple[Allocation, int, int]], trials: list[TrialState]
+    ) -> str | None:
+        """What the budget guard would refuse of stages still to run, each (allocation, trials,
+        epochs): stage by stage as a run starts them, each training that many of ``trials``
+        (the best first; ``Launcher.guard_replay``). None where it would start them all, or
+        without a budget."""
+        if self._budget_usd is None or not trials:
+            return None
+        left = self._budget_usd - self._biller.spent_usd()
+        for allocation, count, epochs in stages:
+            chosen = trials[: max(1, min(count, len(trials)))]
+            left, refused = self._launcher.guard_replay(chosen, allocation, epochs, left)
+            if refused is not None:
+                return refused
+        return None
 
     def run_segment(self, trial: TrialState, allocation: Allocation, max_rounds: int) -> bool:
         """Run one segment of ``trial`` on ``allocation`` — at most ``max_rounds`` rounds —
@@ -351,6 +368,11 @@ class Coordinator:
     def memory_moves(self) -> list[tuple[int, int, int]]:
         """(trial, from MB, to MB) of every move after running out of memory."""
         return self._failures.memory_moves
+
+    @property
+    def function_moves(self) -> list[FunctionMove]:
+        """Every move to fewer functions after repeated synchronisation failures."""
+        return self._failures.function_moves
 
     def now(self) -> float:
         """Seconds since the run's time zero."""

@@ -1,6 +1,7 @@
 """The coordinator's failure handling: a failed or silent segment is stopped, billed and
-restarted from its checkpoint; a trial out of memory moves to a bigger memory size; a lost
-store stops the run with checkpoints kept; too many restarts fail the trial."""
+restarted from its checkpoint; a trial out of memory moves to a bigger memory size; a trial
+whose functions keep failing to synchronise moves to fewer, larger ones; a lost store stops
+the run with checkpoints kept; too many restarts fail the trial."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from faasml.catalog import Catalog
 from faasml.exceptions import StoreUnavailableError
@@ -22,6 +24,29 @@ from faasml.types import Allocation
 LOST_STORE = "its store was unavailable"
 LOOP_ERROR = "LoopError: "
 """In a failure's reason: a training loop failed in its own code (``faasml.loop``)."""
+MOVED = "(moved to"
+"""Marks a failure after which the trial moved (memory or functions): the failures before a
+move do not count against ``max_restarts`` on the new allocation."""
+SYNC_MOVE_AFTER = 2
+"""Synchronisation failures of one epoch (a worker that did not start in time, a round that
+timed out, a silent worker) after which a trial of several functions moves to fewer: the
+plan's width is the likely cause, and a third try on it would likely fail the same way."""
+
+
+@dataclass(frozen=True)
+class FunctionMove:
+    """A trial moved to fewer, larger functions after repeated synchronisation failures."""
+
+    trial: int
+    before: Allocation
+    after: Allocation
+    reason: str
+
+
+def sync_failure(reason: str) -> bool:
+    """Whether a failure is one of synchronisation: a worker that did not start in time, a
+    round that timed out waiting for a peer, or a worker that fell silent."""
+    return "TimeoutError" in reason or "did not start" in reason or " silent for " in reason
 
 
 class FailurePolicy:
@@ -47,6 +72,8 @@ class FailurePolicy:
         self.restarts = 0
         self.memory_moves: list[tuple[int, int, int]] = []
         """(trial, from MB, to MB) of every move after running out of memory."""
+        self.function_moves: list[FunctionMove] = []
+        """Every move to fewer functions after repeated synchronisation failures."""
 
     def fail(self, segment: Segment, reason: str, kind: str = "") -> None:
         """Stop, bill and clean up ``segment``; its trial restarts from its checkpoint, moves
@@ -74,17 +101,51 @@ class FailurePolicy:
             # guard then decides whether a retry still fits. Not counted against max_restarts.
             self._estimator.ran_out(segment.allocation, segment.timeout_s)
             trial.failures[-1] += " (its budget reservation ran out)"
-        elif LOOP_ERROR in reason or sum(
-            1
-            for f in trial.failures
-            if f.startswith(f"epoch {trial.epoch + 1} ")
-            and "reservation" not in f
-            and LOST_STORE not in f
-        ) > (self._state.options.max_restarts):
-            # Too many restarts, or the user's loop failed in its own code (a rerun would too).
+        elif LOOP_ERROR in reason:  # the user's loop failed in its own code: a rerun would too
+            trial.status = "failed"
+        elif sync_failure(reason) and self._fewer(segment):
+            # The plan's width keeps failing to meet: fewer, larger functions (not counted).
+            move = self.function_moves[-1]
+            trial.failures[-1] += (
+                f" {MOVED} {move.after.n} × {move.after.memory_mb} MB: {move.reason})"
+            )
+        elif self._counted(trial) > self._state.options.max_restarts:
             trial.status = "failed"
         if self._on_segment is not None:
             self._on_segment(trial, None)
+
+    @staticmethod
+    def _counted(trial: TrialState) -> int:
+        """Failures of the trial's epoch since it last moved that count against
+        ``max_restarts`` (not a spent reservation, not a lost store)."""
+        count = 0
+        for failure in trial.failures:
+            if not failure.startswith(f"epoch {trial.epoch + 1} "):
+                continue
+            if MOVED in failure:
+                count = 0
+            elif "reservation" not in failure and LOST_STORE not in failure:
+                count += 1
+        return count
+
+    def _fewer(self, segment: Segment) -> bool:
+        """Move the segment's trial to half its functions, each with the memory of two (on the
+        catalog's grid, at most the platform's), after SYNC_MOVE_AFTER synchronisation
+        failures of this epoch on its allocation; False when it stays (one function already,
+        fewer failures, or mid-epoch, where the data position depends on the count)."""
+        trial, now = segment.trial, segment.allocation
+        epoch = f"epoch {trial.epoch + 1} "
+        failed = 0
+        for failure in trial.failures:
+            if failure.startswith(epoch):
+                failed = 0 if MOVED in failure else failed + sync_failure(failure)
+        if now.n <= 1 or trial.batch != 0 or failed < SYNC_MOVE_AFTER:
+            return False
+        trial.functions = now.n // 2
+        after = self.sized(trial, now)
+        reason = f"{failed} synchronisation failures with {now.n} functions"
+        self.function_moves.append(FunctionMove(trial.trial_id, now, after, reason))
+        return True
 
     def _grow(self, segment: Segment) -> bool:
         """Give the segment's trial the next memory size that may fit (×1.5, on the catalog's
@@ -99,13 +160,21 @@ class FailurePolicy:
         self.memory_moves.append((segment.trial.trial_id, now, bigger))
         return True
 
-    @staticmethod
-    def sized(trial: TrialState, allocation: Allocation) -> Allocation:
-        """``allocation`` with the memory the trial was moved to after running out of it."""
-        memory = trial.memory_mb
-        if memory <= allocation.memory_mb:
+    def sized(self, trial: TrialState, allocation: Allocation) -> Allocation:
+        """``allocation`` with the memory the trial was moved to after running out of it, and
+        at most the functions it was moved to, each with the memory of the ones it replaces
+        (on the catalog's grid, at most the platform's): the trial keeps its total memory."""
+        memory = max(trial.memory_mb, allocation.memory_mb)
+        n = allocation.n
+        if 0 < trial.functions < n:
+            platform = self._catalog.platform
+            step = platform.memory_step_mb
+            larger = math.ceil(allocation.memory_mb * n / trial.functions / step) * step
+            memory = max(memory, min(platform.memory_max_mb, larger))
+            n = trial.functions
+        if memory == allocation.memory_mb and n == allocation.n:
             return allocation
-        return dataclasses.replace(allocation, memory_mb=memory)
+        return dataclasses.replace(allocation, memory_mb=memory, n=n)
 
     def cleanup(self, segment: Segment) -> str | None:
         """Delete the segment's keys; what went wrong when its sync store (after the store
@@ -131,8 +200,9 @@ class FailurePolicy:
             )
 
     def check_silent(self, running: list[Segment]) -> None:
-        """Restart a segment with a worker whose heartbeat is older than the bound (checked
-        at most once a second: each check reads n heartbeat keys)."""
+        """Restart a segment with a worker whose heartbeat is older than the bound, or that
+        has not started within its start bound and the silence bound (checked at most once a
+        second: each check reads n heartbeat keys)."""
         if time.monotonic() - self._silent_checked < 1.0:
             return
         self._silent_checked = time.monotonic()
@@ -146,7 +216,8 @@ class FailurePolicy:
             for worker in range(segment.allocation.n):
                 value = self._objects.get(f"{prefix}w{worker}")
                 if value is None:
-                    silent = age > bound + options.start_allowance_s
+                    start = segment.start_s or options.start_allowance_s
+                    silent = age > bound + start
                 else:
                     silent = time.time() - float(value.split()[0]) > bound
                 if silent:

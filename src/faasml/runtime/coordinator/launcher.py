@@ -17,12 +17,18 @@ from faasml.runtime.coordinator.failures import FailurePolicy
 from faasml.runtime.coordinator.partitions import Partitions
 from faasml.runtime.coordinator.state import BudgetExhaustedError, CoordinatorState, Segment
 from faasml.runtime.coordinator.stores import SyncStores
-from faasml.runtime.estimates import BUDGET_MARGIN, SegmentEstimator, fits_capacity, reservation
+from faasml.runtime.estimates import (
+    BUDGET_MARGIN,
+    SegmentEstimator,
+    fits_capacity,
+    guard_admits,
+    reservation,
+)
 from faasml.runtime.platform import CapacityError, FunctionError, Invocation, Platform
 from faasml.runtime.trial import TrialFault, TrialState
-from faasml.runtime.worker import Fault, ModelRecipe, WorkerTask, rounds_per_epoch
+from faasml.runtime.worker import Fault, ModelRecipe, WorkerTask
 from faasml.types import Allocation
-from faasml.workloads.global_batch import rounds_per_epoch as global_rounds
+from faasml.workloads.global_batch import rounds_per_epoch
 
 WORKER_FN = "faasml.runtime.worker:run_segment"
 WORKER_MODULE = WORKER_FN.partition(":")[0]
@@ -32,6 +38,9 @@ SEGMENT_OVERHEAD_SHARE = 0.1
 """A segment of several epochs trains at least 1/this × its fixed time (invocation, loading,
 checkpoints, evaluation, the coordinator's commit): epochs short against that run several to
 an invocation."""
+START_SLACK = 3.0
+"""A segment's workers have this many times their predicted start (cold start and loading) to
+start, at least ``CoordinatorOptions.start_allowance_s``: a busy machine stretches starts."""
 PREWARM_LEAD = 2.0
 """The next stage's functions start when the current stage's last wave has at most this many
 times their predicted cold start left (earlier, they would only hold the machine idle)."""
@@ -137,10 +146,14 @@ class Launcher:
         """Start the next segment of ``trial`` (whole epochs up to ``until_epoch`` where they
         are short, ``_segment_epochs``); None when it must wait (capacity, budget in use)."""
         entered = time.monotonic()
-        plan = self._plan(trial, FailurePolicy.sized(trial, allocation), running, until_epoch)
+        sized = self._failures.sized(trial, allocation)
+        if sized.n != allocation.n:  # moved to fewer functions: their partitions
+            self._partitions.prepare(sized.n)
+        plan = self._plan(trial, sized, running, until_epoch)
         if plan is None:
             return None
         allocation, stop = plan.allocation, plan.stop
+        start_s = self._start_bound(trial, allocation)
         timeout, capped, reserve = reservation(
             self._estimator.platform, allocation, plan.estimate, plan.left
         )
@@ -151,7 +164,7 @@ class Launcher:
             f"b{stop if stop is not None else rounds:06d}-{token}"
         )
         self._biller.in_use(allocation.storage)
-        invocations = self._invoke(trial, plan, token, out, timeout)
+        invocations = self._invoke(trial, plan, token, out, (timeout, start_s))
         if invocations is None:
             return None
         self.segments += 1
@@ -172,14 +185,13 @@ class Launcher:
             reserve,
             timeout,
             epochs=plan.epochs,
+            start_s=start_s,
         )
 
     def _rounds(self, trial: TrialState, allocation: Allocation) -> int:
         """Rounds of one epoch of ``trial`` on ``allocation``."""
-        recipe = self._recipe_of(trial)
-        if is_loop(recipe.model):  # a loop's rounds follow the global batch, whatever n
-            return global_rounds(self._partitions.samples, recipe.batch_size)
-        return rounds_per_epoch(self._partitions.samples, allocation.n, recipe.batch_size)
+        batch_size = self._recipe_of(trial).batch_size
+        return rounds_per_epoch(self._partitions.samples, batch_size)
 
     def _plan(
         self,
@@ -204,25 +216,52 @@ class Launcher:
         if self._budget_usd is not None:
             reserved = sum(s.reserve_usd for s in running)
             left = self._budget_usd - self._biller.spent_usd() - reserved
-            if epochs > 1 and estimate * BUDGET_MARGIN > left:  # one epoch may still fit
+            if epochs > 1 and not guard_admits(estimate, left):  # one epoch may still fit
                 epochs, span = 1, rounds - trial.batch
                 estimate = self._estimator.cost(allocation, span, busy)
-            if estimate * BUDGET_MARGIN > left:
+            if not guard_admits(estimate, left):
                 if running:
                     return None  # wait: running segments may cost less than predicted
-                raise BudgetExhaustedError(
-                    f"budget guard: trial {trial.trial_id} epoch {trial.epoch + 1} needs about "
-                    f"${estimate * BUDGET_MARGIN:.6f} and ${max(left, 0):.6f} of the "
-                    f"${self._budget_usd:.6f} budget is left; stopped with checkpoints kept"
-                )
+                refused = self._refusal(trial.trial_id, trial.epoch + 1, estimate, left)
+                raise BudgetExhaustedError(f"{refused}; stopped with checkpoints kept")
         return Planned(allocation, stop, epochs, span, estimate, left)
 
+    def _refusal(self, trial: int, epoch: int, estimate: float, left: float) -> str:
+        """The budget guard's refusal of ``trial``'s segment from ``epoch``."""
+        return (
+            f"budget guard: trial {trial} epoch {epoch} needs about "
+            f"${estimate * BUDGET_MARGIN:.6f} and ${max(left, 0):.6f} of the "
+            f"${self._budget_usd or 0.0:.6f} budget is left"
+        )
+
+    def guard_replay(
+        self, trials: list[TrialState], allocation: Allocation, epochs: int, left: float
+    ) -> tuple[float, str | None]:
+        """The budget guard replayed over a stage not started: ``epochs`` more epochs of each
+        of ``trials`` on ``allocation``, priced as ``_plan`` prices a segment of one epoch (a
+        cold start first where no warm function is known, warm after), each started only
+        where ``guard_admits`` it with what the ones before left of ``left``. Returns the
+        money then left and the guard's refusal (None: it would start every one), so a
+        re-plan prices its choice as the guard will."""
+        for trial in trials:
+            sized = self._failures.sized(trial, allocation)
+            rounds = self._rounds(trial, sized)
+            for epoch in range(epochs):
+                estimate = self._estimator.cost(sized, rounds, warm=epoch > 0)
+                if not guard_admits(estimate, left):
+                    number = trial.epochs_done + epoch + 1
+                    return left, self._refusal(trial.trial_id, number, estimate, left)
+                left -= estimate
+        return left, None
+
     def _invoke(
-        self, trial: TrialState, plan: Planned, token: str, out: str, timeout: float
+        self, trial: TrialState, plan: Planned, token: str, out: str, limits: tuple[float, float]
     ) -> list[Invocation] | None:
-        """Invoke the segment's n workers; None when the platform refused one (capacity: the
-        others are cancelled and billed) or one could not start (the segment is restarted)."""
+        """Invoke the segment's n workers (``limits``: their time limit and start bound); None
+        when the platform refused one (capacity: the others are cancelled and billed) or one
+        could not start (the segment is restarted)."""
         allocation = plan.allocation
+        timeout, start_s = limits
         fault = self._take_fault(trial, plan.epochs)
         recipe = self._recipe_of(trial)
         options = self._state.options
@@ -245,6 +284,7 @@ class Launcher:
                     checkpoint=trial.checkpoint,
                     checkpoint_out=out,
                     sync_timeout_s=options.sync_timeout_s,
+                    start_timeout_s=start_s,
                     fault=fault,
                     epochs=plan.epochs,
                     stop_diverged=options.stop_diverged,
@@ -319,6 +359,17 @@ class Launcher:
                 self._faults.remove(item)
                 return item.fault
         return None
+
+    def _start_bound(self, trial: TrialState, allocation: Allocation) -> float:
+        """How long the segment's workers have to start: START_SLACK × the predicted start
+        (cold start and loading, as measured), at least ``start_allowance_s``, doubled for
+        each earlier try of this epoch whose workers did not all start in time (a retry does
+        not race the same cold starts against the same bound)."""
+        options = self._state.options
+        bound = max(options.start_allowance_s, START_SLACK * self._estimator.start_s(allocation))
+        epoch = f"epoch {trial.epoch + 1} "
+        late = sum(1 for f in trial.failures if f.startswith(epoch) and "did not start" in f)
+        return bound * 2**late
 
     def prewarm(self, allocation: Allocation, count: int | None = None) -> int:
         """Start ``count`` (default n) functions of ``allocation`` now, to take over at the

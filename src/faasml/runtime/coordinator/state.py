@@ -19,8 +19,10 @@ class CoordinatorOptions:
     silent_after_s: float = 30.0
     """A worker whose heartbeat is older than this (while its segment runs) is restarted."""
     start_allowance_s: float = 30.0
-    """Extra time a worker has for its first heartbeat: a cold start (a process importing
-    numpy or torch on a loaded machine) is slow, not silent."""
+    """Least time a segment's workers have to start (their first heartbeat): a cold start (a
+    process importing numpy or torch on a loaded machine) is slow, not silent. The bound grows
+    with the predicted start (``launcher.START_SLACK``) and doubles on each retry after a
+    start that outlasted it; the workers wait for each other to start within it."""
     sync_timeout_s: float = 30.0
     max_rounds_per_invocation: int | None = None
     """Renew functions after this many rounds (None: from the duration limit)."""
@@ -59,6 +61,8 @@ class Segment:
     integrated over the time it ran: a machine-bounded platform shares its cores among them."""
     epochs: int = 1
     """Whole epochs the segment trains (more than one for epochs short against its fixed time)."""
+    start_s: float = 0.0
+    """How long its workers have to start (0: ``CoordinatorOptions.start_allowance_s``)."""
 
 
 TIMINGS = {
