@@ -51,6 +51,24 @@ def loop_config(options: Mapping[str, Any], batch_size: int) -> dict[str, Any]:
     return config
 
 
+def task_plan(task: Any) -> LoopPlan:
+    """The ``LoopPlan`` of a worker's task (``runtime.worker.WorkerTask``): whole epochs from
+    ``task.epoch``, on ``task.threads`` torch threads where set."""
+    if task.threads:
+        torch.set_num_threads(task.threads)
+    options, epochs = task.recipe.model_options, max(1, task.epochs)
+    return LoopPlan(
+        n=task.n,
+        worker_id=task.worker_id,
+        batch_size=task.recipe.batch_size,
+        seed=task.recipe.seed,
+        first_epoch=task.epoch,
+        epochs=epochs,
+        max_epochs=int(options.get("max_epochs") or task.epoch + epochs),
+        round_id=task.round_id,
+    )
+
+
 def run_loop(
     options: Mapping[str, Any],
     plan: LoopPlan,
@@ -163,4 +181,5 @@ __all__ = [
     "loop_config",
     "run_loop",
     "segment_figures",
+    "task_plan",
 ]

@@ -284,7 +284,7 @@ def run_segment(task: WorkerTask) -> SegmentReport:
 def _loop_segment(task: WorkerTask) -> SegmentReport:
     """A segment of a training loop (``faasml.loop``): its epochs run in the user's code, each
     round's gradient averaged through the task's scheme, worker 0's reports the trial's."""
-    from faasml.loop.segment import run_loop, segment_figures
+    from faasml.loop.segment import run_loop, segment_figures, task_plan
 
     started, recipe = time.monotonic(), task.recipe
     objects, sync_store = _store(task.object_url), _store(task.sync_url)
@@ -304,7 +304,7 @@ def _loop_segment(task: WorkerTask) -> SegmentReport:
         await_peers(objects, task)
         outcome = run_loop(
             recipe.model_options,
-            segment_plan(task),
+            task_plan(task),
             objects,
             (task.checkpoint, task.checkpoint_out),
             lambda round_id, vector: scheme.reduce(task.worker_id, round_id, vector),
@@ -324,27 +324,6 @@ def _loop_segment(task: WorkerTask) -> SegmentReport:
         checkpoint=outcome.checkpoint,
         pid=os.getpid(),
         **figures,
-    )
-
-
-def segment_plan(task: WorkerTask) -> Any:
-    """The ``LoopPlan`` of a loop's segment: whole epochs from ``task.epoch``."""
-    from faasml.loop.context import LoopPlan
-
-    if task.threads:
-        import torch
-
-        torch.set_num_threads(task.threads)
-    options = task.recipe.model_options
-    return LoopPlan(
-        n=task.n,
-        worker_id=task.worker_id,
-        batch_size=task.recipe.batch_size,
-        seed=task.recipe.seed,
-        first_epoch=task.epoch,
-        epochs=max(1, task.epochs),
-        max_epochs=int(options.get("max_epochs") or task.epoch + max(1, task.epochs)),
-        round_id=task.round_id,
     )
 
 
