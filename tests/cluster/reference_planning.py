@@ -12,7 +12,8 @@ import numpy.typing as npt
 
 from faasml.cluster.board import Board
 from faasml.cluster.planning import Pricing, choose_servers, slot_bounds
-from faasml.cluster.policies.fapes import FapesPolicy, _achievement, _at, _per_gpu
+from faasml.cluster.policies.fapes import FapesPolicy
+from faasml.cluster.policies.fapes.curves import _achievement, _at, _per_gpu
 from faasml.cluster.records import (
     Cluster,
     ClusterAllocation,

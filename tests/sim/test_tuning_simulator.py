@@ -98,3 +98,26 @@ def test_noiseless_simulation_matches_every_plan(
     assert run.time_s == pytest.approx(plan.time_s, rel=1e-9)
     assert run.cost_usd == pytest.approx(plan.cost_usd, rel=1e-9)
     assert all(s.peak_functions <= catalog.platform.concurrency_limit for s in run.stages)
+
+
+@pytest.mark.parametrize("delivered", [None, 1.0])
+def test_on_a_crowded_machine_the_simulation_replays_the_stage_model(
+    delivered: float | None,
+) -> None:
+    """On a bounded machine that delivers fewer vCPUs than a wave demands, each trial runs at
+    its wave's contention, as the planner's stage model prices it."""
+    local = load_catalog("local")
+    platform = replace(
+        local.platform, capacity_vcpus=4.0, capacity_memory_mb=16000.0, delivered_vcpus=delivered
+    )
+    catalog = replace(local, platform=platform)
+    plan = plan_tuning(
+        load_workload("lr-higgs"),
+        catalog,
+        Constraint(budget_usd=1.0),
+        SuccessiveHalving(16, 2, epochs_per_stage=1),
+    )
+    run = simulate_tuning(plan, catalog, noise=0.0, cold_start_noise=0.0)
+    for stage, predicted in zip(run.stages, plan.stages, strict=True):
+        assert stage.time_s == pytest.approx(predicted.time_s, rel=1e-9)
+        assert stage.cost_usd == pytest.approx(predicted.cost_usd, rel=1e-9)

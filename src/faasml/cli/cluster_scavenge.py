@@ -111,28 +111,50 @@ def run_scavenge(args: argparse.Namespace) -> int:
         plots = [str(p) for p in plot_scavenge(results, plot_dir)]
     reference = next((r for r in results if r.policy == "freetrain"), results[0])
     if args.json:
-        print_json(
-            {
-                "events": str(args.events),
-                "jobs": str(args.jobs),
-                "end_s": results[0].end_s,
-                "max_running": args.max_running,
-                "window_s": args.window,
-                "metric": args.metric,
-                "reference": reference.policy,
-                "results": [
-                    {**r.to_dict(histories=4), "samples_vs_reference": _ratio(r, reference)}
-                    for r in results
-                ],
-                "plots": plots,
-            }
-        )
+        print_json(_scavenge_json(args, results, reference, plots))
         return 0
     out = console()
-    table = Table(
-        title=f"{len(jobs)} jobs on the idle nodes of {len(trace.nodes)} nodes, "
+    title = (
+        f"{len(jobs)} jobs on the idle nodes of {len(trace.nodes)} nodes, "
         f"{format_duration(results[0].end_s)}, at most {args.max_running} running"
     )
+    out.print(_scavenge_table(title, results, reference))
+    for r in results:
+        if r.profiled_jobs:
+            out.print(
+                f"{r.policy}: profiled {r.profiled_jobs} jobs, "
+                f"{format_duration(r.profiling_s)} of profiling, {r.profiling_rescales} rescales"
+            )
+    for plot in plots:
+        out.print(escape(f"plot: {plot}"))
+    return 0
+
+
+def _scavenge_json(
+    args: argparse.Namespace, results: list[Any], reference: Any, plots: list[str]
+) -> dict[str, Any]:
+    """The JSON of ``faasml cluster scavenge --json``: every policy's result beside the
+    reference's samples."""
+    return {
+        "events": str(args.events),
+        "jobs": str(args.jobs),
+        "end_s": results[0].end_s,
+        "max_running": args.max_running,
+        "window_s": args.window,
+        "metric": args.metric,
+        "reference": reference.policy,
+        "results": [
+            {**r.to_dict(histories=4), "samples_vs_reference": _ratio(r, reference)}
+            for r in results
+        ],
+        "plots": plots,
+    }
+
+
+def _scavenge_table(title: str, results: list[Any], reference: Any) -> Table:
+    """One row per policy: samples (and against the reference), JCTs, idle nodes used,
+    rescales and preemptions, solver times."""
+    table = Table(title=title)
     columns = (
         "policy",
         "samples",
@@ -165,16 +187,7 @@ def run_scavenge(args: argparse.Namespace) -> int:
             _secs(s["solve_p95_s"]),
             _secs(s["solve_max_s"]),
         )
-    out.print(table)
-    for r in results:
-        if r.profiled_jobs:
-            out.print(
-                f"{r.policy}: profiled {r.profiled_jobs} jobs, "
-                f"{format_duration(r.profiling_s)} of profiling, {r.profiling_rescales} rescales"
-            )
-    for plot in plots:
-        out.print(escape(f"plot: {plot}"))
-    return 0
+    return table
 
 
 def _ratio(result: Any, reference: Any) -> float:

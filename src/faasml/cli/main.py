@@ -23,6 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "faasml.cli.cluster",
     "faasml.cli.report",
     "faasml.cli.dashboard",
+    "faasml.cli.predict",
 )
 """Each module has ``register(subparsers)``, which adds its parser and sets ``func``."""
 

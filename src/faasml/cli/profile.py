@@ -11,6 +11,7 @@ from rich.markup import escape
 
 from faasml.catalog import load_catalog
 from faasml.cli._common import console, output_folder
+from faasml.cli.run_console import PrepareDisplay
 from faasml.exceptions import ConfigError
 from faasml.job import load_job
 from faasml.runtime.job_profile import (
@@ -78,13 +79,13 @@ def run_profile(args: argparse.Namespace) -> int:
     train, _ = load_data(job.dataset)
     model = build_model(job.model, train.input_shape, train.num_classes)
     options = platform_options_for(job, model, {})
-    with open_platform(job.platform, catalog, **options) as platform:
+    with open_platform(job.platform, catalog, **options) as platform, PrepareDisplay(out) as shown:
         profile = measure_job(
-            job, catalog, platform, platform_options=options, refresh=args.reprofile
+            job, catalog, platform, platform_options=options, refresh=args.reprofile, on_step=shown
         )
-    out.print(escape(profile.summary()), soft_wrap=True)
+    out.print(escape(profile.summary()))  # wrapped at word boundaries on a terminal
     if profile.check is not None:
-        out.print(escape(profile.check.line()), soft_wrap=True)
+        out.print(escape(profile.check.line()))
     floor = profile.memory_floor_mb()
     if asked is None:
         memories = tuple(sorted({fitting_memory_mb(floor, catalog), roomy_memory_mb(catalog)}))

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from faasml.cli._common import (
     add_constraint_options,
@@ -18,9 +17,11 @@ from faasml.cli._common import (
     console,
     constraint_from,
 )
+from faasml.cli.run_console import PrepareDisplay, RunDisplay
 from faasml.cli.run_options import json_output, print_trial_lines
 from faasml.exceptions import ConfigError
 from faasml.job import JobSpec, load_job, parse_assignments
+from faasml.reports.run_format import best_value, config, number, run_metric
 from faasml.reports.run_outputs import write_outputs
 from faasml.reports.run_summary import exit_code, summary_lines
 from faasml.runtime.platform import PLATFORMS
@@ -173,19 +174,24 @@ def _plan(run: TuneRun | TrainRun) -> None:
     """Measure the job (or take its cached profile), then plan from it."""
     out = console()
     out.print(
-        escape(f"Measuring {run.job.name} on {run.job.platform} (cached per job and platform)…")
+        escape(f"Measuring {run.job.name} on {run.job.platform} (cached per job and platform)")
     )
-    run.plan()
+    with PrepareDisplay(out) as display:
+        run.on_prepare = display
+        try:
+            run.plan()
+        finally:
+            run.on_prepare = None
     profile = run.profile
-    if profile is not None:
+    if profile is not None:  # lines wrap at word boundaries on a terminal, never piped
         cost = run.meter.by_kind().get("profiling", 0.0)
         how = "cached" if profile.cached else f"{profile.profiling_s:.1f} s, {format_money(cost)}"
-        out.print(escape(f"{profile.summary()} [{how}]"), soft_wrap=True)
+        out.print(escape(f"{profile.summary()} [{how}]"))
         if profile.check is not None:
-            out.print(escape(profile.check.line()), soft_wrap=True)
+            out.print(escape(profile.check.line()))
         if run.compute_note is not None:
             note = run.compute_note[0].upper() + run.compute_note[1:]
-            out.print(escape(note), soft_wrap=True)
+            out.print(escape(note))
 
 
 def print_plan(plan: PlanRecord, job_name: str) -> None:
@@ -224,49 +230,24 @@ def _execute(run: BaseRun) -> int:
     if plan is None:  # a run object made without planning (the commands plan first)
         plan = run.plan()
     print_plan(plan, run.job.name)
-    total = sum(s.trials * s.epochs for s in plan.stages)
-    piped = not out.is_terminal  # a bar is for a terminal: piped, one plain line a stage
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total} trial-epochs"),
-        TimeElapsedColumn(),
-        console=out,
-        transient=False,
-        disable=piped,
-    ) as bar:
-        task = bar.add_task("starting", total=total)
-        if piped:
-            print_trial_lines(run, out)
-        stages_shown: list[object] = []
-
-        def show(snapshot: dict[str, Any]) -> None:
-            budget = snapshot["budget_usd"]
-            spend = format_money(snapshot["spent_usd"])
-            if budget is not None:
-                spend += f" of {format_money(budget)}"
-            where = f"stage {snapshot['stage']}/{snapshot['stages']}"
-            if piped:
-                if stages_shown[-1:] != [snapshot["stage"]]:
-                    stages_shown.append(snapshot["stage"])
-                    out.print(escape(f"{where}: {snapshot['alive']} alive, spent {spend}"))
-                return
-            bar.update(
-                task,
-                completed=min(total, snapshot["epochs_done"]),
-                description=f"{where} · {snapshot['alive']} alive · spent {spend}",
-            )
-
-        run.progress = show
+    if not out.is_terminal:  # a line per trial result (the live table shows them otherwise)
+        print_trial_lines(run, out)
+    with RunDisplay(run, out) as display:
+        run.progress = display.tick
         record = run.execute()
     for line in summary_lines(record):
         style = "bold red" if line.startswith(("LOST", "TARGET MISSED", "NO BEST")) else ""
-        out.print(f"[{style}]{escape(line)}[/]" if style else escape(line), soft_wrap=True)
+        out.print(f"[{style}]{escape(line)}[/]" if style else escape(line))
     best = record.best
-    if best is not None:
-        from faasml.reports.results_report import best_figure
-
-        config = {k: round(v, 4) if isinstance(v, float) else v for k, v in best.config.items()}
-        out.print(escape(f"Best: trial {best.trial} {config} — {best_figure(best)}"))
+    if best is not None:  # by the run's metric and mode
+        metric = run_metric(record)
+        value = best_value(record, metric)
+        drawn = f" ({config(best.config)})" if best.config else ""  # a training run: none
+        out.print(
+            escape(
+                f"Best: trial {best.trial}{drawn} — {metric.label} {number(value)}, "
+                f"ranked by {metric.name} ({metric.mode})"
+            )
+        )
     out.print(escape(f"Report: {run.dir.path / 'report.md'}"))
     return exit_code(record)

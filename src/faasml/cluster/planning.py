@@ -67,118 +67,182 @@ def plan_schedule(
     fast = work / float(good[top])
     slow = work / float(good[1]) if good[1] > 0 else fast
     bounds = slot_bounds(math.ceil(2.0 * math.sqrt(fast * slow) / round_s), slots)
-    K, T = chunks, len(bounds) - 1
-    seconds = (bounds[1] - bounds[0]) * round_s  # every slot lasts m rounds
-    targets = np.arange(K + 1) * (work / K)
-    cur_n = len(current)
     market = SlotMarket(board, bounds, pricing)
-    cum, avail = market.cheapest(top)
-    # GPUs to do k chunks within a slot (the first slot loses the restart when the count
-    # changes), and their price: cost[t, k] (infinite where the slot has too few GPUs).
-    counts = np.arange(top + 1)
-    w_later = good * seconds
-    w_first = np.where(counts == cur_n, w_later, good * max(seconds - restart_s, 0.0))
-    n_later = np.searchsorted(w_later, targets - 1e-9 * targets[1])
-    n_first = np.searchsorted(np.maximum.accumulate(w_first), targets - 1e-9 * targets[1])
-    n = np.empty((T, K + 1), dtype=np.int64)
-    n[0] = n_first
-    n[1:] = n_later
-    need = np.minimum(n, top)
-    rows = np.arange(T)[:, None]
-    cost = np.where(n <= avail[:, None], cum[rows, np.minimum(n, avail[:, None])], np.inf)
-    cost[:, 0] = 0.0
-    # f[k]: least price of k chunks done by the end of the slot, running since the start
-    # (continuing: the best split with the slot before; or starting in this slot).
-    take = _split_index(K)
-    start = cost.copy()
-    start[:, 0] = np.inf
-    if cur_n:
-        start[1:] = np.inf  # a running job runs from the first slot
-    # A plan ends inside its last slot, when the rest of the work is done: its completion
-    # time is exact, not rounded up to the slot's end (else starting later looks free).
-    # GPU counts that add no goodput are left out (in the first slot, all but the current
-    # count, which needs no restart): the same work on fewer GPUs costs no more, and comes
-    # first in row-major order, so the least objective found is the same.
-    rest = work - targets[:K, None]
-    gain = np.concatenate([[True], good[2:] > good[1:-1]])  # GPU counts 1..top
-    # Slots after the first: the (chunks done, GPUs) pairs that finish the rest within one
-    # slot, in row-major order, with their busy time and share of the slot.
-    gains = np.flatnonzero(gain)
-    busy_fit = rest / good[1:][None, gains]
-    ks, cols = np.nonzero(busy_fit <= seconds)
-    bz, nz = busy_fit[ks, cols], gains[cols]
-    frac = np.minimum(bz / seconds, 1.0)
-    f_ext = np.full(K + 2, np.inf)  # f, and an infinite price at K + 1
-    f = f_ext[: K + 1]
-    history = np.empty((T, K + 1))  # f before each slot
-    total = np.empty((K + 1, K + 1))
-    cont = np.empty(K + 1)
-    best_obj, best_t, best_k, best_n, best_s = math.inf, -1, 0, 0, 0.0
-    for t in range(T):
-        history[t] = f
-        # Finishing in slot t. Its objective is at least the weighted start of the slot,
-        # so no slot from one that starts after the best completion on can do better.
-        if weight * (bounds[t] * round_s) >= best_obj - 1e-9:
-            break
-        value, k_at, n_at, b_at = math.inf, 0, 0, 0.0
-        if t == 0 and avail[0] >= 1:
-            before = f.copy()
-            before[0] = 0.0
-            keep = gain[: int(avail[0])].copy()
-            if 1 <= cur_n <= len(keep):
-                keep[cur_n - 1] = True
-            ns = np.flatnonzero(keep) + 1
-            busy = rest / good[ns][None, :]
-            busy = busy + np.where(ns == cur_n, 0.0, restart_s)[None, :]
-            spent = before[:K, None] + cum[0, ns][None, :] * np.minimum(busy / seconds, 1.0)
-            done = weight * (bounds[0] * round_s + busy)
-            objective = np.where(busy <= seconds, done + spent, np.inf)
-            at = int(np.argmin(objective))
-            k_at, col = divmod(at, len(ns))
-            value, n_at, b_at = float(objective.flat[at]), int(ns[col]), float(busy[k_at, col])
-        elif t > 0 and avail[t] >= 1 and len(ks):
-            before = f.copy()
-            before[0] = np.inf if cur_n else 0.0
-            # The objective is at least the weighted start plus the least price before. For
-            # a running job (every slot does a chunk or more), that least price never falls
-            # from slot to slot, so no later slot can do better either.
-            least = weight * (bounds[t] * round_s) + float(before[:K].min())
-            if cur_n and least >= best_obj - 1e-9:
-                break
-            if least < best_obj - 1e-9:
-                spent_v = before[ks] + cum[t, nz + 1] * frac
-                objective_v = weight * (bounds[t] * round_s + bz) + spent_v
-                objective_v = np.where(nz < avail[t], objective_v, np.inf)
-                at = int(np.argmin(objective_v))
-                value, k_at = float(objective_v[at]), int(ks[at])
-                n_at, b_at = int(nz[at]) + 1, float(bz[at])
-        if value < best_obj - 1e-9:
-            best_obj, best_t, best_k, best_n, best_s = value, t, k_at, n_at, b_at
-        # Least price of k chunks by the end of slot t (continuing from the slot before, or
-        # starting in it).
-        f_ext.take(take, out=total)
-        total += cost[t]
-        np.minimum.reduce(total, axis=1, out=cont)
-        np.minimum(start[t], cont, out=f)
-    if best_t < 0:
+    programme = _Programme(
+        good, work, bounds, market, len(current), round_s, restart_s, chunks, weight
+    )
+    best = programme.solve()
+    if best is None:
         return None
-    sizes = np.zeros(best_t + 1, dtype=np.int64)
-    sizes[best_t] = best_n
-    k = best_k
-    for t in range(best_t - 1, -1, -1):
-        if k <= 0:
-            break
-        row = np.append(history[t], np.inf)[take[k]] + cost[t]
-        j = int(np.argmin(row))
-        began = bool(start[t, k] < row[j])  # the plan starts in this slot
-        if began:
-            j = k
-        sizes[t] = need[t][j]
-        k -= j
-        if began:
-            break
+    best_t, best_k, best_n, best_s = best
+    sizes = programme.backtrack(best_t, best_k, best_n)
     finish = bounds[best_t] + max(math.ceil(best_s / round_s - 1e-9), 1)
     return _segments(sizes, market, board, current, bounds, finish, good)
+
+
+_Finish = tuple[float, int, int, float]
+"""A way to finish in a slot: (objective, chunks done before it, GPUs, busy seconds in it)."""
+_NO_FINISH: _Finish = (math.inf, 0, 0, 0.0)
+
+
+class _Programme:
+    """The dynamic programme of :func:`plan_schedule` over one job's slots: the GPUs and
+    price of doing k chunks in each slot, then the least objective of finishing in each."""
+
+    def __init__(
+        self,
+        good: FloatArray,
+        work: float,
+        bounds: list[int],
+        market: SlotMarket,
+        cur_n: int,
+        round_s: float,
+        restart_s: float,
+        chunks: int,
+        weight: float,
+    ) -> None:
+        top = len(good) - 1
+        self.good, self.bounds, self.cur_n = good, bounds, cur_n
+        self.round_s, self.restart_s, self.weight = round_s, restart_s, weight
+        K, T = self.K, self.T = chunks, len(bounds) - 1
+        seconds = self.seconds = (bounds[1] - bounds[0]) * round_s  # every slot lasts m rounds
+        targets = np.asarray(np.arange(K + 1) * (work / K), dtype=np.float64)
+        self.cum, self.avail = market.cheapest(top)
+        self._slot_prices(targets)
+        # f[k]: least price of k chunks done by the end of the slot, running since the start
+        # (continuing: the best split with the slot before; or starting in this slot).
+        self.take = _split_index(K)
+        self.start = self.cost.copy()
+        self.start[:, 0] = np.inf
+        if cur_n:
+            self.start[1:] = np.inf  # a running job runs from the first slot
+        # A plan ends inside its last slot, when the rest of the work is done: its completion
+        # time is exact, not rounded up to the slot's end (else starting later looks free).
+        # GPU counts that add no goodput are left out (in the first slot, all but the current
+        # count, which needs no restart): the same work on fewer GPUs costs no more, and comes
+        # first in row-major order, so the least objective found is the same.
+        self.rest = work - targets[:K, None]
+        self.gain = np.concatenate([[True], good[2:] > good[1:-1]])  # GPU counts 1..top
+        # Slots after the first: the (chunks done, GPUs) pairs that finish the rest within one
+        # slot, in row-major order, with their busy time and share of the slot.
+        gains = np.flatnonzero(self.gain)
+        busy_fit = self.rest / good[1:][None, gains]
+        self.ks, cols = np.nonzero(busy_fit <= seconds)
+        self.bz, self.nz = busy_fit[self.ks, cols], gains[cols]
+        self.frac = np.minimum(self.bz / seconds, 1.0)
+        self.history = np.empty((T, K + 1))  # f before each slot
+
+    def _slot_prices(self, targets: FloatArray) -> None:
+        """GPUs to do k chunks within a slot (the first slot loses the restart when the count
+        changes), and their price: ``cost[t, k]`` (infinite where the slot has too few GPUs)."""
+        good, seconds, top = self.good, self.seconds, len(self.good) - 1
+        counts = np.arange(top + 1)
+        w_later = good * seconds
+        w_first = np.where(counts == self.cur_n, w_later, good * max(seconds - self.restart_s, 0.0))
+        n_later = np.searchsorted(w_later, targets - 1e-9 * targets[1])
+        n_first = np.searchsorted(np.maximum.accumulate(w_first), targets - 1e-9 * targets[1])
+        n = np.empty((self.T, self.K + 1), dtype=np.int64)
+        n[0] = n_first
+        n[1:] = n_later
+        self.need = np.minimum(n, top)
+        rows = np.arange(self.T)[:, None]
+        avail = self.avail[:, None]
+        self.cost = np.where(n <= avail, self.cum[rows, np.minimum(n, avail)], np.inf)
+        self.cost[:, 0] = 0.0
+
+    def solve(self) -> tuple[int, int, int, float] | None:
+        """The least objective's (slot, chunks before it, GPUs, busy seconds in it) of
+        finishing the work; None when no slot can."""
+        K = self.K
+        f_ext = np.full(K + 2, np.inf)  # f, and an infinite price at K + 1
+        f = f_ext[: K + 1]
+        total = np.empty((K + 1, K + 1))
+        cont = np.empty(K + 1)
+        best_obj, best = math.inf, None
+        for t in range(self.T):
+            self.history[t] = f
+            # Finishing in slot t. Its objective is at least the weighted start of the slot,
+            # so no slot from one that starts after the best completion on can do better.
+            if self.weight * (self.bounds[t] * self.round_s) >= best_obj - 1e-9:
+                break
+            found = _NO_FINISH
+            if t == 0 and self.avail[0] >= 1:
+                found = self._finish_first(f)
+            elif t > 0 and self.avail[t] >= 1 and len(self.ks):
+                later = self._finish_later(t, f, best_obj)
+                if later is None:
+                    break
+                found = later
+            value, k_at, n_at, b_at = found
+            if value < best_obj - 1e-9:
+                best_obj, best = value, (t, k_at, n_at, b_at)
+            # Least price of k chunks by the end of slot t (continuing from the slot before,
+            # or starting in it).
+            f_ext.take(self.take, out=total)
+            total += self.cost[t]
+            np.minimum.reduce(total, axis=1, out=cont)
+            np.minimum(self.start[t], cont, out=f)
+        return best
+
+    def _finish_first(self, f: FloatArray) -> _Finish:
+        """The best way to finish in the first slot (a GPU count other than the current one
+        pays the restart)."""
+        K, cur_n, seconds = self.K, self.cur_n, self.seconds
+        before = f.copy()
+        before[0] = 0.0
+        keep = self.gain[: int(self.avail[0])].copy()
+        if 1 <= cur_n <= len(keep):
+            keep[cur_n - 1] = True
+        ns = np.flatnonzero(keep) + 1
+        busy = self.rest / self.good[ns][None, :]
+        busy = busy + np.where(ns == cur_n, 0.0, self.restart_s)[None, :]
+        spent = before[:K, None] + self.cum[0, ns][None, :] * np.minimum(busy / seconds, 1.0)
+        done = self.weight * (self.bounds[0] * self.round_s + busy)
+        objective = np.where(busy <= seconds, done + spent, np.inf)
+        at = int(np.argmin(objective))
+        k_at, col = divmod(at, len(ns))
+        return float(objective.flat[at]), k_at, int(ns[col]), float(busy[k_at, col])
+
+    def _finish_later(self, t: int, f: FloatArray, best_obj: float) -> _Finish | None:
+        """The best way to finish in slot ``t`` > 0; None when neither it nor any later slot
+        can beat ``best_obj`` (a running job)."""
+        before = f.copy()
+        before[0] = np.inf if self.cur_n else 0.0
+        # The objective is at least the weighted start plus the least price before. For
+        # a running job (every slot does a chunk or more), that least price never falls
+        # from slot to slot, so no later slot can do better either.
+        start_s = self.bounds[t] * self.round_s
+        least = self.weight * start_s + float(before[: self.K].min())
+        if self.cur_n and least >= best_obj - 1e-9:
+            return None
+        if least >= best_obj - 1e-9:
+            return _NO_FINISH
+        ks, nz, bz = self.ks, self.nz, self.bz
+        spent_v = before[ks] + self.cum[t, nz + 1] * self.frac
+        objective_v = self.weight * (start_s + bz) + spent_v
+        objective_v = np.where(nz < self.avail[t], objective_v, np.inf)
+        at = int(np.argmin(objective_v))
+        return float(objective_v[at]), int(ks[at]), int(nz[at]) + 1, float(bz[at])
+
+    def backtrack(self, best_t: int, best_k: int, best_n: int) -> IntArray:
+        """GPUs per slot of the plan that finishes in slot ``best_t`` on ``best_n`` GPUs
+        after ``best_k`` chunks, walked back through the slots before."""
+        sizes = np.zeros(best_t + 1, dtype=np.int64)
+        sizes[best_t] = best_n
+        k = best_k
+        for t in range(best_t - 1, -1, -1):
+            if k <= 0:
+                break
+            row = np.append(self.history[t], np.inf)[self.take[k]] + self.cost[t]
+            j = int(np.argmin(row))
+            began = bool(self.start[t, k] < row[j])  # the plan starts in this slot
+            if began:
+                j = k
+            sizes[t] = self.need[t][j]
+            k -= j
+            if began:
+                break
+        return sizes
 
 
 class SlotMarket:

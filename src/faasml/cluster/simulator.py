@@ -186,54 +186,14 @@ class Simulator:
                 inference_gpus = sum(pool.gpus)
             last[0] = now
             if active:
-                views = [self._view(s, current.get(n, ()), to_global) for n, s in active.items()]
-                local = _mapped(current, to_global)
-                tic = time.perf_counter()
-                decision = (
-                    self.policy.allocate(views, cluster, local, now)
-                    if cluster is not None
-                    else Decision({})
-                )
-                sched_times.append(time.perf_counter() - tic)
-                if cluster is not None:
-                    check_allocation(decision.allocation, cluster, views)
-                for name, state in active.items():
-                    new = _back(tuple(decision.allocation.get(name, ())), to_global)
-                    if new != state.placement:
-                        if new:
-                            state.restart_left = cfg.restart_s
-                            if state.start is None:
-                                state.start = now
-                            else:
-                                state.restarts += 1
-                        state.placement = new
-                    state.waiting_rounds = 0 if new else state.waiting_rounds + 1
-                    if name in decision.plans:
-                        state.plan = _plan_back(decision.plans[name], to_global)
-                    elif not new:
-                        state.plan = None
+                self._allocate(active, current, cluster, to_global, now, sched_times)
             used = sum(len(s.placement) for s in active.values())
             utilization.append((now, (used + inference_gpus) / total))
             if not active and not pending_arrivals[0]:
                 return
-            step = cfg.round_s
-            if not active:
-                # Nothing to run until the next arrival: skip the idle rounds before it.
-                # With inference services, only up to their first load: from then on their
-                # load changes, so every round runs.
-                arrival = arrivals[len(arrivals) - pending_arrivals[0]]
-                if pool is not None:  # the round whose window holds the first load
-                    arrival = min(arrival, pool.first_load - cfg.round_s)
-                if arrival > now:
-                    step = self._idle_skip(now, arrival)
-            if cfg.max_time_s is not None and now + step > cfg.max_time_s:
-                step = math.floor((cfg.max_time_s - now) / cfg.round_s) * cfg.round_s
+            arrival = arrivals[len(arrivals) - pending_arrivals[0]] if not active else None
+            step = self._next_step(now, arrival, pool)
             if step > 0:
-                if now + step <= now:
-                    raise ConfigError(
-                        f"the round of {cfg.round_s} s is below the clock's resolution at "
-                        f"{now} s; use a longer round or earlier times"
-                    )
                 loop.at(now + step, round_, priority=1)
 
         loop.at(0.0, round_, priority=1)
@@ -247,6 +207,67 @@ class Simulator:
             cfg.round_s,
             loans=pool.summary(states.values()) if pool is not None else None,
         )
+
+    def _allocate(
+        self,
+        active: dict[str, JobState],
+        current: dict[str, Placement],
+        cluster: Cluster | None,
+        to_global: tuple[int, ...] | None,
+        now: float,
+        sched_times: list[float],
+    ) -> None:
+        """Ask the policy for the training VC's allocation (timed) and apply it: a job whose
+        placement changed pays the restart; with no training VC every job stops."""
+        cfg = self.config
+        views = [self._view(s, current.get(n, ()), to_global) for n, s in active.items()]
+        local = _mapped(current, to_global)
+        tic = time.perf_counter()
+        decision = (
+            self.policy.allocate(views, cluster, local, now)
+            if cluster is not None
+            else Decision({})
+        )
+        sched_times.append(time.perf_counter() - tic)
+        if cluster is not None:
+            check_allocation(decision.allocation, cluster, views)
+        for name, state in active.items():
+            new = _back(tuple(decision.allocation.get(name, ())), to_global)
+            if new != state.placement:
+                if new:
+                    state.restart_left = cfg.restart_s
+                    if state.start is None:
+                        state.start = now
+                    else:
+                        state.restarts += 1
+                state.placement = new
+            state.waiting_rounds = 0 if new else state.waiting_rounds + 1
+            if name in decision.plans:
+                state.plan = _plan_back(decision.plans[name], to_global)
+            elif not new:
+                state.plan = None
+
+    def _next_step(self, now: float, arrival: float | None, pool: _Pool | None) -> float:
+        """Seconds to the next round: one round, or with no job active (``arrival``: the
+        next one's) the idle rounds before it skipped; cut at ``max_time_s`` (0: stop)."""
+        cfg = self.config
+        step = cfg.round_s
+        if arrival is not None:
+            # Nothing to run until the next arrival: skip the idle rounds before it.
+            # With inference services, only up to their first load: from then on their
+            # load changes, so every round runs.
+            if pool is not None:  # the round whose window holds the first load
+                arrival = min(arrival, pool.first_load - cfg.round_s)
+            if arrival > now:
+                step = self._idle_skip(now, arrival)
+        if cfg.max_time_s is not None and now + step > cfg.max_time_s:
+            step = math.floor((cfg.max_time_s - now) / cfg.round_s) * cfg.round_s
+        if step > 0 and now + step <= now:
+            raise ConfigError(
+                f"the round of {cfg.round_s} s is below the clock's resolution at "
+                f"{now} s; use a longer round or earlier times"
+            )
+        return step
 
     def _idle_skip(self, now: float, arrival: float) -> float:
         """Seconds to the first round at or after ``arrival``: a whole number of rounds, as

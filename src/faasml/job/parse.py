@@ -20,6 +20,7 @@ from faasml.job.layers import redact_url
 from faasml.job.spec import (
     METRICS,
     MODES,
+    AssimilateSpec,
     DatasetSpec,
     JobSpec,
     ModelSpec,
@@ -84,6 +85,13 @@ def parse_job(data: Mapping[str, Any], base_dir: Path, source: str | None) -> Jo
     if f.has("workflow"):
         flow = parse_workflow(f.raw("workflow"), model.name, job.training.max_epochs, base_dir)
         job = dataclasses.replace(job, workflow=flow)
+    if f.has("assimilate"):
+        if job.workflow is not None:  # its phases build their own models: it would be ignored
+            raise ConfigError(
+                "assimilate is not applied to the phases of a workflow; remove one of them"
+            )
+        assimilate = parse_assimilate(f.raw("assimilate"), model.name, base_dir, data_spec)
+        job = dataclasses.replace(job, assimilate=assimilate)
     f.finish()
     _check_store(job)
     return job
@@ -322,6 +330,45 @@ def _hyperband(f: Fields, sampler: str, options: dict[str, Any]) -> TuningSpec:
         )
     f.finish()
     return spec
+
+
+WINDSR_MODELS = ("windsr", "windsr-srcnn")
+
+
+def parse_assimilate(
+    value: Any, model: str, base_dir: Path, data: DatasetSpec | None = None
+) -> AssimilateSpec:
+    """``assimilate:`` of a WindSR job: a stations file (relative to the job file) is read for
+    its cells, which must lie inside generated patches; the rest is the WindSR models' own
+    rule (``read_assimilation``)."""
+    from faasml.workloads.windsr.assimilate import STATIONS_RULE, read_assimilation
+    from faasml.workloads.windsr.inference import read_stations
+
+    if model not in WINDSR_MODELS:
+        raise ConfigError(
+            f"assimilate applies to the WindSR models ({', '.join(WINDSR_MODELS)}), but the "
+            f"job's model is {model!r}"
+        )
+    fields = dict(Fields(value, "assimilate", ConfigError).data)
+    stations = fields.get("stations", "data")
+    cells: tuple[tuple[int, int], ...] = ()
+    if isinstance(stations, str) and stations != "data":
+        path = (base_dir / Path(stations).expanduser()).resolve()
+        if not path.is_file():
+            raise ConfigError(
+                f"the value of assimilate.stations is {shown(stations)}, but {STATIONS_RULE}; "
+                f"{path} is not a file"
+            )
+        side = data.options.get("size", 32) if data and data.synthetic == "wind-sr" else None
+        found = read_stations(path, None, side if isinstance(side, int) else None)
+        cells = tuple(zip(found.rows[0].tolist(), found.cols[0].tolist(), strict=True))
+        stations = str(path)
+        fields["stations"] = [list(c) for c in cells]
+    setting = read_assimilation(fields, "assimilate")
+    if cells:
+        return AssimilateSpec(stations, setting.radius, setting.strength, setting.inpaint, cells)
+    assert isinstance(setting.stations, str | int)
+    return AssimilateSpec(setting.stations, setting.radius, setting.strength, setting.inpaint)
 
 
 def _training(f: Fields) -> TrainingSpec:

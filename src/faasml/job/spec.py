@@ -155,6 +155,33 @@ class TrainingSpec:
 
 
 @dataclass(frozen=True)
+class AssimilateSpec:
+    """``assimilate:`` (WindSR models): station observations assimilated when the run evaluates,
+    reported beside the plain super-resolution; ``faasml predict`` applies it too."""
+
+    stations: str | int = "data"
+    """'data' (the dataset's own stations), a number of stations per patch, or a stations file."""
+    radius: str | int = "dynamic"
+    strength: float = 1.0
+    inpaint: bool = True
+    cells: tuple[tuple[int, int], ...] = ()
+    """A stations file's cells (row, col), read when the job is read."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "stations": self.stations,
+            "radius": self.radius,
+            "strength": self.strength,
+            "inpaint": self.inpaint,
+        }
+
+    def model_option(self) -> dict[str, Any]:
+        """The WindSR models' ``assimilate`` option (a file's cells in place of its path)."""
+        stations = [list(c) for c in self.cells] if self.cells else self.stations
+        return {**self.to_dict(), "stations": stations}
+
+
+@dataclass(frozen=True)
 class JobSpec:
     """A validated job file. ``batch_size`` is the global batch B, split over the functions."""
 
@@ -180,6 +207,16 @@ class JobSpec:
     """The file the job was read from (None when built from a mapping)."""
     workflow: WorkflowSpec | None = None
     """``workflow:``: demands that change while training (``faasml.job.workflow``)."""
+    assimilate: AssimilateSpec | None = None
+    """``assimilate:``: stations assimilated when a WindSR run evaluates."""
+
+    def model_options(self) -> dict[str, Any]:
+        """The options the run builds its model with: ``model:``'s, plus ``assimilate:`` as
+        the WindSR models' ``assimilate`` option."""
+        options = copy.deepcopy(dict(self.model.options))
+        if self.assimilate is not None:
+            options["assimilate"] = self.assimilate.model_option()
+        return options
 
     def to_dict(self, *, redact: bool = True) -> dict[str, Any]:
         """The job as a mapping ``faasml.job.from_mapping`` accepts (store credentials redacted)."""
@@ -209,6 +246,8 @@ class JobSpec:
             data["search_space"] = self.search_space.to_dict()
         if self.workflow is not None:
             data["workflow"] = self.workflow.to_dict()
+        if self.assimilate is not None:
+            data["assimilate"] = self.assimilate.to_dict()
         if self.tuning is not None:
             data["tuning"] = {
                 "trials": self.tuning.trials,

@@ -1,16 +1,28 @@
-"""Plots of a run: loss curves, spend over time, allocation over time (matplotlib, optional)."""
+"""Plots of a run: the ranking metric's curves, spend over time against the planned spend,
+functions and GB in use over time (matplotlib, optional). ``run_series`` computes what they
+draw from the record."""
 
 from __future__ import annotations
 
-import math
+import re
 from pathlib import Path
 from typing import Any
 
+from faasml.reports.run_format import RunMetric, money, run_metric
+from faasml.reports.run_series import (
+    allocation_series,
+    metric_curves,
+    planned_spend_series,
+    spend_series,
+    stage_epochs,
+    stage_starts,
+)
 from faasml.runtime.record import RunRecord
 
 
 def write_plots(record: RunRecord, folder: Path) -> list[Path]:
-    """PNG plots of a run record; none (and no error) when matplotlib is not installed."""
+    """PNG plots of a run record; none (and no error) when matplotlib is not installed. The
+    curves' file is named after the ranking metric (``loss.png``, ``accuracy.png``)."""
     try:
         import matplotlib
 
@@ -19,61 +31,70 @@ def write_plots(record: RunRecord, folder: Path) -> list[Path]:
     except ImportError:
         return []
     folder.mkdir(parents=True, exist_ok=True)
-    out: list[Path] = []
-    trials = [t for t in record.trials if t.history]
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for trial in trials:
-        points = [  # a diverged epoch's NaN or infinite loss is left out
-            (h["epoch"], h["val_loss"] if h.get("val_loss") is not None else h["loss"])
-            for h in trial.history
-        ]
-        points = [(e, v) for e, v in points if math.isfinite(v)]
-        label = f"trial {trial.trial_id}"
-        if trial.status == "diverged":
-            label += f" (diverged at epoch {trial.diverged_epoch})"
-        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("validation loss")
-    ax.set_title("Loss curves")
-    if len(trials) <= 12:
-        ax.legend(fontsize="small")
-    out.append(_save(fig, folder / "loss.png"))
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    charges = sorted(record.charges, key=lambda c: c.t_s)
-    total, xs, ys = 0.0, [0.0], [0.0]
-    for charge in charges:
-        total += charge.usd
-        xs.append(charge.t_s)
-        ys.append(total)
-    ax.step(xs, ys, where="post", label="spent")
-    budget = record.constraint.budget_usd
-    title = "Spend over time"
-    if budget is not None and total >= 0.1 * budget:
-        ax.axhline(budget, color="red", linestyle="--", label="budget")
-    elif budget is not None:
-        title += f" (budget ${budget:g}, off the scale)"
-    ax.set_xlabel("seconds")
-    ax.set_ylabel("US dollars")
-    ax.set_title(title)
-    ax.legend(fontsize="small")
-    out.append(_save(fig, folder / "spend.png"))
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    points = sorted(
-        ((h["t_s"], h["n"] * h["memory_mb"]) for t in trials for h in t.history),
-    )
-    if points:
-        ax.step([p[0] for p in points], [p[1] for p in points], where="pre")
-    ax.set_xlabel("seconds")
-    ax.set_ylabel("functions × MB of the epoch ending")
-    ax.set_title("Allocation over time")
-    out.append(_save(fig, folder / "allocation.png"))
+    metric = run_metric(record)
+    starts = stage_starts(record)
+    out = [
+        _metric_plot(plt, record, metric, folder),
+        _spend_plot(plt, record, starts, folder),
+        _allocation_plot(plt, record, folder),
+    ]
     from faasml.reports.search_report import write_search_plot
 
     out.extend(write_search_plot(record, folder))
     return out
+
+
+def _metric_plot(plt: Any, record: RunRecord, metric: RunMetric, folder: Path) -> Path:
+    fig, ax = plt.subplots(figsize=(6, 4))
+    curves = metric_curves(record, metric)
+    for curve in curves:
+        ax.plot(curve.epochs, curve.values, marker="o", label=curve.label)
+    for epoch in stage_epochs(record)[:-1]:  # the stages' boundaries
+        ax.axvline(epoch + 0.5, color="lightgrey", linewidth=0.8)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel(metric.label)
+    best = "highest" if metric.mode == "max" else "lowest"
+    ax.set_title(f"{metric.label[0].upper()}{metric.label[1:]} by epoch ({best} ranks first)")
+    if curves and len(curves) <= 12:
+        ax.legend(fontsize="small")
+    # A reported metric's name may hold characters a file name cannot ('val/f1').
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", metric.name).strip("._") or "metric"
+    return _save(fig, folder / f"{stem}.png")
+
+
+def _spend_plot(plt: Any, record: RunRecord, starts: list[float], folder: Path) -> Path:
+    fig, ax = plt.subplots(figsize=(6, 4))
+    spent = spend_series(record)
+    ax.step(spent.t_s, spent.values, where="post", label="spent")
+    planned = planned_spend_series(record)
+    if planned is not None:
+        ax.plot(planned.t_s, planned.values, linestyle=":", color="grey", label="planned")
+    for at in starts:
+        ax.axvline(at, color="lightgrey", linewidth=0.8)
+    budget = record.constraint.budget_usd
+    title = "Spend over time"
+    top = max([*spent.values, *(planned.values if planned is not None else ())])
+    if budget is not None and top >= 0.1 * budget:
+        ax.axhline(budget, color="red", linestyle="--", label="budget")
+    elif budget is not None:
+        title += f" (budget {money(budget)}, off the scale)"
+    ax.set_xlabel("seconds")
+    ax.set_ylabel("US dollars")
+    ax.set_title(title)
+    ax.legend(fontsize="small")
+    return _save(fig, folder / "spend.png")
+
+
+def _allocation_plot(plt: Any, record: RunRecord, folder: Path) -> Path:
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(6, 4.5), sharex=True)
+    series = allocation_series(record)
+    top.step(series.t_s, series.functions, where="post")
+    top.set_ylabel("functions")
+    bottom.step(series.t_s, series.gb, where="post", color="tab:orange")
+    bottom.set_ylabel("GB")
+    bottom.set_xlabel("seconds")
+    top.set_title("Functions and memory in use (all trials at once)")
+    return _save(fig, folder / "allocation.png")
 
 
 def _save(fig: Any, path: Path) -> Path:

@@ -4,15 +4,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from faasml.reports.results_report import pareto_lines, ranked_by
+from faasml.reports.results_report import pareto_lines
+from faasml.reports.run_format import (
+    best_value,
+    config,
+    money,
+    number,
+    run_metric,
+    seconds,
+    trial_usd,
+)
 from faasml.reports.run_summary import summary_lines
 from faasml.runtime.ranking import diverged_at
 from faasml.runtime.record import Estimate, PlanRecord, RunRecord, TrialRecord
-from faasml.units import format_duration, format_money
+from faasml.types import Allocation
 
 
 def _money(value: float | None) -> str:
-    return "-" if value is None else format_money(value)
+    return "-" if value is None else money(value)
 
 
 def _error(actual: float, predicted: float) -> str:
@@ -24,7 +33,7 @@ def _stage_cell(value: Estimate | None) -> str:
     measurement), or '-'."""
     if value is None:
         return "-"
-    return f"{format_duration(value.time_s)}, {format_money(value.cost_usd)}"
+    return f"{seconds(value.time_s)}, {money(value.cost_usd)}"
 
 
 def _planned_lines(plan: PlanRecord) -> list[str]:
@@ -35,7 +44,7 @@ def _planned_lines(plan: PlanRecord) -> list[str]:
         return []
     return [
         "",
-        f"The planner planned {format_duration(plan.time_s)} and "
+        f"The planner planned {seconds(plan.time_s)} and "
         f"{_money(plan.cost_usd)} (stage by stage in the table's planned column).",
     ]
 
@@ -49,14 +58,14 @@ def _between_lines(plan: PlanRecord) -> list[str]:
     if predicted is None or len(stages) < 2:
         return []
     shown = (
-        f"measured {format_duration(sum(measured) / len(measured))} on average over {len(measured)}"
+        f"measured {seconds(sum(measured) / len(measured))} on average over {len(measured)}"
         if measured
         else "not measured"
     )
     return [
         "",
         "Between stages (ranking, re-calibration, re-planning, the record): predicted "
-        f"{format_duration(predicted)} each, as planning took; {shown}.",
+        f"{seconds(predicted)} each, as planning took; {shown}.",
     ]
 
 
@@ -81,11 +90,11 @@ def _reprediction_lines(record: RunRecord) -> list[str]:
     for r in repredictions:
         whole = r.at_s + r.rest_time_s, r.spent_usd + r.rest_cost_usd
         lines.append(
-            f"| {r.epoch} | {format_duration(r.at_s)} | {r.rest_epochs} "
-            f"({max(done - r.epoch, 0)}) | {format_duration(r.rest_time_s)}, "
-            f"{format_money(r.rest_cost_usd)} | {format_duration(elapsed - r.at_s)}, "
-            f"{format_money(run_bill - r.spent_usd)} | {format_duration(whole[0])}, "
-            f"{format_money(whole[1])} |"
+            f"| {r.epoch} | {seconds(r.at_s)} | {r.rest_epochs} "
+            f"({max(done - r.epoch, 0)}) | {seconds(r.rest_time_s)}, "
+            f"{money(r.rest_cost_usd)} | {seconds(elapsed - r.at_s)}, "
+            f"{money(run_bill - r.spent_usd)} | {seconds(whole[0])}, "
+            f"{money(whole[1])} |"
         )
     return lines
 
@@ -113,13 +122,12 @@ def _plan_lines(record: RunRecord) -> list[str]:
         "## Plan against actual",
         "",
         "The run predicts itself from the plan; the bill below it also holds what measuring the",
-        f"job cost ({format_money(profiling)}), which the plan's budget already left out.",
+        f"job cost ({money(profiling)}), which the plan's budget already left out.",
         "",
         "| | predicted | actual | error |",
         "|---|---:|---:|---:|",
-        f"| time | {format_duration(time_s)} | {format_duration(elapsed)} | "
-        f"{_error(elapsed, time_s)} |",
-        f"| bill (run) | {_money(cost)} | {format_money(spent - profiling)} | "
+        f"| time | {seconds(time_s)} | {seconds(elapsed)} | {_error(elapsed, time_s)} |",
+        f"| bill (run) | {_money(cost)} | {money(spent - profiling)} | "
         f"{_error(spent - profiling, cost or 0.0)} |",
         *(_planned_lines(plan) if plan is not None else []),
         "",
@@ -129,28 +137,102 @@ def _plan_lines(record: RunRecord) -> list[str]:
     lines += [
         f"Planner: {plan.planner}; re-plans during the run: {plan.replans}.",
         *_between_lines(plan),
-        "",
-        "| stage | trials | epochs | allocation | predicted epoch | measured epoch (mean) "
-        "| planned stage | predicted stage | re-predicted | measured |",
-        "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|",
+        *_stage_table(record, plan),
     ]
+    return lines
+
+
+def _allocation_cell(a: Allocation) -> str:
+    return f"{a.n} × {a.memory_mb} MB, {a.storage}/{a.scheme}"
+
+
+def _stage_table(record: RunRecord, plan: PlanRecord) -> list[str]:
+    """Stage by stage, three groups that never mix: as planned (the planner's allocation and
+    figures, and the run's own prediction before it ran), as re-planned during the run (the
+    re-plan's allocation and prediction; '-' where the stage kept its plan), as measured."""
+    lines = [
+        "",
+        "| stage | trials × epochs | planned allocation | planned (planner) | planned (run) "
+        "| re-planned allocation | re-planned | measured epoch (mean) | measured |",
+        "|---:|---:|---|---:|---:|---|---:|---:|---:|",
+    ]
+    repredicted = []
     epochs_before = 0
     for stage in plan.stages:
-        a = stage.allocation
         first, last = epochs_before + 1, epochs_before + stage.epochs
         epochs_before = last
         measured = [
             h["epoch_s"] for t in record.trials for h in t.history if first <= h["epoch"] <= last
         ]
         mean = sum(measured) / len(measured) if measured else None
+        replanned = stage.replanned is not None
+        planned_at = stage.planned_allocation if replanned else None
+        planned_at = planned_at or stage.allocation
+        planner_at = stage.planned_allocation or stage.allocation
+        planner = _stage_cell(Estimate(stage.time_s, stage.cost_usd))
+        if planner_at != planned_at:  # the run moved the stage onto warm functions
+            planner += f" (on {_allocation_cell(planner_at)})"
         lines.append(
-            f"| {stage.index} | {stage.trials} | {stage.epochs} | "
-            f"{a.n} × {a.memory_mb} MB, {a.storage}/{a.scheme} | "
-            f"{format_duration(stage.epoch_time_s)} | "
-            f"{'-' if mean is None else format_duration(mean)} | "
-            f"{_stage_cell(Estimate(stage.time_s, stage.cost_usd))} | "
-            f"{_stage_cell(stage.predicted)} | {_stage_cell(stage.repredicted)} | "
-            f"{_stage_cell(stage.measured)} |"
+            f"| {stage.index} | {stage.trials} × {stage.epochs} | {_allocation_cell(planned_at)} "
+            f"| {planner} | {_stage_cell(stage.predicted)} "
+            f"| {_allocation_cell(stage.allocation) if replanned else '-'} "
+            f"| {_stage_cell(stage.replanned)} | {seconds(mean)} "
+            f"| {_stage_cell(stage.measured)} |"
+        )
+        if stage.repredicted is not None and stage.repredicted != stage.replanned:
+            repredicted.append(f"stage {stage.index} {_stage_cell(stage.repredicted)}")
+    if repredicted:
+        lines += [
+            "",
+            "Re-predicted during the run after re-calibration, on the allocation the stage "
+            "then had: " + "; ".join(repredicted) + ".",
+        ]
+    return lines
+
+
+def _best_lines(record: RunRecord) -> list[str]:
+    """The best trial by the run's metric, with that metric first."""
+    best = record.best
+    if best is None:
+        if any(t.status == "diverged" for t in record.trials):
+            return ["None: no trial ended with a finite loss (see the diverged trials below)."]
+        return ["None finished."]
+    metric = run_metric(record)
+    value = best_value(record, metric)
+    others = [
+        f"{label} {number(v)}"
+        for name, label, v in (
+            ("loss", "validation loss", best.val_loss),
+            ("accuracy", "validation accuracy", best.val_accuracy),
+        )
+        if name != metric.name and v is not None
+    ]
+    return [
+        f"Trial {best.trial}: {metric.label} **{number(value)}**, ranked by {metric.name} "
+        f"({metric.mode}){''.join('; ' + o for o in others)}; "
+        + (f"`{config(best.config)}`; " if best.config else "")
+        + f"checkpoint `{best.checkpoint}` in `objects/`."
+    ]
+
+
+def _trial_lines(record: RunRecord) -> list[str]:
+    """The trials best first by the run's metric and mode (the most epochs first), with the
+    last epoch's metric and each trial's bill."""
+    metric = run_metric(record)
+    usd = trial_usd(record)
+    lines = [
+        "",
+        "## Trials",
+        "",
+        f"Best first: the most epochs, then the last epoch's {metric.heading}.",
+        "",
+        f"| trial | status | {metric.label} | epochs | bill | config |",
+        "|---:|---|---:|---:|---:|---|",
+    ]
+    for t in metric.ranked(record.trials):
+        lines.append(
+            f"| {t.trial_id} | {_status_cell(t)} | {number(metric.last(t))} | "
+            f"{t.epochs_done} | {money(usd.get(t.trial_id, 0.0))} | `{config(t.config)}` |"
         )
     return lines
 
@@ -160,9 +242,9 @@ def render_report(record: RunRecord, plots: list[Path]) -> str:
     lines = [f"# faasml {record.kind}: {record.job_name}", ""]
     bounds = []
     if c.budget_usd is not None:
-        bounds.append(f"budget {format_money(c.budget_usd)}")
+        bounds.append(f"budget {money(c.budget_usd)}")
     if c.deadline_s is not None:
-        bounds.append(f"deadline {format_duration(c.deadline_s)}")
+        bounds.append(f"deadline {seconds(c.deadline_s)}")
     lines.append(f"Status: **{record.status}**; {', '.join(bounds)}; catalog {record.catalog}.")
     lines += ["", "```", *summary_lines(record), "```"]
     lines += _plan_lines(record)
@@ -172,20 +254,9 @@ def render_report(record: RunRecord, plots: list[Path]) -> str:
         by_kind[charge.kind] = by_kind.get(charge.kind, 0.0) + charge.usd
     lines += ["", "## Bill", "", "| item | US dollars |", "|---|---:|"]
     for kind, usd in sorted(by_kind.items()):
-        lines.append(f"| {kind} | {format_money(usd)} |")
-    lines.append(f"| **total** | **{format_money(record.bill_usd())}** |")
-    best = record.best
-    lines += ["", "## Best configuration", ""]
-    if best:
-        lines.append(
-            f"Trial {best.trial}: `{best.config}`; {ranked_by(best)}validation loss "
-            f"{best.val_loss}, accuracy {best.val_accuracy}; "
-            f"checkpoint `{best.checkpoint}` in `objects/`."
-        )
-    elif any(t.status == "diverged" for t in record.trials):
-        lines.append("None: no trial ended with a finite loss (see the diverged trials below).")
-    else:
-        lines.append("None finished.")
+        lines.append(f"| {kind} | {money(usd)} |")
+    lines.append(f"| **total** | **{money(record.bill_usd())}** |")
+    lines += ["", "## Best configuration", "", *_best_lines(record)]
     lines += [
         "",
         "## Restarts and failures",
@@ -200,18 +271,7 @@ def render_report(record: RunRecord, plots: list[Path]) -> str:
         lines.append(f"- trial {trial_id}: {failure}")
     if not failures:
         lines.append("No failures.")
-    lines += [
-        "",
-        "## Trials",
-        "",
-        "| trial | status | epochs | last val loss | config |",
-        "|---:|---|---:|---:|---|",
-    ]
-    for t in record.trials:
-        lines.append(
-            f"| {t.trial_id} | {_status_cell(t)} | {t.epochs_done} | "
-            f"{t.last.get('val_loss', '-')} | `{t.config}` |"
-        )
+    lines += _trial_lines(record)
     from faasml.reports.search_report import workflow_lines
 
     if record.kind == "tune":

@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from faasml.reports.run_format import money, seconds
 from faasml.runtime.ranking import diverged_line
 from faasml.runtime.record import PlanRecord, RunRecord
-from faasml.units import format_duration, format_money
 
 FAILED_STATUSES = ("failed", "target-missed")
 """Run statuses that end the command with a non-zero exit code (as do trials lost)."""
@@ -86,28 +86,26 @@ def _plan_line(record: RunRecord, plan: PlanRecord) -> str:
     own = plan.predicted
     time_s = plan.time_s if own is None else own.time_s
     cost_usd = plan.cost_usd if own is None else own.cost_usd
-    measured = f"{format_duration(elapsed)} ({_error(elapsed, time_s)})"
+    measured = f"{seconds(elapsed)} ({_error(elapsed, time_s)})"
     if waiting > 0:  # data that had not landed yet: not a time any plan predicts
         measured = (
-            f"{format_duration(running)} running ({_error(running, time_s)}; "
-            f"{format_duration(waiting)} more waiting for data)"
+            f"{seconds(running)} running ({_error(running, time_s)}; "
+            f"{seconds(waiting)} more waiting for data)"
         )
     searched = record.usd_of("search")
-    billed = f"{format_money(run_bill)} ({_error(run_bill, cost_usd)})"
+    billed = f"{money(run_bill)} ({_error(run_bill, cost_usd)})"
     if searched > 0:  # a deployment search's probes: a cost the plan leaves to the search
         trained = run_bill - searched
         billed = (
-            f"{format_money(trained)} training ({_error(trained, cost_usd)}) + "
-            f"{format_money(searched)} searching"
+            f"{money(trained)} training ({_error(trained, cost_usd)}) + {money(searched)} searching"
         )
     planned = ""
     if own is not None:
         planned = (
-            f"planned {format_duration(plan.time_s)} and "
-            f"{format_money(plan.cost_usd)} by the planner; the run "
+            f"planned {seconds(plan.time_s)} and {money(plan.cost_usd)} by the planner; the run "
         )
     return (
-        f"{planned}predicted {format_duration(time_s)} and {format_money(cost_usd)};"
+        f"{planned}predicted {seconds(time_s)} and {money(cost_usd)};"
         f" measured {measured} and {billed}"
     )
 
@@ -120,8 +118,8 @@ def summary_lines(record: RunRecord) -> list[str]:
     plan = record.plan
     elapsed = record.elapsed_s
     lines = [
-        f"{record.status} in {format_duration(elapsed)}, bill {format_money(bill)}"
-        + (f" (profiling {format_money(profiling)})" if profiling else "")
+        f"{record.status} in {seconds(elapsed)}, bill {money(bill)}"
+        + (f" (profiling {money(profiling)})" if profiling else "")
     ]
     if plan is not None:
         lines.append(_plan_line(record, plan))
@@ -130,8 +128,8 @@ def summary_lines(record: RunRecord) -> list[str]:
         time_s = last.at_s + last.rest_time_s
         usd = last.spent_usd + last.rest_cost_usd
         lines.append(
-            f"re-predicted after epoch {last.epoch}: {format_duration(time_s)} "
-            f"({_error(elapsed, time_s)}) and {format_money(usd)} ({_error(bill - profiling, usd)})"
+            f"re-predicted after epoch {last.epoch}: {seconds(time_s)} "
+            f"({_error(elapsed, time_s)}) and {money(usd)} ({_error(bill - profiling, usd)})"
         )
     profile = record.profile
     if profile is not None:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from faasml.reports.run_format import money, seconds
 from faasml.runtime.record import PhaseRecord, RunRecord
 from faasml.types import Allocation
-from faasml.units import format_duration, format_money
 
 
 def _allocation(a: Allocation) -> str:
@@ -35,8 +35,7 @@ def workflow_lines(record: RunRecord) -> list[str]:
         "",
         f"## Deployment search ({flow.kind})",
         "",
-        f"Search cost {format_money(search)}{share}; {len(phases)} phase(s), "
-        f"{triggers} re-trigger(s).",
+        f"Search cost {money(search)}{share}; {len(phases)} phase(s), {triggers} re-trigger(s).",
         "",
         "| phase | change | search | probes | search cost | choice | samples/s | training bill |",
         "|---:|---|---|---:|---:|---|---:|---:|",
@@ -47,9 +46,9 @@ def workflow_lines(record: RunRecord) -> list[str]:
         how = "re-triggered" if p.retrigger else ("first" if p.searched else "kept")
         lines.append(
             f"| {p.index} | {p.change or '-'} | {how}: {p.stop_reason or '-'} | "
-            f"{len(p.probes)} | {format_money(p.search_usd)} | "
+            f"{len(p.probes)} | {money(p.search_usd)} | "
             f"{_allocation(p.choice) if p.choice is not None else '-'} | {rate} | "
-            f"{format_money(p.train_usd or 0.0)} |"
+            f"{money(p.train_usd or 0.0)} |"
         )
     for p in phases:
         if not p.probes:
@@ -63,14 +62,14 @@ def workflow_lines(record: RunRecord) -> list[str]:
             "|---:|---|---:|---:|---:|---:|---:|---:|",
         ]
         for i, q in enumerate(p.probes, 1):
-            measured = "-" if q.epoch_s is None else format_duration(q.epoch_s)
+            measured = "-" if q.epoch_s is None else seconds(q.epoch_s)
             rate = "-" if q.samples_per_s is None else f"{q.samples_per_s:,.0f}"
-            cost = "-" if q.epoch_usd is None else format_money(q.epoch_usd)
+            cost = "-" if q.epoch_usd is None else money(q.epoch_usd)
             failed = f" (failed: {q.failed})" if q.failed else ""
             lines.append(
                 f"| {i} | {_allocation(q.allocation)}{failed} | {measured} | "
-                f"{format_duration(q.predicted_epoch_s)} | {rate} | {cost} | "
-                f"{format_duration(q.probe_s)} | {format_money(q.probe_usd)} |"
+                f"{seconds(q.predicted_epoch_s)} | {rate} | {cost} | "
+                f"{seconds(q.probe_s)} | {money(q.probe_usd)} |"
             )
     return lines
 

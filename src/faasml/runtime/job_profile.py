@@ -37,6 +37,7 @@ from faasml.runtime.contention import (
 )
 from faasml.runtime.coordinator import WORKER_MODULE
 from faasml.runtime.platform import FunctionError, Platform
+from faasml.runtime.preparing import PrepareHook
 from faasml.runtime.probe_calls import MAX_GROUP, ProbeCalls, job_recipes
 from faasml.runtime.profile_cache import cache_dir, cached_profile, epochs_checked, store_profile
 from faasml.runtime.profile_check import (
@@ -133,6 +134,7 @@ def _probe_calls(
     measure_s: float,
     meter: Meter | None,
     clock: Callable[[], float] | None,
+    on_step: PrepareHook | None = None,
 ) -> tuple[ProbeCalls, tuple[Any, Any], list[Any]]:
     """The job's probe as a measurement and a re-check both run it: the data loaded, every
     model configuration built; (calls, (train, test), recipes)."""
@@ -140,7 +142,7 @@ def _probe_calls(
     recipes = job_recipes(job, model_configs(job), train)
     calls = ProbeCalls(
         job, catalog, platform, folder, recipes, (train, test), measure_s=measure_s, meter=meter,
-        clock=clock,
+        clock=clock, on_step=on_step,
     )  # fmt: skip
     return calls, (train, test), recipes
 
@@ -155,6 +157,7 @@ def measure_job(
     refresh: bool = False,
     recheck: bool | None = None,
     clock: Callable[[], float] | None = None,
+    on_step: PrepareHook | None = None,
     before_probe: Callable[[], None] | None = None,
 ) -> JobProfile:
     """The job's profile: from the cache, else measured on ``platform`` (billed to ``meter``
@@ -162,7 +165,8 @@ def measure_job(
     epochs check it: ``epochs_checked``) unless a re-check is asked for
     (``recheck``, ``profile_check.rechecks``): it then comes back kept, rescaled or measured
     again, with its ``check``. ``before_probe`` is called before a measurement starts (a
-    run's deadline check: it may raise before anything is paid)."""
+    run's deadline check: it may raise before anything is paid); ``on_step`` hears of each
+    of the probe's calls as it starts and ends (``preparing.ProbeStep``)."""
     key = profile_key(job, catalog, platform_options or {})
     check = None
     if not refresh:
@@ -170,7 +174,7 @@ def measure_job(
         if found is not None:
             if not rechecks(recheck):
                 return found
-            found = _recheck(found, job, catalog, platform, meter, clock)
+            found = _recheck(found, job, catalog, platform, meter, clock, on_step)
             check = found.check
             if check is None or check.action != "re-profiled":
                 if check is not None and check.action == "rescaled":
@@ -178,7 +182,7 @@ def measure_job(
                 return found
     if before_probe is not None and check is None:
         before_probe()
-    profile = _probed_profile(job, catalog, platform, key, meter, clock)
+    profile = _probed_profile(job, catalog, platform, key, meter, clock, on_step)
     store_profile(profile)
     return dataclasses.replace(profile, check=check)
 
@@ -190,22 +194,25 @@ def _probed_profile(
     key: str,
     meter: Meter | None,
     clock: Callable[[], float] | None,
+    on_step: PrepareHook | None = None,
 ) -> JobProfile:
     """The job measured afresh on ``platform`` (not cached here): footprint, compute,
     evaluation and checkpoint per size, cold start, dispatch and synchronisation."""
     began = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="faasml-probe-") as folder:
         calls, (train, test), recipes = _probe_calls(
-            job, catalog, platform, folder, MEASURE_S, meter, clock
+            job, catalog, platform, folder, MEASURE_S, meter, clock, on_step
         )
         payload = calls.payload
         roomy, results, retimed = _timed_roomy(job, catalog, calls)
         first = results[0]
         # Two functions synchronising, while the group's are still warm.
+        calls.what = "synchronised round"
         sync, notes = measured_sync(job, catalog, calls.call, roomy, payload, first)
         notes = (*notes, retimed) if retimed else notes
         delivered, ratio = delivered_vcpus(results, float(catalog.platform.vcpus(roomy)), catalog)
         points, fit, footprint = _sized_points(job, catalog, calls, roomy, first)
+        calls.what = "warm round trips"
         warm = calls.round_trips(fit)
         calls.close()
     ordered = sorted(points.items())
@@ -247,6 +254,7 @@ def _timed_roomy(
     roomy = roomy_memory_mb(catalog)
     # Side by side at one vCPU's worth, as a stage runs its trials, where the platform's
     # machine is bounded (the local platform): k functions that fill its vCPUs.
+    calls.what = "footprint and compute"
     try:
         try:
             results = calls.call(roomy, calls.group(roomy))
@@ -264,6 +272,7 @@ def _timed_roomy(
     retimed = ""
     if solo_disturbed(results):  # timed alone slower than side by side: time it again
         before = float(results[0]["compute_s_per_sample"])
+        calls.what = "compute alone, timed again"
         results[0] = faster_solo(results[0], calls.call(roomy, [payload])[0])
         after = float(results[0]["compute_s_per_sample"])
         retimed = (
@@ -292,6 +301,7 @@ def _sized_points(
     for size in sizes:
         if size in points:
             continue
+        calls.what = "compute per sample"
         try:
             points[size] = calls.call(size, [payload])[0]
         except FunctionError as err:
@@ -322,6 +332,7 @@ def _recheck(
     platform: Platform,
     meter: Meter | None,
     clock: Callable[[], float] | None,
+    on_step: PrepareHook | None = None,
 ) -> JobProfile:
     """``profile`` re-checked by a short run of the job's probe at one memory size it measured
     (one vCPU's worth, where it ran a group side by side, as it did; billed as 'profiling'):
@@ -333,7 +344,10 @@ def _recheck(
     if memory not in sizes:
         memory = max(sizes)
     with tempfile.TemporaryDirectory(prefix="faasml-recheck-") as folder:
-        calls, _, _ = _probe_calls(job, catalog, platform, folder, RECHECK_MEASURE_S, meter, clock)
+        calls, _, _ = _probe_calls(
+            job, catalog, platform, folder, RECHECK_MEASURE_S, meter, clock, on_step
+        )
+        calls.what = "re-check of the cached profile"
         group = profile.side_by_side_ratio > 0 and memory == roomy_memory_mb(catalog)
         try:
             results = calls.call(memory, calls.group(memory) if group else [calls.payload])

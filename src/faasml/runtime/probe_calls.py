@@ -19,6 +19,7 @@ from faasml.runtime.billing import Meter
 from faasml.runtime.echo import ECHO_FN
 from faasml.runtime.job_probe import PEAK_ROUNDS
 from faasml.runtime.platform import Billed, FunctionError, Platform
+from faasml.runtime.preparing import PrepareHook, ProbeStep
 
 PROBE_FN = "faasml.runtime.job_probe:probe_job"
 MAX_GROUP = 4
@@ -64,7 +65,10 @@ class ProbeCalls:
         measure_s: float,
         meter: Meter | None = None,
         clock: Callable[[], float] | None = None,
+        on_step: PrepareHook | None = None,
     ) -> None:
+        """``on_step`` hears of each call as it starts and ends (``what`` names the step the
+        measurement is at: its caller sets it)."""
         from faasml.sync.stores import open_store
         from faasml.workloads.data import dataset_to_bytes
 
@@ -73,6 +77,8 @@ class ProbeCalls:
         self.meter, self.clock = meter, clock
         self.spent = 0.0
         self.colds: list[tuple[float, float]] = []
+        self.on_step, self.what, self.calls = on_step, "probe", 0
+        self.began = time.monotonic()
         self.objects = open_store(f"embedded://{Path(folder).resolve() / 'objects'}")
         self.objects.put("probe/train", dataset_to_bytes(train))
         self.objects.put("probe/test", dataset_to_bytes(test))
@@ -116,6 +122,7 @@ class ProbeCalls:
         """Run ``fn`` in ``len(bodies)`` functions of ``memory_mb`` started together; one
         failing stops the others (a group's functions wait for each other)."""
         spec = self.catalog.platform
+        self._step(len(bodies), memory_mb, done=False)
         invocations = [self.platform.invoke(fn, body, memory_mb) for body in bodies]
         try:
             while not all(i.done() for i in invocations):
@@ -142,10 +149,22 @@ class ProbeCalls:
                         share = min(1.0, float(spec.vcpus(memory_mb)))
                     demand = float(spec.vcpus(memory_mb)) * len(bodies)
                     self.colds.append((billed.init_s * share, demand))
+            self._step(len(bodies), memory_mb, done=True)
+
+    def _step(self, functions: int, memory_mb: int, *, done: bool) -> None:
+        """Tell ``on_step`` of a call starting (a new step) or ending."""
+        if self.on_step is None:
+            return
+        self.calls += 0 if done else 1
+        elapsed = time.monotonic() - self.began
+        self.on_step(
+            ProbeStep(self.calls, self.what, functions, memory_mb, done, elapsed, self.spent)
+        )
 
     def round_trips(self, memory_mb: int, count: int = 3) -> list[float]:
         """Seconds of ``count`` invocations doing nothing (warm where a function is idle)."""
         seconds = []
+        self._step(1, memory_mb, done=False)
         for _ in range(count):
             start = time.monotonic()
             invocation = self.platform.invoke(ECHO_FN, 0, memory_mb)
@@ -153,6 +172,7 @@ class ProbeCalls:
             seconds.append(time.monotonic() - start)
             if invocation.billed is not None:
                 self.bill(invocation.billed)
+        self._step(1, memory_mb, done=True)
         return seconds
 
 

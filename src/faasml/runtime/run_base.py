@@ -38,6 +38,7 @@ from faasml.runtime.job_profile import (
     platform_options_for,
 )
 from faasml.runtime.platform import Platform, open_platform
+from faasml.runtime.preparing import Planning, PrepareHook
 from faasml.runtime.ranking import metric_mode
 from faasml.runtime.record import Event, PlanRecord, RunRecord, TrialRecord
 from faasml.runtime.record_json import record_to_json
@@ -99,6 +100,8 @@ class BaseRun:
         self.constraint = constraint
         self.dir = RunDir(run_dir)
         self.progress = progress
+        self.on_prepare: PrepareHook | None = None
+        """Hears of each call of the job's probe, then that the planner runs (a console's)."""
         self.events = RunEvents(callbacks, self.event, names=config_names(job))
         self.stores = job.sync_stores()
         self.catalog = stores_catalog(catalog or load_catalog(job.catalog), self.stores)
@@ -149,7 +152,7 @@ class BaseRun:
     def recipe(self, trial: TrialState) -> ModelRecipe:
         if trial.trial_id not in self._recipes:
             job = apply_config(self.job, trial.config) if trial.config else self.job
-            options = dict(job.model.options)
+            options = job.model_options()
             if is_loop(job.model.name):  # a loop's ctx.max_epochs: the most a trial trains
                 options["max_epochs"] = self._loop_epochs()
             self._recipes[trial.trial_id] = ModelRecipe(
@@ -243,6 +246,7 @@ class BaseRun:
                 platform_options=self.platform_options,
                 refresh=self.reprofile,
                 before_probe=self._deadline_before_profiling,
+                on_step=self.on_prepare,
             )
             record.profile, record.profile_cached = profile, profile.cached
             where = "from the cache" if profile.cached else f"in {profile.profiling_s:.1f} s"
@@ -279,6 +283,8 @@ class BaseRun:
             self.workload, self.plan_catalog = record.calibration.recalibrated(
                 self.workload, self.plan_catalog
             )
+        if self.on_prepare is not None:
+            self.on_prepare(Planning(cached=record.profile_cached is not False))
 
     def _check_profile(self, histories: list[list[dict[str, Any]]], epochs: range) -> None:
         """Correct a cached profile the run's own ``epochs`` disagree with, for the next run

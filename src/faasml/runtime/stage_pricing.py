@@ -8,34 +8,20 @@ is no worse."""
 from __future__ import annotations
 
 import dataclasses
-import heapq
 import math
 from collections.abc import Mapping, Sequence
-from typing import NamedTuple, Protocol
+from typing import Protocol
+
+import numpy as np
 
 from faasml.catalog import Catalog
-from faasml.models.cost import startup_cost
 from faasml.models.space import evaluate_allocation
+from faasml.models.stages import NO_EARLY_START, EarlyStart, StageContext, stage_totals
 from faasml.planners.tuning import trials_per_wave
 from faasml.runtime.estimates import fits_capacity
 from faasml.runtime.record import StageRecord
 from faasml.types import Allocation, Constraint, Objective
 from faasml.workload import Workload
-
-
-class EarlyStart(NamedTuple):
-    """A stage's functions started during the last wave of the stage before (the runtime's
-    prewarm: ``prewarmed``)."""
-
-    functions: int
-    hidden_s: float
-    """Seconds of their start that the wave before can hide (its length)."""
-    contention: float | None = None
-    """How much slower the starts run beside that wave (``Platform.contention`` of the two
-    together's vCPU demand); None: as the stage's own first wave (priced apart)."""
-
-
-NO_EARLY_START = EarlyStart(0, 0.0)
 
 
 class PlannedStage(Protocol):
@@ -73,7 +59,7 @@ def stage_estimate(
     factor 1). ``factors``: each trial's computation over the workload's (in the order they
     start; all 1 where not given). A trial holds its functions for the whole stage (its
     segments span the stage's epochs wherever they are short against a segment's fixed
-    costs) and the next trial takes the first functions freed (``_makespan``): a stage of a
+    costs) and the next trial takes the first functions freed (``models.stages``): a stage of a
     slow and a fast trial lasts as long as the slow one; equal trials run in waves.
     ``rereads``: warm functions of the first wave hold another function count's partition,
     so where warm functions keep their partition they read this one first, as a started
@@ -81,48 +67,15 @@ def stage_estimate(
     table = evaluate_allocation(workload, catalog, allocation)
     if len(table) == 0:
         return float("inf"), float("inf")
-    k = int(trials_per_wave(table, catalog)[0])
-    platform = catalog.platform
-    wave = min(trials, k)
-    first = platform.contention(wave_demand(catalog, allocation, wave))
-    start_s = float(platform.cold_start_time(allocation.memory_mb))
-    start_usd = float(startup_cost(platform, allocation.n, allocation.memory_mb))
-    read_s = float(table.startup_s[0]) - start_s
-    read_usd = float(table.startup_usd[0]) - start_usd
-    time = cost = 0.0
-    if wave * allocation.n > warm + prewarm.functions:  # a cold first wave
-        time = (start_s + read_s) * first
-        cost = wave * (start_usd + read_usd) * first
-    elif wave * allocation.n > warm:
-        # Started early: only the platform's start is hidden; the data partition is read by
-        # the first invocation, after it.
-        beside = first if prewarm.contention is None else prewarm.contention
-        time = max(0.0, start_s * beside - prewarm.hidden_s) + read_s * first
-        cost = wave * (start_usd * beside + read_usd * first)
-    elif rereads:
-        time, cost = read_s * first, wave * read_usd * first
-    epoch_s, function_usd = float(table.time_s[0]), float(table.function_usd[0])
-    compute_s = float(table.compute_s[0])
-    rest = float(table.cost_usd[0]) - function_usd
-    relative = list(factors or ()) + [1.0] * max(0, trials - len(factors or ()))
-    usd_per_s = function_usd / epoch_s if epoch_s > 0 else 0.0
-    lengths: list[float] = []
-    for first_trial in range(0, trials, k):
-        together = relative[first_trial : first_trial + k]
-        slower = platform.contention(wave_demand(catalog, allocation, len(together)))
-        # A trial's epoch: the workload's, its computation scaled by the trial's factor.
-        lengths += [epochs * (epoch_s + (f - 1.0) * compute_s) * slower for f in together]
-    cost += sum(length * usd_per_s + epochs * rest for length in lengths)
-    return time + _makespan(lengths, k), cost
-
-
-def _makespan(lengths: Sequence[float], slots: int) -> float:
-    """When the last of ``lengths`` ends, each started in turn on the first of ``slots`` to
-    free (list scheduling; as the coordinator launches a stage's trials in order)."""
-    free = [0.0] * max(1, slots)
-    for length in lengths:
-        heapq.heappush(free, heapq.heappop(free) + length)
-    return max(free)
+    context = StageContext(
+        warm=np.array([warm], dtype=np.int64),
+        early=prewarm,
+        factors=tuple(factors or ()),
+        rereads=rereads,
+        platform=catalog.platform,
+    )
+    totals = stage_totals(table, trials_per_wave(table, catalog), trials, epochs, context)
+    return float(totals.time_s[0]), float(totals.cost_usd[0])
 
 
 def wave_demand(catalog: Catalog, allocation: Allocation, trials: int) -> float:

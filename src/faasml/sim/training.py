@@ -21,7 +21,12 @@ from faasml.models.cost import startup_cost
 from faasml.models.offline import offline_estimate
 from faasml.models.restart import switch_cost
 from faasml.models.space import AllocationTable, evaluate
-from faasml.planners.adaptive import DEFAULT_DELTA, TRAINING_POLICIES, SchedulerDecision
+from faasml.planners.adaptive import (
+    DEFAULT_DELTA,
+    TRAINING_POLICIES,
+    SchedulerDecision,
+    TrainingPolicy,
+)
 from faasml.sim.engine import EventLoop
 from faasml.sim.synthetic import TrainingCurve, sample_run
 from faasml.types import Allocation, Constraint, Decision
@@ -136,73 +141,9 @@ def simulate_training(
         family=family,
         frontier=frontier,
     )
-    loop = EventLoop()
-    cache: dict[Allocation, tuple[float, float]] = {}
-
-    def epoch_of(allocation: Allocation) -> tuple[float, float]:
-        if allocation not in cache:
-            row = evaluate(
-                workload,
-                catalog,
-                [allocation.n],
-                [allocation.memory_mb],
-                allocation.storage,
-                allocation.scheme,
-            )
-            cache[allocation] = (float(row.time_s[0]), float(row.cost_usd[0]))
-        return cache[allocation]
-
-    first = scheduler.start()
-    totals = {
-        "spent": float(startup_cost(catalog.platform, first.n, first.memory_mb)),
-        "hidden": 0.0,
-        "visible": 0.0,
-    }
-    records: list[EpochRecord] = []
-    outcome = {"reason": f"stopped after {limit} epochs (max_epochs)", "reached": False}
-    running: list[Allocation] = [first]
-
-    def run_epoch(epoch: int, seconds: float, dollars: float, switched: bool) -> None:
-        totals["spent"] += dollars
-        loop.after(seconds, lambda: end_epoch(epoch, switched))
-
-    def end_epoch(epoch: int, switched: bool) -> None:
-        try:
-            loss = curve.observed(epoch)
-        except KeyError:
-            outcome["reason"] = f"the recorded curve ends before epoch {epoch}"
-            return
-        decision = scheduler.observe(epoch, loss, totals["spent"], loop.now)
-        records.append(
-            EpochRecord(epoch, running[0], loss, loop.now, totals["spent"], switched, decision)
-        )
-        if decision.decision is Decision.STOP:
-            outcome["reason"] = decision.reason
-            outcome["reached"] = loss <= curve.target_loss
-            return
-        seconds, dollars = epoch_of(running[0])
-        if decision.decision is Decision.RESCALE:
-            switch = switch_cost(
-                workload,
-                catalog,
-                running[0],
-                decision.allocation,
-                delayed=scheduler.delayed_restart,
-            )
-            seconds, dollars = switch.epoch_s, switch.epoch_usd
-            totals["hidden"] += switch.hidden_s
-            totals["visible"] += switch.visible_s
-            running[0] = decision.allocation
-        if epoch < limit:
-            run_epoch(epoch + 1, seconds, dollars, decision.decision is Decision.RESCALE)
-
-    def first_epoch() -> None:
-        seconds, dollars = epoch_of(first)
-        run_epoch(1, seconds, dollars, False)
-
-    loop.after(float(catalog.platform.cold_start_time(first.memory_mb)), first_epoch)
-    loop.run()
-    restarts = sum(1 for r in records if r.decision.decision is Decision.RESCALE)
+    sim = _TrainingSim(workload, catalog, curve, scheduler, limit)
+    sim.loop.run()
+    records = sim.records
     return TrainingRun(
         policy=policy,
         workload=workload.name,
@@ -211,16 +152,98 @@ def simulate_training(
         target_loss=curve.target_loss,
         offline_epochs=estimate,
         true_epochs=truth,
-        start=first,
+        start=sim.first,
         records=tuple(records),
-        reached=bool(outcome["reached"]),
-        stop_reason=str(outcome["reason"]),
-        time_s=records[-1].elapsed_s if records else loop.now,
-        cost_usd=totals["spent"],
-        restarts=restarts,
-        hidden_switch_s=totals["hidden"],
-        visible_switch_s=totals["visible"],
+        reached=sim.reached,
+        stop_reason=sim.reason,
+        time_s=records[-1].elapsed_s if records else sim.loop.now,
+        cost_usd=sim.spent,
+        restarts=sum(1 for r in records if r.decision.decision is Decision.RESCALE),
+        hidden_switch_s=sim.hidden_s,
+        visible_switch_s=sim.visible_s,
     )
+
+
+class _TrainingSim:
+    """One simulated training job on the event loop: the policy started at once, its first
+    epoch after the cold start, each epoch's end feeding the policy and scheduling the next."""
+
+    def __init__(
+        self,
+        workload: Workload,
+        catalog: Catalog,
+        curve: TrainingCurve,
+        scheduler: TrainingPolicy,
+        limit: int,
+    ) -> None:
+        self.workload, self.catalog, self.curve = workload, catalog, curve
+        self.scheduler, self.limit = scheduler, limit
+        self.loop = EventLoop()
+        self._cache: dict[Allocation, tuple[float, float]] = {}
+        self.first = scheduler.start()
+        self.spent = float(startup_cost(catalog.platform, self.first.n, self.first.memory_mb))
+        self.hidden_s = 0.0
+        self.visible_s = 0.0
+        self.records: list[EpochRecord] = []
+        self.reason = f"stopped after {limit} epochs (max_epochs)"
+        self.reached = False
+        self.running = self.first
+        cold = float(catalog.platform.cold_start_time(self.first.memory_mb))
+        self.loop.after(cold, self._first_epoch)
+
+    def _epoch_of(self, allocation: Allocation) -> tuple[float, float]:
+        """Seconds and dollars of one epoch on ``allocation`` (eqs. 2–5), once each."""
+        if allocation not in self._cache:
+            row = evaluate(
+                self.workload,
+                self.catalog,
+                [allocation.n],
+                [allocation.memory_mb],
+                allocation.storage,
+                allocation.scheme,
+            )
+            self._cache[allocation] = (float(row.time_s[0]), float(row.cost_usd[0]))
+        return self._cache[allocation]
+
+    def _first_epoch(self) -> None:
+        seconds, dollars = self._epoch_of(self.first)
+        self._run_epoch(1, seconds, dollars, False)
+
+    def _run_epoch(self, epoch: int, seconds: float, dollars: float, switched: bool) -> None:
+        """Pay for ``epoch`` now and end it ``seconds`` later."""
+        self.spent += dollars
+        self.loop.after(seconds, lambda: self._end_epoch(epoch, switched))
+
+    def _end_epoch(self, epoch: int, switched: bool) -> None:
+        """The policy sees the epoch's loss; apply its decision and start the next epoch."""
+        try:
+            loss = self.curve.observed(epoch)
+        except KeyError:
+            self.reason = f"the recorded curve ends before epoch {epoch}"
+            return
+        decision = self.scheduler.observe(epoch, loss, self.spent, self.loop.now)
+        self.records.append(
+            EpochRecord(epoch, self.running, loss, self.loop.now, self.spent, switched, decision)
+        )
+        if decision.decision is Decision.STOP:
+            self.reason = decision.reason
+            self.reached = bool(loss <= self.curve.target_loss)
+            return
+        seconds, dollars = self._epoch_of(self.running)
+        if decision.decision is Decision.RESCALE:
+            switch = switch_cost(
+                self.workload,
+                self.catalog,
+                self.running,
+                decision.allocation,
+                delayed=self.scheduler.delayed_restart,
+            )
+            seconds, dollars = switch.epoch_s, switch.epoch_usd
+            self.hidden_s += switch.hidden_s
+            self.visible_s += switch.visible_s
+            self.running = decision.allocation
+        if epoch < self.limit:
+            self._run_epoch(epoch + 1, seconds, dollars, decision.decision is Decision.RESCALE)
 
 
 def relative_error(predicted: float, actual: float) -> float:

@@ -5,8 +5,10 @@ free function slots at its memory (``max_concurrent(m)``), pays a cold start, tr
 epochs whose times are the model's t'(θ) times mean-one log-normal noise, and frees its slots.
 The stage ends when its last trial ends (successive halving evaluates synchronously); the next
 stage starts then. Every trial is billed with the model's per-epoch prices, its GB-seconds
-and time-priced storage scaled by how long it really ran. With no noise the simulation
-reproduces the planner's prediction exactly; under a seed it is deterministic.
+and time-priced storage scaled by how long it really ran. On a bounded machine each trial runs
+at the contention of the wave it starts in, as the stage model (``faasml.models.stages``) that
+the planner optimises prices it. With no noise the simulation reproduces the planner's
+prediction exactly; under a seed it is deterministic.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import numpy as np
 from faasml.catalog import Catalog
 from faasml.exceptions import ConfigError
 from faasml.models.cost import startup_cost
+from faasml.models.stages import trial_contentions
 from faasml.sim.engine import EventLoop
 from faasml.types import StagePlan, TunePlan
 
@@ -155,19 +158,23 @@ class _Simulation:
         epochs = _lognormal(self.rng, self.noise, (stage.trials, stage.epochs))
         cold = _lognormal(self.rng, self.cold, (stage.trials,))
         epoch = stage.epoch
-        train_s = epochs.sum(axis=1) * epoch.time_s
-        start_s = float(platform.cold_start_time(stage.allocation.memory_mb))
+        allocation = stage.allocation
         # Trials start in order; those after the first wave reuse its warm functions.
-        slots = int(platform.max_concurrent(stage.allocation.memory_mb))
-        per_wave = max(1, slots // stage.allocation.n)
+        slots = int(platform.max_concurrent(allocation.memory_mb))
+        per_wave = max(1, slots // allocation.n)
         cold = np.where(np.arange(stage.trials) < per_wave, cold, 0.0)
-        durations = cold * start_s + train_s
-        time_priced = self.catalog.storage(stage.allocation.storage).billed_by_time
+        # Each trial runs at the contention of the wave it starts in (the stage model's rule):
+        # its start and epochs take κ times as long and its functions bill κ times as much.
+        demand = np.array([allocation.n * float(platform.vcpus(allocation.memory_mb))])
+        slower = trial_contentions(platform, demand, np.array([per_wave]), stage.trials)[0]
+        start_s = float(platform.cold_start_time(allocation.memory_mb))
+        durations = (cold * start_s + epochs.sum(axis=1) * epoch.time_s) * slower
+        time_priced = self.catalog.storage(allocation.storage).billed_by_time
         # GB-seconds (and node time) scale with the time the functions really ran.
-        scaled = epoch.function_usd + (epoch.storage_usd if time_priced else 0.0)
+        scaled = epoch.function_usd * slower + (epoch.storage_usd if time_priced else 0.0)
         fixed = epoch.invocation_usd + (0.0 if time_priced else epoch.storage_usd)
-        start_usd = float(startup_cost(platform, stage.allocation.n, stage.allocation.memory_mb))
-        costs = epochs.sum(axis=1) * scaled + stage.epochs * fixed + cold * start_usd
+        start_usd = float(startup_cost(platform, allocation.n, allocation.memory_mb))
+        costs = epochs.sum(axis=1) * scaled + stage.epochs * fixed + cold * start_usd * slower
         return durations, costs
 
     def finished(self, run: _StageRun) -> None:

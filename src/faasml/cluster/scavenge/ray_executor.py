@@ -17,294 +17,34 @@ the simulator. Imports Ray and PyTorch only when used (extras ``ray`` and ``torc
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
-from faasml._imports import optional_import
-from faasml.cluster.scavenge._records import IdleTrace, ScavengeJob
+from faasml.cluster.scavenge._records import IdleTrace, PoolChange, ScavengeJob
 from faasml.cluster.scavenge.allocator import map_to_nodes
 from faasml.cluster.scavenge.policies import JobView, ScavengePolicy
+from faasml.cluster.scavenge.ray_elastic import (
+    NODE_RESOURCE,
+    ElasticTask,
+    RayExecutor,
+    RealJob,
+    node_resource,
+)
 from faasml.exceptions import ConfigError
 
-NODE_RESOURCE = "scavenge-node:"
-"""Prefix of the custom resource that names an idle node (one unit per node)."""
-
-
-def node_resource(node: str) -> str:
-    return NODE_RESOURCE + node
-
-
-@dataclass(frozen=True)
-class ElasticTask:
-    """A small real training task: an MLP classifier on a seeded synthetic data set.
-    ``batch_per_node``: each worker's minibatch (global batch = nodes × it)."""
-
-    features: int = 16
-    hidden: int = 32
-    classes: int = 4
-    examples: int = 4096
-    batch_per_node: int = 32
-    lr: float = 0.05
-    seed: int = 0
-
-
-class _Worker:
-    """One data-parallel replica on one node (a Ray actor)."""
-
-    def __init__(self, task: ElasticTask, rank: int, world: int, checkpoint: str) -> None:
-        import torch
-
-        torch.set_num_threads(1)
-        self.torch = torch
-        self.task = task
-        self.checkpoint = checkpoint
-        gen = torch.Generator().manual_seed(task.seed)
-        centres = torch.randn(task.classes, task.features, generator=gen) * 2.0
-        self.labels = torch.randint(0, task.classes, (task.examples,), generator=gen)
-        self.data = centres[self.labels] + torch.randn(task.examples, task.features, generator=gen)
-        self.reset(rank, world)
-
-    def reset(self, rank: int, world: int) -> tuple[int, float]:
-        """(Re)join the job as ``rank`` of ``world``: a fresh replica loaded from the last
-        checkpoint (an elastic restart keeps the process, not its training state)."""
-        torch = self.torch
-        task = self.task
-        self.rank, self.world = rank, world
-        self.x, self.y = self.data[rank::world], self.labels[rank::world]
-        torch.manual_seed(task.seed)
-        self.model = torch.nn.Sequential(
-            torch.nn.Linear(task.features, task.hidden),
-            torch.nn.ReLU(),
-            torch.nn.Linear(task.hidden, task.classes),
-        )
-        self.opt = torch.optim.SGD(self.model.parameters(), lr=task.lr)
-        self.step = 0
-        self.samples = 0.0
-        if os.path.exists(self.checkpoint):
-            # weights_only: a checkpoint file is read, never unpickled into arbitrary objects
-            saved = torch.load(self.checkpoint, weights_only=True)
-            self.model.load_state_dict(saved["model"])
-            self.opt.load_state_dict(saved["opt"])
-            self.step, self.samples = int(saved["step"]), float(saved["samples"])
-        return self.step, self.samples
-
-    def grad(self) -> tuple[Any, float]:
-        torch = self.torch
-        b = self.task.batch_per_node
-        start = (self.step * b) % max(len(self.x) - b, 1)
-        xb, yb = self.x[start : start + b], self.y[start : start + b]
-        self.model.zero_grad()
-        loss = torch.nn.functional.cross_entropy(self.model(xb), yb)
-        loss.backward()
-        flat = torch.cat(
-            [p.grad.reshape(-1) for p in self.model.parameters() if p.grad is not None]
-        )
-        return flat.numpy(), float(loss)
-
-    def apply(self, mean_grad: Any, samples: float) -> int:
-        torch = self.torch
-        flat = torch.as_tensor(mean_grad)
-        at = 0
-        for p in self.model.parameters():
-            n = p.numel()
-            p.grad = flat[at : at + n].reshape(p.shape).clone()
-            at += n
-        self.opt.step()
-        self.step += 1
-        self.samples += samples
-        return self.step
-
-    def save(self) -> tuple[int, float]:
-        torch = self.torch
-        temporary = f"{self.checkpoint}.{os.getpid()}.tmp"
-        state = {
-            "model": self.model.state_dict(),
-            "opt": self.opt.state_dict(),
-            "step": self.step,
-            "samples": self.samples,
-        }
-        torch.save(state, temporary)
-        os.replace(temporary, self.checkpoint)
-        return self.step, self.samples
-
-    def loss(self) -> float:
-        with self.torch.no_grad():
-            return float(self.torch.nn.functional.cross_entropy(self.model(self.x), self.y))
-
-
-@dataclass
-class RealJob:
-    """The driver's record of one real job."""
-
-    spec: ScavengeJob
-    task: ElasticTask
-    checkpoint: Path
-    nodes: tuple[str, ...] = ()
-    workers: dict[str, Any] = field(default_factory=dict)  # node → worker actor
-    stale: bool = False  # a worker died: the others wait for a restart from the checkpoint
-    busy_s: float = 0.0  # wall time of its own training steps (the Job Monitor's clock)
-    samples: float = 0.0
-    saved_samples: float = 0.0
-    step: int = 0
-    saved_step: int = 0
-    lost_samples: float = 0.0
-    rescales: int = 0
-    preemptions: int = 0
-    resumed_from: list[int] = field(default_factory=list)
-    finished: bool = False
-    losses: list[float] = field(default_factory=list)
-    history: list[tuple[float, int]] = field(default_factory=list)
-
-
-class RayExecutor:
-    """The :class:`~.executor.Executor` contract on a Ray cluster (module docstring).
-    ``checkpoint_every``: steps between periodic checkpoints."""
-
-    def __init__(self, checkpoint_dir: Path, *, checkpoint_every: int = 5) -> None:
-        if checkpoint_every < 1:
-            raise ConfigError(f"checkpoint_every is {checkpoint_every}, but must be >= 1")
-        self.ray = optional_import("ray", "ray")
-        optional_import("torch", "torch")
-        self.dir = Path(checkpoint_dir)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.checkpoint_every = checkpoint_every
-        self.jobs: dict[str, RealJob] = {}
-        self._actor = self.ray.remote(num_cpus=0)(_Worker)
-
-    def add(self, spec: ScavengeJob, task: ElasticTask) -> RealJob:
-        job = RealJob(spec, task, self.dir / f"{spec.job}.pt")
-        self.jobs[spec.job] = job
-        return job
-
-    def _stop(self, job: RealJob, nodes: Iterable[str] | None = None) -> None:
-        for node in list(job.workers if nodes is None else nodes):
-            worker = job.workers.pop(node, None)
-            if worker is not None:
-                self.ray.kill(worker, no_restart=True)
-
-    def _restart(self, job: RealJob, nodes: tuple[str, ...]) -> None:
-        """Workers on ``nodes``: kept nodes' workers reset from the checkpoint (cheap), new
-        nodes get new worker processes (slow: adding nodes costs more than removing)."""
-        self._stop(job, [n for n in job.workers if n not in nodes])
-        calls = []
-        for rank, node in enumerate(nodes):
-            worker = job.workers.get(node)
-            if worker is None:
-                worker = self._actor.options(resources={node_resource(node): 1}).remote(
-                    job.task, rank, len(nodes), str(job.checkpoint)
-                )
-                job.workers[node] = worker
-                calls.append(worker.reset.remote(rank, len(nodes)))
-            else:
-                calls.append(worker.reset.remote(rank, len(nodes)))
-        positions = self.ray.get(calls)
-        step, samples = positions[0]
-        job.resumed_from.append(step)
-        job.step, job.samples = step, samples
-        job.stale = False
-
-    def _ordered(self, job: RealJob) -> list[Any]:
-        return [job.workers[n] for n in job.nodes if n in job.workers]
-
-    def apply(self, now: float, assignment: Mapping[str, tuple[str, ...]]) -> list[str]:
-        """Rescale: checkpoint (unless a worker died) and give up the nodes each job loses,
-        then restart on the new nodes. Every node is released before any job starts on one:
-        a node holds one worker, so a worker started on a node whose old worker still runs
-        would wait for ever (the order of the jobs decided it)."""
-        changed = [
-            name
-            for name, nodes in assignment.items()
-            if set(nodes) != set(self.jobs[name].nodes) or self.jobs[name].stale
-        ]
-        for name in changed:
-            job = self.jobs[name]
-            if job.workers and not job.stale:
-                head = self._ordered(job)[0]
-                job.saved_step, job.saved_samples = self.ray.get(head.save.remote())
-            self._stop(job, [n for n in job.workers if n not in assignment[name]])
-        for name in changed:
-            job = self.jobs[name]
-            nodes = assignment[name]
-            job.rescales += 1
-            job.nodes = tuple(nodes)
-            job.history.append((now, len(nodes)))
-            if nodes:
-                self._restart(job, job.nodes)
-            else:
-                self._stop(job)
-                job.stale = False
-        return changed
-
-    def preempt(self, now: float, nodes: Iterable[str]) -> list[str]:
-        """The nodes are gone (their workers died with them): each job on them falls back to
-        its last checkpoint and waits for :meth:`apply` to restart it."""
-        taken = set(nodes)
-        hit = []
-        for name, job in self.jobs.items():
-            if taken & set(job.nodes):
-                for node in taken & set(job.workers):
-                    job.workers.pop(node)
-                if not job.stale:
-                    self._lose(job)
-                job.nodes = tuple(n for n in job.nodes if n not in taken)
-                hit.append(name)
-        return hit
-
-    def _lose(self, job: RealJob) -> None:
-        job.stale = True
-        job.preemptions += 1
-        job.lost_samples += job.samples - job.saved_samples
-        job.samples, job.step = job.saved_samples, job.saved_step
-
-    def samples(self, job: str, now: float) -> float:
-        return self.jobs[job].samples
-
-    def train_round(self) -> dict[str, float]:
-        """One synchronous step of every job with workers (one job after another, so each
-        job's step time is its own); returns samples each processed. A job whose worker
-        died (its node went away) falls back to its checkpoint."""
-        ray = self.ray
-        done: dict[str, float] = {}
-        for name, job in self.jobs.items():
-            if not job.workers or job.finished or job.stale:
-                continue
-            workers = self._ordered(job)
-            started = time.perf_counter()
-            try:
-                grads = ray.get([w.grad.remote() for w in workers])
-                mean = sum(g for g, _ in grads) / len(grads)
-                batch = float(job.task.batch_per_node * len(grads))
-                ray.get([w.apply.remote(mean, batch) for w in workers])
-            except ray.exceptions.RayActorError:
-                self._lose(job)
-                continue
-            job.busy_s += time.perf_counter() - started
-            job.losses.append(sum(loss for _, loss in grads) / len(grads))
-            job.step += 1
-            job.samples += batch
-            done[name] = batch
-            if job.step % self.checkpoint_every == 0:
-                job.saved_step, job.saved_samples = ray.get(workers[0].save.remote())
-        return done
-
-    def finish(self, name: str, now: float) -> tuple[str, ...]:
-        job = self.jobs[name]
-        if job.workers and not job.stale:
-            head = self._ordered(job)[0]
-            job.saved_step, job.saved_samples = self.ray.get(head.save.remote())
-        self._stop(job)
-        job.finished = True
-        freed, job.nodes = job.nodes, ()
-        job.history.append((now, 0))
-        return freed
-
-    def shutdown(self) -> None:
-        for job in self.jobs.values():
-            self._stop(job)
+__all__ = [
+    "NODE_RESOURCE",
+    "ElasticTask",
+    "NodeSource",
+    "RayClusterNodes",
+    "RayExecutor",
+    "RealJob",
+    "RealRunResult",
+    "node_resource",
+    "run_on_ray",
+]
 
 
 class NodeSource(Protocol):
@@ -386,102 +126,166 @@ def run_on_ray(
         )
     origin = clock()
     wall = time.monotonic()
-    changes = list(trace.changes)
-    arrivals = sorted(jobs, key=lambda j: j.submit_s)
-    pool: set[str] = set()
-    queue: list[ScavengeJob] = []
-    running: list[str] = []
-    profiling: dict[str, tuple[tuple[int, ...], int, float]] = {}  # order, step, phase start
-    window: dict[str, _Window] = {}  # job → its measurement since the last change of count
-    allocations = 0
-    task_of = dict(tasks or {})
-    force = False
+    replay = _Replay(
+        policy,
+        source,
+        executor,
+        dict(tasks or {}),
+        max_running,
+        measure_s,
+        measure_steps,
+        list(trace.changes),
+        sorted(jobs, key=lambda j: j.submit_s),
+    )
 
     def now() -> float:
         return (clock() - origin) * time_scale
 
     while True:
         t = now()
-        dirty, force = force, False
-        while changes and changes[0].time_s <= t:
-            change = changes.pop(0)
-            for node in sorted(change.removed):
-                source.remove(node)
-            pool -= change.removed
-            for name in executor.preempt(t, change.removed):
-                profiling.pop(name, None)
-                window.pop(name, None)
-            for node in sorted(change.added):
-                source.add(node)
-            pool |= change.added
-            dirty = True
-        while arrivals and arrivals[0].submit_s <= t:
-            spec = arrivals.pop(0)
-            queue.append(spec)
-            executor.add(spec, task_of.get(spec.job, ElasticTask()))
-            dirty = True
-        for name in list(running):
-            job = executor.jobs[name]
-            if job.samples >= job.spec.total_samples:
-                executor.finish(name, t)
-                running.remove(name)
-                profiling.pop(name, None)
-                dirty = True
-        for name, (order, step, _) in list(profiling.items()):
-            job = executor.jobs[name]
-            if name in window and window[name].done(job, measure_s, measure_steps):
-                policy.observe(name, window[name].nodes, window[name].rate(job))
-                if step + 1 < len(order) and policy.profile_more(name):
-                    profiling[name] = (order, step + 1, t)
-                    executor.apply(t, {name: tuple(sorted(job.nodes)[: order[step + 1]])})
-                    window[name] = _Window.start(job, order[step + 1])
-                else:
-                    profiling.pop(name)
-                dirty = True
-        if not running and not queue and not arrivals:
+        dirty, replay.force = replay.force, False
+        dirty |= replay.pool_changes(t)
+        dirty |= replay.arrivals_until(t)
+        dirty |= replay.finished(t)
+        dirty |= replay.profiling_steps(t)
+        if not replay.running and not replay.queue and not replay.arrivals:
             break
         if time.monotonic() - wall > timeout_s:
             break
         if dirty:
-            while queue and len(running) < max_running:
-                running.append(queue.pop(0).job)
-            views = [
-                JobView(
-                    executor.jobs[n].spec,
-                    len(executor.jobs[n].nodes),
-                    n in profiling,
-                    executor.jobs[n].history[-1][0] if executor.jobs[n].history else 0.0,
-                )
-                for n in running
-            ]
-            for name in running:  # Job Monitor: the rate at the current count
-                job = executor.jobs[name]
-                if name not in profiling and name in window:
-                    measured = window[name]
-                    if measured.done(job, measure_s, measure_steps) and measured.nodes > 0:
-                        policy.observe(name, measured.nodes, measured.rate(job))
-            decision = policy.allocate(t, len(pool), views)
-            allocations += 1
-            current = {n: executor.jobs[n].nodes for n in running}
-            used = {node for nodes in current.values() for node in nodes}
-            assignment = map_to_nodes(current, decision.counts, pool - used)
-            for name in executor.apply(t, assignment):
-                window[name] = _Window.start(executor.jobs[name], len(assignment[name]))
-            for name, order in decision.profile.items():
-                profiling[name] = (order, 0, now())
-        before = {n: executor.jobs[n].samples for n in running}
-        executor.train_round()
-        for name in running:  # a worker died without a pool change yet: restart it
-            job = executor.jobs[name]
-            if job.stale and not job.finished:
-                # Its node went away before the trace said so: wait for the pool change.
-                window.pop(name, None)
-                profiling.pop(name, None)
-                force = True
-        if not any(executor.jobs[n].samples > before[n] for n in running):
-            time.sleep(0.05)
+            replay.allocate(t, now)
+        replay.train()
     executor.shutdown()
-    return RealRunResult(dict(executor.jobs), time.monotonic() - wall, allocations)
+    return RealRunResult(dict(executor.jobs), time.monotonic() - wall, replay.allocations)
+
+
+@dataclass
+class _Replay:
+    """The state of :func:`run_on_ray` between rounds: the pool, the queued and running
+    jobs, the JPA's profiling and each job's measurement window."""
+
+    policy: ScavengePolicy
+    source: NodeSource
+    executor: RayExecutor
+    task_of: dict[str, ElasticTask]
+    max_running: int
+    measure_s: float
+    measure_steps: int
+    changes: list[PoolChange]
+    arrivals: list[ScavengeJob]
+    pool: set[str] = field(default_factory=set)
+    queue: list[ScavengeJob] = field(default_factory=list)
+    running: list[str] = field(default_factory=list)
+    profiling: dict[str, tuple[tuple[int, ...], int, float]] = field(default_factory=dict)
+    """Job → its profiling order, the step of it, when the step began."""
+    window: dict[str, _Window] = field(default_factory=dict)
+    """Job → its measurement since the last change of its count."""
+    allocations: int = 0
+    force: bool = False
+    """A worker died before the trace took its node: run the policy next round."""
+
+    def pool_changes(self, t: float) -> bool:
+        """Lend and take back the nodes the trace changes by ``t``; whether any changed."""
+        dirty = False
+        while self.changes and self.changes[0].time_s <= t:
+            change = self.changes.pop(0)
+            for node in sorted(change.removed):
+                self.source.remove(node)
+            self.pool -= change.removed
+            for name in self.executor.preempt(t, change.removed):
+                self.profiling.pop(name, None)
+                self.window.pop(name, None)
+            for node in sorted(change.added):
+                self.source.add(node)
+            self.pool |= change.added
+            dirty = True
+        return dirty
+
+    def arrivals_until(self, t: float) -> bool:
+        """Queue the jobs submitted by ``t``; whether any was."""
+        dirty = False
+        while self.arrivals and self.arrivals[0].submit_s <= t:
+            spec = self.arrivals.pop(0)
+            self.queue.append(spec)
+            self.executor.add(spec, self.task_of.get(spec.job, ElasticTask()))
+            dirty = True
+        return dirty
+
+    def finished(self, t: float) -> bool:
+        """Finish the running jobs that trained all their samples; whether any did."""
+        dirty = False
+        for name in list(self.running):
+            job = self.executor.jobs[name]
+            if job.samples >= job.spec.total_samples:
+                self.executor.finish(name, t)
+                self.running.remove(name)
+                self.profiling.pop(name, None)
+                dirty = True
+        return dirty
+
+    def profiling_steps(self, t: float) -> bool:
+        """Hand the policy each JPA measurement that is done and move the job to its next
+        count, or end its profiling; whether any measurement was done."""
+        dirty = False
+        for name, (order, step, _) in list(self.profiling.items()):
+            job = self.executor.jobs[name]
+            window = self.window.get(name)
+            if window is not None and window.done(job, self.measure_s, self.measure_steps):
+                self.policy.observe(name, window.nodes, window.rate(job))
+                if step + 1 < len(order) and self.policy.profile_more(name):
+                    self.profiling[name] = (order, step + 1, t)
+                    nodes = tuple(sorted(job.nodes)[: order[step + 1]])
+                    self.executor.apply(t, {name: nodes})
+                    self.window[name] = _Window.start(job, order[step + 1])
+                else:
+                    self.profiling.pop(name)
+                dirty = True
+        return dirty
+
+    def allocate(self, t: float, now: Callable[[], float]) -> None:
+        """Admit queued jobs, record the Job Monitor's rates, run the policy and map its
+        counts onto nodes; start the profiling it asks for."""
+        jobs = self.executor.jobs
+        while self.queue and len(self.running) < self.max_running:
+            self.running.append(self.queue.pop(0).job)
+        views = [
+            JobView(
+                jobs[n].spec,
+                len(jobs[n].nodes),
+                n in self.profiling,
+                jobs[n].history[-1][0] if jobs[n].history else 0.0,
+            )
+            for n in self.running
+        ]
+        for name in self.running:  # Job Monitor: the rate at the current count
+            if name not in self.profiling and name in self.window:
+                measured = self.window[name]
+                done = measured.done(jobs[name], self.measure_s, self.measure_steps)
+                if done and measured.nodes > 0:
+                    self.policy.observe(name, measured.nodes, measured.rate(jobs[name]))
+        decision = self.policy.allocate(t, len(self.pool), views)
+        self.allocations += 1
+        current = {n: jobs[n].nodes for n in self.running}
+        used = {node for nodes in current.values() for node in nodes}
+        assignment = map_to_nodes(current, decision.counts, self.pool - used)
+        for name in self.executor.apply(t, assignment):
+            self.window[name] = _Window.start(jobs[name], len(assignment[name]))
+        for name, order in decision.profile.items():
+            self.profiling[name] = (order, 0, now())
+
+    def train(self) -> None:
+        """One round of training; a job whose worker died before the trace took its node
+        waits for the pool change (``force``: the policy runs next round)."""
+        before = {n: self.executor.jobs[n].samples for n in self.running}
+        self.executor.train_round()
+        for name in self.running:
+            job = self.executor.jobs[name]
+            if job.stale and not job.finished:
+                self.window.pop(name, None)
+                self.profiling.pop(name, None)
+                self.force = True
+        if not any(self.executor.jobs[n].samples > before[n] for n in self.running):
+            time.sleep(0.05)
 
 
 class RayClusterNodes:

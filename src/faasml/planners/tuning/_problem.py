@@ -30,6 +30,9 @@ Functions left warm before the first stage (``warm``: memory MB -> instances, e.
 job's probe or the stages already run left idle) serve the first stage's first wave without a
 cold start where they are enough for it (f · n of θ's memory): its s(θ) and u(θ) are then 0.
 
+These equations are ``faasml.models.stages`` (the one stage model the run and the simulator
+price with too); ``TuningProblem.stage_totals`` calls it with the planner's context.
+
 Each stage's options are the Pareto front of (T_i, C_i); the candidates come from the
 allocation space Θ pruned in a way that keeps every stage's and every static plan's optimum
 (``tuning_candidates``).
@@ -45,6 +48,8 @@ from numpy.typing import NDArray
 
 from faasml.catalog import Catalog, FunctionPlatform
 from faasml.models.space import AllocationTable
+from faasml.models.stages import StageContext
+from faasml.models.stages import stage_totals as stage_model
 from faasml.planners.pareto import pareto_indices
 from faasml.planners.tuning._job import TuningJob
 from faasml.types import Constraint
@@ -168,32 +173,16 @@ class TuningProblem:
     def stage_totals(self, stage: int, rows: IntArray) -> tuple[Array, Array, IntArray]:
         """T_i, C_i and waves of stage ``stage`` on candidate ``rows`` (any rows, not only its
         Pareto options)."""
-        q, r = self.stages[stage].trials, self.stages[stage].epochs
-        waves = -(-q // self.trials_per_wave[rows])
-        k = self.trials_per_wave[rows]
-        table = self.table
-        first = np.minimum(q, k)
-        startup_s, startup_usd = table.startup_s[rows], table.startup_usd[rows]
-        if stage == 0 and self.warm is not None:  # warm functions enough for the first wave
-            cold = first * table.n[rows] > self.warm[rows]
-            startup_s, startup_usd = startup_s * cold, startup_usd * cold
-        slow_first = np.ones(first.shape)  # κ_f, which is κ_k when w > 1
-        if self.platform is not None and self.trial_vcpus is not None:
-            slow_first = self.platform.contentions(first * self.trial_vcpus[rows])
-        if not (slow_first > 1.0).any():  # eqs. 7-8 as they are (κ_ℓ <= κ_f)
-            time = startup_s + waves * r * table.time_s[rows]
-            cost = q * r * table.cost_usd[rows] + first * startup_usd
-            return time, cost, waves.astype(np.int64)
-        assert self.platform is not None and self.trial_vcpus is not None
-        last = q - (waves - 1) * k
-        slow_last = self.platform.contentions(last * self.trial_vcpus[rows])
-        time = slow_first * startup_s + r * table.time_s[rows] * (
-            (waves - 1) * slow_first + slow_last
+        warm = self.warm[rows] if stage == 0 and self.warm is not None else None
+        context = StageContext(warm=warm, platform=self.platform)
+        totals = stage_model(
+            self.table.take(rows),
+            self.trials_per_wave[rows],
+            self.stages[stage].trials,
+            self.stages[stage].epochs,
+            context,
         )
-        rest = table.invocation_usd[rows] + table.storage_usd[rows]
-        function_usd = table.function_usd[rows] * ((waves - 1) * k * slow_first + last * slow_last)
-        cost = r * (function_usd + q * rest) + first * slow_first * startup_usd
-        return time, cost, waves.astype(np.int64)
+        return totals.time_s, totals.cost_usd, totals.waves
 
     def static_totals(self) -> tuple[Array, Array]:
         """Time and cost of the static plan on every candidate row (one θ for all stages)."""

@@ -12,15 +12,19 @@ the largest weight where discs overlap) blends it in (Eq. 6.4):
     x = m ⊙ x_obs + (1 − m) ⊙ x_sim
 
 so the composite equals the reading at the station and fades to the simulation at r.
+``strength`` s scales the weight (x = s·m ⊙ x_obs + (1 − s·m) ⊙ x_sim; 1, the chapter's, by
+default). ``Assimilation`` is how a run evaluates and ``faasml predict`` applies it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from faasml._validate import Fields, shown
 from faasml.exceptions import WorkloadError
 
 Array = NDArray[np.float32]
@@ -98,15 +102,127 @@ def composite(
     cols: NDArray[np.integer[Any]],
     readings: NDArray[Any],
     radius: int | None = None,
+    strength: float = 1.0,
     **thresholds: Any,
 ) -> Array:
-    """Eq. 6.4 for a batch: x = m ⊙ x_obs + (1 − m) ⊙ x_sim, arrays (n, size, size) and
-    stations (n, k)."""
+    """Eq. 6.4 for a batch: x = s·m ⊙ x_obs + (1 − s·m) ⊙ x_sim, arrays (n, size, size) and
+    stations (n, k); s = ``strength``."""
     sims = np.asarray(simulation, dtype=np.float32)
     out = np.empty_like(sims)
     for i in range(sims.shape[0]):
         m, x_obs = soft_mask_and_innovation(
             sims[i], terrain[i], rows[i], cols[i], readings[i], radius, **thresholds
         )
+        m = m * np.float32(strength)
         out[i] = m * x_obs + (1 - m) * sims[i]
     return out
+
+
+STATIONS_RULE = (
+    "must be 'data' (the dataset's own stations), a number of stations to place per patch, "
+    "or a stations file (docs/windsr.md)"
+)
+
+
+@dataclass(frozen=True)
+class Assimilation:
+    """How station observations are assimilated when a run evaluates (the ``assimilate``
+    option of the WindSR models, from a job's ``assimilate:`` section)."""
+
+    stations: str | int | tuple[tuple[int, int], ...] = "data"
+    """'data': the stations the samples carry; a count: that many seeded cells per patch
+    reading the truth field; cells (row, col): a station network, reading the truth there."""
+    radius: str | int = "dynamic"
+    """'dynamic' (Algorithm 1) or a fixed impact radius in cells."""
+    strength: float = 1.0
+    """The in-painting strength s in (0, 1]: the soft-bleed weight is s·m."""
+    inpaint: bool = True
+    """Also in-paint the station cells while sampling (WindSR only)."""
+
+    def option(self) -> dict[str, Any]:
+        """The model option (plain values) that ``read_assimilation`` reads back."""
+        stations = (
+            [list(c) for c in self.stations]
+            if isinstance(self.stations, tuple)
+            else (self.stations)
+        )
+        return {
+            "stations": stations,
+            "radius": self.radius,
+            "strength": self.strength,
+            "inpaint": self.inpaint,
+        }
+
+
+def read_assimilation(value: Any, where: str) -> Assimilation:
+    """An ``Assimilation`` from a mapping; a bad field raises one line naming ``where.field``."""
+    f = Fields(value, where, WorkloadError)
+    stations = f.raw("stations", "data")
+    if isinstance(stations, list):
+        stations = tuple(_cell(f.path("stations"), cell) for cell in stations)
+        if not stations:
+            raise f.fail("stations", [], STATIONS_RULE)
+    elif isinstance(stations, bool) or not (
+        stations == "data" or (isinstance(stations, int) and 1 <= stations <= 10_000)
+    ):
+        raise f.fail("stations", stations, STATIONS_RULE)
+    radius = f.raw("radius", "dynamic")
+    if radius != "dynamic" and (
+        isinstance(radius, bool) or not isinstance(radius, int) or not 1 <= radius <= 64
+    ):
+        raise f.fail("radius", radius, "must be 'dynamic' or a whole number of cells in [1, 64]")
+    strength = f.number("strength", 1.0, minimum=0.0, maximum=1.0, strict_minimum=True)
+    result = Assimilation(stations, radius, strength, f.boolean("inpaint", True))
+    f.finish()
+    return result
+
+
+def _cell(where: str, cell: Any) -> tuple[int, int]:
+    if (
+        not isinstance(cell, list | tuple)
+        or len(cell) != 2
+        or any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in cell)
+    ):
+        raise WorkloadError(
+            f"the value of {where} holds {shown(cell)}, but a station cell is [row, col] with "
+            "whole numbers >= 0"
+        )
+    return int(cell[0]), int(cell[1])
+
+
+def stations_for(
+    setting: Assimilation,
+    truth: NDArray[Any],
+    rows: NDArray[np.int64],
+    cols: NDArray[np.int64],
+    readings: NDArray[Any],
+    seed: int = 0,
+) -> tuple[NDArray[np.int64], NDArray[np.int64], Array]:
+    """The stations (rows, cols, readings), each (n, k), that ``setting`` assimilates into
+    patches whose truth fields are ``truth`` (n, size, size) and own stations ``rows`` ..."""
+    n, size = truth.shape[0], truth.shape[-1]
+    if setting.stations == "data":
+        return rows, cols, np.asarray(readings, dtype=np.float32)
+    if isinstance(setting.stations, int):
+        if setting.stations > size * size:
+            raise WorkloadError(
+                f"the value of assimilate.stations is {setting.stations}, but a {size}×{size} "
+                f"patch has {size * size} cells"
+            )
+        rng = np.random.default_rng([seed, 29])
+        cells = np.stack(
+            [rng.choice(size * size, setting.stations, replace=False) for _ in range(n)]
+        )
+        new_rows, new_cols = cells // size, cells % size
+    else:
+        grid = np.asarray(setting.stations, dtype=np.int64)
+        if int(grid.max()) >= size:
+            raise WorkloadError(
+                f"the stations of assimilate.stations reach cell {int(grid.max())}, but the "
+                f"patches have {size}×{size} cells"
+            )
+        new_rows = np.broadcast_to(grid[:, 0], (n, len(grid))).copy()
+        new_cols = np.broadcast_to(grid[:, 1], (n, len(grid))).copy()
+    index = np.arange(n)[:, None]
+    values = np.asarray(truth, dtype=np.float32)[index, new_rows, new_cols]
+    return new_rows.astype(np.int64), new_cols.astype(np.int64), values

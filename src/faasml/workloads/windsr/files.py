@@ -13,15 +13,18 @@ The layout (the same variable names in every format; docs/windsr.md shows it who
 | ``station_speed`` | (sample, station) | m s-1 | optional with them: station readings |
 
 plus the global attribute ``layout = "faasml-windsr-1"``. HDF5 (and NetCDF-4, which is HDF5)
-is read with ``h5py``, NetCDF-3 with SciPy's ``netcdf_file``; NetCDF-4 is written with
-``h5netcdf``. A file that breaks a rule (a missing variable, a wrong shape, unknown units) is
-refused with one line naming the file, the variable and the rule.
+is read with ``h5py`` and CF-decoded by ``cf.decode``, NetCDF-3 with SciPy's ``netcdf_file``
+and its own CF decoding (``maskandscale``); NetCDF-4 is written with ``h5netcdf``. A file that
+breaks a rule (a missing variable, a wrong shape, unknown units, missing values, speeds or
+heights outside ``cf``'s physical bounds) is refused with one line naming the file, the
+variable and the rule.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -29,36 +32,44 @@ from numpy.typing import NDArray
 from faasml._imports import optional_import
 from faasml.exceptions import WorkloadError
 from faasml.workloads._dataset import Dataset
+from faasml.workloads.windsr.cf import HEIGHT_BOUNDS, SPEED_BOUNDS, check_bounds, decode
 from faasml.workloads.windsr.fields import WindPatches
 
 LAYOUT = "faasml-windsr-1"
 SPEED_UNITS = ("m s-1", "m/s", "m s**-1", "m.s-1", "m s^-1", "meters per second")
 HEIGHT_UNITS = ("m", "meter", "meters", "metre", "metres")
 _HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
+T = TypeVar("T")
 
 
 def read_patches(path: str | Path, limit: int | None = None) -> WindPatches:
     """The patches of a WindSR file (HDF5, NetCDF-4 or NetCDF-3); ``limit``: the first ones."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise WorkloadError(f"the value of limit is {limit!r}, but must be an integer >= 1")
+    return read_file(path, lambda source, handle: _patches(source, handle, limit))
+
+
+def read_file(path: str | Path, reader: Callable[[Path, Variables], T]) -> T:
+    """``reader(path, variables)`` over the file's variables (HDF5, NetCDF-4 or NetCDF-3, told
+    by its signature), read CF-decoded; a file that cannot be read is one line."""
     source = Path(path)
     try:
         with source.open("rb") as handle:
             magic = handle.read(8)
     except OSError as err:
         raise WorkloadError(f"cannot read {source}: {err.strerror or err}") from None
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise WorkloadError(f"the value of limit is {limit!r}, but must be an integer >= 1")
     if magic == _HDF5_MAGIC:
         h5py = optional_import("h5py", "windsr")
         try:
             with h5py.File(source, "r") as handle:
-                return _patches(source, _Hdf5(handle), limit)
+                return reader(source, _Hdf5(handle))
         except OSError as err:
             raise WorkloadError(f"{source} is not a readable HDF5 file: {err}") from None
     if magic[:3] == b"CDF":
         netcdf = optional_import("scipy.io", "windsr")
         try:
-            with netcdf.netcdf_file(source, "r", mmap=False) as handle:
-                return _patches(source, _Netcdf3(handle), limit)
+            with netcdf.netcdf_file(source, "r", mmap=False, maskandscale=True) as handle:
+                return reader(source, _Netcdf3(handle))
         except (OSError, TypeError, ValueError) as err:
             raise WorkloadError(f"{source} is not a readable NetCDF-3 file: {err}") from None
     raise WorkloadError(
@@ -113,18 +124,26 @@ class _Hdf5:
         self.handle = handle
 
     def has(self, name: str) -> bool:
-        return name in self.handle and hasattr(self.handle[name], "shape")
+        if name not in self.handle or not hasattr(self.handle[name], "shape"):
+            return False
+        # NetCDF-4 keeps a dimension without a variable as an empty dimension scale so named.
+        label = _text(self.handle[name].attrs.get("NAME")) or ""
+        return not label.startswith("This is a netCDF dimension but not a netCDF variable")
 
     def shape(self, name: str) -> tuple[int, ...]:
         return tuple(int(d) for d in self.handle[name].shape)
 
     def read(self, name: str, limit: int | None) -> NDArray[Any]:
         data = self.handle[name]
-        return np.asarray(data[:limit] if limit is not None else data[()])
+        raw = np.asarray(data[:limit] if limit is not None else data[()])
+        return decode(raw, data.attrs)
 
     def units(self, name: str) -> str | None:
         value = self.handle[name].attrs.get("units")
         return _text(value)
+
+    def attr(self, name: str, key: str) -> Any:
+        return self.handle[name].attrs.get(key)
 
 
 class _Netcdf3:
@@ -139,10 +158,22 @@ class _Netcdf3:
 
     def read(self, name: str, limit: int | None) -> NDArray[Any]:
         data = self.handle.variables[name]
-        return np.array(data[:limit] if limit is not None else data[:], copy=True)
+        values = data[:limit] if limit is not None else data[:]
+        if isinstance(values, np.ma.MaskedArray):  # SciPy's decoding masks missing values
+            if not np.ma.is_masked(values):
+                return np.array(values.data, copy=True)  # an integer stays an integer
+            return np.ma.filled(values.astype(np.float64), np.nan)
+        return np.array(values, copy=True)
 
     def units(self, name: str) -> str | None:
         return _text(getattr(self.handle.variables[name], "units", None))
+
+    def attr(self, name: str, key: str) -> Any:
+        return getattr(self.handle.variables[name], key, None)
+
+
+Variables = _Hdf5 | _Netcdf3
+"""A file's variables, read CF-decoded (``has``, ``shape``, ``read``, ``units``, ``attr``)."""
 
 
 def _text(value: Any) -> str | None:
@@ -155,7 +186,7 @@ def _text(value: Any) -> str | None:
     return str(value)
 
 
-def _patches(source: Path, handle: _Hdf5 | _Netcdf3, limit: int | None) -> WindPatches:
+def _patches(source: Path, handle: Variables, limit: int | None) -> WindPatches:
     def need(name: str, rank: int, units: tuple[str, ...] | None) -> None:
         if not handle.has(name):
             raise WorkloadError(
@@ -212,11 +243,11 @@ def _patches(source: Path, handle: _Hdf5 | _Netcdf3, limit: int | None) -> WindP
             "some are missing"
         )
     count = n if limit is None else min(n, limit)
-    hr = _float(source, "wind_speed", handle.read("wind_speed", limit))
+    hr = as_float(source, "wind_speed", handle.read("wind_speed", limit), SPEED_BOUNDS)
     fields = {
-        "lr": _float(source, "wind_speed_lr", handle.read("wind_speed_lr", limit)),
-        "terrain": _float(source, "terrain", handle.read("terrain", limit)),
-        "truth": _float(source, "truth", handle.read("truth", limit))
+        "lr": as_float(source, "wind_speed_lr", handle.read("wind_speed_lr", limit), SPEED_BOUNDS),
+        "terrain": as_float(source, "terrain", handle.read("terrain", limit), HEIGHT_BOUNDS),
+        "truth": as_float(source, "truth", handle.read("truth", limit), SPEED_BOUNDS)
         if handle.has("truth")
         else hr.copy(),
     }
@@ -229,25 +260,36 @@ def _patches(source: Path, handle: _Hdf5 | _Netcdf3, limit: int | None) -> WindP
                     f"{source}: variable '{name}' has shape {handle.shape(name)}, but must be "
                     f"(sample, station) = {k_shape} like 'station_speed' with {n} samples"
                 )
-        rows = _cells(source, "station_row", handle.read("station_row", limit), height)
-        cols = _cells(source, "station_col", handle.read("station_col", limit), height)
-        readings = _float(source, "station_speed", handle.read("station_speed", limit))
+        rows = as_cells(source, "station_row", handle.read("station_row", limit), height)
+        cols = as_cells(source, "station_col", handle.read("station_col", limit), height)
+        readings = as_float(
+            source, "station_speed", handle.read("station_speed", limit), SPEED_BOUNDS
+        )
     else:
         rows = cols = np.zeros((count, 0), dtype=np.int64)
         readings = np.zeros((count, 0), dtype=np.float32)
     return WindPatches(hr, fields["lr"], fields["terrain"], fields["truth"], rows, cols, readings)
 
 
-def _float(source: Path, name: str, data: NDArray[Any]) -> NDArray[np.float32]:
+def as_float(
+    source: Path, name: str, data: NDArray[Any], bounds: tuple[float, float]
+) -> NDArray[np.float32]:
+    """A decoded field as float32: complete (no missing value) and within ``bounds``."""
     if not np.issubdtype(data.dtype, np.number):
         raise WorkloadError(f"{source}: variable '{name}' must be numeric, got {data.dtype}")
     values = data.astype(np.float32)
-    if not np.isfinite(values).all():
-        raise WorkloadError(f"{source}: variable '{name}' holds NaN or infinite values")
+    bad = int(np.count_nonzero(~np.isfinite(values)))
+    if bad:
+        raise WorkloadError(
+            f"{source}: variable '{name}' has {bad} missing or non-finite value(s) "
+            "(_FillValue, missing_value, outside valid_range, or NaN), but a WindSR field must "
+            "be complete"
+        )
+    check_bounds(source, name, values, bounds)
     return values
 
 
-def _cells(source: Path, name: str, data: NDArray[Any], side: int) -> NDArray[np.int64]:
+def as_cells(source: Path, name: str, data: NDArray[Any], side: int) -> NDArray[np.int64]:
     if not np.issubdtype(data.dtype, np.integer):
         raise WorkloadError(f"{source}: variable '{name}' must hold integer cell indices")
     if data.size and (data.min() < 0 or data.max() >= side):

@@ -11,16 +11,22 @@ any other model. ``evaluate`` reports:
 - ``accuracy``: the SSIM again, so that ``tuning.metric: accuracy`` ranks trials by structural
   similarity (higher is better). It is not a classification accuracy.
 
-Inside a faasml worker the PSNR and SSIM figures are also reported (``faasml.report``) as
-``val_psnr``, ``val_ssim``, ``val_bicubic_psnr``, ``val_bicubic_ssim``, so they land in each
-epoch's history in the run record.
+With the ``assimilate`` option (a job's ``assimilate:`` section) evaluation also
+super-resolves with the stations assimilated and reports, beside the plain figures,
+``assim_psnr``, ``assim_ssim`` and the RMSE against the truth field within ``NEAR_SITES``
+cells of a station, plain (``site_rmse``) and assimilated (``assim_site_rmse``).
+
+Inside a faasml worker the figures but the loss are also reported (``faasml.report``) with a
+``val_`` prefix (``val_psnr``, ``val_assim_psnr``, ...), so they land in each epoch's history
+in the run record.
 
 ``super_resolve`` is the inference path with optional assimilation (``assimilate``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -31,13 +37,16 @@ from faasml._validate import shown
 from faasml.exceptions import WorkloadError
 from faasml.workloads import context
 from faasml.workloads._base import FloatVector
+from faasml.workloads._dataset import Dataset
 from faasml.workloads.torch_model import TorchModel
 from faasml.workloads.windsr import assimilate as da
 from faasml.workloads.windsr import metrics
 from faasml.workloads.windsr.diffusion import PREDICTIONS, SCHEDULES, SRCNN, WindSRNet, upsample
-from faasml.workloads.windsr.fields import CHANNELS, WindPatches
+from faasml.workloads.windsr.fields import CHANNELS, WindPatches, patches_from_dataset
 
 EVAL_SEED = 0
+NEAR_SITES = 3
+"""Cells around a station over which ``site_rmse`` compares the field with the truth."""
 
 
 def _int(name: str, value: Any, low: int, high: int) -> int:
@@ -86,6 +95,7 @@ class WindModel(TorchModel):
         scale: int,
         sample_steps: int = 3,
         eval_images: int = 64,
+        assimilation: da.Assimilation | None = None,
     ) -> None:
         super().__init__(
             factory,
@@ -95,6 +105,7 @@ class WindModel(TorchModel):
             name=name,
         )
         self.scale, self.sample_steps, self.eval_images = scale, sample_steps, eval_images
+        self.assimilation = assimilation
 
     def check_sample(self, features: NDArray[Any]) -> None:
         """Raise a WorkloadError when ``features`` do not fit the model (shape, scale)."""
@@ -121,6 +132,7 @@ class WindModel(TorchModel):
         average: int = 1,
         seed: int = EVAL_SEED,
         inpaint: bool = True,
+        strength: float = 1.0,
         **thresholds: Any,
     ) -> NDArray[np.float32]:
         """Super-resolved fields (n, size, size) in m/s (see ``super_resolve``)."""
@@ -133,6 +145,7 @@ class WindModel(TorchModel):
             average=average,
             seed=seed,
             inpaint=inpaint,
+            strength=strength,
             **thresholds,
         )
 
@@ -166,10 +179,42 @@ class WindModel(TorchModel):
             "bicubic_psnr": metrics.psnr(hr, base_np),
             "bicubic_ssim": metrics.ssim(hr, base_np),
         }
+        if self.assimilation is not None:
+            scores.update(self._assimilated(chosen.numpy(), sr_np))
         if context.active():  # inside a faasml worker: into the epoch's history ("reported")
             context.report(
                 **{f"val_{key}": value for key, value in scores.items() if key != "loss"}
             )
+        return scores
+
+    def _assimilated(self, chosen: NDArray[Any], plain: NDArray[Any]) -> dict[str, float]:
+        """The figures with the stations assimilated, beside the plain field's site error."""
+        setting = self.assimilation
+        assert setting is not None
+        patches = patches_from_dataset(
+            Dataset(chosen, np.zeros(len(chosen), dtype=np.int64), 2), self.scale
+        )
+        rows, cols, readings = da.stations_for(
+            setting, patches.truth, patches.rows, patches.cols, patches.readings, EVAL_SEED
+        )
+        patches = dataclasses.replace(patches, rows=rows, cols=cols, readings=readings)
+        assimilated = super_resolve(
+            self.module,
+            patches,
+            assimilate=setting.radius,
+            steps=self.sample_steps,
+            seed=EVAL_SEED,
+            inpaint=setting.inpaint,
+            strength=setting.strength,
+        )
+        scores = {
+            "assim_psnr": metrics.psnr(patches.hr, assimilated),
+            "assim_ssim": metrics.ssim(patches.hr, assimilated),
+        }
+        if rows.size:  # patches without stations have no site error (and no NaN is recorded)
+            near = ~metrics.away_from_sites(patches.truth, rows, cols, NEAR_SITES)
+            scores["site_rmse"] = metrics.rmse(patches.truth, plain, near)
+            scores["assim_site_rmse"] = metrics.rmse(patches.truth, assimilated, near)
         return scores
 
 
@@ -183,6 +228,7 @@ def super_resolve(
     seed: int = EVAL_SEED,
     batch: int = 256,
     inpaint: bool = True,
+    strength: float = 1.0,
     **thresholds: Any,
 ) -> NDArray[np.float32]:
     """HR fields (n, size, size) in m/s from the patches' LR and terrain.
@@ -191,8 +237,9 @@ def super_resolve(
     ``SRCNN``, or None for bicubic upsampling. ``assimilate``: None (no observations),
     ``"dynamic"`` (Algorithm 1's radius per station, ``thresholds`` passed on) or a fixed radius
     in cells; the stations are in-painted into the upsampled field before it conditions the
-    model (Eq. 6.4). With ``inpaint`` (and a WindSRNet) the station cells are also in-painted
-    while sampling (``WindSRNet.sample``'s ``known``), so the output holds the readings there.
+    model (Eq. 6.4, its weight scaled by ``strength``). With ``inpaint`` (and a WindSRNet) the
+    station cells are also in-painted while sampling (``WindSRNet.sample``'s ``known``), so the
+    output holds the readings there.
     """
     scale = patches.scale
     generator = torch.Generator().manual_seed(int(seed))
@@ -210,6 +257,7 @@ def super_resolve(
                 patches.cols[part],
                 patches.readings[part],
                 radius,
+                strength,
                 **thresholds,
             )
             base = torch.from_numpy(blended[:, None])
@@ -242,6 +290,7 @@ def windsr(
     prediction: str = "x0",
     sample_steps: int = 3,
     eval_images: int = 64,
+    assimilate: Mapping[str, Any] | None = None,
 ) -> WindModel:
     """``model: windsr``: the conditional DDPM (``diffusion.WindSRNet``)."""
     scale = _int("scale", scale, 2, 16)
@@ -268,6 +317,7 @@ def windsr(
         scale=scale,
         sample_steps=_int("sample_steps", sample_steps, 1, steps),
         eval_images=_int("eval_images", eval_images, 1, 100_000),
+        assimilation=_assimilation(assimilate),
     )
 
 
@@ -278,6 +328,7 @@ def srcnn(
     width: int = 64,
     terrain: bool = False,
     eval_images: int = 64,
+    assimilate: Mapping[str, Any] | None = None,
 ) -> WindModel:
     """``model: windsr-srcnn``: the SRCNN-like baseline (``diffusion.SRCNN``)."""
     scale = _int("scale", scale, 2, 16)
@@ -291,4 +342,9 @@ def srcnn(
         name="windsr-srcnn",
         scale=scale,
         eval_images=_int("eval_images", eval_images, 1, 100_000),
+        assimilation=_assimilation(assimilate),
     )
+
+
+def _assimilation(value: Mapping[str, Any] | None) -> da.Assimilation | None:
+    return None if value is None else da.read_assimilation(value, "model.assimilate")

@@ -1,56 +1,26 @@
-"""FaPES-Scheduler for training jobs (Zhao et al., SoCC 2024, §5): filter, prioritise, plan.
-
-1. Filtering (§5.1): running jobs that will not finish within the next round are candidates,
-   ranked by performance achievement; they are recycled one by one while sharing the free
-   and recycled GPUs evenly over the cohort (queued jobs plus recycled ones) still raises
-   the cohort's average achievement (goodput over the best goodput the model allows) by
-   ``min_gain``. Candidates are ranked by increasing achievement (the paper) when no job
-   is queued — idle GPUs go to the jobs furthest from their best — and, while jobs queue,
-   by goodput per GPU relative to the job's best, so that the jobs using their GPUs least
-   efficiently give them up first (``rank="per_gpu"``; ``rank="achievement"`` always uses
-   the paper's ranking).
-2. Prioritising (§5.2): rescheduled jobs that waited ``popup_rounds`` rounds pop up first;
-   then queued jobs by waiting time (ties: least remaining time first); then recycled jobs,
-   higher achievement first.
-3. Planning (§5.3): each job in turn gets the plan of least completion time plus price
-   (:func:`faasml.cluster.planning.plan_schedule`) against the board, which it then joins.
-   Our addition: each job's completion time is weighted by its rank from the longest active
-   job (shortest = most), ``(rank / mean rank) ** srpt`` — the marginal weights of heSRPT
-   (Berg et al., 2020) for least mean completion time — so short jobs buy more GPUs and
-   long ones leave room; ``srpt=0`` weighs all jobs alike (eq. 6 as printed). The default
-   exponent 2 is a measured choice, not a derived one (its measurements:
-   benchmarks/results/cluster_policies.md).
-4. Back-filling (our addition): GPUs that no plan uses in the current round (reserved for
-   later rounds, or left by fragmentation) go for this round to the jobs whose weighted
-   Pollux fitness (−1/speedup) they raise most, queued jobs first; a job back-filled in the
-   last round keeps those GPUs while they stay free, so it does not restart. Restarts are
-   weighed (``backfill_restarts`` > 0): every choice but a running job's current GPUs (its
-   plan's, or its plan's plus last round's back-fill still free) loses a restart out of
-   the round, and back-filled GPUs lose the restart of their taking back, spread over the
-   rounds the board leaves them free (not charged to a job keeping last round's back-fill).
-   A job counts as keeping its GPUs when its placement after :func:`restore_servers` (run
-   before back-filling, and again after it) is exactly what it holds.
-5. Placement (ours): a job whose GPU count is unchanged takes its servers back from the jobs
-   that restart anyway (:func:`restore_servers`), and every plan follows the servers its job
-   got (:func:`follow_plan`), so the swap is not redone every round.
-
-Compensation for estimation error (end of §5.3): a job that outlives its plan keeps its last
-placement; one that finishes early leaves the board at once. Rescheduling never preempts a
-running job: it holds one of its GPUs until its turn. Jobs co-adapt batch size and GPUs.
-"""
+"""The FaPES scheduler: filter, prioritise, plan, back-fill (the package docstring)."""
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
-import numpy.typing as npt
 
 from faasml.cluster.board import Board
 from faasml.cluster.planning import FOREVER, Pricing, plan_schedule
 from faasml.cluster.policies._base import ClusterPolicy, FloatArray, greedy_grow, pack
+from faasml.cluster.policies.fapes.curves import (
+    _achievement,
+    _achievement_at,
+    _finishing,
+    _held_back,
+    _per_gpu,
+    _spare_rounds,
+    _speedup_value,
+)
+from faasml.cluster.policies.fapes.placement import _repair, follow_plan, restore_servers
 from faasml.cluster.records import (
     TABLE2_RESTART_S,
     Cluster,
@@ -416,232 +386,3 @@ class FapesPolicy(ClusterPolicy):
         ratio = min(max(ratio, 1.0), self.price_ratio_cap)
         idle = self.round_s * max(len(jobs) - 1, 1) / cluster.total_gpus
         return Pricing(idle, idle * ratio)
-
-
-def _spare_rounds(board: Board, free: npt.NDArray[np.int64], cap: int = 60) -> float:
-    """Median number of rounds (from this one, at most ``cap``) that the GPUs free now stay
-    free on the board: how long a back-fill lasts before a plan takes its GPUs back."""
-    rows = board.capacity[None, :] - board.by_round[1:cap, :]
-    spans: list[int] = []
-    for sid in np.flatnonzero(free > 0):
-        col = rows[:, sid]
-        for j in range(1, int(free[sid]) + 1):
-            short = np.flatnonzero(col < j)
-            spans.append(1 + (int(short[0]) if len(short) else len(col)))
-    return float(np.median(spans)) if spans else 1.0
-
-
-def _held_back(planned: Placement, cur: Placement, free: npt.NDArray[np.int64]) -> bool:
-    """Whether ``cur`` is ``planned`` plus GPUs that are free now (last round's back-fill)."""
-    extra = Counter(cur) - Counter(planned)
-    return (
-        len(cur) > len(planned)
-        and sum(extra.values()) == len(cur) - len(planned)
-        and all(free[sid] >= c for sid, c in extra.items())
-    )
-
-
-def _speedup_value(curve: FloatArray, weight: float) -> Callable[[float], float]:
-    """Minus the inverse speedup of a goodput (the p = -1 fitness of Pollux §4.2), times
-    the job's weight."""
-    base = weight * (float(curve[1]) if len(curve) > 1 else 1.0)
-    return lambda g: -base / g if g > 0 else -1e30
-
-
-def _at(curve: FloatArray, gpus: int) -> float:
-    return float(curve[min(gpus, len(curve) - 1)])
-
-
-def _finishing(curve: FloatArray, gpus: int, remaining: float, round_s: float) -> bool:
-    """Whether a job on ``gpus`` finishes its ``remaining`` work within one round."""
-    rate = _at(curve, gpus)
-    return rate > 0 and remaining / rate <= round_s
-
-
-def _achievement(curve: FloatArray, gpus: int) -> float:
-    """Goodput on ``gpus`` over the best goodput the model allows (FaPES §5.1)."""
-    top = float(curve.max())
-    return _at(curve, gpus) / top if top > 0 else 0.0
-
-
-def _achievement_at(
-    views: Sequence[JobView], curves: dict[str, FloatArray], gpus: npt.NDArray[np.int64]
-) -> FloatArray:
-    """:func:`_achievement` of every job (rows) on each GPU count of ``gpus`` (columns)."""
-    rows = [curves[v.name] for v in views]
-    lengths = np.array([len(c) for c in rows], dtype=np.int64)
-    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    tops = np.array([float(c.max()) for c in rows])
-    flat = np.concatenate(rows)
-    at = flat[offsets[:, None] + np.minimum(gpus[None, :], lengths[:, None] - 1)]
-    safe = np.where(tops > 0, tops, 1.0)
-    return np.where(tops[:, None] > 0, at / safe[:, None], 0.0)
-
-
-def _per_gpu(curve: FloatArray, gpus: int) -> float:
-    """Goodput per GPU on ``gpus`` over the best goodput per GPU."""
-    if gpus <= 0 or len(curve) < 2:
-        return 0.0
-    per = curve[1:] / np.arange(1, len(curve))
-    top = float(per.max())
-    return _at(curve, gpus) / gpus / top if top > 0 else 0.0
-
-
-def _repair(
-    wanted: dict[str, Placement], cluster: Cluster, priority: list[str]
-) -> dict[str, Placement]:
-    """Resolve conflicts between plans made at different rounds: jobs outside the cohort,
-    then the cohort in priority order, keep their servers where free; the rest are packed
-    on free GPUs, or wait. (Serving first the jobs outside the cohort that keep their
-    placement was tried: it queued jobs longer where few GPUs are left to training —
-    benchmarks/results/fapes_loans.md; :func:`restore_servers` saves those restarts without
-    that.)"""
-    rank = {name: i for i, name in enumerate(priority)}
-    names = sorted(wanted, key=lambda n: (n in rank, rank.get(n, 0), n))
-    free = np.array(cluster.capacity(), dtype=np.int64)
-    switch = np.array([s.switch for s in cluster.servers])
-    out: dict[str, Placement] = {}
-    conflicted: list[str] = []
-    for name in names:
-        need = Counter(wanted[name])
-        if all(free[sid] >= c for sid, c in need.items()):
-            for sid, c in need.items():
-                free[sid] -= c
-            out[name] = wanted[name]
-        else:
-            conflicted.append(name)
-    for name in conflicted:
-        if int(free.sum()) >= len(wanted[name]):
-            out[name] = pack(len(wanted[name]), free, switch)
-    return out
-
-
-def follow_plan(
-    plan: SchedulePlan,
-    r0: int,
-    allocated: Placement,
-    settled: Placement,
-    cluster: Cluster,
-) -> SchedulePlan:
-    """``plan`` with the servers it wants at round ``r0`` replaced by those the job got with
-    the same GPU count: ``allocated`` (this round's decision) or else ``settled`` (before
-    back-filling added GPUs for this round only). Every segment from ``r0`` on that holds
-    the replaced GPUs gets the job's own instead, where the servers have room; ``plan``
-    itself is returned when nothing changes."""
-    at = plan.placement_at(r0)
-    if not at:
-        return plan
-    if len(allocated) == len(at):
-        got = allocated
-    elif len(settled) == len(at):
-        got = settled
-    else:
-        return plan
-    removed = Counter(at) - Counter(got)
-    if not removed:
-        return plan
-    added = Counter(got) - Counter(at)
-    cap = cluster.capacity()
-    segments: list[Segment] = []
-    for seg in plan.segments:
-        mine = Counter(seg.placement)
-        if seg.end > r0 and all(mine[s] >= c for s, c in removed.items()):
-            swapped = mine - removed + added
-            if all(c <= cap[s] for s, c in swapped.items()):
-                seg = Segment(seg.start, seg.end, tuple(sorted(swapped.elements())))
-        segments.append(seg)
-    return SchedulePlan(tuple(segments), plan.achievement)
-
-
-def restore_servers(
-    allocation: dict[str, Placement], current: ClusterAllocation, cluster: Cluster
-) -> dict[str, Placement]:
-    """A job whose GPU count is unchanged but whose servers changed (a restart that buys it
-    nothing) takes its servers back when the jobs now on them restart anyway — they did not
-    hold those GPUs last round — and each of them can move its GPUs there to the GPUs so
-    freed (or idle ones) without spanning more servers or switches. Placement is ours, not
-    the paper's: FaPES §5.3 keeps a job's servers only within its own plan (Fig. 9).
-
-    The servers' use and the jobs on each server are kept up to date as jobs move, so a
-    job's attempt costs the servers and jobs it touches, not the whole allocation."""
-    out = dict(allocation)
-    cap = np.array(cluster.capacity(), dtype=np.int64)
-    switch = np.array([s.switch for s in cluster.servers])
-    used = np.zeros(len(cap), dtype=np.int64)
-    on: list[set[str]] = [set() for _ in range(len(cap))]
-    for job, placement in out.items():
-        for sid, count in Counter(placement).items():
-            used[sid] += count
-            on[sid].add(job)
-
-    def spans(placement: Placement) -> tuple[int, int]:
-        servers = set(placement)
-        return len(servers), len({int(switch[s]) for s in servers})
-
-    for name in sorted(out):
-        old, new = current.get(name, ()), out[name]
-        if not old or len(old) != len(new) or Counter(old) == Counter(new):
-            continue
-        trial: dict[str, Placement] = {name: tuple(sorted(old))}
-        use = used.copy()
-        for sid, count in Counter(new).items():
-            use[sid] -= count
-        for sid, count in Counter(old).items():
-            use[sid] += count
-        over = {int(sid): int(use[sid] - cap[sid]) for sid in np.flatnonzero(use > cap)}
-        # Victims: jobs on the over-full servers whose placement changes this round anyway.
-        ok = True
-        for sid, excess in sorted(over.items()):
-            for other in sorted(on[sid]):
-                if excess <= 0:
-                    break
-                mine = Counter(trial.get(other, out[other]))
-                if other == name or not mine[sid]:
-                    continue
-                if Counter(current.get(other, ())) == mine:
-                    continue  # it keeps its placement: not ours to move
-                take = min(mine[sid], excess)
-                mine[sid] -= take
-                excess -= take
-                trial[other] = tuple(sorted(mine.elements()))
-                use[sid] -= take
-            if excess > 0:
-                ok = False
-                break
-        if not ok:
-            continue
-        free = cap - use
-        for other in sorted(trial):
-            missing = len(out[other]) - len(trial[other])
-            if other == name or missing <= 0:
-                continue
-            # Fill on the servers it already uses, then on the fullest-fitting free server.
-            mine = Counter(trial[other])
-            for sid in sorted(mine, key=lambda s: (-int(free[s]), s)):
-                add = int(min(free[sid], missing))
-                mine[sid] += add
-                free[sid] -= add
-                missing -= add
-            while missing > 0 and int(free.sum()) > 0:
-                fits = np.flatnonzero(free >= missing)
-                sid = int(fits[np.argmin(free[fits])]) if len(fits) else int(free.argmax())
-                add = int(min(free[sid], missing))
-                mine[sid] += add
-                free[sid] -= add
-                missing -= add
-            placed = tuple(sorted(mine.elements()))
-            (servers, switches), (servers0, switches0) = spans(placed), spans(out[other])
-            if missing > 0 or servers > servers0 or switches > switches0:
-                ok = False
-                break
-            trial[other] = placed
-        if ok:
-            for job, placement in trial.items():
-                for sid, count in Counter(out[job]).items():
-                    used[sid] -= count
-                    on[sid].discard(job)
-                for sid, count in Counter(placement).items():
-                    used[sid] += count
-                    on[sid].add(job)
-                out[job] = placement
-    return out

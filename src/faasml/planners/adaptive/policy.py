@@ -1,37 +1,13 @@
-"""Adaptive training: re-plan the allocation as the online loss fit moves (CE-scaling §III-D,
-Algorithm 2, eqs. 13–16), and the baselines it is compared with.
-
-Every policy is a pure object driven by ``start()`` and one ``observe(...)`` per finished epoch;
-it never runs anything. ``AdaptiveScheduler`` starts from the offline estimate of the epochs
-and the best Pareto allocation for the whole budget or deadline (Alg. 2 lines 3–6); after each
-epoch it refits the loss curve (line 8) and, when the predicted total epochs moved by more than
-δ from the prediction its allocation was planned for (line 11), it chooses the best Pareto
-allocation for the predicted remaining epochs within what is left of the budget or the time
-(lines 12–13), switching with a delayed restart: the new functions start while the old ones
-train the next epoch and take over at a synchronisation point (``faasml.models.restart``); the
-plan charges that switching epoch as the restart model prices it, then e* − e' − 1 epochs of the
-new allocation (line 12).
-
-Choices the paper leaves open (docs/adaptive.md): the change is measured against the prediction
-the current allocation was planned for (so slow drift still triggers), in both directions;
-before ``TRUSTED_POINTS`` epochs, or while the prediction's interval is too wide or its floor
-above the target, the last prediction stands; plans provision (1 + δ) × the predicted epochs,
-the drift tolerated without re-planning; the policy also re-plans when its allocation can no
-longer pay for the predicted epochs, or leaves more than δ of the budget or time unused; when
-nothing fits it goes on best-effort with the allocation that buys the most epochs; and before
-every epoch it checks that the epoch fits what is left, stopping otherwise, so it never spends
-beyond the budget or runs past the deadline.
-"""
+"""The training policy: an offline start, the online loss fit, re-plans over 𝒫 with a
+(delayed) restart, and a guard that every epoch fits what is left (the package docstring)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
-from numpy.typing import NDArray
 
 from faasml.catalog import Catalog
 from faasml.exceptions import ConfigError, UnreachableTargetError
@@ -43,14 +19,18 @@ from faasml.models.convergence import (
 )
 from faasml.models.restart import SwitchCost, switch_costs
 from faasml.models.space import AllocationTable, allocation_space
-from faasml.planners.pareto import pareto_front, pareto_indices
+from faasml.planners.adaptive.frontier import (
+    admits,
+    best_row,
+    fits,
+    training_frontier,
+    what_is_left,
+)
+from faasml.planners.pareto import pareto_indices
 from faasml.planners.training import _infeasible
-from faasml.registry import Registry
 from faasml.types import Allocation, Constraint, Decision, Objective
 from faasml.units import format_duration, format_money
 from faasml.workload import Workload
-
-Array = NDArray[np.float64]
 
 DEFAULT_DELTA = 0.1
 """δ of Algorithm 2 (CE-scaling §IV-G: the default)."""
@@ -84,31 +64,6 @@ class SchedulerDecision:
     switch: SwitchCost | None = None
     """The switch overhead the model predicts for a RESCALE."""
     fit_family: str | None = None
-
-
-def training_frontier(
-    workload: Workload,
-    catalog: Catalog,
-    *,
-    memory_step_mb: int | None = None,
-    max_functions: int | None = None,
-    storages: Sequence[str] | None = None,
-) -> AllocationTable:
-    """𝒫: the Pareto-optimal allocations in (epoch time, epoch cost) (CE-scaling §III-B3); a
-    scheduler searches only these. ``storages`` keeps only those sync storages (the data store
-    stays whatever the platform uses). Compute once and pass to many schedulers."""
-    space = allocation_space(
-        workload, catalog, memory_step_mb=memory_step_mb, max_functions=max_functions
-    )
-    if storages is not None:
-        wanted = [i for i, (name, _) in enumerate(space.options) if name in storages]
-        space = space.take(np.flatnonzero(np.isin(space.option, wanted)))
-    if len(space) == 0:
-        raise ConfigError(
-            f"no allocation of {catalog.name} can run {workload.name}"
-            + (f" with storage {', '.join(storages)}" if storages is not None else "")
-        )
-    return pareto_front(space)
 
 
 class TrainingPolicy:
@@ -182,9 +137,9 @@ class TrainingPolicy:
         for count in dict.fromkeys((self._provision(self.offline_epochs), self.offline_epochs)):
             time = p.startup_s + count * p.time_s
             cost = p.startup_usd + count * p.cost_usd
-            admitted = self._admits(time, cost, *bounds)
+            admitted = admits(time, cost, *bounds)
             if admitted.any():
-                self._row = self._best(np.flatnonzero(admitted), time, cost)
+                self._row = best_row(np.flatnonzero(admitted), time, cost, self.constraint.goal)
                 self.start_reason = (
                     f"best for {count} epochs (offline estimate {self.offline_epochs})"
                 )
@@ -194,7 +149,7 @@ class TrainingPolicy:
         least = max(1, math.ceil(self.start_fraction * self.offline_epochs))
         part_time = p.startup_s + least * p.time_s
         part_cost = p.startup_usd + least * p.cost_usd
-        if not self._admits(part_time, part_cost, *bounds).any():
+        if not admits(part_time, part_cost, *bounds).any():
             raise _infeasible(self.workload, self.offline_epochs, self.constraint, time, cost)
         per_epoch = p.cost_usd if self.constraint.budget_usd is not None else p.time_s
         self._row = int(np.argmin(per_epoch))
@@ -233,12 +188,12 @@ class TrainingPolicy:
             self._reference = estimate
             decision, row, reason, switch = self._replan(epoch, budget, time_left, why)
         next_cost, next_time = self._next_epoch(row, switch)
-        if self.guarded and not self._fits(next_cost, next_time, budget, time_left):
+        if self.guarded and not fits(next_cost, next_time, budget, time_left):
             return self._decide(
                 epoch,
                 Decision.STOP,
                 f"the next epoch ({format_money(next_cost)}, {format_duration(next_time)}) does "
-                f"not fit what is left ({self._left(budget, time_left)}); the constraint "
+                f"not fit what is left ({what_is_left(budget, time_left)}); the constraint "
                 "cannot be met any more",
                 prediction,
                 estimate,
@@ -311,7 +266,7 @@ class TrainingPolicy:
         provision = math.ceil(remaining * (1.0 + self.delta / 2) - 1e-9)
         p, row = self.frontier, self._row
         cost, time = provision * float(p.cost_usd[row]), provision * float(p.time_s[row])
-        if not self._fits(cost, time, budget, time_left):
+        if not fits(cost, time, budget, time_left):
             return True, (
                 f"the current allocation cannot pay for the {remaining} predicted remaining "
                 f"epochs with a margin of δ/2 ({format_money(cost)}, {format_duration(time)})"
@@ -381,10 +336,10 @@ class TrainingPolicy:
             time = switch.epoch_s + (count - 1) * t
             cost = switch.epoch_usd + (count - 1) * c
             time[cur], cost[cur] = count * t[cur], count * c[cur]
-            admitted = self._admits(time, cost, budget, time_left)
+            admitted = admits(time, cost, budget, time_left)
             if admitted.any():
-                row = self._best(np.flatnonzero(admitted), time, cost)
-                plan = f"best for {count} more epochs within {self._left(budget, time_left)}"
+                row = best_row(np.flatnonzero(admitted), time, cost, self.constraint.goal)
+                plan = f"best for {count} more epochs within {what_is_left(budget, time_left)}"
                 break
         else:
             # Best effort: the allocation that buys the most epochs of what is left.
@@ -392,7 +347,7 @@ class TrainingPolicy:
             row = int(np.argmin(per_epoch))
             plan = (
                 f"no allocation fits {remaining} more epochs within "
-                f"{self._left(budget, time_left)}; best effort with the one that buys most epochs"
+                f"{what_is_left(budget, time_left)}; best effort with the one that buys most epochs"
             )
         if row == cur:
             return Decision.KEEP, cur, f"{why}; re-planned: the current allocation is {plan}", None
@@ -411,36 +366,6 @@ class TrainingPolicy:
         if switch is None:
             return float(self.frontier.cost_usd[row]), float(self.frontier.time_s[row])
         return switch.epoch_usd, switch.epoch_s
-
-    def _best(self, rows: NDArray[np.int64], time: Array, cost: Array) -> int:
-        primary, secondary = (
-            (time, cost) if self.constraint.goal is Objective.MIN_TIME else (cost, time)
-        )
-        return int(rows[np.lexsort((secondary[rows], primary[rows]))[0]])
-
-    @staticmethod
-    def _admits(
-        time: Array, cost: Array, budget: float | None, time_left: float | None
-    ) -> NDArray[np.bool_]:
-        ok = np.ones(time.shape, dtype=bool)
-        if budget is not None:
-            ok &= cost <= budget
-        if time_left is not None:
-            ok &= time <= time_left
-        return ok
-
-    @staticmethod
-    def _fits(cost: float, time: float, budget: float | None, time_left: float | None) -> bool:
-        return (budget is None or cost <= budget) and (time_left is None or time <= time_left)
-
-    @staticmethod
-    def _left(budget: float | None, time_left: float | None) -> str:
-        parts = []
-        if budget is not None:
-            parts.append(f"{format_money(max(budget, 0.0))} left")
-        if time_left is not None:
-            parts.append(f"{format_duration(max(time_left, 0.0))} left")
-        return " and ".join(parts)
 
     def _decide(
         self,
@@ -481,45 +406,3 @@ class TrainingPolicy:
         for name, value in (("loss", loss), ("spent_usd", spent_usd), ("elapsed_s", elapsed_s)):
             if not (math.isfinite(value) and value >= 0):
                 raise ConfigError(f"the value of {name} is {value!r}, but must be finite and >= 0")
-
-
-class AdaptiveScheduler(TrainingPolicy):
-    """CE-scaling's adaptive resource scheduler (Algorithm 2) with a delayed restart."""
-
-    name = "adaptive"
-    delayed_restart = True
-
-
-class NoDelayPolicy(TrainingPolicy):
-    """Cirrus-like: the same online prediction and δ, but restarts without delay."""
-
-    name = "no-delay"
-    delayed_restart = False
-
-
-class EveryEpochPolicy(TrainingPolicy):
-    """Siren-like: re-plans after every epoch (no δ), restarting without delay."""
-
-    name = "every-epoch"
-    delayed_restart = False
-
-    def _should_replan(self, predicted: float) -> tuple[bool, str]:
-        return True, f"re-planning every epoch (predicted {predicted:.1f} epochs)"
-
-
-class StaticPolicy(TrainingPolicy):
-    """LambdaML-like: the offline estimate's best allocation, kept until the target is reached;
-    it does not watch the budget or the deadline while it runs."""
-
-    name = "static"
-    guarded = False
-
-    def _should_replan(self, predicted: float) -> tuple[bool, str]:
-        return False, "static allocation from the offline estimate"
-
-
-TRAINING_POLICIES: Registry[type[TrainingPolicy]] = Registry("training policy")
-TRAINING_POLICIES.register("adaptive", AdaptiveScheduler)
-TRAINING_POLICIES.register("no-delay", NoDelayPolicy)
-TRAINING_POLICIES.register("every-epoch", EveryEpochPolicy)
-TRAINING_POLICIES.register("static", StaticPolicy)
