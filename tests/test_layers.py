@@ -29,6 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("planners", "search"),
     ("workloads",),
     ("sync",),
+    ("loop",),
     ("job",),
     ("runtime",),
     ("sim",),

@@ -56,6 +56,9 @@ from faasml.types import Constraint, Objective
 from faasml.workloads.context import report
 from faasml.workloads.function_model import TorchTrainable
 
+DEFAULT_BATCH = 64
+"""A training function's batch size where neither the space nor the settings give one."""
+
 
 @dataclass(frozen=True)
 class TuneConfig:
@@ -105,13 +108,15 @@ class TuneConfig:
 
 
 class Tuner:
-    """Tunes a job (a job file, a ``JobSpec``, or a training function ``train_fn(config,
-    ctx)`` returning ``TorchTrainable``) within a budget or a deadline.
+    """Tunes a job (a job file, a ``JobSpec``, a training function ``train_fn(config, ctx)``
+    returning ``TorchTrainable``, or a training loop ``train_loop(config, ctx)`` that iterates
+    ``ctx.epochs()``: ``faasml.loop``) within a budget or a deadline.
 
     ``param_space`` maps names to distributions (``{"loguniform": [low, high]}``, ``uniform``,
     ``int``, ``choice``); for a job, names are job paths (``optimizer.lr``); for a function,
     plain names the function reads from ``config``, where any other value is a constant
-    passed as is, and ``batch_size`` is faasml's global batch size (not in ``config``).
+    passed as is, and ``batch_size`` is faasml's global batch size (not in ``config``; a loop's
+    ``config`` has it where the space has it).
     ``budget`` and ``deadline`` are shortcuts for ``TuneConfig``'s. ``settings`` sets job
     fields by dotted path (docs/jobs.md), e.g. ``{"batch_size": 32, "tuning.stages": 2}``.
     """
@@ -223,52 +228,60 @@ class Tuner:
         first = parse_search_space(searched).sample(1, seed)[0]
         config = {**self._constants}
         config.update({self._keys[k]: v for k, v in first.items() if k != "batch_size"})
-        trainable = fm.call_train_fn(function, config, seed)
-        train, test = _function_data(trainable)
+        from faasml.loop.model import LoopShape, inspect_train_fn
+
+        batch_size = settings.get("batch_size", first.get("batch_size", DEFAULT_BATCH))
+        found = inspect_train_fn(function, config, seed, batch_size, "batch_size" in space)
+        model: dict[str, Any] = {"function": packed, "sha256": digest, "config": config}
+        model.update(signature=fm.sign_packed(packed), seed=seed, label=name)
+        if isinstance(found, LoopShape):  # a training loop: its data stays in its code
+            folder = self._function_folder(run_dir, name)
+            data = _loop_job(found, folder, model, "batch_size" in space, seed)
+        else:
+            trainable = found
+            train, test = _function_data(trainable)
+            folder = self._function_folder(run_dir, name)
+            dataset: dict[str, Any] = {"path": str((folder / "data.npz").resolve())}
+            dataset["format"] = "npz"
+            if test is not None:
+                if "dataset.test_fraction" in settings:
+                    raise ConfigError(
+                        "settings set dataset.test_fraction, but train_fn returns its own test set"
+                    )
+                combined, fraction = fm.combine(train, test, seed)
+                write_npz(folder / "data.npz", combined)
+                dataset["test_fraction"] = fraction
+            else:
+                write_npz(folder / "data.npz", train)
+            fm.remember(digest, config, seed, trainable, train.input_shape, train.num_classes, name)
+            loader_batch = getattr(trainable.train, "batch_size", None)
+            model.update(name=fm.FACTORY, shape=list(train.input_shape), classes=train.num_classes)
+            model["structure"] = fm.function_structure(function, trainable)  # the profile's key
+            data = {
+                "name": name,
+                "model": model,
+                "dataset": dataset,
+                "optimizer": {"name": trainable.optimizer, **trainable.hyperparameters},
+                "search_space": searched,
+                "tuning": {"trials": 8},
+                "batch_size": loader_batch if isinstance(loader_batch, int) else DEFAULT_BATCH,
+                "profile": "mobilenet-cifar10",
+            }
+        data["name"], data["search_space"] = name, searched
+        for key, value in {**settings, **tuning}.items():
+            set_path(data, key, value)
+        data["dataset"]["seed"] = data.get("seed", 0)
+        return from_mapping(data)
+
+    def _function_folder(self, run_dir: str | os.PathLike[str] | None, name: str) -> Path:
+        """The run's ``function`` folder, for the job's data (checked new: never over a run)."""
         from faasml.runtime.run_dir import RunDir
 
         folder = (Path(run_dir) if run_dir is not None else self._run_dir(name)) / "function"
         RunDir(folder.parent).check_new()  # before its data goes in: never over a run
         self._checked = True
         folder.mkdir(parents=True, exist_ok=True)
-        dataset: dict[str, Any] = {"path": str((folder / "data.npz").resolve()), "format": "npz"}
-        if test is not None:
-            if "dataset.test_fraction" in settings:
-                raise ConfigError(
-                    "settings set dataset.test_fraction, but train_fn returns its own test set"
-                )
-            combined, fraction = fm.combine(train, test, seed)
-            write_npz(folder / "data.npz", combined)
-            dataset["test_fraction"] = fraction
-        else:
-            write_npz(folder / "data.npz", train)
-        fm.remember(digest, config, seed, trainable, train.input_shape, train.num_classes, name)
-        loader_batch = getattr(trainable.train, "batch_size", None)
-        data: dict[str, Any] = {
-            "name": name,
-            "model": {
-                "name": fm.FACTORY,
-                "function": packed,
-                "sha256": digest,
-                "signature": fm.sign_packed(packed),  # loaded again only under this user's key
-                "structure": fm.function_structure(function, trainable),  # the profile's key
-                "config": config,
-                "seed": seed,
-                "shape": list(train.input_shape),
-                "classes": train.num_classes,
-                "label": name,
-            },
-            "dataset": dataset,
-            "optimizer": {"name": trainable.optimizer, **trainable.hyperparameters},
-            "search_space": searched,
-            "tuning": {"trials": 8},
-            "batch_size": loader_batch if isinstance(loader_batch, int) else 64,
-            "profile": "mobilenet-cifar10",
-        }
-        for key, value in {**settings, **tuning}.items():
-            set_path(data, key, value)
-        data["dataset"]["seed"] = data.get("seed", 0)
-        return from_mapping(data)
+        return folder
 
     def _run_dir(self, name: str) -> Path:
         """runs/<name>-<time>, chosen once."""
@@ -479,6 +492,36 @@ def _function_data(trainable: TorchTrainable) -> tuple[Any, Any]:
     if test is not None and test.num_classes != classes:
         test = as_dataset(test, "test", classes)
     return train, test
+
+
+def _loop_job(
+    shape: Any, folder: Path, model: dict[str, Any], batch_in_config: bool, seed: int
+) -> dict[str, Any]:
+    """The job of a training loop (``faasml.loop``): its model the loop, its data set a
+    stand-in of the loop's D rows (the planner counts rounds and partitions with it; the
+    workers train on what the loop shards)."""
+    import numpy as np
+
+    from faasml.loop import LOOP_FACTORY
+    from faasml.workloads.data import Dataset, write_npz
+    from faasml.workloads.function_model import combine
+
+    rows = shape.samples
+    train = Dataset.from_arrays(np.zeros((rows, 1), np.float32), np.arange(rows) % 2, 2)
+    test = Dataset.from_arrays(np.zeros((2, 1), np.float32), np.arange(2), 2)
+    combined, fraction = combine(train, test, seed)
+    write_npz(folder / "data.npz", combined)
+    model.update(name=LOOP_FACTORY, params=shape.params, buffers=shape.buffers)
+    model.update(structure=shape.structure, batch_in_config=batch_in_config)
+    dataset = {"path": str((folder / "data.npz").resolve()), "format": "npz"}
+    return {
+        "model": model,
+        "dataset": {**dataset, "test_fraction": fraction},
+        "optimizer": {"name": "sgd", "lr": 0.1},  # unused: the loop steps its own optimiser
+        "tuning": {"trials": 8},
+        "batch_size": DEFAULT_BATCH,
+        "profile": "mobilenet-cifar10",
+    }
 
 
 def _set(data: dict[str, Any], dotted: str, value: Any) -> None:

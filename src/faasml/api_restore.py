@@ -74,10 +74,11 @@ def continue_run(run_dir: Path, callbacks: Sequence[RunCallback]) -> RunRecord:
 def _function_names(job: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any]]:
     """A training function's job: its searched keys as the caller wrote them
     (``model.config.lr`` -> ``lr``) and its constants; none for a job file's."""
+    from faasml.loop import LOOP_FACTORY
     from faasml.workloads.function_model import FACTORY
 
     model = job.get("model") or {}
-    if model.get("name") != FACTORY:
+    if model.get("name") not in (FACTORY, LOOP_FACTORY):
         return {}, {}
     keys = {key: key.removeprefix("model.config.") for key in (job.get("search_space") or {})}
     searched = set(keys.values())
@@ -90,15 +91,23 @@ def _check_trainable(
 ) -> None:
     """``trainable`` is the training function the run recorded: the same name, code and
     model it builds (``function_structure``, the digest the run recorded)."""
+    from faasml.loop import LOOP_FACTORY
+    from faasml.loop.model import LoopShape, inspect_train_fn
     from faasml.workloads import function_model as fm
 
-    if model.get("name") != fm.FACTORY:
+    if model.get("name") not in (fm.FACTORY, LOOP_FACTORY):
         raise ConfigError(
             f"trainable is given, but the run in {run_dir} tunes a job file's model, not a "
             "training function; restore it without trainable"
         )
-    built = fm.call_train_fn(trainable, model.get("config") or {}, int(model.get("seed") or 0))
-    if fm.function_structure(trainable, built) != model.get("structure"):
+    config, seed = model.get("config") or {}, int(model.get("seed") or 0)
+    if model.get("name") == LOOP_FACTORY:  # a loop: its shape, as the Tuner saw it
+        found = inspect_train_fn(trainable, config, seed, 64, bool(model.get("batch_in_config")))
+        structure = found.structure if isinstance(found, LoopShape) else None
+    else:
+        built = fm.call_train_fn(trainable, config, seed)
+        structure = fm.function_structure(trainable, built)
+    if structure != model.get("structure"):
         raise ConfigError(
             f"trainable is not the training function the run in {run_dir} recorded (its code "
             "or the model it builds differs); restore without trainable to continue with the "

@@ -52,6 +52,27 @@ class TrialCheckpoint:
         with open_store(f"embedded://{folder}") as store:
             return read(store, self.key)
 
+    def loop_state(self) -> dict[str, Any] | None:
+        """A training loop's last reported checkpoint (``torch.load(weights_only=True)``: no
+        arbitrary unpickling); None where the checkpoint is a built-in model's npz."""
+        import io
+        import zipfile
+
+        from faasml.sync.stores import open_store
+
+        folder = (self.run_dir / "objects").resolve()
+        if not folder.is_dir():
+            raise FaasmlError(f"{self.run_dir} holds no objects/ folder: its checkpoints are gone")
+        with open_store(f"embedded://{folder}") as store:
+            data = store.get(self.key)
+        if data is None or not zipfile.is_zipfile(io.BytesIO(data)):
+            return None
+        if not any(n.endswith("data.pkl") for n in zipfile.ZipFile(io.BytesIO(data)).namelist()):
+            return None  # np.savez's arrays: a built-in model's checkpoint
+        from faasml.loop.context import load_checkpoint_bytes
+
+        return load_checkpoint_bytes(data)
+
     def __str__(self) -> str:
         return self.key
 
@@ -276,10 +297,11 @@ class ResultGrid:
 def _user_config(job: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
     """A trial's configuration by the names its author wrote (as ``Tuner.user_config``): a
     training function's plain names, its constants included; a job's dotted paths."""
+    from faasml.loop import LOOP_FACTORY
     from faasml.workloads.function_model import FACTORY
 
     model = job.get("model")
-    if not isinstance(model, Mapping) or model.get("name") != FACTORY:
+    if not isinstance(model, Mapping) or model.get("name") not in (FACTORY, LOOP_FACTORY):
         return dict(config)
     prefix = "model.config."
     named = {k.removeprefix(prefix): v for k, v in config.items()}
@@ -302,6 +324,9 @@ def load_checkpoint(result: Result | TrialCheckpoint, model: Any = None) -> Any:
         raise FaasmlError(
             f"trial {result.trial_id} has no checkpoint ({result.status}: it never trained)"
         )
+    state = handle.loop_state()
+    if state is not None:  # a training loop's: the dict its last ctx.report carried
+        return state
     saved = handle.load()
     if model is None:
         return saved.params.copy()

@@ -147,9 +147,10 @@ def epoch_metrics(record: Mapping[str, Any]) -> dict[str, float]:
 def config_names(job: JobSpec) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
     """A trial's configuration by the names its author wrote: a training function's plain
     names (``model.config.lr`` -> ``lr``) with its constants; a job file's dotted paths."""
+    from faasml.loop import LOOP_FACTORY
     from faasml.workloads.function_model import FACTORY
 
-    if job.model.name != FACTORY:
+    if job.model.name not in (FACTORY, LOOP_FACTORY):  # a job file's
         return dict
     constants = dict(job.model.options.get("config") or {})
     prefix = "model.config."

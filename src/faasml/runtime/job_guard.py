@@ -33,8 +33,8 @@ __all__ = [
 
 CODE_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 """A ``module.path:attribute`` reference: what faasml imports and calls."""
-SELF_CHECKED = "faasml.workloads.function_model:function_model"
-"""A training function's factory: it loads only a pickle signed by the user itself."""
+SELF_CHECKED = ("faasml.workloads.function_model:function_model", "faasml.loop.model:loop_model")
+"""A training function's and a loop's factories: they load only a pickle signed by the user."""
 SIGNED = ("job", "job_source", "job_file_sha256", "platform", "platform_options")
 """The record's fields that say what runs: what the signature covers."""
 
@@ -69,7 +69,7 @@ def code_named(job: object, platform_options: object = None) -> list[tuple[str, 
     """(field path, reference) of what a job and its platform options would import and run."""
     strings = [*_strings(job, "job"), *_strings(platform_options, "platform_options")]
     found = [(where, text) for where, text in strings if CODE_REF.match(text)]
-    found = [(where, text) for where, text in found if text != SELF_CHECKED]
+    found = [(where, text) for where, text in found if text not in SELF_CHECKED]
     if isinstance(platform_options, Mapping) and "preload" in platform_options:
         found.append(("platform_options.preload", str(platform_options["preload"])))
     return found

@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from faasml.loop import is_loop
+
 PEAK_ROUNDS = 3
 """Training rounds of each model configuration while its footprint is measured."""
 GROUP_WAIT_S = 120.0
@@ -74,27 +76,57 @@ def probe_job(payload: dict[str, Any]) -> dict[str, Any]:
     group: dict[str, Any] | None = payload.get("group")
     rng = np.random.default_rng(0)
     out: dict[str, Any] = {}
+    probe = _probe_loops if is_loop(recipes[0].model) else _probe_recipes
     context.open_context()  # model code may call faasml.report while it trains, as in a worker
     try:
         if group is None:
-            _probe_recipes(recipes, data, test, store, payload, rng, out)
+            probe(recipes, data, test, store, payload, rng, out)
         else:
             prefix, index, size = str(group["prefix"]), int(group["index"]), int(group["size"])
             sampled = recipes[1:] if len(recipes) > 1 else recipes
-            _timed_rounds(sampled, data, rng, 0.0, 0)  # set up: models built, kernels warm
+            timed = _timed_loops if probe is _probe_loops else _timed_rounds
+            timed(sampled, data, rng, 0.0, 0)  # set up: models built, kernels warm
             store.put(f"{prefix}/ready/{index}", b"1")
             _wait(store, [f"{prefix}/ready/{i}" for i in range(size)])
-            out["side_by_side_s_per_sample"] = _timed_rounds(
+            out["side_by_side_s_per_sample"] = timed(
                 sampled, data, rng, float(payload["measure_s"]), int(payload["max_rounds"])
             )
             store.put(f"{prefix}/done/{index}", b"1")
             if index == 0:  # alone, once the others have returned
                 _wait(store, [f"{prefix}/done/{i}" for i in range(1, size)])
-                _probe_recipes(recipes, data, test, store, payload, rng, out)
+                probe(recipes, data, test, store, payload, rng, out)
     finally:
         context.close_context()
     out["peak_rss_mb"] = _peak_rss_mb(reset)
     return out
+
+
+def _probe_loops(
+    recipes: list[Any],
+    data: Any,
+    test: Any,
+    store: Any,
+    payload: dict[str, Any],
+    rng: Any,
+    out: dict[str, Any],
+) -> None:
+    """``_probe_recipes`` for a training loop's configurations (``faasml.loop.probe``)."""
+    from faasml.loop.probe import probe_loops
+
+    rounds = (WARM_ROUNDS, PEAK_ROUNDS, int(payload["max_rounds"]))
+    out.update(probe_loops(recipes, len(test), rounds, float(payload["measure_s"])))
+
+
+def _timed_loops(
+    recipes: list[Any], data: Any, rng: Any, measure_s: float, max_rounds: int
+) -> float:
+    """``_timed_rounds`` for a training loop's configurations."""
+    from faasml.loop.probe import time_loop
+
+    rounds = (WARM_ROUNDS, PEAK_ROUNDS if measure_s > 0 else 0, max_rounds)
+    share = measure_s / len(recipes)
+    timings = [time_loop(r.model_options, r.batch_size, r.seed, rounds, share) for r in recipes]
+    return sum(t.compute_s_per_sample for t in timings) / len(timings)
 
 
 def _wait(store: Any, keys: list[str]) -> None:

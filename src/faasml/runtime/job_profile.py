@@ -26,6 +26,7 @@ from typing import Any
 from faasml.catalog import Catalog
 from faasml.exceptions import FaasmlError
 from faasml.job import JobSpec
+from faasml.loop import is_loop
 from faasml.runtime.billing import Meter
 from faasml.runtime.config_cost import ConfigCosts, relative_costs
 from faasml.runtime.contention import (
@@ -461,6 +462,7 @@ def platform_options_for(job: JobSpec, model: object, options: Mapping[str, Any]
     if job.platform in ("local", "ray", "lithops") and "preload" not in out:
         from faasml.workloads.torch_model import TorchModel
 
-        torch = ("torch",) if isinstance(model, TorchModel) else ()
+        uses_torch = isinstance(model, TorchModel) or is_loop(job.model.name)  # a loop too
+        torch = ("torch",) if uses_torch else ()
         out["preload"] = (*torch, WORKER_MODULE)
     return out

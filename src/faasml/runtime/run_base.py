@@ -19,6 +19,7 @@ from typing import Any
 from faasml.catalog import Catalog, load_catalog
 from faasml.exceptions import ConfigError, InfeasibleConstraintError
 from faasml.job import JobSpec, apply_config
+from faasml.loop import is_loop
 from faasml.models.space import evaluate_allocation
 from faasml.runtime.billing import Meter, refused_after_profiling
 from faasml.runtime.calibration import compute_ratio
@@ -151,9 +152,12 @@ class BaseRun:
     def recipe(self, trial: TrialState) -> ModelRecipe:
         if trial.trial_id not in self._recipes:
             job = apply_config(self.job, trial.config) if trial.config else self.job
+            options = job.model_options()
+            if is_loop(job.model.name):  # a loop's ctx.max_epochs: the most a trial trains
+                options["max_epochs"] = self._loop_epochs()
             self._recipes[trial.trial_id] = ModelRecipe(
                 model=job.model.name,
-                model_options=job.model_options(),
+                model_options=options,
                 input_shape=tuple(self.train.input_shape),
                 num_classes=self.train.num_classes,
                 optimizer=job.optimizer.name,
@@ -162,6 +166,13 @@ class BaseRun:
                 seed=job.seed,
             )
         return self._recipes[trial.trial_id]
+
+    def _loop_epochs(self) -> int:
+        """The epochs a trial trains at most: the plan's stages' (tuning), else ``max_epochs``."""
+        plan = self.record.plan
+        if self.kind != "train" and plan is not None and plan.stages:
+            return sum(stage.epochs for stage in plan.stages)
+        return int(self.job.training.max_epochs)
 
     def predicted_round_s(self, allocation: Allocation) -> float:
         """t'(θ) / k of the performance model (CE-scaling eq. 2) for ``allocation``."""

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from faasml.loop import is_loop
 from faasml.runtime.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from faasml.runtime.worker_faults import Fault as Fault
 from faasml.runtime.worker_faults import inject_fault, start_late
@@ -265,6 +266,8 @@ class _Segment:
 def run_segment(task: WorkerTask) -> SegmentReport:
     """Train rounds [start_batch, stop_batch) of ``task.epoch`` as worker ``task.worker_id``."""
     start_late(task.fault, task.worker_id)
+    if is_loop(task.recipe.model):  # the user's own loop: whole epochs of its code
+        return _loop_segment(task)
     seg = _load_segment(task)
     context.open_context()
     heartbeat = _HEARTBEAT
@@ -276,6 +279,52 @@ def run_segment(task: WorkerTask) -> SegmentReport:
         heartbeat.stop()
     seg.epochs = len(per_epoch) or seg.epochs  # fewer than asked where it diverged
     return _finish_segment(task, seg, per_epoch, val)
+
+
+def _loop_segment(task: WorkerTask) -> SegmentReport:
+    """A segment of a training loop (``faasml.loop``): its epochs run in the user's code, each
+    round's gradient averaged through the task's scheme, worker 0's reports the trial's."""
+    from faasml.loop.segment import run_loop, segment_figures, task_plan
+
+    started, recipe = time.monotonic(), task.recipe
+    objects, sync_store = _store(task.object_url), _store(task.sync_url)
+    object_before, sync_before = objects.stats.copy(), sync_store.stats.copy()
+    scheme = SCHEME_CLASSES.get(task.scheme)(
+        sync_store, task.n, f"{task.namespace}/sync", timeout_s=task.sync_timeout_s
+    )
+
+    def on_round(round_id: int) -> None:
+        _HEARTBEAT.round_id = round_id
+        dying = inject_fault(task.fault, task.worker_id, round_id)
+        while dying:  # the injected kill is on its way
+            time.sleep(1.0)
+
+    _HEARTBEAT.start(objects, f"{task.namespace}/hb/w{task.worker_id}")
+    try:
+        await_peers(objects, task)
+        outcome = run_loop(
+            recipe.model_options,
+            task_plan(task),
+            objects,
+            (task.checkpoint, task.checkpoint_out),
+            lambda round_id, vector: scheme.reduce(task.worker_id, round_id, vector),
+            on_round,
+        )
+    finally:
+        _HEARTBEAT.stop()
+    figures = segment_figures(outcome, task.worker_id, several=task.epochs > 1)
+    return SegmentReport(
+        worker_id=task.worker_id,
+        epoch=task.epoch,
+        elapsed_s=time.monotonic() - started,
+        epoch_done=True,
+        batch_size=recipe.batch_size,
+        object_stats=_stats(objects.stats, object_before),
+        sync_stats=_stats(sync_store.stats, sync_before),
+        checkpoint=outcome.checkpoint,
+        pid=os.getpid(),
+        **figures,
+    )
 
 
 def await_peers(objects: Store, task: WorkerTask) -> None:

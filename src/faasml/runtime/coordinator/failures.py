@@ -22,6 +22,8 @@ from faasml.sync.stores import Store
 from faasml.types import Allocation
 
 LOST_STORE = "its store was unavailable"
+LOOP_ERROR = "LoopError: "
+"""In a failure's reason: a training loop failed in its own code (``faasml.loop``)."""
 MOVED = "(moved to"
 """Marks a failure after which the trial moved (memory or functions): the failures before a
 move do not count against ``max_restarts`` on the new allocation."""
@@ -99,6 +101,8 @@ class FailurePolicy:
             # guard then decides whether a retry still fits. Not counted against max_restarts.
             self._estimator.ran_out(segment.allocation, segment.timeout_s)
             trial.failures[-1] += " (its budget reservation ran out)"
+        elif LOOP_ERROR in reason:  # the user's loop failed in its own code: a rerun would too
+            trial.status = "failed"
         elif sync_failure(reason) and self._fewer(segment):
             # The plan's width keeps failing to meet: fewer, larger functions (not counted).
             move = self.function_moves[-1]

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from faasml.catalog import Catalog
+from faasml.loop import is_loop
 from faasml.runtime.coordinator.billing import SegmentBiller
 from faasml.runtime.coordinator.failures import FailurePolicy
 from faasml.runtime.coordinator.partitions import Partitions
@@ -202,7 +203,9 @@ class Launcher:
         """What the next segment trains and its cost; fewer epochs where the budget left
         pays for one only; None when it must wait for the running segments' bills."""
         rounds = self._rounds(trial, allocation)
-        stop = self._stop_batch(trial, allocation, rounds)
+        stop = None  # a loop's segments never cut an epoch
+        if not is_loop(self._recipe_of(trial).model):
+            stop = self._stop_batch(trial, allocation, rounds)
         epochs = 1 if stop is not None else self._segment_epochs(trial, allocation, until_epoch)
         span = (stop if stop is not None else rounds) - trial.batch + (epochs - 1) * rounds
         busy = sum(
