@@ -7,7 +7,7 @@ import re
 from collections import Counter
 
 from faasml.reports.run_format import money, seconds
-from faasml.runtime.ranking import diverged_line
+from faasml.runtime.ranking import diverged_at, diverged_line
 from faasml.runtime.record import PlanRecord, RunRecord
 
 FAILED_STATUSES = ("failed", "target-missed")
@@ -169,6 +169,13 @@ def _diverged_lines(record: RunRecord) -> list[str]:
     """One line per diverged trial; where no trial is left to be the best, a line saying so."""
     trials = record.trials
     diverged = [t for t in trials if t.status == "diverged"]
+    if record.kind == "train":  # its one trial: nothing ranks it
+        found = [diverged_at(t.history) for t in diverged]
+        return [
+            f"diverged at epoch {f[0]} ({f[1]}): trained no further (e.g. lower the learning rate)"
+            for f in found
+            if f is not None
+        ]
     lines = [diverged_line(t.trial_id, t.diverged_epoch, t.history) for t in diverged]
     if diverged and record.best is None and record.kind == "tune":
         what = (

@@ -23,6 +23,7 @@ from faasml.models.space import evaluate_allocation
 from faasml.runtime.calibration import REPLAN_DELTA, Calibration, moved
 from faasml.runtime.coordinator import Coordinator, TrialState
 from faasml.runtime.estimates import coordinator_seconds
+from faasml.runtime.ranking import diverged_at
 from faasml.runtime.record import (
     AllocationChange,
     Best,
@@ -105,6 +106,8 @@ class TrainRun(BaseRun):
 
     def _drive(self, coordinator: Coordinator) -> None:
         plan = self.record.plan if self.record.plan is not None else self.plan()
+        # A loss that turns NaN or infinite ends the run: no epoch after it is trained or billed.
+        coordinator.options = dataclasses.replace(coordinator.options, stop_diverged=True)
         try:
             self._train(coordinator)
         finally:  # the run's one stage, as measured (the report sets it beside the plan)
@@ -124,6 +127,9 @@ class TrainRun(BaseRun):
     def _train(self, coordinator: Coordinator) -> None:
         training = self.job.training
         trial = self.trials[0]
+        if trial.status == "diverged":  # resumed: a NaN model is trained no further
+            self._diverged(trial)
+            return
         scheduler = None
         if training.target_loss is not None:
             from faasml.planners.adaptive import AdaptiveScheduler
@@ -159,6 +165,9 @@ class TrainRun(BaseRun):
                 self._gaps.append(time.monotonic() - ended)
             coordinator.run([trial], allocation, until)
             ended = time.monotonic()
+            if trial.status == "diverged":
+                self._diverged(trial)
+                return
             if coordinator.stop_reason or trial.status == "failed":
                 return
             if scheduler is None:
@@ -202,6 +211,15 @@ class TrainRun(BaseRun):
             val_accuracy=trial.last.get("val_accuracy"),
             checkpoint=trial.checkpoint,
         )
+
+    def _diverged(self, trial: TrialState) -> None:
+        """The trial's loss or metric went NaN or infinite: the run failed, with the epoch and
+        the value as its reason (the record's last event), and has no best."""
+        found = diverged_at(trial.history)
+        epoch, why = found if found is not None else (trial.diverged_epoch, "NaN or infinite")
+        self.record.status = "failed"
+        self.record.best = None
+        self.event(f"diverged at epoch {epoch} ({why})")
 
     def _recalibrate(
         self,

@@ -213,6 +213,11 @@ class LithopsPlatform(Platform):
             if self._closed:
                 return
             self._closed = True
+        # Stops Lithops' job monitor and invokers and kills the calls still running (after a
+        # Ctrl-C, a budget stop): left alone they run on past this process, and the monitor's
+        # next poll logs a traceback once the interpreter has shut its thread pools down.
+        with contextlib.suppress(Exception):
+            self._executor.__exit__(None, None, None)
         if self._executor.data_cleaner:
             with contextlib.suppress(Exception):
                 self._executor.clean(clean_cloudobjects=False)

@@ -17,9 +17,11 @@ started and stopped on ``close``.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +43,23 @@ from faasml.runtime.platforms.local import IDLE_TIMEOUT_S, LocalPlatform
 START_TIMEOUT_S = 60.0
 """An actor Ray has not placed and started by then is killed (its cluster is fragmented or
 full); its invocation fails as ``killed``."""
+
+
+AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
+"""Ray's logger that says, on every new local instance, that token authentication is on and
+how to opt out: a line on the user's console about Ray's defaults, not about the run."""
+
+
+@contextlib.contextmanager
+def _quiet(name: str) -> Iterator[None]:
+    """Only errors from the logger ``name`` while the block runs."""
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 class _FunctionHost:
@@ -187,13 +206,14 @@ class RayPlatform(_common.PooledPlatform):
                 # cluster (an address, or RAY_ADDRESS) keeps its own: Ray refuses them there.
                 new_local = address is None and not os.environ.get("RAY_ADDRESS")
                 local = {"_system_config": LOCAL_SYSTEM_CONFIG} if new_local else {}
-                self._ray.init(
-                    address=address,
-                    include_dashboard=False,
-                    log_to_driver=False,
-                    configure_logging=False,
-                    **local,
-                )
+                with _quiet(AUTH_LOGGER):
+                    self._ray.init(
+                        address=address,
+                        include_dashboard=False,
+                        log_to_driver=False,
+                        configure_logging=False,
+                        **local,
+                    )
             except (ConnectionError, RuntimeError, ValueError) as err:
                 where = address or "a new local Ray instance"
                 raise ConfigError(f"cannot connect to the Ray cluster at {where}: {err}") from err
