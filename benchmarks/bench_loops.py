@@ -279,7 +279,7 @@ def prediction_lines(record: RunRecord) -> list[str]:
         return [*lines, "  after re-calibration: no stage re-predicted (one stage ran)"]
     again = [sum(getattr(p, k) for p, _ in later) for k in ("time_s", "cost_usd")]
     done = [sum(getattr(m, k) for _, m in later) for k in ("time_s", "cost_usd")]
-    what = f"after re-calibration (the {len(later)} stages after the first)"
+    what = f"after re-calibration ({len(later)} later stage{'s' if len(later) > 1 else ''})"
     return [*lines, _vs(what, (again[0], done[0]), (again[1], done[1]), RECALIBRATED)]
 
 
@@ -340,9 +340,9 @@ def invariance(job: LoopJob, counts: list[int], work: Path, quick: bool) -> None
         items = sorted(best.config.items()) if best else []
         config = ", ".join(f"{k.split('.')[-1]}={v:.4g}" for k, v in items)
         value = f"{best.metric} {best.value:.6f}" if best and best.value is not None else "none"
-        print(
-            f"  n={n}: {record.status}, best trial {best.trial if best else '-'}, {value}, {config}"
-        )
+        ran = "/".join(str(m) for m in sorted({h["n"] for t in record.trials for h in t.history}))
+        trial = best.trial if best else "-"
+        print(f"  n={n} (trained on {ran}): {record.status}, best trial {trial}, {value}, {config}")
     base = curves[counts[0]]
     worst = max(
         (abs(c[k] - base[k]) for c in curves.values() for k in c.keys() & base.keys()),
