@@ -229,3 +229,23 @@ def test_a_loop_ranks_and_prunes_by_its_own_metric(tmp_path: Path) -> None:
     assert best.trial_id == kept[0] and best.metrics["reported"]["val_rmse"] < first[kept[0]]
     state = faasml.load_checkpoint(best)  # the dict its last ctx.report carried
     assert set(state) == {"model", "opt", "sched"} and state["sched"]["last_epoch"] == 2
+
+
+def test_the_probe_measures_a_loops_synchronised_round(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAASML_CACHE", str(tmp_path / "cache"))  # measured, not cached
+    tuner = faasml.Tuner(
+        mlp_loop,
+        SPACE,
+        deadline=3600,
+        tune_config=faasml.TuneConfig(num_samples=1),
+        settings=SETTINGS,
+        run_dir=tmp_path / "run",
+    )
+    run = TuneRun(tuner.job, tuner.constraint, tuner.run_dir)
+    run.plan()
+    profile = run.record.profile
+    assert profile is not None
+    assert not [note for note in profile.notes if "synchronised round" in note]
+    assert profile.sync_rounds  # two functions' rounds of the loop's vector, timed

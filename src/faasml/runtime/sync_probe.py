@@ -23,6 +23,7 @@ import math
 import os
 import statistics
 import tempfile
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from faasml.catalog import Catalog, FunctionPlatform, StorageService
 from faasml.job import JobSpec
 from faasml.models.perf import network_mbps
 from faasml.models.sync import item_mb, transfers
+from faasml.runtime.job_probe import WARM_ROUNDS
 from faasml.runtime.platform import FunctionError
 
 SYNC_FN = "faasml.runtime.sync_probe:probe_sync"
@@ -63,9 +65,6 @@ def probe_sync(payload: dict[str, Any]) -> dict[str, Any]:
     """Inside a function: for each scheme, WARM_ROUNDS synchronised rounds (the first waits
     until the other function is up), then ``rounds`` timed ones; the seconds each spent in
     the reduce, per round."""
-    import numpy as np
-
-    from faasml.runtime.job_probe import WARM_ROUNDS, train_round, warmed
     from faasml.runtime.worker import cached_dataset, cached_store
     from faasml.sync.schemes import SCHEME_CLASSES
 
@@ -73,39 +72,73 @@ def probe_sync(payload: dict[str, Any]) -> dict[str, Any]:
     data, _ = cached_dataset(objects, payload["train_key"])
     sync_store = cached_store(payload["sync_url"])
     index, n = int(payload["index"]), int(payload["n"])
-    rng = np.random.default_rng(index + 1)
-    model, optimizer, params, size = warmed(payload["recipe"], data, rng)
-    count = model.num_params
+    trainer = _RoundTrainer(payload["recipe"], data, index)
     out: dict[str, list[float]] = {}
     work: dict[str, list[float]] = {}
     for name in payload["schemes"]:
         scheme = SCHEME_CLASSES.get(name)(
             sync_store, n, f"{payload['prefix']}/{name}", timeout_s=SYNC_TIMEOUT_S
         )
-        round_id = 0
-
-        def reduce(vector: Any, scheme: Any = scheme) -> Any:
-            nonlocal round_id
-            if model.num_buffers:  # the buffers travel with the gradient, as in a worker
-                vector = np.concatenate([vector, model.buffers()])
-            mean = scheme.reduce(index, round_id, vector)
-            round_id += 1
-            if model.num_buffers:
-                model.load_buffers(mean[count:])
-            return mean[:count]
-
+        trainer.start(scheme)
         for _ in range(WARM_ROUNDS):
-            params, _, _ = train_round(model, optimizer, params, data, rng, size, reduce)
-        times, computes = [], []
-        for _ in range(int(payload["rounds"])):
-            params, compute_s, seconds = train_round(
-                model, optimizer, params, data, rng, size, reduce
-            )
-            times.append(seconds)
-            computes.append(compute_s)
-        out[name] = times
-        work[name] = computes
+            trainer.round()
+        rounds = [trainer.round() for _ in range(int(payload["rounds"]))]
+        out[name] = [seconds for _, seconds in rounds]
+        work[name] = [compute_s for compute_s, _ in rounds]
     return {"sync_s": out, "compute_s": work}
+
+
+class _RoundTrainer:
+    """Synchronised training rounds of one probing function, as a worker runs them. A user's
+    training loop trains in its own code, so its rounds synchronise a zero vector of its
+    size (parameters and buffers) and report no computation: the loop's probe measures that."""
+
+    def __init__(self, recipe: Any, data: Any, index: int) -> None:
+        import numpy as np
+
+        from faasml.loop import is_loop
+        from faasml.runtime.job_probe import warmed
+        from faasml.runtime.worker import cached_model
+
+        self.data, self.rng = data, np.random.default_rng(index + 1)
+        self.index, self.round_id, self.scheme = index, 0, None
+        self.loop = is_loop(recipe.model)
+        if self.loop:
+            self.model = cached_model(recipe)
+        else:
+            self.model, self.optimizer, self.params, self.size = warmed(recipe, data, self.rng)
+
+    def start(self, scheme: Any) -> None:
+        self.scheme, self.round_id = scheme, 0
+
+    def _reduce(self, vector: Any) -> Any:
+        import numpy as np
+
+        model, count = self.model, self.model.num_params
+        if model.num_buffers and not self.loop:  # buffers travel with the gradient
+            vector = np.concatenate([vector, model.buffers()])
+        assert self.scheme is not None
+        mean = self.scheme.reduce(self.index, self.round_id, vector)
+        self.round_id += 1
+        if model.num_buffers and not self.loop:
+            model.load_buffers(mean[count:])
+        return mean[:count]
+
+    def round(self) -> tuple[float, float]:
+        """One round: (seconds of computation, seconds in the synchronisation)."""
+        import numpy as np
+
+        from faasml.runtime.job_probe import train_round
+
+        if self.loop:
+            size = self.model.num_params + self.model.num_buffers
+            began = time.perf_counter()
+            self._reduce(np.zeros(size, dtype=np.float32))
+            return 0.0, time.perf_counter() - began
+        self.params, compute_s, seconds = train_round(
+            self.model, self.optimizer, self.params, self.data, self.rng, self.size, self._reduce
+        )
+        return compute_s, seconds
 
 
 def round_figures(results: Sequence[Mapping[str, Any]]) -> tuple[tuple[SyncRound, ...], float]:
