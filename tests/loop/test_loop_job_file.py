@@ -109,3 +109,21 @@ def test_a_loop_job_file_with_a_dataset_is_refused_in_one_line(tmp_path: Path) -
     with pytest.raises(FaasmlError, match=r"training loop, which brings its own data") as caught:
         read_job(path)
     assert "\n" not in str(caught.value)
+
+
+def test_faasml_tuner_runs_a_loop_job_file(tmp_path: Path) -> None:
+    import faasml
+
+    path = _job_file(
+        tmp_path,
+        {"name": "job_loops:loss_loop"},
+        search_space={"lr": {"choice": [0.05, 0.1]}},
+        tuning={"trials": 2, "stages": 1, "epochs_per_stage": 1},
+    )
+    tuner = faasml.Tuner(path, deadline=3600, run_dir=tmp_path / "run")
+    run = TuneRun(tuner.job, tuner.constraint, tuner.run_dir, measure=False)
+    run.plan()
+    record = record_to_json(run.execute())
+    assert record["status"] == "finished"
+    assert sorted(t["config"]["model.config.lr"] for t in record["trials"]) == [0.05, 0.1]
+    assert all(t["history"][-1]["reported"]["loss"] > 0 for t in record["trials"])

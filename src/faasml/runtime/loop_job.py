@@ -66,6 +66,11 @@ def _loop_function(name: str, model: object) -> Callable[..., Any] | None:
     return None if keyword_only else function
 
 
+def names_loop(job: JobSpec) -> bool:
+    """Whether ``job``'s model names a training loop (imported: only a run asks)."""
+    return _loop_function(job.model.name, {"name": job.model.name, **job.model.options}) is not None
+
+
 def loop_job(job: JobSpec, folder: Path) -> JobSpec:
     """``job`` as a loop's job (``faasml.Tuner``'s shape: the loop pickled and signed, its
     data a stand-in of its rows in ``folder``) where its model names a loop; else ``job``."""
@@ -145,4 +150,4 @@ def _stand_in_data(rows: int, folder: Path, seed: int) -> dict[str, Any]:
     return {"path": path, "format": "npz", "test_fraction": fraction, "seed": seed}
 
 
-__all__ = ["loop_job", "read_job"]
+__all__ = ["loop_job", "names_loop", "read_job"]
