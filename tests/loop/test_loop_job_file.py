@@ -127,3 +127,25 @@ def test_faasml_tuner_runs_a_loop_job_file(tmp_path: Path) -> None:
     assert record["status"] == "finished"
     assert sorted(t["config"]["model.config.lr"] for t in record["trials"]) == [0.05, 0.1]
     assert all(t["history"][-1]["reported"]["loss"] > 0 for t in record["trials"])
+
+
+def test_faasml_trainer_trains_a_loop_to_its_target(tmp_path: Path) -> None:
+    """``faasml train`` from Python: the loop and its config, measured, planned and trained."""
+    from job_loops import loss_loop
+
+    import faasml
+
+    trainer = faasml.Trainer(
+        loss_loop,
+        {"lr": 0.1},
+        deadline=3600,
+        max_epochs=30,
+        target_loss=0.5,
+        settings={"batch_size": 16},
+        run_dir=tmp_path / "run",
+    )
+    result = trainer.fit()
+    assert result.status == "done" and result.config == {"lr": 0.1}
+    assert result.history[-1]["reported"]["loss"] <= 0.5 < result.history[0]["reported"]["loss"]
+    record = json.loads((tmp_path / "run" / "record.json").read_text())
+    assert record["kind"] == "train" and record["target"]["reached"] is True
