@@ -149,3 +149,41 @@ def test_faasml_trainer_trains_a_loop_to_its_target(tmp_path: Path) -> None:
     assert result.history[-1]["reported"]["loss"] <= 0.5 < result.history[0]["reported"]["loss"]
     record = json.loads((tmp_path / "run" / "record.json").read_text())
     assert record["kind"] == "train" and record["target"]["reached"] is True
+
+
+def _faasml(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path])}
+    return subprocess.run(
+        [sys.executable, "-m", "faasml.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=folder,
+    )
+
+
+def test_faasml_train_runs_a_loop_job_file(tmp_path: Path) -> None:
+    """The command: read, measured, planned and trained to its target."""
+    path = _job_file(
+        tmp_path,
+        {"name": "job_loops:loss_loop", "lr": 0.1},
+        training={"target_loss": 0.5, "max_epochs": 30},
+    )
+    done = _faasml(tmp_path, "train", str(path), "--deadline", "3600", "--run-dir", "run")
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = json.loads((tmp_path / "run" / "record.json").read_text())
+    assert record["status"] == "finished" and record["target"]["reached"] is True
+
+
+def test_faasml_tune_refuses_a_function_neither_loop_nor_factory(tmp_path: Path) -> None:
+    path = _job_file(
+        tmp_path,
+        "job_loops:pair",
+        search_space={"lr": {"choice": [0.1, 0.2]}},
+        tuning={"trials": 2},
+    )
+    done = _faasml(tmp_path, "tune", str(path), "--deadline", "3600", "--run-dir", "run")
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "returned int" in lines[0]
