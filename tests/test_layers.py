@@ -56,6 +56,7 @@ ROOT_UNITS = {
     "_gzip": "base",
     "searchspace": "job",
     "api_restore": "api",
+    "api_train": "api",
     "results": "api",
     "samplers": "job",
 }

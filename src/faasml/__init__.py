@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         load_checkpoint,
         report,
     )
+    from faasml.api_train import Trainer
     from faasml.catalog import Catalog, load_catalog
     from faasml.exceptions import ConfigError, FaasmlError, InfeasibleConstraintError
     from faasml.models import allocation_space
@@ -47,6 +48,7 @@ __all__ = [
     "StageEnd",
     "TorchTrainable",
     "TrainPlan",
+    "Trainer",
     "TrialResult",
     "TuneConfig",
     "Tuner",
@@ -71,6 +73,7 @@ _MODULES = {
         "load_checkpoint",
         "report",
     ),
+    "faasml.api_train": ("Trainer",),
     "faasml.catalog": ("Catalog", "load_catalog"),
     "faasml.exceptions": ("ConfigError", "FaasmlError", "InfeasibleConstraintError"),
     "faasml.models": ("allocation_space",),

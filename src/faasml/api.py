@@ -47,7 +47,7 @@ from typing import Any
 
 from faasml._validate import shown
 from faasml.exceptions import ConfigError, DivergedError, TrialsLostError
-from faasml.job import JobSpec, from_mapping, load_job
+from faasml.job import JobSpec, from_mapping
 from faasml.job.layers import set_path
 from faasml.results import Result, ResultGrid, load_checkpoint
 from faasml.runtime.events import RunCallback
@@ -176,7 +176,12 @@ class Tuner:
                     _set(data, key, value)
                 self.job = from_mapping(data, source=job.source)
             else:
-                self.job = load_job(Path(job), overrides)
+                from faasml.runtime.loop_job import loop_job, names_loop, read_job
+
+                self.job = read_job(Path(job), overrides)
+                if names_loop(self.job):  # a training loop's job file: its stand-in data
+                    folder = self._function_folder(run_dir, self.job.name)
+                    self.job = loop_job(self.job, folder)
         self.job.require_tuning()
         self.run_dir = Path(run_dir) if run_dir is not None else self._run_dir(self.job.name)
 

@@ -20,10 +20,11 @@ from faasml.cli._common import (
 from faasml.cli.run_console import PrepareDisplay, RunDisplay
 from faasml.cli.run_options import json_output, print_trial_lines
 from faasml.exceptions import ConfigError
-from faasml.job import JobSpec, load_job, parse_assignments
+from faasml.job import JobSpec, parse_assignments
 from faasml.reports.run_format import best_value, config, number, run_metric
 from faasml.reports.run_outputs import write_outputs
 from faasml.reports.run_summary import exit_code, summary_lines
+from faasml.runtime.loop_job import loop_job, read_job
 from faasml.runtime.platform import PLATFORMS
 from faasml.runtime.record import PlanRecord, RunRecord
 from faasml.runtime.run_dir import RunDir
@@ -127,7 +128,7 @@ def run_train(args: argparse.Namespace) -> int:
 def _run(kind: type[TuneRun] | type[TrainRun], args: argparse.Namespace) -> int:
     """Check the run directory, read the job, measure and plan it, run it, report."""
     _check_run_dir(args)
-    job, options = _platform_of(args, load_job(args.job, parse_assignments(args.set)))
+    job, options = _platform_of(args, read_job(args.job, parse_assignments(args.set)))
     if kind is TuneRun:
         job.require_tuning()
     elif job.search_workflow() is not None:  # deployed by a search (docs/search.md)
@@ -137,6 +138,7 @@ def _run(kind: type[TuneRun] | type[TrainRun], args: argparse.Namespace) -> int:
     path = _run_dir(args, job.name)
     with lock_run(path):
         RunDir(path).check_new(force=args.force)  # again, locked: a run may have begun since
+        job = loop_job(job, path / "function")  # a training loop's (docs/your-own-loop.md)
         run = kind(
             job,
             constraint_from(args),
