@@ -158,6 +158,23 @@ def optuna_run(job: JobSpec, seed: int, max_epochs: int, budget_epochs: int) -> 
     return _best(best, metric)
 
 
+def _value(space: SearchSpace, name: str, raw: Any) -> Any:
+    """A parameter's value from Optuna's raw one (a choice's index among its values)."""
+    dist = space.params[name]
+    return dist.values[raw] if isinstance(dist, Choice) else raw
+
+
+class _Define:
+    """The search space as Optuna's define-by-run function (a class: Ray Tune pickles its
+    searcher's state, and a local function cannot be pickled)."""
+
+    def __init__(self, space: SearchSpace) -> None:
+        self.space = space
+
+    def __call__(self, trial: Any) -> None:
+        suggest(trial, self.space)
+
+
 def ray_run(job: JobSpec, seed: int, max_epochs: int, budget_epochs: int) -> float:
     """Ray Tune's ASHA + OptunaSearch until ``budget_epochs`` trial-epochs, one trial at once."""
     import ray
@@ -172,7 +189,9 @@ def ray_run(job: JobSpec, seed: int, max_epochs: int, budget_epochs: int) -> flo
     data = load_data(job.dataset)
 
     def trainable(config: dict[str, Any]) -> None:
-        trainer = Trainer(job, {k: v for k, v in config.items() if v is not None}, data)
+        # Ray hands over Optuna's raw parameters: a choice as its index among the values.
+        chosen = {k: _value(space, k, v) for k, v in config.items() if v is not None}
+        trainer = Trainer(job, chosen, data)
         for _ in range(max_epochs):
             tune.report({"value": trainer.epoch(metric)})
 
@@ -187,10 +206,7 @@ def ray_run(job: JobSpec, seed: int, max_epochs: int, budget_epochs: int) -> flo
         def stop_all(self) -> bool:
             return self.used >= budget_epochs
 
-    def define(trial: Any) -> None:
-        suggest(trial, space)
-
-    search = OptunaSearch(space=define, metric="value", mode=mode, seed=seed)
+    search = OptunaSearch(space=_Define(space), metric="value", mode=mode, seed=seed)
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
     try:
         tuner = tune.Tuner(
