@@ -21,7 +21,8 @@ import faasml
 from faasml import _files
 from faasml.catalog import load_catalog
 from faasml.job import load_job
-from faasml.runtime import run_base, worker
+from faasml.runtime import heartbeat as heartbeat_module
+from faasml.runtime import run_base
 from faasml.runtime.billing import Charge, Meter
 from faasml.runtime.coordinator import TIMINGS
 from faasml.runtime.record import RunRecord, TrialRecord
@@ -129,9 +130,9 @@ def test_a_tune_run_records_where_its_time_went(
 def test_one_heartbeat_thread_beats_for_every_segment_and_stops_on_its_key(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(worker, "HEARTBEAT_S", 0.01)
+    monkeypatch.setattr(heartbeat_module, "HEARTBEAT_S", 0.01)
     store = open_store(f"embedded://{tmp_path / 'objects'}")
-    heartbeat = worker.Heartbeat()
+    heartbeat = heartbeat_module.Heartbeat()
     heartbeat.start(store, "seg-a/hb")
     assert store.get("seg-a/hb") is not None  # the first beat is written before training
     beating = [t for t in threading.enumerate() if t.name == "faasml-heartbeat"]

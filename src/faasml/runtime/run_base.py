@@ -1,5 +1,6 @@
 """What tuning and training runs share: the job's data, platform, stores, meter, coordinator,
-record, and the measured job profile the plan is made from.
+record, and the measured job profile the plan is made from (what it plans with is worked out
+in ``run_planning``; the record is written by a ``record_writer.RecordWriter``).
 
 A run measures the job it will run before it plans (``runtime.job_profile``: footprint, compute
 per sample, cold start; billed as 'profiling' and cached), so the planners price the job in the
@@ -9,7 +10,6 @@ file, not a paper's workload, and never choose a function smaller than its footp
 from __future__ import annotations
 
 import dataclasses
-import json
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -17,22 +17,18 @@ from pathlib import Path
 from typing import Any
 
 from faasml.catalog import Catalog, load_catalog
-from faasml.exceptions import ConfigError, InfeasibleConstraintError
+from faasml.exceptions import InfeasibleConstraintError
 from faasml.job import JobSpec, apply_config
 from faasml.loop import is_loop
 from faasml.models.space import evaluate_allocation
-from faasml.runtime.billing import Meter, refused_after_profiling
-from faasml.runtime.calibration import compute_ratio
-from faasml.runtime.config_cost import factor
+from faasml.runtime import run_planning
+from faasml.runtime.billing import Meter
 from faasml.runtime.coordinator import Coordinator, CoordinatorOptions, TrialFault, TrialState
-from faasml.runtime.deadline_check import refuse_before_profiling, refused_after_profiling_s
-from faasml.runtime.estimates import coordinator_seconds
+from faasml.runtime.deadline_check import refuse_before_profiling
 from faasml.runtime.events import RunCallback, RunEvents, config_names
 from faasml.runtime.job_guard import seal_fields, source_path
 from faasml.runtime.job_profile import (
-    MAX_GROUP,
     JobProfile,
-    epochs_checked,
     measure_job,
     planning_inputs,
     platform_options_for,
@@ -42,6 +38,7 @@ from faasml.runtime.preparing import Planning, PrepareHook
 from faasml.runtime.ranking import metric_mode
 from faasml.runtime.record import Event, PlanRecord, RunRecord, TrialRecord
 from faasml.runtime.record_json import record_to_json
+from faasml.runtime.record_writer import RecordWriter
 from faasml.runtime.run_dir import RunDir
 from faasml.runtime.run_inputs import DEFAULT_PROFILE as DEFAULT_PROFILE
 from faasml.runtime.run_inputs import constraint_dict as constraint_dict
@@ -137,13 +134,8 @@ class BaseRun:
         self.options = options or CoordinatorOptions()
         self.platform_options = platform_options_for(job, self.model, platform_options or {})
         self._platform: Platform | None = None
-        self._counted: tuple[Coordinator, dict[str, int]] | None = None
-        self._timings_base: dict[str, float] = {}
-        """``timings`` of the record before this process continued it (a resumed run)."""
+        self._writer = RecordWriter(self.dir)
         self._started = time.monotonic()
-        self._synced = 0.0
-        """When the record was last made durable (monotonic)."""
-        self._lazy = False
         self._recipes: dict[int, ModelRecipe] = {}
         self.trials: list[TrialState] = [t.state() for t in self.record.trials]
 
@@ -184,15 +176,7 @@ class BaseRun:
 
     def save(self) -> None:
         """Write the record (atomically; durably, but for ``save_segment``'s)."""
-        if self._counted is not None:  # counts so far, so a killed run's record keeps them
-            coordinator, base = self._counted
-            self.record.restarts = base["restarts"] + coordinator.restarts
-            self.record.segments = base["segments"] + coordinator.segments
-            self.record.cold_starts = base["cold_starts"] + coordinator.platform.cold_starts
-            previous = self._timings_base
-            self.record.timings = {
-                key: previous.get(key, 0.0) + value for key, value in coordinator.timings.items()
-            }
+        self._writer.count(self.record)
         self.record.trials = [TrialRecord.of(t) for t in self.trials]
         best = self.record.best
         if best is not None and any(
@@ -200,13 +184,7 @@ class BaseRun:
         ):
             self._best_lost()
         self.record.charges = self.meter.snapshot()
-        now = time.monotonic()
-        durable = not self._lazy or now - self._synced >= DURABLE_EVERY_S
-        self.dir.write_record(self.record, durable=durable)
-        if durable:
-            self._synced = now
-            if self._counted is not None:  # the record on disk names their successors now
-                self._counted[0].release_replaced()
+        self._writer.write(self.record, DURABLE_EVERY_S)
 
     def _best_lost(self) -> None:
         """The best trial so far failed (mid-stage): it is no longer the best."""
@@ -257,26 +235,21 @@ class BaseRun:
         if record.coordinator_s is None or not record.coordinator_s < 60:
             # Measured once (a resumed run keeps its figure; an implausible one is measured again).
             self.save()  # durable: the profile is kept whatever follows
-            began = time.monotonic()
-            # A lazy write of the record, as after a segment: of the order of a commit (which
-            # updates the trial's history and deletes the segment's keys), a little more.
-            self.dir.write_record(record, durable=False)
-            seconds = coordinator_seconds([time.monotonic() - began], [], self.options.poll_s)
-            record.coordinator_s = seconds
-        record.compute_factor = factor = self._compute_factor(profile)
-        if profile.config_costs and abs(factor - 1.0) >= 0.005:
-            self.compute_note = (
-                f"the {self._trained_what()} at {factor:.2f}x the search space's mean cost per "
-                "sample (the model configurations as the probe timed them)"
+            record.coordinator_s = run_planning.coordinator_write_s(
+                self.dir, record, self.options.poll_s
             )
-            if not any(e.text == self.compute_note for e in record.events):
-                self.event(self.compute_note)  # once: a resumed run measures it again
+        record.compute_factor = cost = self._compute_factor(profile)
+        note = run_planning.compute_note(profile, cost, self._trained_what())
+        if note is not None:
+            self.compute_note = note
+            if not any(e.text == note for e in record.events):
+                self.event(note)  # once: a resumed run measures it again
         self.workload, self.plan_catalog = planning_inputs(
             profile,
             self.workload,
             self.catalog,
             coordinator_s=record.coordinator_s,
-            compute_factor=factor,
+            compute_factor=cost,
         )
         self._profiled = self.plan_catalog
         if record.calibration is not None:  # corrections a resumed run had made
@@ -289,14 +262,9 @@ class BaseRun:
     def _check_profile(self, histories: list[list[dict[str, Any]]], epochs: range) -> None:
         """Correct a cached profile the run's own ``epochs`` disagree with, for the next run
         (``job_profile.epochs_checked``); this one is corrected by its calibration."""
-        profile = self.profile
-        if self._profiled is None or profile is None or not self.record.profile_cached:
-            return
-        measured = compute_ratio(
-            histories, epochs, profile.compute_points, profile.train_samples, self._profiled
+        line = run_planning.profile_check_line(
+            self.profile, self._profiled, self.record, histories, epochs
         )
-        factor = self.record.compute_factor or 1.0  # the trials' cost, as priced
-        line = None if measured is None else epochs_checked(profile, measured / max(factor, 1e-9))
         if line is not None:
             self.event(line)
 
@@ -304,84 +272,33 @@ class BaseRun:
         return "job's own configuration trains"
 
     def _compute_factor(self, profile: JobProfile) -> float:
-        """The training cost of the configuration this run trains, the job's own, over the
-        profile's mean of the search space's (``config_cost``; 1 without one)."""
-        own: dict[str, Any] = {"batch_size": self.job.batch_size}
-        for text, _ in profile.config_costs:
-            for key in json.loads(text):
-                if key.startswith("model."):
-                    own[key] = self.job.model.options.get(key.split(".", 1)[1])
-        return factor(own, profile.config_costs)
+        """The training cost of the configuration this run trains (``config_factor``)."""
+        return run_planning.config_factor(self.job, profile)
 
     def _probe_warm(self) -> dict[int, int]:
-        """Functions the job's probe left warm on this run's platform (none from a cache): as
-        the platform counts its idle instances when first asked, before the first stage (a
-        bounded machine may have stopped some of the probe's to start the next), kept in the
-        record; where the platform cannot tell, as the probe started them."""
-        if self.profile is None:
-            return {}
-        cached = self.record.profile_cached is not False
-        if cached and self.profile.check is None:
-            return {}  # a re-check's functions are warm as a probe's are
-        if self.record.probe_warm is None:
-            counted = None if self._platform is None else self._platform.warm_instances()
-            check = self.profile.check
-            if counted is None and check is not None and cached:
-                counted = {check.memory_mb: check.functions}  # what the re-check started
-            if counted is None:
-                counted = {memory: 1 for memory, _ in self.profile.compute_points}
-                if self.profile.side_by_side_ratio > 0:  # a group at the largest size
-                    largest = max(counted)
-                    fill = int(self.plan_catalog.platform.max_concurrent(largest))
-                    counted[largest] = max(1, min(MAX_GROUP, fill))
-            self.record.probe_warm = {int(m): int(c) for m, c in counted.items()}
-        return dict(self.record.probe_warm)
+        """Functions the job's probe left warm on this run's platform (``probe_warm``)."""
+        return run_planning.probe_warm(self.profile, self.record, self._platform, self.plan_catalog)
 
     def planner_catalog(self) -> Catalog:
-        """What the planners price with: ``plan_catalog``, or (``plan_contention`` off, as the
-        benchmark compares) the same as if every function had its share of the machine."""
-        if self.plan_contention:
-            return self.plan_catalog
-        platform = dataclasses.replace(self.plan_catalog.platform, delivered_vcpus=None)
-        return dataclasses.replace(self.plan_catalog, platform=platform)
+        """What the planners price with (``run_planning.planner_catalog``)."""
+        return run_planning.planner_catalog(self.plan_catalog, self.plan_contention)
 
     def _deadline_before_profiling(self) -> None:
         """Refuse a deadline that measuring the job is expected to use up, before measuring."""
         if self.constraint.deadline_s is not None:
             refuse_before_profiling(self.job.name, self.constraint.deadline_s, self.catalog)
 
-    def _profiling_s(self) -> float:
-        """Seconds of the deadline measuring the job took (none from the cache)."""
-        if self.profile is None or self.record.profile_cached is not False:
-            spent_s = 0.0
-        else:
-            spent_s = self.profile.profiling_s
-        if self.profile is not None and self.profile.check is not None:
-            spent_s += self.profile.check.seconds  # re-checking a cached profile
-        return spent_s
-
     def refused(self, err: InfeasibleConstraintError) -> InfeasibleConstraintError:
-        """The planner's refusal ``err`` saying what measuring the job took of the budget
-        (``billing.refused_after_profiling``) or of the deadline (``deadline_check``)."""
-        c = self.constraint
-        if err.least_budget_usd is None:
-            return refused_after_profiling_s(err, c.deadline_s, self._profiling_s())
-        return refused_after_profiling(err, c.budget_usd, self.meter.total_usd)
+        """The planner's refusal ``err`` saying what measuring the job took of the constraint."""
+        spent_s = run_planning.profiling_s(self.profile, self.record)
+        return run_planning.refused(err, self.constraint, spent_s, self.meter.total_usd)
 
     def planning_constraint(self) -> Constraint:
         """The constraint less what measuring the job took (money, and time when measured now)."""
-        c = self.constraint
-        spent_s = self._profiling_s()
-        budget = None if c.budget_usd is None else c.budget_usd - self.meter.total_usd
-        deadline = None if c.deadline_s is None else c.deadline_s - spent_s
-        if (budget is not None and budget <= 0) or (deadline is not None and deadline <= 0):
-            cached = " (its profile is cached now: a run that finds it there spends none)"
-            raise ConfigError(
-                f"measuring job {self.job.name} used {self.meter.total_usd:.6f} USD and "
-                f"{spent_s:.1f} s, leaving nothing of the constraint to run it; give more"
-                + (cached if deadline is not None and deadline <= 0 else "")
-            )
-        return Constraint(budget, deadline, c.objective)
+        spent_s = run_planning.profiling_s(self.profile, self.record)
+        return run_planning.planning_constraint(
+            self.job.name, self.constraint, self.meter.total_usd, spent_s
+        )
 
     def _open(self) -> tuple[Platform, Coordinator]:
         if self.profile is None and self.record.profile is not None:
@@ -409,10 +326,7 @@ class BaseRun:
         coordinator.predicted_round_s = self.predicted_round_s
         # Segment predictions (the budget guard's) start from the measured cold start.
         coordinator.estimator.platform = self.plan_catalog.platform
-        r = self.record
-        counts = {"restarts": r.restarts, "segments": r.segments, "cold_starts": r.cold_starts}
-        self._counted = (coordinator, counts)
-        self._timings_base = dict(r.timings)
+        self._writer.follow(coordinator, self.record)
         coordinator.set_data(self.train, self.test)
         self.record.enforcement = {
             key: str(value) for key, value in dataclasses.asdict(platform.enforcement).items()
@@ -423,11 +337,11 @@ class BaseRun:
         """The record after a segment: written whole, but fsynced only where the last fsync
         is ``DURABLE_EVERY_S`` old (an fsync costs tens of milliseconds on a busy disk, against
         segments of as many)."""
-        self._lazy = True
+        self._writer.lazy = True
         try:
             self.save()
         finally:
-            self._lazy = False
+            self._writer.lazy = False
 
     def _on_segment(self, trial: TrialState, segment: object) -> None:
         self.save_segment()
@@ -513,7 +427,7 @@ class BaseRun:
                     record.elapsed_s = self._elapsed()
                     self.save()
             finally:  # even where the record cannot be written (a full disk)
-                self._counted = None
+                self._writer.unfollow()
                 platform.close()
                 self._platform = None
                 coordinator.objects.close()

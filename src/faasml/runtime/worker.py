@@ -22,117 +22,24 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from faasml.loop import is_loop
 from faasml.runtime.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from faasml.runtime.heartbeat import HEARTBEAT, Heartbeat, await_peers
 from faasml.runtime.worker_faults import Fault as Fault
 from faasml.runtime.worker_faults import inject_fault, start_late
+from faasml.runtime.worker_task import ModelRecipe as ModelRecipe
+from faasml.runtime.worker_task import SegmentReport as SegmentReport
+from faasml.runtime.worker_task import WorkerTask as WorkerTask
 from faasml.sync.schemes import SCHEME_CLASSES, SyncScheme
 from faasml.sync.stores import Store, StoreStats, open_store
 from faasml.workloads import Model, Optimizer, context, create_model, create_optimizer, global_batch
 from faasml.workloads.data import Dataset, dataset_from_bytes, partition_bounds
-
-HEARTBEAT_S = 1.0
-"""A worker refreshes its heartbeat key at most this often."""
-
-
-@dataclass(frozen=True)
-class ModelRecipe:
-    """How a worker rebuilds the model and optimiser (the job's model and optimizer)."""
-
-    model: str
-    model_options: dict[str, Any]
-    input_shape: tuple[int, ...]
-    num_classes: int
-    optimizer: str
-    hyperparameters: dict[str, Any]
-    batch_size: int
-    seed: int
-
-
-@dataclass(frozen=True)
-class WorkerTask:
-    """One worker's part of a segment: rounds [start, stop) of one epoch."""
-
-    recipe: ModelRecipe
-    object_url: str
-    """Object store: data partitions and checkpoints."""
-    sync_url: str
-    """Parameter store: gradients."""
-    scheme: str
-    namespace: str
-    """Key prefix of the trial (checkpoints, heartbeats, sync rounds)."""
-    data_prefix: str
-    """Partitions are under ``{data_prefix}/n{n}/part-{worker}``, the test set ``/test``."""
-    n: int
-    worker_id: int
-    epoch: int
-    start_batch: int
-    stop_batch: int | None
-    """None: to the end of the epoch."""
-    round_id: int
-    """Id of the first round of this segment."""
-    checkpoint: str | None
-    """Key of the checkpoint to start from; None starts from ``init_params(seed)``."""
-    checkpoint_out: str
-    """Key worker 0 writes the segment's final checkpoint to."""
-    sync_timeout_s: float = 60.0
-    start_timeout_s: float = 60.0
-    """How long a worker that has loaded waits for the others to start (their first
-    heartbeat) before its first round: a peer still cold-starting is late, not lost."""
-    fault: Fault | None = None
-    evaluate: bool = True
-    threads: int = 0
-    """torch threads (0: leave as the platform set them)."""
-    epochs: int = 1
-    """Whole epochs this invocation trains, from ``epoch`` (more than one only from an
-    epoch's start to its end: ``start_batch`` 0, ``stop_batch`` None); worker 0 evaluates
-    after each, and one checkpoint is written at the end."""
-    stop_diverged: bool = False
-    """End a segment of several epochs after the first whose parameters are NaN or infinite
-    (every worker holds the same parameters, so all stop at the same epoch)."""
-
-
-@dataclass
-class SegmentReport:
-    """What a worker reports back (SMLT: loss, throughput, batch size)."""
-
-    worker_id: int
-    epoch: int
-    rounds: int
-    samples: int
-    loss_sum: float
-    """Sum of minibatch losses × minibatch sizes (the coordinator averages over workers)."""
-    load_s: float
-    compute_s: float
-    sync_s: float
-    elapsed_s: float
-    epoch_done: bool
-    batch_size: int
-    object_stats: dict[str, int] = field(default_factory=dict)
-    sync_stats: dict[str, int] = field(default_factory=dict)
-    val: dict[str, float] = field(default_factory=dict)
-    checkpoint: str | None = None
-    pid: int = 0
-    cold_load: bool = False
-    reported: dict[str, float] = field(default_factory=dict)
-    """Metrics the model's code recorded with ``faasml.report``."""
-    epochs: list[dict[str, Any]] = field(default_factory=list)
-    """Per epoch of a segment of several (``WorkerTask.epochs`` > 1): its loss_sum, samples,
-    compute_s, sync_s, elapsed_s (this worker's, from the epoch's first round to its
-    evaluation's end), val and reported; empty for a segment within one epoch."""
-
-    @property
-    def samples_per_s(self) -> float:
-        busy = self.compute_s + self.sync_s
-        return self.samples / busy if busy > 0 else 0.0
-
 
 # Warm state of this instance (a function's globals survive between warm invocations).
 _STORES: dict[str, Store] = {}
@@ -171,58 +78,6 @@ def _model(recipe: ModelRecipe) -> Model:
 cached_store = _store
 cached_dataset = _dataset
 cached_model = _model
-
-
-class Heartbeat:
-    """Writes ``time round pid`` under a key every HEARTBEAT_S from a thread, so the
-    coordinator can tell a slow worker (still beating) from a silent one.
-
-    One thread per instance beats for the segment in progress (``start``/``stop`` name and
-    clear its key) and sleeps between segments, as a warm function keeps its globals: a thread
-    started and joined per segment cost milliseconds of scheduling on a busy machine against
-    segments of tens. After ``stop`` returns, nothing more is written under the old key."""
-
-    def __init__(self) -> None:
-        self.round_id = 0
-        self._lock = threading.Lock()
-        self._store: Store | None = None
-        self._key = ""
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self, store: Store, key: str) -> None:
-        """Beat under ``key`` now and every HEARTBEAT_S until ``stop``."""
-        with self._lock:
-            self._store, self._key, self.round_id = store, key, 0
-            self._beat()
-        if self._thread is None or not self._thread.is_alive():
-            self._thread = threading.Thread(target=self._run, name="faasml-heartbeat", daemon=True)
-            self._thread.start()
-        self._wake.set()
-
-    def _beat(self) -> None:
-        if self._store is not None:
-            value = f"{time.time():.3f} {self.round_id} {os.getpid()}".encode()
-            self._store.put(self._key, value)
-
-    def _run(self) -> None:
-        while True:
-            self._wake.wait()
-            time.sleep(HEARTBEAT_S)
-            with self._lock:
-                if self._store is None:
-                    self._wake.clear()  # idle until the next segment starts
-                    continue
-                self._beat()
-
-    def stop(self) -> None:
-        """No more beats under the segment's key (a beat being written finishes first)."""
-        with self._lock:
-            self._store = None
-
-
-_HEARTBEAT = Heartbeat()
-"""The instance's heartbeat (its thread lives while the instance is warm)."""
 
 
 def _stats(stats: StoreStats, before: StoreStats) -> dict[str, int]:
@@ -270,7 +125,7 @@ def run_segment(task: WorkerTask) -> SegmentReport:
         return _loop_segment(task)
     seg = _load_segment(task)
     context.open_context()
-    heartbeat = _HEARTBEAT
+    heartbeat = HEARTBEAT
     heartbeat.start(seg.objects, f"{task.namespace}/hb/w{task.worker_id}")
     try:
         await_peers(seg.objects, task)
@@ -294,12 +149,12 @@ def _loop_segment(task: WorkerTask) -> SegmentReport:
     )
 
     def on_round(round_id: int) -> None:
-        _HEARTBEAT.round_id = round_id
+        HEARTBEAT.round_id = round_id
         dying = inject_fault(task.fault, task.worker_id, round_id)
         while dying:  # the injected kill is on its way
             time.sleep(1.0)
 
-    _HEARTBEAT.start(objects, f"{task.namespace}/hb/w{task.worker_id}")
+    HEARTBEAT.start(objects, f"{task.namespace}/hb/w{task.worker_id}")
     try:
         await_peers(objects, task)
         outcome = run_loop(
@@ -311,7 +166,7 @@ def _loop_segment(task: WorkerTask) -> SegmentReport:
             on_round,
         )
     finally:
-        _HEARTBEAT.stop()
+        HEARTBEAT.stop()
     figures = segment_figures(outcome, task.worker_id, several=task.epochs > 1)
     return SegmentReport(
         worker_id=task.worker_id,
@@ -325,27 +180,6 @@ def _loop_segment(task: WorkerTask) -> SegmentReport:
         pid=os.getpid(),
         **figures,
     )
-
-
-def await_peers(objects: Store, task: WorkerTask) -> None:
-    """Wait until every worker of the segment has started (its heartbeat is there), at most
-    ``task.start_timeout_s``: the rounds' synchronisation timeout then only ever waits for
-    workers that are running. TimeoutError names the first worker that did not start."""
-    prefix = f"{task.namespace}/hb/w"
-    waiting = [w for w in range(task.n) if w != task.worker_id]
-    end = time.monotonic() + task.start_timeout_s
-    delay = 0.001
-    while True:
-        waiting = [w for w in waiting if objects.get(f"{prefix}{w}") is None]
-        if not waiting:
-            return
-        if time.monotonic() >= end:
-            raise TimeoutError(
-                f"worker {waiting[0]} did not start within {task.start_timeout_s:.0f} s "
-                f"(worker {task.worker_id} waited for it)"
-            )
-        time.sleep(delay)
-        delay = min(delay * 2, 0.05)
 
 
 def _load_segment(task: WorkerTask) -> _Segment:
