@@ -26,6 +26,16 @@ from .tiny_jobs import tiny_tune_job
 TOOK_S = 21.4
 """How long measuring the job took (injected)."""
 
+COORDINATOR_S = 0.05
+"""The coordinator's seconds between segments (injected: a run times a record write to
+learn them, and two runs on a busy machine would plan with different figures)."""
+
+
+def _steady_coordinator(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(
+        "faasml.runtime.run_planning.coordinator_write_s", lambda *args: COORDINATOR_S
+    )
+
 
 def _job(name: str) -> dict[str, Any]:
     return {**tiny_tune_job(name), "catalog": "local"}
@@ -41,6 +51,7 @@ def measured_slowly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         return dataclasses.replace(profile, profiling_s=TOOK_S, cached=False)
 
     monkeypatch.setattr("faasml.runtime.run_base.measure_job", slow)
+    _steady_coordinator(monkeypatch)
 
 
 @pytest.mark.usefixtures("measured_slowly")
@@ -63,6 +74,7 @@ def test_the_refusal_says_what_profiling_took_and_its_advice_works(
     # The advice holds: the profile is cached now, and the shortest plan's time is enough.
     monkeypatch.undo()
     monkeypatch.setenv("FAASML_CACHE", str(tmp_path / "cache"))
+    _steady_coordinator(monkeypatch)
     again = TuneRun(job, Constraint(deadline_s=shortest * 1.01), tmp_path / "again")
     plan = again.plan()
     assert again.record.profile_cached is True
