@@ -57,6 +57,7 @@ ROOT_UNITS = {
     "searchspace": "job",
     "api_restore": "api",
     "api_train": "api",
+    "api_checks": "api",
     "results": "api",
     "samplers": "job",
 }

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from faasml._validate import shown
+from faasml.api_checks import check_type, checked_callbacks, search_alg, with_lines
 from faasml.exceptions import ConfigError, DivergedError, TrialsLostError
 from faasml.job import JobSpec, from_mapping
 from faasml.job.layers import set_path
@@ -89,12 +90,12 @@ class TuneConfig:
         """Each field of the right type (a number, a whole number, a string or None), so a
         wrong one is named here rather than failing deep inside planning."""
         for name in ("budget", "deadline"):
-            _check_type(name, getattr(self, name), (numbers.Real,), "a number")
+            check_type(name, getattr(self, name), (numbers.Real,), "a number")
         for name in ("num_samples", "reduction_factor", "epochs_per_stage"):
-            _check_type(name, getattr(self, name), (numbers.Integral,), "a whole number")
+            check_type(name, getattr(self, name), (numbers.Integral,), "a whole number")
         for name in ("metric", "mode", "minimise"):
-            _check_type(name, getattr(self, name), (str,), "a string")
-        object.__setattr__(self, "callbacks", _checked_callbacks(self.callbacks))
+            check_type(name, getattr(self, name), (str,), "a string")
+        object.__setattr__(self, "callbacks", checked_callbacks(self.callbacks))
 
     def constraint(self) -> Constraint:
         objective = None
@@ -152,7 +153,7 @@ class Tuner:
             )
             if value is not None
         }
-        self._search_alg = _search_alg(config.search_alg)
+        self._search_alg = search_alg(config.search_alg)
         self._keys: dict[str, str] = {}
         self._constants: dict[str, Any] = {}
         self._default_dir: Path | None = None
@@ -314,7 +315,7 @@ class Tuner:
         be the training function the run recorded (checked by what it builds)."""
         from faasml.api_restore import restored_tuner
 
-        return restored_tuner(cls, run_dir, trainable, _checked_callbacks(callbacks))
+        return restored_tuner(cls, run_dir, trainable, checked_callbacks(callbacks))
 
     def fit(self, verbose: int = 0) -> ResultGrid:
         """Plan, run every stage for real and return the results. ``verbose=1`` prints a line
@@ -324,7 +325,7 @@ class Tuner:
         from faasml.runtime.run_lock import lock_run
         from faasml.runtime.session import TuneRun
 
-        callbacks = _with_lines(self.callbacks, verbose)
+        callbacks = with_lines(self.callbacks, verbose)
         if self._restored:
             from faasml.api_restore import continue_run
 
@@ -368,14 +369,6 @@ def _raise_lost(grid: ResultGrid) -> None:
         )
 
 
-def _check_type(name: str, value: object, types: tuple[type, ...], what: str) -> None:
-    """ConfigError naming ``name`` unless ``value`` is None or one of ``types`` (never a bool)."""
-    if value is not None and (isinstance(value, bool) or not isinstance(value, types)):
-        raise ConfigError(
-            f"the value of {name} is {shown(value)} ({type(value).__name__}), but must be {what}"
-        )
-
-
 def _check_arguments(
     job: object, param_space: object, tune_config: object, settings: object, run_dir: object
 ) -> None:
@@ -399,33 +392,6 @@ def _check_arguments(
         raise ConfigError(f"the value of run_dir is {shown(run_dir)}, but must be a path")
 
 
-def _checked_callbacks(callbacks: object) -> tuple[RunCallback, ...]:
-    """``callbacks`` as a tuple, each a ``RunCallback``; else ConfigError naming the value."""
-    if not isinstance(callbacks, Sequence) or isinstance(callbacks, str):
-        raise ConfigError(
-            f"the value of callbacks is {shown(callbacks)}, but must be a list of "
-            "faasml.RunCallback objects"
-        )
-    for callback in callbacks:
-        if not isinstance(callback, RunCallback):
-            raise ConfigError(
-                f"callbacks holds {shown(callback)} ({type(callback).__name__}), but each must "
-                "be a faasml.RunCallback (subclass it and override on_trial_result, ...)"
-            )
-    return tuple(callbacks)
-
-
-def _with_lines(callbacks: Sequence[RunCallback], verbose: int) -> list[RunCallback]:
-    """``callbacks``, and with ``verbose`` 1 a printer of a line per trial result."""
-    if verbose not in (0, 1) or isinstance(verbose, bool):
-        raise ConfigError(f"the value of verbose is {shown(verbose)}, but must be 0 or 1")
-    if not verbose:
-        return list(callbacks)
-    from faasml.reports.trial_lines import TrialLines
-
-    return [*callbacks, TrialLines(lambda line: print(line, flush=True), stages=True)]
-
-
 def _merge_bounds(config: TuneConfig, budget: float | None, deadline: float | None) -> TuneConfig:
     for name, value in (("budget", budget), ("deadline", deadline)):
         if value is not None and getattr(config, name) is not None:
@@ -435,21 +401,6 @@ def _merge_bounds(config: TuneConfig, budget: float | None, deadline: float | No
         budget=config.budget if budget is None else budget,
         deadline=config.deadline if deadline is None else deadline,
     )
-
-
-def _search_alg(value: Any) -> Any:
-    """An Optuna sampler object given as ``search_alg`` (checked); None for a name (the job's
-    ``tuning.sampler``, checked with the job) or None."""
-    from faasml.samplers import ConfigSampler, check_sampler
-    from faasml.searchspace import SearchSpace
-
-    if isinstance(value, str):
-        check_sampler(value, where="search_alg")
-    if value is None or isinstance(value, str):
-        return None
-
-    ConfigSampler(SearchSpace({}), value)  # one line naming the value when it is no sampler
-    return value
 
 
 def _function_key(key: str) -> str:

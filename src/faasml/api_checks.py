@@ -1,0 +1,61 @@
+"""Checks of the Python API's arguments (``faasml.Tuner``, ``faasml.Trainer``): each value of
+the wrong kind is refused in one line naming it and the rule."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from faasml._validate import shown
+from faasml.exceptions import ConfigError
+from faasml.runtime.events import RunCallback
+
+
+def check_type(name: str, value: object, types: tuple[type, ...], what: str) -> None:
+    """ConfigError naming ``name`` unless ``value`` is None or one of ``types`` (never a bool)."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, types)):
+        raise ConfigError(
+            f"the value of {name} is {shown(value)} ({type(value).__name__}), but must be {what}"
+        )
+
+
+def checked_callbacks(callbacks: object) -> tuple[RunCallback, ...]:
+    """``callbacks`` as a tuple, each a ``RunCallback``; else ConfigError naming the value."""
+    if not isinstance(callbacks, Sequence) or isinstance(callbacks, str):
+        raise ConfigError(
+            f"the value of callbacks is {shown(callbacks)}, but must be a list of "
+            "faasml.RunCallback objects"
+        )
+    for callback in callbacks:
+        if not isinstance(callback, RunCallback):
+            raise ConfigError(
+                f"callbacks holds {shown(callback)} ({type(callback).__name__}), but each must "
+                "be a faasml.RunCallback (subclass it and override on_trial_result, ...)"
+            )
+    return tuple(callbacks)
+
+
+def with_lines(callbacks: Sequence[RunCallback], verbose: int) -> list[RunCallback]:
+    """``callbacks``, and with ``verbose`` 1 a printer of a line per trial result."""
+    if verbose not in (0, 1) or isinstance(verbose, bool):
+        raise ConfigError(f"the value of verbose is {shown(verbose)}, but must be 0 or 1")
+    if not verbose:
+        return list(callbacks)
+    from faasml.reports.trial_lines import TrialLines
+
+    return [*callbacks, TrialLines(lambda line: print(line, flush=True), stages=True)]
+
+
+def search_alg(value: Any) -> Any:
+    """An Optuna sampler object given as ``search_alg`` (checked); None for a name (the job's
+    ``tuning.sampler``, checked with the job) or None."""
+    from faasml.samplers import ConfigSampler, check_sampler
+    from faasml.searchspace import SearchSpace
+
+    if isinstance(value, str):
+        check_sampler(value, where="search_alg")
+    if value is None or isinstance(value, str):
+        return None
+
+    ConfigSampler(SearchSpace({}), value)  # one line naming the value when it is no sampler
+    return value
