@@ -37,7 +37,7 @@ from typing import Any
 import yaml
 
 from faasml.catalog import DATA_DIR, load_catalog
-from faasml.runtime.platform import open_platform
+from faasml.runtime.platforms.contract import open_platform
 from faasml.sync.stores import Store, open_store
 from faasml.sync.stores.infinicache import InfiniCache, Options
 from faasml.testing.servers import RedisServer

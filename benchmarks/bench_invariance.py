@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import faasml
-from faasml.runtime.record_json import record_to_json
-from faasml.runtime.session import TuneRun
+from faasml.runtime.record.codec import record_to_json
+from faasml.runtime.runs.session import TuneRun
 from faasml.types import Allocation
 
 ROOT = Path(__file__).resolve().parent.parent

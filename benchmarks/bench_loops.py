@@ -32,8 +32,8 @@ import torch
 
 import faasml
 from faasml.exceptions import TrialsLostError
-from faasml.runtime.record import Estimate, RunRecord
-from faasml.runtime.session import TuneRun
+from faasml.runtime.record.records import Estimate, RunRecord
+from faasml.runtime.runs.session import TuneRun
 from faasml.types import Allocation
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "jobs"))

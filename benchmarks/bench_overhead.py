@@ -80,10 +80,10 @@ def faasml_run(
 ) -> dict[str, Any]:
     from faasml.job import load_job
     from faasml.runtime.coordinator import CoordinatorOptions
-    from faasml.runtime.record import Estimate
-    from faasml.runtime.record_json import record_to_json
-    from faasml.runtime.session import TuneRun
-    from faasml.runtime.stage_pricing import stage_estimates
+    from faasml.runtime.record.codec import record_to_json
+    from faasml.runtime.record.records import Estimate
+    from faasml.runtime.runs.session import TuneRun
+    from faasml.runtime.runs.stage_pricing import stage_estimates
     from faasml.types import Constraint
 
     os.environ["FAASML_CACHE"] = tempfile.mkdtemp(prefix="faasml-bench-cache-")

@@ -21,9 +21,9 @@ import yaml
 
 from faasml.catalog import load_catalog
 from faasml.job import load_job
-from faasml.runtime.platform import open_platform
-from faasml.runtime.record_json import record_to_json
-from faasml.runtime.session import TuneRun
+from faasml.runtime.platforms.contract import open_platform
+from faasml.runtime.record.codec import record_to_json
+from faasml.runtime.runs.session import TuneRun
 from faasml.testing.ray_cluster import local_ray_cluster
 from faasml.types import Constraint
 

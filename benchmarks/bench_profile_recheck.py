@@ -42,8 +42,8 @@ def _busy_profile(job_path: str, hogs: int, settle_s: float) -> Path:
     """The job's profile measured beside ``hogs`` busy loops; the path of its cache file."""
     from faasml.catalog import load_catalog
     from faasml.job import load_job
-    from faasml.runtime.job_profile import cache_dir, measure_job, platform_options_for
-    from faasml.runtime.platform import open_platform
+    from faasml.runtime.platforms.contract import open_platform
+    from faasml.runtime.profile.measure import cache_dir, measure_job, platform_options_for
 
     job = load_job(job_path)
     catalog = load_catalog(job.catalog)

@@ -27,8 +27,8 @@ from pathlib import Path
 
 from faasml.job import load_job
 from faasml.runtime.coordinator import Coordinator, TrialState
-from faasml.runtime.session import TuneRun
-from faasml.runtime.stage_pricing import stage_estimate
+from faasml.runtime.runs.session import TuneRun
+from faasml.runtime.runs.stage_pricing import stage_estimate
 from faasml.sync.stores import open_store
 from faasml.types import Allocation, Constraint
 

@@ -43,13 +43,13 @@ from faasml.catalog import load_catalog
 from faasml.job import JobSpec, from_mapping
 from faasml.models import evaluate
 from faasml.models.sync import sync_time
-from faasml.runtime.billing import Meter
 from faasml.runtime.coordinator import Coordinator, TrialState
-from faasml.runtime.platform import open_platform
-from faasml.runtime.profiling import profile_job, write_profile
-from faasml.runtime.record_json import record_to_json
-from faasml.runtime.session import job_workload
-from faasml.runtime.worker import ModelRecipe
+from faasml.runtime.coordinator.meter import Meter
+from faasml.runtime.function.worker import ModelRecipe
+from faasml.runtime.platforms.contract import open_platform
+from faasml.runtime.profile.calibrate import profile_job, write_profile
+from faasml.runtime.record.codec import record_to_json
+from faasml.runtime.runs.session import job_workload
 from faasml.sync.stores import open_store
 from faasml.types import Allocation
 from faasml.workloads.build import build_model, load_data
@@ -243,7 +243,7 @@ def run_job(
     import copy
 
     from faasml.job import load_job
-    from faasml.runtime.session import TrainRun, TuneRun
+    from faasml.runtime.runs.session import TrainRun, TuneRun
     from run_audit import traced
 
     job = load_job(ROOT / path)
@@ -381,7 +381,7 @@ def measure_only(path: str, kind: str, work: Path) -> None:
     """Measure ``path``'s profile into the cache (billed nowhere), so that every run after
     it, of either planning, starts from the same cached profile."""
     from faasml.job import load_job
-    from faasml.runtime.session import TrainRun, TuneRun
+    from faasml.runtime.runs.session import TrainRun, TuneRun
     from faasml.types import Constraint
 
     cls = TrainRun if kind == "train" else TuneRun

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from faasml.job import JobSpec, apply_config, from_mapping, load_job
-from faasml.runtime.session import TuneRun
+from faasml.runtime.runs.session import TuneRun
 from faasml.searchspace import Choice, IntUniform, LogUniform, SearchSpace, Uniform
 from faasml.types import Constraint
 from faasml.workloads.build import build_model, build_optimizer, load_data

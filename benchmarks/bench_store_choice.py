@@ -22,7 +22,7 @@ from pathlib import Path
 from faasml.catalog import Catalog, load_catalog
 from faasml.job import JobSpec, from_mapping
 from faasml.models import evaluate
-from faasml.runtime.profiling import profile_job, write_profile
+from faasml.runtime.profile.calibrate import profile_job, write_profile
 from faasml.testing.servers import MemcachedServer, MotoServer, RedisServer
 from faasml.workload import Workload, load_workload
 

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 from faasml.job import load_job
-from faasml.runtime.record_json import record_to_json
-from faasml.runtime.workflow_run import WorkflowRun
+from faasml.runtime.record.codec import record_to_json
+from faasml.runtime.runs.workflow import WorkflowRun
 from faasml.types import Constraint
 from faasml.units import format_money
 

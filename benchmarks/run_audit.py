@@ -29,8 +29,8 @@ from typing import Any
 
 from faasml.models.space import evaluate_allocation
 from faasml.planners.tuning import trials_per_wave
-from faasml.runtime.record import StageRecord
-from faasml.runtime.stage_pricing import warm_pool, wave_demand
+from faasml.runtime.record.records import StageRecord
+from faasml.runtime.runs.stage_pricing import warm_pool, wave_demand
 
 COMPONENTS = (
     "cold start",
@@ -96,7 +96,7 @@ def traced() -> Iterator[RunTrace]:
     the block."""
     from faasml.runtime.coordinator import Coordinator
     from faasml.runtime.coordinator.commits import Committer
-    from faasml.runtime.tune_run import TuneRun
+    from faasml.runtime.runs.tune import TuneRun
 
     trace = RunTrace()
     originals: list[tuple[type, str, Callable[..., Any]]] = []

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from faasml.exceptions import FaasmlError
 from faasml.job import JobSpec, check_job, from_mapping, load_job, parse_assignments
-from faasml.runtime.session import BaseRun, TuneRun, resume_run
+from faasml.runtime.runs.session import BaseRun, TuneRun, resume_run
 from faasml.testing.mutation import mutate
 from faasml.types import Constraint
 

@@ -316,7 +316,7 @@ def test_every_module_is_in_a_layer() -> None:
 def test_a_job_names_the_platforms_the_runtime_implements() -> None:
     """The job layer knows the platform names without importing the runtime above it."""
     from faasml.job.checks import PLATFORM_NAMES
-    from faasml.runtime.platform import PLATFORMS
+    from faasml.runtime.platforms.contract import PLATFORMS
 
     assert list(PLATFORM_NAMES) == PLATFORMS.names()
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from faasml.catalog import load_catalog
 from faasml.exceptions import ConfigError
-from faasml.runtime.platform import open_platform
+from faasml.runtime.platforms.contract import open_platform
 from faasml.sync.stores import open_store
 from faasml.sync.stores.infinicache import InfiniCache, InfiniCacheStore, Options, _codec, parse_url
 from faasml.sync.stores.infinicache._ring import HashRing
@@ -326,7 +326,7 @@ def test_a_deployment_runs_as_its_own_process_and_prints_its_bill() -> None:
     import sys
 
     url = "infinicache://?data=1&parity=1&nodes=2&memory=128&cpu=none"
-    cmd = [sys.executable, "-m", "faasml.runtime.infinicache", url]
+    cmd = [sys.executable, "-m", "faasml.runtime.platforms.infinicache", url]
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) as process:
         try:
             assert process.stdout is not None
@@ -346,7 +346,7 @@ def test_the_server_refuses_bad_options_in_one_line() -> None:
     import subprocess
     import sys
 
-    cmd = [sys.executable, "-m", "faasml.runtime.infinicache", "infinicache://?data=0"]
+    cmd = [sys.executable, "-m", "faasml.runtime.platforms.infinicache", "infinicache://?data=0"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 2
     assert done.stderr.strip() == "error: infinicache data is 0, but must be at least 1"

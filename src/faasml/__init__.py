@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from faasml.exceptions import ConfigError, FaasmlError, InfeasibleConstraintError
     from faasml.models import allocation_space
     from faasml.planners import pareto_front, plan_training
-    from faasml.runtime.events import RunCallback, RunEnd, RunStart, StageEnd, TrialResult
+    from faasml.runtime.runs.events import RunCallback, RunEnd, RunStart, StageEnd, TrialResult
     from faasml.types import Allocation, Breakdown, Constraint, Objective, TrainPlan
     from faasml.workload import Workload, load_workload
 
@@ -78,7 +78,7 @@ _MODULES = {
     "faasml.exceptions": ("ConfigError", "FaasmlError", "InfeasibleConstraintError"),
     "faasml.models": ("allocation_space",),
     "faasml.planners": ("pareto_front", "plan_training"),
-    "faasml.runtime.events": ("RunCallback", "RunEnd", "RunStart", "StageEnd", "TrialResult"),
+    "faasml.runtime.runs.events": ("RunCallback", "RunEnd", "RunStart", "StageEnd", "TrialResult"),
     "faasml.types": ("Allocation", "Breakdown", "Constraint", "Objective", "TrainPlan"),
     "faasml.workload": ("Workload", "load_workload"),
 }

@@ -51,7 +51,7 @@ from faasml.exceptions import ConfigError, DivergedError, TrialsLostError
 from faasml.job import JobSpec, from_mapping
 from faasml.job.layers import set_path
 from faasml.results import Result, ResultGrid, load_checkpoint
-from faasml.runtime.events import RunCallback
+from faasml.runtime.runs.events import RunCallback
 from faasml.searchspace import KINDS, parse_distribution, parse_search_space
 from faasml.types import Constraint, Objective
 from faasml.workloads.context import report
@@ -177,7 +177,7 @@ class Tuner:
                     _set(data, key, value)
                 self.job = from_mapping(data, source=job.source)
             else:
-                from faasml.runtime.loop_job import loop_job, names_loop, read_job
+                from faasml.runtime.runs.loop_job import loop_job, names_loop, read_job
 
                 self.job = read_job(Path(job), overrides)
                 if names_loop(self.job):  # a training loop's job file: its stand-in data
@@ -281,7 +281,7 @@ class Tuner:
 
     def _function_folder(self, run_dir: str | os.PathLike[str] | None, name: str) -> Path:
         """The run's ``function`` folder, for the job's data (checked new: never over a run)."""
-        from faasml.runtime.run_dir import RunDir
+        from faasml.runtime.record.run_dir import RunDir
 
         folder = (Path(run_dir) if run_dir is not None else self._run_dir(name)) / "function"
         RunDir(folder.parent).check_new()  # before its data goes in: never over a run
@@ -321,9 +321,9 @@ class Tuner:
         """Plan, run every stage for real and return the results. ``verbose=1`` prints a line
         per trial result (as piped ``faasml tune`` does); 0, the default, prints nothing."""
         from faasml.reports.run_outputs import write_outputs
-        from faasml.runtime.run_dir import RunDir
-        from faasml.runtime.run_lock import lock_run
-        from faasml.runtime.session import TuneRun
+        from faasml.runtime.record.run_dir import RunDir
+        from faasml.runtime.record.run_lock import lock_run
+        from faasml.runtime.runs.session import TuneRun
 
         callbacks = with_lines(self.callbacks, verbose)
         if self._restored:

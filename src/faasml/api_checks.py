@@ -8,7 +8,7 @@ from typing import Any
 
 from faasml._validate import shown
 from faasml.exceptions import ConfigError
-from faasml.runtime.events import RunCallback
+from faasml.runtime.runs.events import RunCallback
 
 
 def check_type(name: str, value: object, types: tuple[type, ...], what: str) -> None:

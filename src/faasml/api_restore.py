@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from faasml.exceptions import ConfigError
-from faasml.runtime.events import RunCallback
-from faasml.runtime.record import RunRecord
-from faasml.runtime.record_json import record_to_json
-from faasml.runtime.run_dir import RunDir
+from faasml.runtime.record.codec import record_to_json
+from faasml.runtime.record.records import RunRecord
+from faasml.runtime.record.run_dir import RunDir
+from faasml.runtime.runs.events import RunCallback
 
 if TYPE_CHECKING:
     from faasml.api import Tuner
@@ -30,7 +30,7 @@ def restored_tuner(
 ) -> Tuner:
     """A ``cls`` bound to the run in ``run_dir`` (read and checked now: a folder holding no
     tuning run, or code the user did not sign, is refused before ``fit``)."""
-    from faasml.runtime.job_guard import recorded_job
+    from faasml.runtime.runs.job_guard import recorded_job
 
     folder = RunDir(run_dir)
     record = folder.read_record()
@@ -60,8 +60,8 @@ def restored_tuner(
 def continue_run(run_dir: Path, callbacks: Sequence[RunCallback]) -> RunRecord:
     """The run continued to its end, as ``faasml resume`` does; a finished run's record as is."""
     from faasml.reports.run_outputs import write_outputs
-    from faasml.runtime.run_lock import lock_run
-    from faasml.runtime.session import resume_run
+    from faasml.runtime.record.run_lock import lock_run
+    from faasml.runtime.runs.session import resume_run
 
     record = RunDir(run_dir).read_record()
     if record.status in FINISHED:

@@ -76,8 +76,8 @@ class Trainer:
         deadline: float | None,
         run_dir: str | os.PathLike[str] | None,
     ) -> None:
-        from faasml.runtime.loop_job import loop_job, read_job
-        from faasml.runtime.run_dir import RunDir
+        from faasml.runtime.record.run_dir import RunDir
+        from faasml.runtime.runs.loop_job import loop_job, read_job
         from faasml.types import Constraint
 
         if budget is None and deadline is None:
@@ -91,9 +91,9 @@ class Trainer:
     def fit(self) -> Result:
         """Plan, train for real and return the trained configuration's ``Result``."""
         from faasml.reports.run_outputs import write_outputs
-        from faasml.runtime.run_dir import RunDir
-        from faasml.runtime.run_lock import lock_run
-        from faasml.runtime.session import TrainRun
+        from faasml.runtime.record.run_dir import RunDir
+        from faasml.runtime.record.run_lock import lock_run
+        from faasml.runtime.runs.session import TrainRun
 
         with lock_run(self.run_dir):
             if RunDir(self.run_dir).record_path.exists():

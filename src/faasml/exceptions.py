@@ -54,8 +54,9 @@ class StoreUnavailableError(FaasmlError):
 
 
 class FunctionError(FaasmlError):
-    """A function invocation failed; ``kind`` says why (``faasml.runtime.platform.FAILURE_KINDS``:
-    error, out-of-memory, timeout, killed, cancelled), ``detail`` holds the traceback."""
+    """A function invocation failed; ``kind`` says why
+    (``faasml.runtime.platforms.contract.FAILURE_KINDS``: error, out-of-memory, timeout, killed,
+    cancelled), ``detail`` holds the traceback."""
 
     def __init__(self, kind: str, message: str, detail: str = "") -> None:
         super().__init__(f"function {kind}: {message}")

@@ -26,9 +26,15 @@ from faasml._validate import shown
 from faasml.exceptions import ConfigError, FaasmlError
 from faasml.job import MODES, implied_mode
 from faasml.reports.results_report import run_metric, trial_costs
-from faasml.runtime.checkpoint import Checkpoint
-from faasml.runtime.ranking import divergence, metric_names, metric_value, pareto_ids, rank_key
-from faasml.runtime.record import RunRecord
+from faasml.runtime.coordinator.ranking import (
+    divergence,
+    metric_names,
+    metric_value,
+    pareto_ids,
+    rank_key,
+)
+from faasml.runtime.function.checkpoint import Checkpoint
+from faasml.runtime.record.records import RunRecord
 
 _FRAME_METRICS = ("loss", "val_loss", "val_accuracy", "epoch_s")
 """The fields of a trial's last epoch that ``get_dataframe`` shows beside its own metrics."""
@@ -43,7 +49,7 @@ class TrialCheckpoint:
 
     def load(self) -> Checkpoint:
         """Parameters, buffers, optimiser state and position, read as npz (no pickle)."""
-        from faasml.runtime.checkpoint import load_checkpoint as read
+        from faasml.runtime.function.checkpoint import load_checkpoint as read
         from faasml.sync.stores import open_store
 
         folder = (self.run_dir / "objects").resolve()
@@ -152,7 +158,7 @@ class ResultGrid:
     @staticmethod
     def from_path(run_dir: str | os.PathLike[str]) -> ResultGrid:
         """The grid of the tuning run in ``run_dir`` (finished or not)."""
-        from faasml.runtime.run_dir import RunDir
+        from faasml.runtime.record.run_dir import RunDir
 
         record = RunDir(run_dir).read_record()
         if record.kind != "tune":

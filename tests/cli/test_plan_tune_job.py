@@ -15,9 +15,9 @@ import pytest
 from faasml.cli.main import main
 from faasml.job import load_job
 from faasml.runtime.coordinator import CoordinatorOptions
-from faasml.runtime.estimates import coordinator_seconds
-from faasml.runtime.record_json import record_to_json
-from faasml.runtime.session import TuneRun
+from faasml.runtime.coordinator.estimates import coordinator_seconds
+from faasml.runtime.record.codec import record_to_json
+from faasml.runtime.runs.session import TuneRun
 from faasml.types import Constraint
 
 JOB = Path(__file__).resolve().parents[2] / "examples" / "tune-logreg.yaml"

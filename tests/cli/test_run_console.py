@@ -18,8 +18,8 @@ import yaml
 from rich.cells import cell_len
 
 from faasml.cli.run_console import StageLeft, clock, eta_line, time_left
-from faasml.runtime.record import Estimate, PlanRecord, StageRecord
-from faasml.runtime.run_dir import RunDir
+from faasml.runtime.record.records import Estimate, PlanRecord, StageRecord
+from faasml.runtime.record.run_dir import RunDir
 from faasml.types import Allocation
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")

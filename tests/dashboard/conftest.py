@@ -49,8 +49,8 @@ RUNNING = """
 import os, signal, sys
 from pathlib import Path
 from faasml.job import load_job
-from faasml.runtime.run_dir import RunDir
-from faasml.runtime.session import TuneRun
+from faasml.runtime.record.run_dir import RunDir
+from faasml.runtime.runs.session import TuneRun
 from faasml.types import Constraint
 
 write = RunDir.write_record

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from faasml.cli.main import main
-from faasml.runtime.ranking import metric_value
-from faasml.runtime.record import RunRecord
-from faasml.runtime.run_dir import RunDir
+from faasml.runtime.coordinator.ranking import metric_value
+from faasml.runtime.record.records import RunRecord
+from faasml.runtime.record.run_dir import RunDir
 from faasml.units import format_duration, format_money
 
 from .browser import Node, dump_dom, needs_chromium, screenshot

@@ -14,7 +14,7 @@ import httpx
 
 from faasml.cli.main import main
 from faasml.dashboard.server import bind
-from faasml.runtime.run_dir import RunDir
+from faasml.runtime.record.run_dir import RunDir
 from faasml.units import format_money
 
 from .browser import parse

@@ -21,10 +21,10 @@ from faasml.reports.run_series import (
     spend_series,
     stage_boundaries,
 )
-from faasml.runtime.billing import Charge
-from faasml.runtime.record import RunRecord
-from faasml.runtime.record_json import record_from_json
-from faasml.runtime.run_dir import RunDir
+from faasml.runtime.coordinator.meter import Charge
+from faasml.runtime.record.codec import record_from_json
+from faasml.runtime.record.records import RunRecord
+from faasml.runtime.record.run_dir import RunDir
 
 RECORDS = Path(__file__).parents[1] / "runtime" / "records"
 

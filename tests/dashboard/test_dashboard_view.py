@@ -13,9 +13,9 @@ import pytest
 from faasml.dashboard.page import json_text, plain
 from faasml.dashboard.view import run_view
 from faasml.reports.run_format import seconds
-from faasml.runtime.record import Estimate, RunRecord
-from faasml.runtime.record_json import record_from_json
-from faasml.runtime.run_dir import RunDir
+from faasml.runtime.record.codec import record_from_json
+from faasml.runtime.record.records import Estimate, RunRecord
+from faasml.runtime.record.run_dir import RunDir
 from faasml.types import Allocation
 from faasml.units import format_duration, format_money
 

@@ -17,9 +17,9 @@ import pytest
 
 import faasml
 from faasml.runtime.coordinator import CoordinatorOptions, TrialFault
-from faasml.runtime.record_json import record_to_json
-from faasml.runtime.session import TuneRun
-from faasml.runtime.worker import Fault
+from faasml.runtime.function.worker import Fault
+from faasml.runtime.record.codec import record_to_json
+from faasml.runtime.runs.session import TuneRun
 from faasml.sync.stores import open_store
 from faasml.types import Allocation
 from faasml.workloads.function_model import TrainFunctionError

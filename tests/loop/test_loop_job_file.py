@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from faasml.exceptions import FaasmlError
-from faasml.runtime.loop_job import loop_job, read_job
-from faasml.runtime.record_json import record_to_json
-from faasml.runtime.session import TrainRun, TuneRun
+from faasml.runtime.record.codec import record_to_json
+from faasml.runtime.runs.loop_job import loop_job, read_job
+from faasml.runtime.runs.session import TrainRun, TuneRun
 from faasml.types import Constraint
 
 pytest.importorskip("torch")

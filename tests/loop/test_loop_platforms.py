@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 import faasml
-from faasml.runtime.record_json import record_to_json
-from faasml.runtime.session import TuneRun
+from faasml.runtime.record.codec import record_to_json
+from faasml.runtime.runs.session import TuneRun
 from faasml.types import Constraint
 
 pytest.importorskip("torch")

@@ -17,7 +17,7 @@ from faasml.models.space import AllocationTable
 from faasml.models.stages import StageContext, stage_totals
 from faasml.planners._space import searchable_space
 from faasml.planners.tuning import SuccessiveHalving, build_problem, trials_per_wave
-from faasml.runtime.stage_pricing import stage_estimate
+from faasml.runtime.runs.stage_pricing import stage_estimate
 from faasml.types import Constraint
 from faasml.workload import Workload, load_workload
 

@@ -21,7 +21,7 @@ from faasml.planners.tuning import (
 )
 from faasml.planners.tuning._problem import StageOptions, TuningProblem, trial_vcpus
 from faasml.planners.tuning._problem import trials_per_wave as per_wave
-from faasml.runtime.stage_pricing import stage_estimate
+from faasml.runtime.runs.stage_pricing import stage_estimate
 from faasml.types import Constraint
 
 from .fixed_machine import SHA, machine, workload

@@ -12,8 +12,8 @@ import pytest
 from faasml.planners._space import searchable_space
 from faasml.planners.pareto import pareto_indices
 from faasml.planners.tuning import build_problem, plan_tuning
-from faasml.runtime.record import StageRecord
-from faasml.runtime.stage_pricing import partition_write_s, stage_estimates
+from faasml.runtime.record.records import StageRecord
+from faasml.runtime.runs.stage_pricing import partition_write_s, stage_estimates
 from faasml.types import Constraint, TunePlan
 
 from .fixed_machine import SHA, machine, workload

@@ -11,9 +11,13 @@ from hypothesis import strategies as st
 
 from faasml.catalog import load_catalog
 from faasml.exceptions import FaasmlError, UnknownNameError
-from faasml.runtime.billing import Meter
-from faasml.runtime.checkpoint import Checkpoint, checkpoint_from_bytes, checkpoint_to_bytes
-from faasml.runtime.platform import Billed, open_platform
+from faasml.runtime.coordinator.meter import Meter
+from faasml.runtime.function.checkpoint import (
+    Checkpoint,
+    checkpoint_from_bytes,
+    checkpoint_to_bytes,
+)
+from faasml.runtime.platforms.contract import Billed, open_platform
 
 AWS = load_catalog("aws-lambda")
 

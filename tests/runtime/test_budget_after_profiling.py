@@ -10,7 +10,7 @@ import pytest
 
 from faasml.exceptions import InfeasibleConstraintError
 from faasml.job import from_mapping
-from faasml.runtime.session import TuneRun
+from faasml.runtime.runs.session import TuneRun
 from faasml.types import Constraint
 
 from .tiny_jobs import tiny_tune_job

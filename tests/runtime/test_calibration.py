@@ -8,11 +8,11 @@ import dataclasses
 import pytest
 
 from faasml.catalog import Catalog, load_catalog
+from faasml.models.calibration import REPLAN_DELTA, Calibration, moved, trial_factors
 from faasml.models.cost import startup_cost
 from faasml.models.space import evaluate_allocation
-from faasml.runtime.calibration import REPLAN_DELTA, Calibration, moved, trial_factors
-from faasml.runtime.record import StageRecord
-from faasml.runtime.stage_pricing import (
+from faasml.runtime.record.records import StageRecord
+from faasml.runtime.runs.stage_pricing import (
     EarlyStart,
     overlap_delay,
     partition_write_s,

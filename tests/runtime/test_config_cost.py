@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from faasml.runtime.config_cost import config_text, factor, mean_factor, relative_costs
+from faasml.models.config_cost import config_text, factor, mean_factor, relative_costs
 
 WIDTHS = relative_costs([{"model.width": 8}, {"model.width": 16}], [1.0, 3.0])
 

@@ -9,16 +9,16 @@ import dataclasses
 import pytest
 
 from faasml.catalog import Catalog, load_catalog
-from faasml.runtime.calibration import Calibration
-from faasml.runtime.contention import (
+from faasml.models.calibration import Calibration
+from faasml.models.contention import (
     cold_start_alone,
     delivered_vcpus,
     faster_solo,
     solo_disturbed,
 )
-from faasml.runtime.job_profile import planning_inputs
-from faasml.runtime.profile_record import JobProfile
-from faasml.runtime.stage_pricing import stage_estimate, wave_demand
+from faasml.runtime.profile.measure import planning_inputs
+from faasml.runtime.profile.record import JobProfile
+from faasml.runtime.runs.stage_pricing import stage_estimate, wave_demand
 from faasml.types import Allocation
 from faasml.workload import Workload
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from faasml.catalog import load_catalog
 from faasml.job import from_mapping
-from faasml.runtime.billing import Meter
 from faasml.runtime.coordinator import Coordinator
-from faasml.runtime.platform import open_platform
-from faasml.runtime.worker import ModelRecipe
+from faasml.runtime.coordinator.meter import Meter
+from faasml.runtime.function.worker import ModelRecipe
+from faasml.runtime.platforms.contract import open_platform
 from faasml.sync.stores import open_store
 from faasml.workloads._dataset import dataset_from_bytes, partition
 from faasml.workloads.build import load_data

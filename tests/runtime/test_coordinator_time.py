@@ -14,11 +14,11 @@ import pytest
 from faasml.catalog import Catalog, load_catalog
 from faasml.job import from_mapping
 from faasml.models.space import evaluate_allocation
-from faasml.runtime.estimates import coordinator_seconds
-from faasml.runtime.job_profile import JobProfile, planning_inputs
-from faasml.runtime.record_json import record_to_json
-from faasml.runtime.stage_pricing import stage_estimate
-from faasml.runtime.tune_run import TuneRun
+from faasml.runtime.coordinator.estimates import coordinator_seconds
+from faasml.runtime.profile.measure import JobProfile, planning_inputs
+from faasml.runtime.record.codec import record_to_json
+from faasml.runtime.runs.stage_pricing import stage_estimate
+from faasml.runtime.runs.tune import TuneRun
 from faasml.types import Allocation, Constraint
 from faasml.workload import Workload
 

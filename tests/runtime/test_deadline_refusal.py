@@ -16,8 +16,8 @@ import yaml
 from faasml.cli.main import main
 from faasml.exceptions import InfeasibleConstraintError
 from faasml.job import from_mapping
-from faasml.runtime.job_profile import measure_job
-from faasml.runtime.session import TuneRun
+from faasml.runtime.profile.measure import measure_job
+from faasml.runtime.runs.session import TuneRun
 from faasml.types import Constraint
 from faasml.units import format_duration
 
@@ -33,7 +33,7 @@ learn them, and two runs on a busy machine would plan with different figures).""
 
 def _steady_coordinator(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(
-        "faasml.runtime.run_planning.coordinator_write_s", lambda *args: COORDINATOR_S
+        "faasml.runtime.runs.planning.coordinator_write_s", lambda *args: COORDINATOR_S
     )
 
 
@@ -50,7 +50,7 @@ def measured_slowly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         profile = measure_job(*args, **kwargs)
         return dataclasses.replace(profile, profiling_s=TOOK_S, cached=False)
 
-    monkeypatch.setattr("faasml.runtime.run_base.measure_job", slow)
+    monkeypatch.setattr("faasml.runtime.runs.base.measure_job", slow)
     _steady_coordinator(monkeypatch)
 
 

@@ -18,9 +18,9 @@ from faasml.cli.main import main
 from faasml.exceptions import DivergedError
 from faasml.job import from_mapping
 from faasml.runtime.coordinator import CoordinatorOptions, TrialState
-from faasml.runtime.ranking import divergence, rank_key, ranked
-from faasml.runtime.record_json import record_to_json
-from faasml.runtime.run_dir import RunDir
+from faasml.runtime.coordinator.ranking import divergence, rank_key, ranked
+from faasml.runtime.record.codec import record_to_json
+from faasml.runtime.record.run_dir import RunDir
 from faasml.sim.curves import read_curve
 from faasml.types import Allocation
 from faasml.workloads.data import images

@@ -6,8 +6,13 @@ from __future__ import annotations
 import itertools
 
 from faasml.catalog import load_catalog
-from faasml.runtime.estimates import BUDGET_MARGIN, KILL_SLACK_S, SegmentEstimator, reservation
-from faasml.runtime.platform import Billed
+from faasml.runtime.coordinator.estimates import (
+    BUDGET_MARGIN,
+    KILL_SLACK_S,
+    SegmentEstimator,
+    reservation,
+)
+from faasml.runtime.platforms.contract import Billed
 from faasml.types import Allocation
 
 PLATFORM = load_catalog("aws-lambda").platform

@@ -18,16 +18,16 @@ import pytest
 import faasml
 from faasml.exceptions import ConfigError, FaasmlError
 from faasml.job import apply_config, from_mapping
-from faasml.runtime.checkpoint import (
+from faasml.runtime.coordinator import TrialFault
+from faasml.runtime.function.checkpoint import (
     Checkpoint,
     checkpoint_from_bytes,
     checkpoint_to_bytes,
     load_checkpoint,
 )
-from faasml.runtime.coordinator import TrialFault
-from faasml.runtime.record_json import record_to_json
-from faasml.runtime.session import TuneRun
-from faasml.runtime.worker import Fault, seed_step
+from faasml.runtime.function.worker import Fault, seed_step
+from faasml.runtime.record.codec import record_to_json
+from faasml.runtime.runs.session import TuneRun
 from faasml.sync.stores import open_store
 from faasml.types import Allocation
 from faasml.workloads import create_optimizer, global_batch

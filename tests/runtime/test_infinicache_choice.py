@@ -12,10 +12,10 @@ import pytest
 
 from faasml.catalog import load_catalog
 from faasml.job import from_mapping
-from faasml.runtime.profiling import profile_job, write_profile
-from faasml.runtime.record_json import record_to_json
-from faasml.runtime.run_base import stores_catalog
-from faasml.runtime.session import TuneRun
+from faasml.runtime.profile.calibrate import profile_job, write_profile
+from faasml.runtime.record.codec import record_to_json
+from faasml.runtime.runs.base import stores_catalog
+from faasml.runtime.runs.session import TuneRun
 from faasml.types import Constraint
 
 from .tiny_jobs import tiny_tune_job

@@ -13,7 +13,7 @@ import pytest
 
 from faasml.catalog import load_catalog
 from faasml.exceptions import ConfigError
-from faasml.runtime.platform import open_platform
+from faasml.runtime.platforms.contract import open_platform
 from faasml.runtime.platforms.ray import RayPlatform
 from faasml.sync.stores import open_store
 from faasml.sync.stores.infinicache import InfiniCache, parse_url

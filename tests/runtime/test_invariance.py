@@ -16,8 +16,8 @@ import faasml
 from faasml.catalog import load_catalog
 from faasml.job import from_mapping
 from faasml.models import allocation_space
-from faasml.runtime.record_json import record_to_json
-from faasml.runtime.session import TuneRun, job_workload
+from faasml.runtime.record.codec import record_to_json
+from faasml.runtime.runs.session import TuneRun, job_workload
 from faasml.types import Allocation
 from faasml.workloads.build import build_model, load_data
 

@@ -15,9 +15,10 @@ import yaml
 
 from faasml.catalog import Catalog, load_catalog
 from faasml.job import JobSpec, load_job
-from faasml.runtime.billing import Meter
-from faasml.runtime.config_cost import config_text, mean_factor
-from faasml.runtime.job_profile import (
+from faasml.models.config_cost import config_text, mean_factor
+from faasml.runtime.coordinator.meter import Meter
+from faasml.runtime.platforms.contract import open_platform
+from faasml.runtime.profile.measure import (
     MEMORY_MARGIN,
     JobProfile,
     cache_dir,
@@ -27,9 +28,8 @@ from faasml.runtime.job_profile import (
     profile_key,
     roomy_memory_mb,
 )
-from faasml.runtime.platform import open_platform
-from faasml.runtime.record_json import record_to_json
-from faasml.runtime.session import TrainRun, TuneRun, resume_run
+from faasml.runtime.record.codec import record_to_json
+from faasml.runtime.runs.session import TrainRun, TuneRun, resume_run
 from faasml.types import Constraint
 from faasml.workload import load_workload
 from faasml.workloads.build import build_model, load_data
@@ -201,7 +201,7 @@ def test_a_runs_functions_import_the_worker_as_they_start(
 ) -> None:
     """As a Lambda's init phase runs its handler module's imports: in the cold start the
     probe measures, not in a run's first invocation of each function."""
-    loaded = "'faasml.runtime.worker' in __import__('sys').modules"
+    loaded = "'faasml.runtime.function.worker' in __import__('sys').modules"
     with open_platform("local", catalog, **logreg.options) as platform:
         assert platform.invoke("builtins:eval", loaded, 512).result(timeout=60) is True
     with open_platform("local", catalog) as bare:
@@ -209,7 +209,7 @@ def test_a_runs_functions_import_the_worker_as_they_start(
 
 
 def test_a_torch_model_needs_more_memory_than_a_numpy_one(logreg: Measured, cnn: Measured) -> None:
-    worker = "faasml.runtime.worker"  # imported as a function starts, on every job
+    worker = "faasml.runtime.function.worker"  # imported as a function starts, on every job
     assert cnn.options == {"preload": ("torch", worker)}
     assert logreg.options == {"preload": (worker,)}
     assert cnn.profile.footprint_mb > logreg.profile.footprint_mb + 50

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from faasml.catalog import Catalog, load_catalog
-from faasml.runtime.record import StageRecord
-from faasml.runtime.stage_pricing import keep_warm, stage_estimates
+from faasml.runtime.record.records import StageRecord
+from faasml.runtime.runs.stage_pricing import keep_warm, stage_estimates
 from faasml.types import Allocation, Constraint
 from faasml.workload import Workload
 

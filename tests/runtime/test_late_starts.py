@@ -13,10 +13,10 @@ from typing import Any
 
 from faasml.catalog import load_catalog
 from faasml.job import from_mapping
-from faasml.runtime.billing import Meter
 from faasml.runtime.coordinator import Coordinator, CoordinatorOptions, TrialFault, TrialState
-from faasml.runtime.platform import open_platform
-from faasml.runtime.worker import Fault, ModelRecipe
+from faasml.runtime.coordinator.meter import Meter
+from faasml.runtime.function.worker import Fault, ModelRecipe
+from faasml.runtime.platforms.contract import open_platform
 from faasml.sync.stores import open_store
 from faasml.types import Allocation
 from faasml.workloads.build import load_data

@@ -14,9 +14,9 @@ import faasml
 from faasml.catalog import load_catalog
 from faasml.exceptions import ConfigError
 from faasml.job import JobSpec, load_job
-from faasml.runtime.platform import FunctionError, Platform, open_platform
-from faasml.runtime.record_json import record_to_json
-from faasml.runtime.session import TuneRun
+from faasml.runtime.platforms.contract import FunctionError, Platform, open_platform
+from faasml.runtime.record.codec import record_to_json
+from faasml.runtime.runs.session import TuneRun
 from faasml.testing.platform_conformance import *  # noqa: F403
 from faasml.types import Constraint
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from faasml.catalog import Catalog, load_catalog
-from faasml.runtime.platform import CapacityError, FunctionError, open_platform
+from faasml.runtime.platforms.contract import CapacityError, FunctionError, open_platform
 
 FN = "faasml.testing.functions"
 
@@ -119,7 +119,7 @@ def test_an_instance_that_died_while_idle_is_not_given_work() -> None:
 _KILLED_PLATFORM = """
 import os, signal, sys
 from faasml.catalog import load_catalog
-from faasml.runtime.platform import open_platform
+from faasml.runtime.platforms.contract import open_platform
 platform = open_platform("local", load_catalog("local"), cpu="none")
 platform.invoke("faasml.testing.functions:echo", 1, 256)
 print(platform._instances[0].pid, flush=True)

@@ -15,8 +15,8 @@ from faasml.cli.main import main
 from faasml.exceptions import TrialsLostError
 from faasml.job import from_mapping
 from faasml.runtime.coordinator import TrialFault
-from faasml.runtime.tune_run import TuneRun
-from faasml.runtime.worker import Fault
+from faasml.runtime.function.worker import Fault
+from faasml.runtime.runs.tune import TuneRun
 
 from .tiny_jobs import tiny_tune_job
 
@@ -49,7 +49,7 @@ def test_the_command_exits_1_with_the_trials_lost(
 def test_fit_raises_trials_lost_with_the_results(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("faasml.runtime.session.TuneRun", _KillingTrialOne)
+    monkeypatch.setattr("faasml.runtime.runs.session.TuneRun", _KillingTrialOne)
     tuner = faasml.Tuner(
         from_mapping(_job()),
         tune_config=faasml.TuneConfig(budget=0.05, num_samples=2),

@@ -12,9 +12,9 @@ import yaml
 
 from faasml.job import load_job
 from faasml.runtime.coordinator import Coordinator, CoordinatorOptions
-from faasml.runtime.record_json import record_to_json
-from faasml.runtime.session import TrainRun, TuneRun
-from faasml.runtime.trial import TrialState
+from faasml.runtime.coordinator.trial import TrialState
+from faasml.runtime.record.codec import record_to_json
+from faasml.runtime.runs.session import TrainRun, TuneRun
 from faasml.types import Constraint
 
 pytest.importorskip("torch")

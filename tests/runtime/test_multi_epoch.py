@@ -12,11 +12,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from faasml.runtime.checkpoint import load_checkpoint
 from faasml.runtime.coordinator import Coordinator, CoordinatorOptions, TrialFault, TrialState
-from faasml.runtime.record_json import record_to_json
-from faasml.runtime.session import TuneRun
-from faasml.runtime.worker import Fault
+from faasml.runtime.function.checkpoint import load_checkpoint
+from faasml.runtime.function.worker import Fault
+from faasml.runtime.record.codec import record_to_json
+from faasml.runtime.runs.session import TuneRun
 from faasml.sync.stores import open_store
 from faasml.types import Allocation
 from faasml.workloads.global_batch import rounds_per_epoch

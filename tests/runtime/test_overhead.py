@@ -21,15 +21,15 @@ import faasml
 from faasml import _files
 from faasml.catalog import load_catalog
 from faasml.job import load_job
-from faasml.runtime import heartbeat as heartbeat_module
-from faasml.runtime import run_base
-from faasml.runtime.billing import Charge, Meter
 from faasml.runtime.coordinator import TIMINGS
-from faasml.runtime.record import RunRecord, TrialRecord
-from faasml.runtime.record_json import record_to_json
-from faasml.runtime.run_dir import RunDir
-from faasml.runtime.session import TuneRun
-from faasml.runtime.trial import TrialState
+from faasml.runtime.coordinator.meter import Charge, Meter
+from faasml.runtime.coordinator.trial import TrialState
+from faasml.runtime.function import heartbeat as heartbeat_module
+from faasml.runtime.record.codec import record_to_json
+from faasml.runtime.record.records import RunRecord, TrialRecord
+from faasml.runtime.record.run_dir import RunDir
+from faasml.runtime.runs import base as run_base
+from faasml.runtime.runs.session import TuneRun
 from faasml.sync.stores import open_store
 from faasml.types import Constraint
 
@@ -154,11 +154,11 @@ def test_one_heartbeat_thread_beats_for_every_segment_and_stops_on_its_key(
 
 FUNCTION_MODULES = (
     "faasml.runtime.platforms._host",
-    "faasml.runtime.echo",
-    "faasml.runtime.worker",
-    "faasml.runtime.job_probe",
-    "faasml.runtime.profiling",
-    "faasml.runtime.sync_probe",
+    "faasml.runtime.function.echo",
+    "faasml.runtime.function.worker",
+    "faasml.runtime.function.probe",
+    "faasml.runtime.profile.calibrate",
+    "faasml.runtime.profile.sync_round",
     "faasml.sync.stores.infinicache.node",
     "faasml.testing.functions",
     "faasml.workloads.function_model",
@@ -169,7 +169,7 @@ the modules named by the function references faasml invokes, torch models aside)
 
 def test_a_function_imports_its_worker_without_the_planners() -> None:
     # scipy alone maps more than a 128 MB function's address space: a module a function
-    # imports must not reach the planners (faasml.runtime.stage_pricing imports them).
+    # imports must not reach the planners (faasml.runtime.runs.stage_pricing imports them).
     code = (
         "MODULES = ('scipy', 'faasml.planners'); "
         f"import sys, {', '.join(FUNCTION_MODULES)}; "

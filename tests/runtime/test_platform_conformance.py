@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from faasml.catalog import load_catalog
-from faasml.runtime.platform import Platform, open_platform
+from faasml.runtime.platforms.contract import Platform, open_platform
 from faasml.testing.platform_conformance import *  # noqa: F403
 
 

@@ -29,7 +29,7 @@ import sys
 import time
 
 from faasml.cli import run as cli_run
-from faasml.runtime.session import TuneRun
+from faasml.runtime.runs.session import TuneRun
 
 
 class SlowRun(TuneRun):

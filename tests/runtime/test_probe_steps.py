@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from faasml.job import load_job
-from faasml.runtime.preparing import Planning, Preparing, ProbeStep
-from faasml.runtime.session import TuneRun
+from faasml.runtime.profile.preparing import Planning, Preparing, ProbeStep
+from faasml.runtime.runs.session import TuneRun
 from faasml.types import Constraint
 
 from .tiny_jobs import four_trial_tune_job

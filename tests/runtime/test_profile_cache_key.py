@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from faasml.runtime.profile_key import data_digest
+from faasml.runtime.profile.key import data_digest
 from faasml.workloads.data import Dataset, write_npz
 
 pytest.importorskip("torch")
@@ -28,7 +28,7 @@ SCRIPT = textwrap.dedent(
     import torch
 
     import faasml
-    from faasml.runtime.session import TuneRun
+    from faasml.runtime.runs.session import TuneRun
 
     FEATURES = torch.randn(160, 6, generator=torch.Generator().manual_seed(0))
     LABELS = (FEATURES[:, 0] > 0).long()

@@ -19,17 +19,9 @@ from faasml.catalog import Catalog, load_catalog
 from faasml.exceptions import ConfigError
 from faasml.job import JobSpec, load_job
 from faasml.reports.run_summary import summary_lines
-from faasml.runtime.billing import Meter
-from faasml.runtime.job_profile import (
-    JobProfile,
-    cache_dir,
-    measure_job,
-    planning_inputs,
-    platform_options_for,
-    roomy_memory_mb,
-)
-from faasml.runtime.platform import open_platform
-from faasml.runtime.profile_check import (
+from faasml.runtime.coordinator.meter import Meter
+from faasml.runtime.platforms.contract import open_platform
+from faasml.runtime.profile.check import (
     DRIFT_THRESHOLD,
     LOAD_ENV,
     RECHECK_ENV,
@@ -41,10 +33,18 @@ from faasml.runtime.profile_check import (
     load_average,
     rechecks,
 )
-from faasml.runtime.profile_record import ProfileCheck
-from faasml.runtime.record import RunRecord
-from faasml.runtime.record_json import record_to_json
-from faasml.runtime.session import TuneRun
+from faasml.runtime.profile.measure import (
+    JobProfile,
+    cache_dir,
+    measure_job,
+    planning_inputs,
+    platform_options_for,
+    roomy_memory_mb,
+)
+from faasml.runtime.profile.record import ProfileCheck
+from faasml.runtime.record.codec import record_to_json
+from faasml.runtime.record.records import RunRecord
+from faasml.runtime.runs.session import TuneRun
 from faasml.types import Constraint
 
 JOB: dict[str, Any] = {
@@ -131,7 +131,7 @@ def wide_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     """A rescale limit far from a 100x edit: the job's computation, timed now against the
     truth's timing, moved 6x on a busy machine (a CI run beside two busy loops), and a
     100x edit must stay a rescale, a different test from measuring again."""
-    monkeypatch.setattr("faasml.runtime.profile_check.RESCALE_LIMIT", 1e6)
+    monkeypatch.setattr("faasml.runtime.profile.check.RESCALE_LIMIT", 1e6)
 
 
 @pytest.mark.usefixtures("wide_limit")

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from faasml.catalog import load_catalog
-from faasml.runtime.platform import Platform, open_platform
+from faasml.runtime.platforms.contract import Platform, open_platform
 from faasml.testing.platform_conformance import *  # noqa: F403
 from faasml.testing.ray_cluster import local_ray_cluster
 
@@ -58,7 +58,7 @@ def test_functions_are_sized_by_memory(platform: Platform) -> None:
 
 
 def test_a_full_cluster_refuses_with_capacity_error(platform: Platform) -> None:
-    from faasml.runtime.platform import CapacityError
+    from faasml.runtime.platforms.contract import CapacityError
 
     running = [platform.invoke("faasml.testing.functions:sleep", 3.0, 1769) for _ in range(2)]
     with pytest.raises(CapacityError, match="full"):
@@ -71,7 +71,7 @@ def test_a_full_cluster_refuses_with_capacity_error(platform: Platform) -> None:
 def test_a_torch_allocation_past_the_memory_size_is_out_of_memory(platform: Platform) -> None:
     """torch's allocator fails with RuntimeError, not MemoryError: still an out-of-memory."""
     pytest.importorskip("torch")
-    from faasml.runtime.platform import FunctionError
+    from faasml.runtime.platforms.contract import FunctionError
 
     invocation = platform.invoke("faasml.testing.functions:allocate_tensor", 8 * 1024, 1024)
     with pytest.raises(FunctionError) as caught:

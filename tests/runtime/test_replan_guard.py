@@ -14,9 +14,9 @@ import pytest
 
 from faasml.job import from_mapping
 from faasml.runtime.coordinator import Coordinator
-from faasml.runtime.platform import Platform
-from faasml.runtime.session import TuneRun
-from faasml.runtime.stage_pricing import keep_warm
+from faasml.runtime.platforms.contract import Platform
+from faasml.runtime.runs.session import TuneRun
+from faasml.runtime.runs.stage_pricing import keep_warm
 from faasml.types import Allocation, Constraint
 
 from .tiny_jobs import four_trial_tune_job
@@ -56,7 +56,7 @@ def test_a_replan_the_guard_would_refuse_is_not_taken(
         return [*chosen[:-1], dataclasses.replace(chosen[-1], allocation=wide)]
 
     monkeypatch.setattr(
-        "faasml.runtime.tune_run.keep_warm", widened
+        "faasml.runtime.runs.tune.keep_warm", widened
     )  # the plan is made: only re-plans
     record = run.execute()
     assert record.status == "finished", record.stop_reason

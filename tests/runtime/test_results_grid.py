@@ -16,9 +16,9 @@ from faasml.exceptions import ConfigError, FaasmlError
 from faasml.job import from_mapping
 from faasml.reports.results_report import pareto_lines
 from faasml.results import Result, ResultGrid
-from faasml.runtime.billing import Charge
-from faasml.runtime.record import RunRecord, TrialRecord
-from faasml.runtime.run_dir import RunDir
+from faasml.runtime.coordinator.meter import Charge
+from faasml.runtime.record.records import RunRecord, TrialRecord
+from faasml.runtime.record.run_dir import RunDir
 from faasml.types import Constraint
 from faasml.workloads.data import images
 

@@ -15,7 +15,7 @@ import yaml
 from faasml.cli.main import main
 from faasml.exceptions import ConfigError
 from faasml.job import load_job
-from faasml.runtime.session import TuneRun, resume_run
+from faasml.runtime.runs.session import TuneRun, resume_run
 from faasml.types import Constraint
 
 from .tiny_jobs import four_trial_tune_job, tiny_tune_job

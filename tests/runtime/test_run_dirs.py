@@ -17,8 +17,8 @@ import yaml
 import faasml
 from faasml.cli.main import main
 from faasml.exceptions import ConfigError
-from faasml.runtime.run_dir import RunDir
-from faasml.runtime.session import resume_run
+from faasml.runtime.record.run_dir import RunDir
+from faasml.runtime.runs.session import resume_run
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "tune-logreg.yaml"
 

@@ -15,7 +15,7 @@ import faasml
 from faasml.cli.main import main
 from faasml.exceptions import ConfigError
 from faasml.job import from_mapping
-from faasml.runtime.run_lock import RunInterrupted
+from faasml.runtime.record.run_lock import RunInterrupted
 
 from .tiny_jobs import four_trial_tune_job
 
@@ -240,9 +240,9 @@ def test_a_reported_ranking_metric_is_the_result_value_and_lines_stay_within_80(
     """Pure: the events of trials whose history names a metric the model reported."""
     from faasml.catalog import load_catalog
     from faasml.reports.trial_lines import trial_line
-    from faasml.runtime.billing import Charge, Meter
-    from faasml.runtime.events import RunEvents
-    from faasml.runtime.trial import TrialState
+    from faasml.runtime.coordinator.meter import Charge, Meter
+    from faasml.runtime.coordinator.trial import TrialState
+    from faasml.runtime.runs.events import RunEvents
 
     name = "a_metric_name_far_longer_than_any_column_allows_" * 2
     epoch = {"epoch": 1, "loss": 0.7, "val_loss": 0.6, "t_s": 1.0, "reported": {name: 12345.678}}

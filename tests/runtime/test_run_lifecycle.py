@@ -19,9 +19,9 @@ import yaml
 
 import faasml
 from faasml.cli.main import main
-from faasml.runtime.record import RunRecord
-from faasml.runtime.run_dir import RunDir
-from faasml.runtime.run_lock import LOCK_NAME, RunDirInUseError, lock_run
+from faasml.runtime.record.records import RunRecord
+from faasml.runtime.record.run_dir import RunDir
+from faasml.runtime.record.run_lock import LOCK_NAME, RunDirInUseError, lock_run
 
 from .tiny_jobs import four_trial_tune_job
 
@@ -39,7 +39,7 @@ import sys
 import time
 
 from faasml.cli import run as cli_run
-from faasml.runtime.session import TuneRun
+from faasml.runtime.runs.session import TuneRun
 
 FULL_DISK = sys.argv[1] == "full-disk"
 
@@ -178,7 +178,7 @@ def test_a_full_disk_stops_the_run_in_one_line_and_resume_finishes_it(tmp_path: 
 # A process that holds a run directory's lock until it is killed (a password on its command line).
 HOLDER = """
 import sys, time
-from faasml.runtime.run_lock import lock_run
+from faasml.runtime.record.run_lock import lock_run
 
 with lock_run(sys.argv[1]):
     print("locked", flush=True)

@@ -20,10 +20,10 @@ from faasml.exceptions import RecordError
 from faasml.job import load_job
 from faasml.reports.run_report import render_report
 from faasml.reports.run_summary import summary_lines
-from faasml.runtime.record import Best, RunRecord
-from faasml.runtime.record_json import SCHEMA_VERSION, record_from_json, record_to_json
-from faasml.runtime.run_dir import RunDir
-from faasml.runtime.session import TuneRun
+from faasml.runtime.record.codec import SCHEMA_VERSION, record_from_json, record_to_json
+from faasml.runtime.record.records import Best, RunRecord
+from faasml.runtime.record.run_dir import RunDir
+from faasml.runtime.runs.session import TuneRun
 from faasml.testing.mutation import mutate
 from faasml.types import Allocation, Constraint
 

@@ -20,10 +20,10 @@ from faasml.reports.run_series import (
     planned_spend_series,
     spend_series,
 )
-from faasml.runtime.billing import Charge
-from faasml.runtime.record import Estimate, RunRecord
-from faasml.runtime.record_json import record_from_json
-from faasml.runtime.run_dir import RunDir
+from faasml.runtime.coordinator.meter import Charge
+from faasml.runtime.record.codec import record_from_json
+from faasml.runtime.record.records import Estimate, RunRecord
+from faasml.runtime.record.run_dir import RunDir
 from faasml.types import Allocation
 
 from .tiny_jobs import four_trial_tune_job

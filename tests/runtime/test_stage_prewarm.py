@@ -16,12 +16,12 @@ import yaml
 from faasml.catalog import Catalog, load_catalog
 from faasml.job import load_job
 from faasml.runtime.coordinator import CoordinatorOptions, launcher
-from faasml.runtime.platform import Invocation, open_platform
+from faasml.runtime.platforms.contract import Invocation, open_platform
 from faasml.runtime.platforms.local import LocalPlatform
-from faasml.runtime.record import StageRecord
-from faasml.runtime.record_json import record_to_json
-from faasml.runtime.session import TuneRun
-from faasml.runtime.stage_pricing import (
+from faasml.runtime.record.codec import record_to_json
+from faasml.runtime.record.records import StageRecord
+from faasml.runtime.runs.session import TuneRun
+from faasml.runtime.runs.stage_pricing import (
     NO_EARLY_START,
     prewarmed,
     stage_estimate,

@@ -13,9 +13,9 @@ import yaml
 from faasml.catalog import load_catalog
 from faasml.exceptions import ConfigError
 from faasml.job import from_mapping
-from faasml.runtime.profiling import profile_job, write_profile
-from faasml.runtime.record_json import record_to_json
-from faasml.runtime.session import TuneRun
+from faasml.runtime.profile.calibrate import profile_job, write_profile
+from faasml.runtime.record.codec import record_to_json
+from faasml.runtime.runs.session import TuneRun
 from faasml.testing.servers import LocalServer
 from faasml.types import Constraint
 

@@ -13,8 +13,8 @@ import pytest
 from faasml.job import from_mapping
 from faasml.reports.run_outputs import write_outputs
 from faasml.runtime.coordinator import CoordinatorOptions
-from faasml.runtime.record_json import record_to_json
-from faasml.runtime.session import TuneRun, resume_run
+from faasml.runtime.record.codec import record_to_json
+from faasml.runtime.runs.session import TuneRun, resume_run
 from faasml.sync.stores import open_store
 from faasml.testing.servers import RedisServer
 from faasml.types import Constraint

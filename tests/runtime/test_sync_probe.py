@@ -11,8 +11,8 @@ import pytest
 from faasml.catalog import load_catalog
 from faasml.models.perf import epoch_time, network_mbps
 from faasml.models.sync import sync_time
-from faasml.runtime.profile_record import JobProfile
-from faasml.runtime.sync_probe import (
+from faasml.runtime.profile.record import JobProfile
+from faasml.runtime.profile.sync_round import (
     MAX_ROUNDS,
     MIN_ROUNDS,
     SYNC_N,

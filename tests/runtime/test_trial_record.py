@@ -13,10 +13,10 @@ import pytest
 
 from faasml._validate import Fields
 from faasml.exceptions import RecordError
-from faasml.runtime.record import TrialRecord
-from faasml.runtime.record_json import trial_json
-from faasml.runtime.record_read import TRIAL_READERS, trial_from
-from faasml.runtime.trial import TrialState
+from faasml.runtime.coordinator.trial import TrialState
+from faasml.runtime.record.codec import trial_json
+from faasml.runtime.record.fields import TRIAL_READERS, trial_from
+from faasml.runtime.record.records import TrialRecord
 
 EPOCH = {"epoch": 1, "loss": 0.5, "n": 2, "memory_mb": 1024, "t_s": 1, "spent_usd": 0, "epoch_s": 1}
 SET: dict[str, Any] = {

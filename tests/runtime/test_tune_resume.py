@@ -18,8 +18,8 @@ import yaml
 from faasml.cli.main import main
 from faasml.job import load_job
 from faasml.runtime.coordinator import CoordinatorOptions
-from faasml.runtime.record_json import record_to_json
-from faasml.runtime.session import TuneRun, resume_run
+from faasml.runtime.record.codec import record_to_json
+from faasml.runtime.runs.session import TuneRun, resume_run
 from faasml.sim.curves import read_curve
 from faasml.types import Constraint
 
@@ -71,10 +71,10 @@ KILLED_RUN = """
 import sys
 from faasml.job import load_job
 from faasml.runtime.coordinator import CoordinatorOptions, TrialFault
-from faasml.runtime.session import TuneRun
-from faasml.runtime.worker import Fault
+from faasml.runtime.runs.session import TuneRun
+from faasml.runtime.function.worker import Fault
 from faasml.types import Constraint
-from faasml.runtime.record_json import record_to_json
+from faasml.runtime.record.codec import record_to_json
 
 hang = TrialFault(3, 0, Fault(worker_id=0, round_id=1, during="hang"))
 options = CoordinatorOptions(silent_after_s=3600, epochs_per_segment={segment})

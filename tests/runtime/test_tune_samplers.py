@@ -15,8 +15,8 @@ import torch
 import faasml
 from faasml.exceptions import ConfigError
 from faasml.job import from_mapping
-from faasml.runtime.record_json import record_to_json
-from faasml.runtime.session import TuneRun
+from faasml.runtime.record.codec import record_to_json
+from faasml.runtime.runs.session import TuneRun
 from faasml.samplers import ConfigSampler
 from faasml.types import Constraint
 from faasml.workloads.data import Dataset

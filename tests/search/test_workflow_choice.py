@@ -11,8 +11,8 @@ import pytest
 from faasml.catalog import load_catalog
 from faasml.exceptions import ConfigError
 from faasml.job import from_mapping
-from faasml.runtime.profile_record import JobProfile
-from faasml.runtime.workflow_run import WorkflowRun
+from faasml.runtime.profile.record import JobProfile
+from faasml.runtime.runs.workflow import WorkflowRun
 from faasml.search import GPEISearcher
 from faasml.search.deployment import DeploymentGoal, DeploymentSearch, DeploymentSpace
 from faasml.types import Constraint

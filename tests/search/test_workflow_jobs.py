@@ -8,7 +8,7 @@ import pytest
 
 from faasml.exceptions import ConfigError
 from faasml.job import JobSpec, from_mapping
-from faasml.runtime.workflow_run import workflow_phases
+from faasml.runtime.runs.workflow import workflow_phases
 
 BASE: dict[str, Any] = {
     "name": "flow",

@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from faasml.reports.run_outputs import write_outputs
-from faasml.runtime.record_json import record_to_json
-from faasml.runtime.session import resume_run
+from faasml.runtime.record.codec import record_to_json
+from faasml.runtime.runs.session import resume_run
 
 JOB: dict[str, Any] = {
     "name": "flow-resume",
@@ -47,7 +47,7 @@ KILLED_RUN = """
 import os, signal, sys
 from faasml.job import load_job
 from faasml.runtime.coordinator import CoordinatorOptions
-from faasml.runtime.workflow_run import WorkflowRun
+from faasml.runtime.runs.workflow import WorkflowRun
 from faasml.types import Constraint
 
 WHEN = sys.argv[3]

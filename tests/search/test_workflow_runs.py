@@ -10,8 +10,8 @@ import pytest
 
 from faasml.job import from_mapping
 from faasml.reports.run_outputs import write_outputs
-from faasml.runtime.record_json import record_to_json
-from faasml.runtime.workflow_run import WorkflowRun
+from faasml.runtime.record.codec import record_to_json
+from faasml.runtime.runs.workflow import WorkflowRun
 from faasml.types import Constraint
 
 BASE: dict[str, Any] = {

@@ -18,9 +18,9 @@ import pytest
 from faasml.exceptions import ConfigError, WorkloadError
 from faasml.job import JobSpec, from_mapping
 from faasml.job.workflow import WatchSpec
-from faasml.runtime.chunk_files import await_chunk, joined, landed_files
-from faasml.runtime.record_json import record_to_json
-from faasml.runtime.workflow_run import WorkflowRun, workflow_phases
+from faasml.runtime.record.codec import record_to_json
+from faasml.runtime.runs.chunk_files import await_chunk, joined, landed_files
+from faasml.runtime.runs.workflow import WorkflowRun, workflow_phases
 from faasml.types import Constraint
 from faasml.workloads.data import Dataset, write_npz
 from faasml.workloads.synthetic import higgs_like
@@ -200,7 +200,7 @@ def test_a_run_whose_next_file_does_not_land_stops_saying_so(tmp_path: Path) -> 
 def test_a_stopped_run_resumes_on_the_files_it_took_and_waits_for_the_rest(
     tmp_path: Path,
 ) -> None:
-    from faasml.runtime.session import resume_run
+    from faasml.runtime.runs.session import resume_run
 
     incoming = tmp_path / "incoming"
     incoming.mkdir()
@@ -230,7 +230,7 @@ def test_a_failed_search_probe_is_counted_with_its_cause_in_the_summary() -> Non
         "epoch 7 batch 0: function timeout: ran past its maximum duration of 0.14 s at 14.6 s "
         "(its budget reservation ran out)"
     )
-    from faasml.runtime.record_json import record_from_json
+    from faasml.runtime.record.codec import record_from_json
 
     fixture = Path(__file__).parents[1] / "runtime" / "records" / "v0-workflow.json"
     record = record_from_json(json.loads(fixture.read_text()))

@@ -272,7 +272,7 @@ def run_real(args: argparse.Namespace) -> int:
         predict_run,
     )
     from faasml.cluster.ray_run import run_on_ray
-    from faasml.runtime.profile_check import load_average
+    from faasml.runtime.profile.check import load_average
 
     check_loaning(args.loaning)
     if args.jobs < 1:

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from faasml._version import __version__
 from faasml.cli._common import print_error
 from faasml.exceptions import FaasmlError
-from faasml.runtime.run_dir import RunDir
-from faasml.runtime.run_lock import RunInterrupted, disk_full, last_run_dir
+from faasml.runtime.record.run_dir import RunDir
+from faasml.runtime.record.run_lock import RunInterrupted, disk_full, last_run_dir
 
 COMMAND_MODULES: tuple[str, ...] = (
     "faasml.cli.plan",

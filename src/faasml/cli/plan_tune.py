@@ -173,7 +173,7 @@ def setup_from(args: argparse.Namespace) -> TuningSetup:
             )
         from faasml.catalog import load_catalog
         from faasml.job import load_job
-        from faasml.runtime.plan_inputs import job_inputs
+        from faasml.runtime.runs.plan_inputs import job_inputs
 
         spec = load_job(path)
         job = spec.require_tuning().plan_job  # Hyperband: every bracket in turn

@@ -19,8 +19,8 @@ from rich.markup import escape
 
 from faasml.cli._common import console
 from faasml.exceptions import ConfigError
-from faasml.runtime.record import RunRecord
-from faasml.runtime.run_dir import RunDir
+from faasml.runtime.record.records import RunRecord
+from faasml.runtime.record.run_dir import RunDir
 
 MODELS = ("windsr", "windsr-srcnn")
 
@@ -74,7 +74,7 @@ def choose(record: RunRecord, run_dir: str, trial: int | None) -> Chosen:
 
 
 def run_predict(args: argparse.Namespace) -> int:
-    from faasml.runtime.checkpoint import load_checkpoint
+    from faasml.runtime.function.checkpoint import load_checkpoint
     from faasml.sync.stores import open_store
     from faasml.workloads import create_model
     from faasml.workloads.windsr.assimilate import read_assimilation

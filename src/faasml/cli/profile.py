@@ -14,14 +14,14 @@ from faasml.cli._common import console, output_folder
 from faasml.cli.run_console import PrepareDisplay
 from faasml.exceptions import ConfigError
 from faasml.job import load_job
-from faasml.runtime.job_profile import (
+from faasml.runtime.platforms.contract import open_platform
+from faasml.runtime.profile.calibrate import profile_job, write_profile
+from faasml.runtime.profile.measure import (
     fitting_memory_mb,
     measure_job,
     platform_options_for,
     roomy_memory_mb,
 )
-from faasml.runtime.platform import open_platform
-from faasml.runtime.profiling import profile_job, write_profile
 from faasml.units import format_duration
 from faasml.workloads.build import build_model, load_data
 

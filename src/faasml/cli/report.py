@@ -15,7 +15,7 @@ from rich.markup import escape
 from faasml.cli._common import console
 from faasml.exceptions import ConfigError
 from faasml.reports.run_outputs import write_outputs
-from faasml.runtime.run_dir import RunDir
+from faasml.runtime.record.run_dir import RunDir
 
 
 def register(commands: Any) -> None:

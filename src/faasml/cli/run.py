@@ -24,12 +24,12 @@ from faasml.job import JobSpec, parse_assignments
 from faasml.reports.run_format import best_value, config, number, run_metric
 from faasml.reports.run_outputs import write_outputs
 from faasml.reports.run_summary import exit_code, summary_lines
-from faasml.runtime.loop_job import loop_job, read_job
-from faasml.runtime.platform import PLATFORMS
-from faasml.runtime.record import PlanRecord, RunRecord
-from faasml.runtime.run_dir import RunDir
-from faasml.runtime.run_lock import lock_run
-from faasml.runtime.session import BaseRun, TrainRun, TuneRun, resume_run
+from faasml.runtime.platforms.contract import PLATFORMS
+from faasml.runtime.record.records import PlanRecord, RunRecord
+from faasml.runtime.record.run_dir import RunDir
+from faasml.runtime.record.run_lock import lock_run
+from faasml.runtime.runs.loop_job import loop_job, read_job
+from faasml.runtime.runs.session import BaseRun, TrainRun, TuneRun, resume_run
 from faasml.units import format_duration, format_money
 
 
@@ -132,7 +132,7 @@ def _run(kind: type[TuneRun] | type[TrainRun], args: argparse.Namespace) -> int:
     if kind is TuneRun:
         job.require_tuning()
     elif job.search_workflow() is not None:  # deployed by a search (docs/search.md)
-        from faasml.runtime.workflow_run import WorkflowRun
+        from faasml.runtime.runs.workflow import WorkflowRun
 
         kind = WorkflowRun
     path = _run_dir(args, job.name)

@@ -24,11 +24,11 @@ from rich.table import Table
 from rich.text import Text
 
 from faasml.reports.run_format import money, number, run_metric, trial_usd
-from faasml.runtime.preparing import Planning, Preparing, ProbeStep
-from faasml.runtime.record import PlanRecord, StageRecord
+from faasml.runtime.profile.preparing import Planning, Preparing, ProbeStep
+from faasml.runtime.record.records import PlanRecord, StageRecord
 
 if TYPE_CHECKING:
-    from faasml.runtime.session import BaseRun
+    from faasml.runtime.runs.session import BaseRun
 
 REFRESH_PER_S = 4
 STAGE_START = re.compile(r"stage \d+: \d+ trials? on ")

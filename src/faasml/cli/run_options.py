@@ -14,10 +14,10 @@ from rich.markup import escape
 
 from faasml.cli._common import print_json
 from faasml.reports.trial_lines import TrialLines
-from faasml.runtime.record_json import record_to_json
-from faasml.runtime.run_base import BaseRun
-from faasml.runtime.run_dir import RunDir
-from faasml.runtime.run_lock import last_run_dir
+from faasml.runtime.record.codec import record_to_json
+from faasml.runtime.record.run_dir import RunDir
+from faasml.runtime.record.run_lock import last_run_dir
+from faasml.runtime.runs.base import BaseRun
 
 
 def _descriptor(stream: object) -> int | None:

@@ -15,7 +15,7 @@ from typing import Any
 from faasml._files import write_atomic
 from faasml.dashboard.runs import find_runs
 from faasml.dashboard.view import RunView, run_view
-from faasml.runtime.record import RunRecord
+from faasml.runtime.record.records import RunRecord
 
 STYLES = ("uPlot.min.css", "dashboard.css")
 SCRIPTS = ("uPlot.iife.min.js", "dashboard.js")

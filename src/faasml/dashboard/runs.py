@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from faasml.exceptions import ConfigError, FaasmlError
-from faasml.runtime.run_dir import RunDir
+from faasml.runtime.record.run_dir import RunDir
 from faasml.units import format_duration, format_money
 
 DEPTH = 2

@@ -26,7 +26,7 @@ from faasml.dashboard.page import json_text, live_page, plain
 from faasml.dashboard.runs import find_runs, no_runs_line, run_entry
 from faasml.dashboard.view import run_view
 from faasml.exceptions import ConfigError, FaasmlError
-from faasml.runtime.run_dir import RunDir
+from faasml.runtime.record.run_dir import RunDir
 
 ROUTES = "/, /api/runs and /api/run?path=RUN_DIR"
 

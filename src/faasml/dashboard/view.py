@@ -23,8 +23,8 @@ from faasml.reports.run_series import (
     stage_boundaries,
 )
 from faasml.reports.run_summary import restart_causes, summary_lines
-from faasml.runtime.ranking import diverged_at, metric_value, rank_key
-from faasml.runtime.record import Estimate, RunRecord, StageRecord, TrialRecord
+from faasml.runtime.coordinator.ranking import diverged_at, metric_value, rank_key
+from faasml.runtime.record.records import Estimate, RunRecord, StageRecord, TrialRecord
 from faasml.types import Allocation
 from faasml.units import format_duration, format_money
 

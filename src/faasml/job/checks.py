@@ -65,9 +65,9 @@ def _check_tuning_workflow(job: JobSpec) -> None:
 
 
 PLATFORM_NAMES = ("lithops", "local", "ray")
-"""The platforms a job may name: those ``faasml.runtime.platform.PLATFORMS`` implements (a job
-is read below the runtime's layer, so it knows them by name; tests/test_layers.py checks that
-the two agree)."""
+"""The platforms a job may name: those ``faasml.runtime.platforms.contract.PLATFORMS``
+implements (a job is read below the runtime's layer, so it knows them by name;
+tests/test_layers.py checks that the two agree)."""
 
 
 def _check_platform(job: JobSpec) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from faasml.job import implied_mode
 from faasml.reports.run_format import config, money
-from faasml.runtime.ranking import divergence, metric_value, pareto_ids
-from faasml.runtime.record import Best, RunRecord
+from faasml.runtime.coordinator.ranking import divergence, metric_value, pareto_ids
+from faasml.runtime.record.records import Best, RunRecord
 
 
 def best_figure(best: Best) -> str:

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from faasml.runtime.ranking import metric_mode, metric_value, rank_key
-from faasml.runtime.record import RunRecord, TrialRecord
+from faasml.runtime.coordinator.ranking import metric_mode, metric_value, rank_key
+from faasml.runtime.record.records import RunRecord, TrialRecord
 from faasml.units import format_duration
 
 _LABELS = {"loss": "validation loss", "accuracy": "validation accuracy"}

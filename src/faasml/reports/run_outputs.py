@@ -11,9 +11,9 @@ from pathlib import Path
 
 from faasml._files import write_atomic
 from faasml.reports.run_report import render_report
-from faasml.runtime.ranking import diverged_at
-from faasml.runtime.record import RunRecord, TrialRecord
-from faasml.runtime.run_dir import RunDir
+from faasml.runtime.coordinator.ranking import diverged_at
+from faasml.runtime.record.records import RunRecord, TrialRecord
+from faasml.runtime.record.run_dir import RunDir
 from faasml.sim.curves import CurvePoint, write_curve
 
 

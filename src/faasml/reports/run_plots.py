@@ -17,7 +17,7 @@ from faasml.reports.run_series import (
     stage_boundaries,
     stage_starts,
 )
-from faasml.runtime.record import RunRecord
+from faasml.runtime.record.records import RunRecord
 
 
 def write_plots(record: RunRecord, folder: Path) -> list[Path]:

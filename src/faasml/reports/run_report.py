@@ -15,8 +15,8 @@ from faasml.reports.run_format import (
     trial_usd,
 )
 from faasml.reports.run_summary import summary_lines
-from faasml.runtime.ranking import diverged_at
-from faasml.runtime.record import Estimate, PlanRecord, RunRecord, TrialRecord
+from faasml.runtime.coordinator.ranking import diverged_at
+from faasml.runtime.record.records import Estimate, PlanRecord, RunRecord, TrialRecord
 from faasml.types import Allocation
 
 

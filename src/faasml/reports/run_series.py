@@ -15,8 +15,8 @@ import math
 from dataclasses import dataclass
 
 from faasml.reports.run_format import RunMetric
-from faasml.runtime.ranking import diverged_at
-from faasml.runtime.record import RunRecord, StageRecord, TrialRecord
+from faasml.runtime.coordinator.ranking import diverged_at
+from faasml.runtime.record.records import RunRecord, StageRecord, TrialRecord
 
 
 @dataclass(frozen=True)

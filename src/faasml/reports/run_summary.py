@@ -7,8 +7,8 @@ import re
 from collections import Counter
 
 from faasml.reports.run_format import money, seconds
-from faasml.runtime.ranking import diverged_at, diverged_line
-from faasml.runtime.record import PlanRecord, RunRecord
+from faasml.runtime.coordinator.ranking import diverged_at, diverged_line
+from faasml.runtime.record.records import PlanRecord, RunRecord
 
 FAILED_STATUSES = ("failed", "target-missed")
 """Run statuses that end the command with a non-zero exit code (as do trials lost)."""

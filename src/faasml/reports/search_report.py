@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from faasml.reports.run_format import money, seconds
-from faasml.runtime.record import PhaseRecord, RunRecord
+from faasml.runtime.record.records import PhaseRecord, RunRecord
 from faasml.types import Allocation
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from faasml.runtime.events import RunCallback, RunEnd, StageEnd, TrialResult
+from faasml.runtime.runs.events import RunCallback, RunEnd, StageEnd, TrialResult
 from faasml.units import format_money
 
 WIDTH = 80

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from faasml.runtime.record import RunRecord
+from faasml.runtime.record.records import RunRecord
 
 MODELS = ("windsr", "windsr-srcnn")
 TEST_KEY = "run/data/test"
@@ -41,7 +41,7 @@ def write_windsr_maps(record: RunRecord, run_path: Path, patches: int = 3) -> li
         import matplotlib.pyplot as plt
     except ImportError:
         return []
-    from faasml.runtime.checkpoint import load_checkpoint
+    from faasml.runtime.function.checkpoint import load_checkpoint
     from faasml.sync.stores import open_store
     from faasml.workloads import create_model
     from faasml.workloads.data import dataset_from_bytes

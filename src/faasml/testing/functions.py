@@ -6,7 +6,7 @@ import os
 import time
 from typing import Any
 
-from faasml.runtime.echo import echo
+from faasml.runtime.function.echo import echo
 
 __all__ = ["allocate", "echo", "exit_process", "fail", "pid", "sleep", "spin"]
 

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from faasml.exceptions import ConfigError
-from faasml.runtime.platform import FunctionError, Platform
+from faasml.runtime.platforms.contract import FunctionError, Platform
 
 FN = "faasml.testing.functions"
 

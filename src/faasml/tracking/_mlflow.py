@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from faasml._imports import optional_import
-from faasml.runtime.events import RunCallback, RunEnd, RunStart, StageEnd, TrialResult
+from faasml.runtime.runs.events import RunCallback, RunEnd, RunStart, StageEnd, TrialResult
 
 ENDED = {"done": "FINISHED", "pruned": "FINISHED", "failed": "FAILED", "diverged": "FAILED"}
 """A trial's status at the run's end as MLflow's run status (others: KILLED, stopped early)."""

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from faasml._imports import optional_import
-from faasml.runtime.events import RunCallback, RunEnd, RunStart, TrialResult
+from faasml.runtime.runs.events import RunCallback, RunEnd, RunStart, TrialResult
 
 
 def hparam_value(value: Any) -> bool | int | float | str:

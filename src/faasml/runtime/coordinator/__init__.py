@@ -14,7 +14,7 @@ from faasml.runtime.coordinator.state import (
     CoordinatorOptions,
     Segment,
 )
-from faasml.runtime.trial import TrialFault, TrialState
+from faasml.runtime.coordinator.trial import TrialFault, TrialState
 
 __all__ = [
     "LOST_STORE",

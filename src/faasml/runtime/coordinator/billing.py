@@ -8,13 +8,13 @@ import contextlib
 from collections.abc import Callable
 
 from faasml.catalog import Catalog, StorageService
-from faasml.runtime.billing import Meter
+from faasml.runtime.coordinator.estimates import SegmentEstimator
+from faasml.runtime.coordinator.meter import Meter
 from faasml.runtime.coordinator.state import Segment
 from faasml.runtime.coordinator.stores import SyncStores
-from faasml.runtime.estimates import SegmentEstimator
-from faasml.runtime.platform import FunctionError, Invocation, Platform
-from faasml.runtime.trial import TrialState
-from faasml.runtime.worker import SegmentReport
+from faasml.runtime.coordinator.trial import TrialState
+from faasml.runtime.function.worker import SegmentReport
+from faasml.runtime.platforms.contract import FunctionError, Invocation, Platform
 
 
 class SegmentBiller:

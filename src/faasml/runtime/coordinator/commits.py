@@ -8,12 +8,12 @@ import time
 from collections.abc import Callable
 
 from faasml.catalog import Catalog
+from faasml.runtime.coordinator.estimates import SegmentEstimator
 from faasml.runtime.coordinator.failures import FailurePolicy
+from faasml.runtime.coordinator.ranking import divergence
 from faasml.runtime.coordinator.state import CoordinatorState, Segment
-from faasml.runtime.estimates import SegmentEstimator
-from faasml.runtime.ranking import divergence
-from faasml.runtime.trial import TrialState
-from faasml.runtime.worker import SegmentReport
+from faasml.runtime.coordinator.trial import TrialState
+from faasml.runtime.function.worker import SegmentReport
 from faasml.sync.stores import Store
 
 

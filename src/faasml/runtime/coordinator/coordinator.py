@@ -24,11 +24,12 @@ import time
 from collections.abc import Callable, Mapping
 
 from faasml.catalog import Catalog
-from faasml.runtime.billing import Meter
 from faasml.runtime.coordinator.billing import SegmentBiller
 from faasml.runtime.coordinator.commits import Committer
+from faasml.runtime.coordinator.estimates import SegmentEstimator
 from faasml.runtime.coordinator.failures import FailurePolicy, FunctionMove
 from faasml.runtime.coordinator.launcher import Launcher, LaunchParts, Prewarm
+from faasml.runtime.coordinator.meter import Meter
 from faasml.runtime.coordinator.partitions import Partitions
 from faasml.runtime.coordinator.state import (
     BudgetExhaustedError,
@@ -37,10 +38,9 @@ from faasml.runtime.coordinator.state import (
     Segment,
 )
 from faasml.runtime.coordinator.stores import SyncStores
-from faasml.runtime.estimates import SegmentEstimator
-from faasml.runtime.platform import Platform
-from faasml.runtime.trial import TrialFault, TrialState
-from faasml.runtime.worker import ModelRecipe, SegmentReport
+from faasml.runtime.coordinator.trial import TrialFault, TrialState
+from faasml.runtime.function.worker import ModelRecipe, SegmentReport
+from faasml.runtime.platforms.contract import Platform
 from faasml.sync.stores import Store
 from faasml.types import Allocation
 from faasml.workloads.data import Dataset

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from faasml.catalog import Catalog
 from faasml.exceptions import StoreUnavailableError
 from faasml.runtime.coordinator.billing import SegmentBiller
+from faasml.runtime.coordinator.estimates import SegmentEstimator
 from faasml.runtime.coordinator.state import CoordinatorState, Segment
-from faasml.runtime.estimates import SegmentEstimator
-from faasml.runtime.platform import FunctionError, Invocation
-from faasml.runtime.trial import TrialState
+from faasml.runtime.coordinator.trial import TrialState
+from faasml.runtime.platforms.contract import FunctionError, Invocation
 from faasml.sync.stores import Store
 from faasml.types import Allocation
 

@@ -13,24 +13,24 @@ from dataclasses import dataclass
 from faasml.catalog import Catalog
 from faasml.loop import is_loop
 from faasml.runtime.coordinator.billing import SegmentBiller
-from faasml.runtime.coordinator.failures import FailurePolicy
-from faasml.runtime.coordinator.partitions import Partitions
-from faasml.runtime.coordinator.state import BudgetExhaustedError, CoordinatorState, Segment
-from faasml.runtime.coordinator.stores import SyncStores
-from faasml.runtime.estimates import (
+from faasml.runtime.coordinator.estimates import (
     BUDGET_MARGIN,
     SegmentEstimator,
     fits_capacity,
     guard_admits,
     reservation,
 )
-from faasml.runtime.platform import CapacityError, FunctionError, Invocation, Platform
-from faasml.runtime.trial import TrialFault, TrialState
-from faasml.runtime.worker import Fault, ModelRecipe, WorkerTask
+from faasml.runtime.coordinator.failures import FailurePolicy
+from faasml.runtime.coordinator.partitions import Partitions
+from faasml.runtime.coordinator.state import BudgetExhaustedError, CoordinatorState, Segment
+from faasml.runtime.coordinator.stores import SyncStores
+from faasml.runtime.coordinator.trial import TrialFault, TrialState
+from faasml.runtime.function.worker import Fault, ModelRecipe, WorkerTask
+from faasml.runtime.platforms.contract import CapacityError, FunctionError, Invocation, Platform
 from faasml.types import Allocation
 from faasml.workloads.global_batch import rounds_per_epoch
 
-WORKER_FN = "faasml.runtime.worker:run_segment"
+WORKER_FN = "faasml.runtime.function.worker:run_segment"
 WORKER_MODULE = WORKER_FN.partition(":")[0]
 """What a function imports to run a segment (on ``local``, as it starts:
 ``job_profile.platform_options_for``)."""

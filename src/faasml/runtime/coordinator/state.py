@@ -7,8 +7,8 @@ import time
 from dataclasses import dataclass, field
 
 from faasml.exceptions import FaasmlError
-from faasml.runtime.platform import Invocation
-from faasml.runtime.trial import TrialState
+from faasml.runtime.coordinator.trial import TrialState
+from faasml.runtime.platforms.contract import Invocation
 from faasml.types import Allocation
 
 

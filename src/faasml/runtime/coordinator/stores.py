@@ -46,7 +46,7 @@ class SyncStores:
         if not starts_deployment(url):
             return url
         if name not in self._caches:
-            from faasml.runtime.infinicache import start_infinicache
+            from faasml.runtime.platforms.infinicache import start_infinicache
 
             self._caches[name] = start_infinicache(url)
         return str(self._caches[name].url)

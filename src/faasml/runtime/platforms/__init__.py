@@ -1,1 +1,1 @@
-"""Platform implementations, one module each; looked up through ``faasml.runtime.PLATFORMS``."""
+"""Platform implementations, one module each; looked up through ``contract.PLATFORMS``."""

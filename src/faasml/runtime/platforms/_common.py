@@ -17,7 +17,7 @@ from typing import Any
 
 from faasml.catalog import Catalog, FunctionPlatform
 from faasml.exceptions import ConfigError
-from faasml.runtime.platform import (
+from faasml.runtime.platforms.contract import (
     Billed,
     FunctionError,
     FunctionRef,

@@ -24,7 +24,9 @@ from typing import Any
 from faasml._imports import optional_import
 from faasml.catalog import Catalog
 from faasml.exceptions import ConfigError
-from faasml.runtime.platform import (
+from faasml.runtime.platforms import _host
+from faasml.runtime.platforms._common import SettledInvocation, check_open, invocation_args
+from faasml.runtime.platforms.contract import (
     Billed,
     Enforcement,
     FunctionError,
@@ -32,8 +34,6 @@ from faasml.runtime.platform import (
     Invocation,
     Platform,
 )
-from faasml.runtime.platforms import _host
-from faasml.runtime.platforms._common import SettledInvocation, check_open, invocation_args
 
 GRACE_S = 5.0
 """How long past its maximum duration the caller waits for the back-end's own timeout."""

@@ -28,7 +28,10 @@ from typing import Any
 
 from faasml.catalog import Catalog
 from faasml.exceptions import ConfigError
-from faasml.runtime.platform import (
+from faasml.runtime.platforms import _common
+from faasml.runtime.platforms._common import CPU_MODES as CPU_MODES
+from faasml.runtime.platforms._cpu import CgroupCpu, DutyCycle
+from faasml.runtime.platforms.contract import (
     Billed,
     CapacityError,
     Enforcement,
@@ -36,9 +39,6 @@ from faasml.runtime.platform import (
     FunctionRef,
     Invocation,
 )
-from faasml.runtime.platforms import _common
-from faasml.runtime.platforms._common import CPU_MODES as CPU_MODES
-from faasml.runtime.platforms._cpu import CgroupCpu, DutyCycle
 
 IDLE_TIMEOUT_S = 120.0
 """A warm instance idle this long is stopped (AWS keeps them minutes)."""

@@ -29,7 +29,8 @@ from faasml._imports import optional_import
 from faasml._ray_config import LOCAL_SYSTEM_CONFIG, check_reachable
 from faasml.catalog import Catalog
 from faasml.exceptions import ConfigError
-from faasml.runtime.platform import (
+from faasml.runtime.platforms import _common
+from faasml.runtime.platforms.contract import (
     Billed,
     CapacityError,
     Enforcement,
@@ -37,7 +38,6 @@ from faasml.runtime.platform import (
     FunctionRef,
     Invocation,
 )
-from faasml.runtime.platforms import _common
 from faasml.runtime.platforms.local import IDLE_TIMEOUT_S, LocalPlatform
 
 START_TIMEOUT_S = 60.0

@@ -6,7 +6,7 @@ this process and ``nodes`` cache-node functions on the local platform, or on the
 with ``platform=ray``); ``infinicache://127.0.0.1:PORT`` joins a running one. Its nodes are
 functions, so whoever starts one passes the platform opener
 (``with InfiniCache(Options(...), open_platform) as cache: open_store(cache.url)``;
-``faasml.runtime.infinicache.start_infinicache(url)`` does it with faasml's platforms).
+``faasml.runtime.platforms.infinicache.start_infinicache(url)`` does it with faasml's platforms).
 
 The names are imported on first use, so that a cache node (which imports ``.node`` only)
 does not carry the proxy's imports in its memory.

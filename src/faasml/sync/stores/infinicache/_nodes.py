@@ -49,7 +49,8 @@ class _NodePool:
     ) -> None:
         self.options = options.check()
         self.open_platform = open_platform
-        """Opens the platform each node runs on (``faasml.runtime.platform.open_platform``)."""
+        """Opens the platform each node runs on
+        (``faasml.runtime.platforms.contract.open_platform``)."""
         self.catalog = load_catalog(options.catalog)
         platform = self.catalog.platform
         low, high = platform.memory_min_mb, platform.memory_max_mb

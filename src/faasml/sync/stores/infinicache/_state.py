@@ -29,7 +29,7 @@ class NodeBill(Protocol):
 
 
 class NodeInvocation(Protocol):
-    """A running or ended node invocation (``faasml.runtime.platform.Invocation``)."""
+    """A running or ended node invocation (``faasml.runtime.platforms.contract.Invocation``)."""
 
     def result(self, timeout: float | None = None) -> Any: ...
 
@@ -42,7 +42,7 @@ class NodeInvocation(Protocol):
 
 
 class NodePlatform(Protocol):
-    """Where a node's invocations run (``faasml.runtime.platform.Platform``); a failed
+    """Where a node's invocations run (``faasml.runtime.platforms.contract.Platform``); a failed
     invocation's ``result`` raises ``faasml.exceptions.FunctionError``."""
 
     def invoke(self, fn: str, payload: Any, memory_mb: int) -> NodeInvocation: ...
@@ -52,7 +52,7 @@ class NodePlatform(Protocol):
 
 OpenPlatform = Callable[..., NodePlatform]
 """``open_platform(name, catalog, **options)``: a platform of kind ``name`` priced by
-``catalog`` (``faasml.runtime.platform.open_platform``)."""
+``catalog`` (``faasml.runtime.platforms.contract.open_platform``)."""
 
 
 class _NodeDownError(Exception):

@@ -2,8 +2,9 @@
 
 ``InfiniCache(options, open_platform)`` is one deployment: a proxy listening on loopback in
 this process and ``options.nodes`` cache nodes, each a function invoked on a platform that
-``open_platform`` opens (``faasml.runtime.platform.open_platform``: the caller passes it, as
-this layer knows no platform) running ``faasml.sync.stores.infinicache.node:serve``. The proxy
+``open_platform`` opens (``faasml.runtime.platforms.contract.open_platform``: the caller passes
+it, as this layer knows no platform) running ``faasml.sync.stores.infinicache.node:serve``.
+The proxy
 
 - places an object's d + p chunks on distinct nodes by consistent hashing and remembers
   where they are (the mapping table), evicting least-recently-used objects when a node's

@@ -50,7 +50,8 @@ class InfiniCacheStore(Store):
         if host is None or port is None:
             raise ConfigError(
                 f"the store URL {url} asks for a new InfiniCache deployment, but opening a "
-                "store starts none: start it with faasml.runtime.infinicache.start_infinicache "
+                "store starts none: start it with "
+                "faasml.runtime.platforms.infinicache.start_infinicache "
                 "(or InfiniCacheStore.start) and open its infinicache://host:port"
             )
         return cls(f"infinicache://{host}:{port}", host, port)
@@ -58,7 +59,7 @@ class InfiniCacheStore(Store):
     @classmethod
     def start(cls, options: Options, open_platform: OpenPlatform) -> Self:
         """Start a deployment of ``options`` on the platforms ``open_platform`` opens
-        (``faasml.runtime.platform.open_platform``); closing the store stops it."""
+        (``faasml.runtime.platforms.contract.open_platform``); closing the store stops it."""
         deployment = InfiniCache(options, open_platform).start()
         return cls(deployment.url, deployment.host, deployment.port, deployment)
 

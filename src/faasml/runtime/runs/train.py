@@ -1,0 +1,282 @@
+"""``TrainRun``: one configuration trained to its target loss, re-planned online.
+
+The adaptive scheduler (CE-scaling Algorithm 2) re-plans after every epoch; a re-plan is applied
+with a delayed restart: the new functions start while the current epoch runs and take over at
+its end. A run with a target loss that ends without reaching it ends ``target-missed``, never
+``finished``.
+
+Live re-calibration: after epochs 2, 4, 8, … (doubling, so that its cost stays a vanishing
+share of a run of short epochs) the epochs run so far correct the model (``Calibration``), the
+rest of the run is re-predicted from them, and where the running allocation's epoch moved by
+more than δ the scheduler prices its choices and its guard with the corrected model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from typing import TYPE_CHECKING, Any
+
+from faasml.exceptions import InfeasibleConstraintError
+from faasml.models.calibration import REPLAN_DELTA, Calibration, moved
+from faasml.models.space import evaluate_allocation
+from faasml.runtime.coordinator import Coordinator, TrialState
+from faasml.runtime.coordinator.estimates import coordinator_seconds
+from faasml.runtime.coordinator.ranking import diverged_at
+from faasml.runtime.record.records import (
+    AllocationChange,
+    Best,
+    Estimate,
+    PlanRecord,
+    Reprediction,
+    StageRecord,
+    Target,
+)
+from faasml.runtime.runs.base import BaseRun
+from faasml.runtime.runs.stage_pricing import stage_estimate
+from faasml.types import Allocation
+
+if TYPE_CHECKING:
+    from faasml.planners.adaptive import AdaptiveScheduler
+
+FIRST_RECALIBRATION_EPOCH = 2
+"""The first epoch after which the run re-calibrates (the first on an allocation may hold its
+cold start); then after every doubling of the epochs run."""
+
+
+class TrainRun(BaseRun):
+    """One configuration trained to the target loss (or max epochs), re-planned online."""
+
+    kind = "train"
+    delta = REPLAN_DELTA
+
+    def plan(self) -> PlanRecord:
+        from faasml.planners.adaptive import AdaptiveScheduler
+        from faasml.planners.training import plan_training
+
+        self.measured()
+        training = self.job.training
+        constraint = self.planning_constraint()
+        try:
+            static = plan_training(
+                self.workload, self.planner_catalog(), constraint, epochs=training.max_epochs
+            )
+        except InfeasibleConstraintError as err:
+            raise self.refused(err) from None
+        stage = StageRecord(
+            index=1,
+            trials=1,
+            epochs=training.max_epochs,
+            allocation=static.choice.allocation,
+            epoch_time_s=static.choice.epoch_time_s,
+            epoch_cost_usd=static.choice.epoch_cost_usd,
+            time_s=static.time_s,
+            cost_usd=static.cost_usd,
+        )
+        plan = PlanRecord("static", [stage], static.time_s, static.cost_usd)
+        if training.target_loss is not None:
+            scheduler = AdaptiveScheduler(
+                dataclasses.replace(self.workload, epochs=training.max_epochs),
+                self.plan_catalog,
+                constraint,
+                training.target_loss,
+            )
+            start = scheduler.start()
+            table = evaluate_allocation(self.workload, self.plan_catalog, start)
+            stage.allocation = start
+            stage.epoch_time_s = float(table.time_s[0])
+            stage.epoch_cost_usd = float(table.cost_usd[0])
+            plan.planner = "adaptive"
+        # The run's prediction: a cold start unless the probe left a function of this size
+        # warm, then the epochs (slower where the machine is shared: contention).
+        chosen = stage.allocation
+        warm = self._probe_warm().get(chosen.memory_mb, 0)
+        stage.time_s, stage.cost_usd = stage_estimate(
+            self.workload, self.plan_catalog, chosen, 1, training.max_epochs, warm
+        )
+        stage.predicted = Estimate(stage.time_s, stage.cost_usd)
+        plan.time_s, plan.cost_usd = stage.time_s, stage.cost_usd
+        self.record.plan = plan
+        self.record.allocation = chosen
+        self.record.allocations = [AllocationChange(1, chosen)]
+        self.trials = [TrialState(0, {})]
+        self.save()
+        return plan
+
+    def _drive(self, coordinator: Coordinator) -> None:
+        plan = self.record.plan if self.record.plan is not None else self.plan()
+        # A loss that turns NaN or infinite ends the run: no epoch after it is trained or billed.
+        coordinator.options = dataclasses.replace(coordinator.options, stop_diverged=True)
+        try:
+            self._train(coordinator)
+        finally:  # the run's one stage, as measured (the report sets it beside the plan)
+            plan.stages[0].measured = Estimate(self._elapsed(), self._run_usd())
+
+    def _allocation(self) -> Allocation:
+        """The allocation the run trains on now (the plan's first, until it switches)."""
+        if self.record.allocation is not None:
+            return self.record.allocation
+        assert self.record.plan is not None  # the run follows one
+        return self.record.plan.stages[0].allocation
+
+    def _run_usd(self) -> float:
+        """What the run has billed so far, less measuring the job (the plan's bill)."""
+        return self.meter.total_usd - self.meter.by_kind().get("profiling", 0.0)
+
+    def _train(self, coordinator: Coordinator) -> None:
+        training = self.job.training
+        trial = self.trials[0]
+        if trial.status == "diverged":  # resumed: a NaN model is trained no further
+            self._diverged(trial)
+            return
+        scheduler = None
+        if training.target_loss is not None:
+            from faasml.planners.adaptive import AdaptiveScheduler
+
+            scheduler = AdaptiveScheduler(
+                dataclasses.replace(self.workload, epochs=training.max_epochs),
+                self.plan_catalog,
+                self.planning_constraint(),
+                training.target_loss,
+            )
+            scheduler.start()
+            for record in trial.history:  # replay what a resumed run already saw
+                scheduler.observe(
+                    record["epoch"], _loss(record), record["spent_usd"], record["t_s"]
+                )
+        pending: tuple[int, Allocation] | None = None
+        # What the run was planned with: each re-calibration corrects these afresh.
+        self._planned = (self.workload, self.plan_catalog)
+        self._gaps: list[float] = []  # the run's own time between two epochs' segments
+        ended: float | None = None
+        while trial.epochs_done < training.max_epochs and trial.status != "failed":
+            allocation = self._allocation()
+            if pending is not None and pending[0] <= trial.epochs_done + 1:
+                allocation = pending[1]
+                pending = None
+                self.record.allocation = allocation
+                self.record.allocations.append(AllocationChange(trial.epochs_done + 1, allocation))
+                self.event(f"epoch {trial.epochs_done + 1}: switched to {allocation}")
+            # Without a scheduler nothing is decided between epochs: short ones may share a
+            # segment (the coordinator chooses); with one, each epoch ends a segment.
+            until = training.max_epochs if scheduler is None else trial.epochs_done + 1
+            if ended is not None:
+                self._gaps.append(time.monotonic() - ended)
+            coordinator.run([trial], allocation, until)
+            ended = time.monotonic()
+            if trial.status == "diverged":
+                self._diverged(trial)
+                return
+            if coordinator.stop_reason or trial.status == "failed":
+                return
+            if scheduler is None:
+                continue
+            record = trial.last
+            epoch = trial.epochs_done
+            if epoch >= FIRST_RECALIBRATION_EPOCH and epoch & (epoch - 1) == 0:
+                following = pending[1] if pending is not None else allocation
+                self._recalibrate(trial, coordinator, scheduler, following)
+            decision = scheduler.observe(
+                trial.epochs_done, _loss(record), self.meter.total_usd, coordinator.now()
+            )
+            if decision.decision.value == "stop":
+                self.event(f"epoch {trial.epochs_done}: stop: {decision.reason}")
+                break
+            if decision.decision.value == "rescale" and decision.allocation != allocation:
+                self.event(
+                    f"epoch {trial.epochs_done}: re-plan to {decision.allocation} from epoch "
+                    f"{decision.effective_epoch} ({decision.reason}); new functions start now"
+                )
+                coordinator.prewarm(decision.allocation)
+                pending = (decision.effective_epoch, decision.allocation)
+        if trial.status == "failed":
+            return
+        trial.status = "done"
+        loss = _loss(trial.last) if trial.history else float("inf")
+        if training.target_loss is not None:
+            reached = loss <= training.target_loss
+            self.record.target = Target(training.target_loss, reached, loss)
+            if not reached:
+                self.record.outcome = "target-missed"
+                self.event(
+                    f"target loss {training.target_loss:g} not reached: the last validation "
+                    f"loss is {loss:.4g} after {trial.epochs_done} epoch(s)"
+                )
+        self.record.best = Best(
+            trial=0,
+            config={},
+            metric="loss",
+            val_loss=trial.last.get("val_loss"),
+            val_accuracy=trial.last.get("val_accuracy"),
+            checkpoint=trial.checkpoint,
+        )
+
+    def _diverged(self, trial: TrialState) -> None:
+        """The trial's loss or metric went NaN or infinite: the run failed, with the epoch and
+        the value as its reason (the record's last event), and has no best."""
+        found = diverged_at(trial.history)
+        epoch, why = found if found is not None else (trial.diverged_epoch, "NaN or infinite")
+        self.record.status = "failed"
+        self.record.best = None
+        self.event(f"diverged at epoch {epoch} ({why})")
+
+    def _recalibrate(
+        self,
+        trial: TrialState,
+        coordinator: Coordinator,
+        scheduler: AdaptiveScheduler,
+        allocation: Allocation,
+    ) -> None:
+        """Correct the model with every epoch run so far, re-predict the rest of the run on
+        ``allocation`` (the next epoch's), and where its epoch moved by more than δ give the
+        scheduler the corrected prices. The rest: the epochs left to ``max_epochs`` on warm
+        functions (``stage_estimate``), and between two of them the run's own time (its
+        decision, the record) as measured so far."""
+        training = self.job.training
+        epoch = trial.epochs_done
+        left = training.max_epochs - epoch
+        if left <= 0:
+            return
+        base_workload, base_catalog = self._planned
+        calibration = Calibration()
+        calibration.observe([trial.history], range(1, epoch + 1), base_workload, base_catalog)
+        self._check_profile([trial.history], range(1, epoch + 1))
+        self.record.calibration = calibration
+        workload, catalog = calibration.recalibrated(base_workload, base_catalog)
+        between = coordinator_seconds(
+            coordinator.commits_s, coordinator.launches_s, coordinator.options.poll_s
+        )
+        self.record.coordinator_s = between
+        platform = dataclasses.replace(catalog.platform, coordinator_s=between)
+        catalog = dataclasses.replace(catalog, platform=platform)
+        gap = statistics.mean(self._gaps) if self._gaps else 0.0
+        rest_s, rest_usd = stage_estimate(workload, catalog, allocation, 1, left, allocation.n)
+        rest_s += gap * left
+        now = self._elapsed()
+        spent = self._run_usd()
+        plan = self.record.plan
+        assert plan is not None  # the run follows one
+        plan.stages[0].repredicted = Estimate(now + rest_s, spent + rest_usd)
+        plan.repredictions.append(Reprediction(epoch, now, spent, left, rest_s, rest_usd, gap))
+        old = evaluate_allocation(self.workload, self.plan_catalog, allocation)
+        new = evaluate_allocation(workload, catalog, allocation)
+        self.workload, self.plan_catalog = workload, catalog
+        if len(old) == 0 or len(new) == 0:
+            return
+        before = (float(old.time_s[0]), float(old.cost_usd[0]))
+        after = (float(new.time_s[0]), float(new.cost_usd[0]))
+        if not moved(before, after, self.delta):
+            return
+        scheduler.reprice(dataclasses.replace(workload, epochs=training.max_epochs), catalog)
+        self.event(
+            f"after epoch {epoch}: an epoch on {allocation} measured at {after[0]:.3g} s and "
+            f"${after[1]:.3g} (priced {before[0]:.3g} s, ${before[1]:.3g}); the rest "
+            f"({left} epochs) re-predicted at {rest_s:.1f} s and ${rest_usd:.6f}, and the "
+            "scheduler re-priced"
+        )
+
+
+def _loss(record: dict[str, Any]) -> float:
+    value = record.get("val_loss")
+    return float(value if value is not None else record["loss"])
