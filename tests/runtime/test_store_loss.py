@@ -14,6 +14,7 @@ from faasml.job import from_mapping
 from faasml.reports.run_outputs import write_outputs
 from faasml.runtime.coordinator import CoordinatorOptions
 from faasml.runtime.record.codec import record_to_json
+from faasml.runtime.runs.base import Snapshot
 from faasml.runtime.runs.session import TuneRun, resume_run
 from faasml.sync.stores import open_store
 from faasml.testing.servers import RedisServer
@@ -41,11 +42,11 @@ def test_a_store_that_dies_mid_run_stops_it_cleanly_and_says_which(tmp_path: Pat
         port = server.port
         job = from_mapping({**JOB, "store": server.url})
 
-        def stop_the_store(snapshot: dict[str, Any]) -> None:
+        def stop_the_store(snapshot: Snapshot) -> None:
             # Called once a segment is committed and the next segments are launched (the
             # record is written after the launch): each trial has at most its second epoch in
             # flight, which may still finish, and its third starts after the store is gone.
-            if snapshot["epochs_done"] >= 1:
+            if snapshot.epochs_done >= 1:
                 server.stop()
 
         run = TuneRun(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich import box
 from rich.console import Console, Group, RenderableType
@@ -28,6 +28,7 @@ from faasml.runtime.profile.preparing import Planning, Preparing, ProbeStep
 from faasml.runtime.record.records import PlanRecord, StageRecord
 
 if TYPE_CHECKING:
+    from faasml.runtime.runs.base import Snapshot
     from faasml.runtime.runs.session import BaseRun
 
 REFRESH_PER_S = 4
@@ -176,12 +177,12 @@ class RunDisplay:
             return record.elapsed_s
         return time.monotonic() - self.origin
 
-    def tick(self, snapshot: dict[str, Any]) -> None:
+    def tick(self, snapshot: Snapshot) -> None:
         """After each segment: the stage under way, and the record's new events (piped, the
         stage's start is one line: ``_stage_line``)."""
-        stage, elapsed = int(snapshot["stage"]) - 1, float(snapshot["elapsed_s"])
+        stage, elapsed = snapshot.stage - 1, snapshot.elapsed_s
         self.origin = time.monotonic() - elapsed  # the run's own clock
-        self.alive = int(snapshot["alive"])
+        self.alive = snapshot.alive
         events = self.run.record.events
         for event in events[self.events_seen :]:
             if not self.out.is_terminal and STAGE_START.match(event.text):

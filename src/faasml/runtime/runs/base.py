@@ -13,6 +13,7 @@ import dataclasses
 import shutil
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,23 @@ from faasml.sync.stores import open_store
 from faasml.types import Allocation, Constraint
 from faasml.workloads.build import build_model, load_data
 
-Progress = Callable[[dict[str, Any]], None]
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A run's progress after a segment, for a console or a caller watching it."""
+
+    stage: int
+    """The stage under way, 1-based."""
+    stages: int
+    alive: int
+    """Trials still pending, running or done (a tuning run: in the bracket under way)."""
+    epochs_done: int
+    spent_usd: float
+    budget_usd: float | None
+    elapsed_s: float
+
+
+Progress = Callable[[Snapshot], None]
 Outputs = Callable[[RunDir, RunRecord], object]
 """Writes a run's report, curves and plots from its record (``reports.run_outputs``)."""
 
@@ -365,17 +382,21 @@ class BaseRun:
             stage, elapsed = self.record.stage + 1, self._elapsed()
             self.events.results(self.trials, self.meter, stage, self._metric(), elapsed)
 
-    def snapshot(self) -> dict[str, Any]:
-        alive = [t for t in self.trials if t.status in ("pending", "running", "done")]
-        return {
-            "stage": self.record.stage + 1,
-            "stages": len(self.record.plan.stages) if self.record.plan is not None else 1,
-            "alive": len(alive),
-            "epochs_done": sum(t.epochs_done for t in self.trials),
-            "spent_usd": self.meter.total_usd,
-            "budget_usd": self.constraint.budget_usd,
-            "elapsed_s": self._elapsed(),
-        }
+    def snapshot(self) -> Snapshot:
+        """The run's progress now (``Snapshot``)."""
+        return Snapshot(
+            stage=self.record.stage + 1,
+            stages=len(self.record.plan.stages) if self.record.plan is not None else 1,
+            alive=self._alive(),
+            epochs_done=sum(t.epochs_done for t in self.trials),
+            spent_usd=self.meter.total_usd,
+            budget_usd=self.constraint.budget_usd,
+            elapsed_s=self._elapsed(),
+        )
+
+    def _alive(self) -> int:
+        """Trials still pending, running or done."""
+        return sum(t.status in ("pending", "running", "done") for t in self.trials)
 
     def execute(self) -> RunRecord:
         """Run (or continue) to the end, holding the run directory's lock; returns the final

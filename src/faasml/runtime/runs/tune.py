@@ -14,7 +14,7 @@ import dataclasses
 import time
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from faasml.exceptions import InfeasibleConstraintError
 from faasml.models.calibration import REPLAN_DELTA, Calibration, moved, trial_factors
@@ -280,14 +280,13 @@ class TuneRun(BaseRun):
         if bracket.number > 0 or bracket.first_stage + bracket.stages < self._stage_count():
             self.event(f"bracket {bracket.number + 1}: {len(configs)} trials {how}")
 
-    def snapshot(self) -> dict[str, Any]:
-        """The base's progress, ``alive`` counting the running bracket's trials only."""
-        state = super().snapshot()
-        if self.record.stage < self._stage_count():
-            bracket = bracket_of(self.job, self.record.stage)
-            trials = self.trials[bracket.first_trial : bracket.first_trial + bracket.trials]
-            state["alive"] = sum(t.status in ("pending", "running", "done") for t in trials)
-        return state
+    def _alive(self) -> int:
+        """Trials alive in the bracket under way (the base counts every trial)."""
+        if self.record.stage >= self._stage_count():
+            return super()._alive()
+        bracket = bracket_of(self.job, self.record.stage)
+        trials = self.trials[bracket.first_trial : bracket.first_trial + bracket.trials]
+        return sum(t.status in ("pending", "running", "done") for t in trials)
 
     def _stage_count(self) -> int:
         return len(self.record.plan.stages) if self.record.plan is not None else 0
