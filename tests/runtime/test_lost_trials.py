@@ -4,6 +4,7 @@ trial is killed at its first round on every try (``worker_faults``), past ``max_
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +21,19 @@ from faasml.runtime.runs.tune import TuneRun
 
 from .tiny_jobs import tiny_tune_job
 
+TRIES = 8
+"""More tries than trial 1 can have: four counted (the default ``max_restarts`` is 3) and, on a
+busy machine, up to two synchronisation failures before it moves to fewer functions (a peer
+that gave up waiting for a worker still starting), each of which takes a fault unused."""
+
 
 class _KillingTrialOne(TuneRun):
-    """A tuning run whose trial 1 has its worker 0 killed at its first round on each of its
-    four tries (the default ``max_restarts`` is 3): it fails, trial 0 trains."""
+    """A tuning run whose trial 1 has its worker 0 killed at its first round on every try: it
+    fails, trial 0 trains."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kill = Fault(worker_id=0, round_id=0, during="compute")
-        super().__init__(*args, **kwargs, faults=[TrialFault(1, 0, kill) for _ in range(4)])
+        super().__init__(*args, **kwargs, faults=[TrialFault(1, 0, kill) for _ in range(TRIES)])
 
 
 def _job() -> dict[str, Any]:
@@ -43,7 +49,8 @@ def test_the_command_exits_1_with_the_trials_lost(
     code = main(["tune", str(job), "--budget", "0.05", "--run-dir", str(tmp_path / "run")])
     out = capsys.readouterr().out
     assert code == 1
-    assert "LOST: 1 of 2 trials failed: trial 1 after repeated restarts (4 killed)" in out
+    lost = r"LOST: 1 of 2 trials failed: trial 1 after repeated restarts \(\d+ killed"
+    assert re.search(lost, out)
 
 
 def test_fit_raises_trials_lost_with_the_results(
