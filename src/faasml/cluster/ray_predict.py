@@ -8,7 +8,7 @@ not at their application's trace goodput. Policies still plan with the applicati
 as they do in the run.
 
 That throughput comes from a calibration on the run's own Ray cluster
-(:meth:`faasml.cluster.ray_run.RayRunner.calibrate`: step times on several layouts, and the
+(:meth:`faasml.cluster.ray_run.RayExecutor.calibrate`: step times on several layouts, and the
 time of a restart — checkpoint, stop, start, restore), fitted to the simulator's form of a
 step (FaPES §4.1, :mod:`faasml.cluster.goodput`): step = computation (one GPU) + a
 communication term from :class:`~faasml.cluster.goodput.TopologyCommModel` (one server:

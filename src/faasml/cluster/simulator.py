@@ -7,6 +7,11 @@ jobs leave, the policy allocates, and every job whose placement changed pays the
 overhead (FaPES Table 2 by default) before it makes progress again. The clock is virtual
 and the run is deterministic under its seed (the seed drives the optional throughput noise
 that stands for model error).
+
+The same driver runs a real run (``faasml cluster run``): it is given an executor that
+runs workers (``Executor.place`` / ``advance``), the services' real serving slots
+(:class:`~faasml.cluster.pool.Serving`) and a wall clock (``clock``) that passes time while
+they work; it never reads the time itself.
 """
 
 from __future__ import annotations
