@@ -68,9 +68,13 @@ def test_real_jobs_and_a_service_with_a_reclaim_on_ray(
     assert s["serving_slots"] == 4
     assert s["requests"] > 0 and 0 <= s["slo_requests"] <= 1
     assert (result.forecast, result.headroom, result.inference_start_s) == ("max", 1.2, 0.5)
+    # The rounds are the driver's: each starts a round after the one before began, or later.
+    assert len(result.rounds_s) > 10 and all(np.diff(result.rounds_s) >= config.round_s - 1e-9)
     for job in result.jobs:
         assert job.steps == 120  # every step done once: nothing lost to the reclaim
         assert job.step_history == sorted(job.step_history)
+        # A finished job was checkpointed once per restart the driver counted.
+        assert len(job.step_history) == job.restarts
         assert job.last_loss < job.first_loss  # it really trained
         assert job.completion_s is not None and 0 < job.running_s <= job.completion_s
     # The calibration measured both layouts (and a start and a restart); the simulator

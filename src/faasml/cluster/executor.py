@@ -7,11 +7,15 @@ the measured traces (the trace-driven simulator), and a real one that runs worke
 example on Ray) and reads their progress back. Policies, inference services and FaPES-Manager
 loans sit in the driver, so they are the same under either executor.
 
-The contract (:class:`Executor`): ``advance(state, t0, dt)`` lets one placed job run for
-``dt`` seconds from ``t0`` and updates its :class:`JobState` — progress (kept across
-preemptions: a job is checkpointed when it stops), the restart overhead still to pay,
-completion, the GPU and queuing time, and the throughput the job measured
-(``observed``, what learning policies fit their models to).
+The contract (:class:`Executor`): ``advance(state, t0, dt)`` accounts one job's ``dt``
+seconds from ``t0`` in its :class:`JobState` — progress (kept across preemptions: a job is
+checkpointed when it stops), the restart overhead still to pay, completion, the GPU and
+queuing time, and the throughput the job measured (``observed``, what learning policies fit
+their models to); ``place(state, now)`` is told when the driver moves a job (its
+``state.placement`` is the new one; empty: it stops). The simulated executors compute the
+interval at ``advance`` and need nothing at ``place``; the real one
+(:mod:`faasml.cluster.ray_run`) restarts workers at ``place`` and, since jobs run at once,
+lets them run while the driver's wall clock passes, ``advance`` reading their progress back.
 """
 
 from __future__ import annotations
@@ -52,6 +56,8 @@ class Executor(Protocol):
 
     def advance(self, state: JobState, t0: float, dt: float) -> None: ...
 
+    def place(self, state: JobState, now: float) -> None: ...
+
 
 def begin_interval(state: JobState, t0: float, dt: float) -> float | None:
     """Account a job's next ``dt`` seconds from ``t0`` that do not depend on its speed:
@@ -76,6 +82,9 @@ class SimulatedExecutor:
         self.adaptive = adaptive
         self.noise = noise
         self.rng = np.random.default_rng(seed)
+
+    def place(self, state: JobState, now: float) -> None:
+        """Nothing to start: the driver accounts the restart (``restart_left``)."""
 
     def advance(self, state: JobState, t0: float, dt: float) -> None:
         """Move a job ``dt`` seconds forward from ``t0`` at its true goodput."""

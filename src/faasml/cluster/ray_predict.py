@@ -8,7 +8,7 @@ not at their application's trace goodput. Policies still plan with the applicati
 as they do in the run.
 
 That throughput comes from a calibration on the run's own Ray cluster
-(:meth:`faasml.cluster.ray_run.RayRunner.calibrate`: step times on several layouts, and the
+(:meth:`faasml.cluster.ray_run.RayExecutor.calibrate`: step times on several layouts, and the
 time of a restart — checkpoint, stop, start, restore), fitted to the simulator's form of a
 step (FaPES §4.1, :mod:`faasml.cluster.goodput`): step = computation (one GPU) + a
 communication term from :class:`~faasml.cluster.goodput.TopologyCommModel` (one server:
@@ -23,17 +23,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
 from faasml.cluster.executor import JobState, begin_interval
 from faasml.cluster.goodput import AppModel, TopologyCommModel
-from faasml.cluster.inference import InferenceService, RateTrace
+from faasml.cluster.inference import InferenceService
 from faasml.cluster.metrics import SimResult
 from faasml.cluster.plain import Cluster, Job, Layout, Placement
 from faasml.cluster.policies import ClusterPolicy
-from faasml.cluster.ray_run import DAY_S, Calibration, RunConfig, RunResult
+from faasml.cluster.ray_run import Calibration, RunConfig, RunResult
+from faasml.cluster.ray_run.config import compress_arrivals, compress_service
 from faasml.cluster.simulator import SimConfig, Simulator
 from faasml.exceptions import ConfigError
 
@@ -124,6 +125,9 @@ class RunModelExecutor:
         self.steps = steps
         self.steps_per_round = steps_per_round
 
+    def place(self, state: JobState, now: float) -> None:
+        """Nothing to start: the driver accounts the fitted restart (``restart_s``)."""
+
     def advance(self, state: JobState, t0: float, dt: float) -> None:
         start = begin_interval(state, t0, dt)
         if start is None:
@@ -144,26 +148,6 @@ class RunModelExecutor:
                 state.completion = t + need
         # As in the simulator: a finished job holds its GPUs until the round ends.
         state.running += (end if state.completion is None else state.completion) - t0
-
-
-def compress_arrivals(jobs: Sequence[Job], day_s: float) -> list[Job]:
-    """The jobs as the run starts them: arrivals counted from the first job's and compressed
-    like the services' day (a trace day into ``day_s`` wall seconds)."""
-    if not jobs:
-        return []
-    scale = DAY_S / day_s
-    first = min(j.arrival_s for j in jobs)
-    return [replace(j, arrival_s=(j.arrival_s - first) / scale) for j in jobs]
-
-
-def compress_service(service: InferenceService, day_s: float) -> InferenceService:
-    """A service on the run's clock: its rate trace's times compressed (a day into
-    ``day_s`` seconds), its rates kept in the trace's units, as the run sizes it (the
-    requests it really sends are ``rate_scale`` times these, which leaves the share of
-    requests within the SLO unchanged)."""
-    scale = DAY_S / day_s
-    rate = RateTrace(service.rate.times_s / scale, service.rate.rates)
-    return replace(service, rate=rate)
 
 
 def predict_run(

@@ -7,26 +7,28 @@ jobs leave, the policy allocates, and every job whose placement changed pays the
 overhead (FaPES Table 2 by default) before it makes progress again. The clock is virtual
 and the run is deterministic under its seed (the seed drives the optional throughput noise
 that stands for model error).
+
+The same driver runs a real run (``faasml cluster run``): it is given an executor that
+runs workers (``Executor.place`` / ``advance``), the services' real serving slots
+(:class:`~faasml.cluster.pool.Serving`) and a wall clock (``clock``) that passes time while
+they work; it never reads the time itself.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import numbers
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from faasml.cluster.executor import Executor, JobState, SimulatedExecutor
-from faasml.cluster.forecast import check_forecast, provision_rate
 from faasml.cluster.goodput import AppModel
-from faasml.cluster.inference import InferenceService, ServiceTally
-from faasml.cluster.loans import LoanManager, check_loaning, reserve_servers, serve_first
+from faasml.cluster.inference import InferenceService
 from faasml.cluster.metrics import JobRecord, SimResult
 from faasml.cluster.policies import ClusterPolicy
+from faasml.cluster.pool import InferencePool, Serving
 from faasml.cluster.records import (
-    TABLE2_RESTART_S,
     Cluster,
     Decision,
     Job,
@@ -34,72 +36,14 @@ from faasml.cluster.records import (
     Placement,
     SchedulePlan,
     Segment,
-    Server,
     check_allocation,
 )
+from faasml.cluster.sim_config import SimConfig
 from faasml.exceptions import ConfigError
 from faasml.sim import EventLoop
+from faasml.sim.engine import Clock
 
-
-@dataclass(frozen=True)
-class SimConfig:
-    """Simulation settings."""
-
-    round_s: float = 60.0
-    restart_s: float = TABLE2_RESTART_S
-    seed: int = 0
-    noise: float = 0.0
-    """Std-dev of a log-normal factor on each job's true goodput per round (model error)."""
-    max_time_s: float | None = None
-    """Stop at this time; unfinished jobs are reported without a JCT."""
-    deadline_factor: float | None = None
-    """Give jobs without a deadline one: arrival + factor × their run time alone on the GPUs
-    they asked for (ElasticFlow's deadline jobs)."""
-    loaning: str = "fapes"
-    """With inference services: ``dedicated``, ``one-way``, ``fapes`` (FaPES §7.1) or
-    ``one-way-blind`` (one-way without taking idle servers first)."""
-    forecast: str = "exact"
-    """How inference is sized each round (``faasml.cluster.forecast``): ``exact`` (the
-    coming round's true load, a bound), ``last`` or ``max`` (over ``forecast_window``
-    observed rounds), ``seasonal`` (the same round a day earlier) or ``seasonal-last``
-    (the larger of the two), times ``headroom``."""
-    forecast_window: int = 5
-    headroom: float = 1.0
-    inference_start_s: float = 0.0
-    """Seconds an inference worker added at a round takes before it serves (its start; on a
-    reclaimed server after the training job's checkpoint); 0: at once."""
-
-    def __post_init__(self) -> None:
-        check_loaning(self.loaning)
-        check_forecast(self.forecast, self.forecast_window, self.headroom)
-        if not self.round_s > 0:
-            raise ConfigError(f"the value of round is {self.round_s}, but must be > 0 seconds")
-        if not 0 <= self.restart_s < math.inf:
-            raise ConfigError(
-                f"the value of restart_s is {self.restart_s}, but must be a finite number >= 0"
-            )
-        if not 0 <= self.inference_start_s <= self.round_s:
-            raise ConfigError(
-                f"the value of inference_start_s is {self.inference_start_s}, but must be "
-                f"from 0 to the round ({self.round_s:g} s)"
-            )
-        if not 0 <= self.noise < math.inf:
-            raise ConfigError(
-                f"the value of noise is {self.noise}, but must be a finite number >= 0"
-            )
-        if self.deadline_factor is not None and not 0 < self.deadline_factor < math.inf:
-            raise ConfigError(
-                f"the value of deadline_factor is {self.deadline_factor}, but must be a finite "
-                "number > 0"
-            )
-        if self.max_time_s is not None and not self.max_time_s >= 0:
-            raise ConfigError(f"the value of max_time_s is {self.max_time_s}, but must be >= 0")
-        if (
-            isinstance(self.seed, bool)
-            or not isinstance(self.seed, numbers.Integral)
-            or self.seed < 0
-        ):
-            raise ConfigError(f"the value of seed is {self.seed!r}, but must be an integer >= 0")
+__all__ = ["SimConfig", "Simulator", "simulate"]
 
 
 class Simulator:
@@ -114,8 +58,16 @@ class Simulator:
         config: SimConfig | None = None,
         services: Sequence[InferenceService] = (),
         executor: Executor | None = None,
+        *,
+        clock: Clock | None = None,
+        serving: Serving | None = None,
     ) -> None:
         self.config = config or SimConfig()
+        self.clock = clock
+        """The driver's time (None: virtual, a fresh one per run); a real run's passes wall
+        time while its executor's workers run."""
+        self.serving = serving
+        """Where the services run (None: modelled from their traces)."""
         self.cluster = cluster
         self.policy = policy
         self.services = tuple(services)
@@ -149,7 +101,7 @@ class Simulator:
         return replace(job, deadline_s=job.arrival_s + factor * max(seconds, 1.0))
 
     def run(self) -> SimResult:
-        loop = EventLoop()
+        loop = EventLoop(self.clock)
         cfg = self.config
         states = {j.name: JobState(j, self.models[j.application]) for j in self.jobs}
         active: dict[str, JobState] = {}
@@ -159,14 +111,18 @@ class Simulator:
         sched_times: list[float] = []
         last = [0.0]
         total = self.cluster.total_gpus
-        pool = _Pool(self.cluster, self.services, cfg) if self.services else None
+        pool = (
+            InferencePool(self.cluster, self.services, cfg, self.serving) if self.services else None
+        )
 
         def arrive(state: JobState) -> None:
             active[state.job.name] = state
             pending_arrivals[0] -= 1
 
-        for job in self.jobs:
-            loop.at(job.arrival_s, functools.partial(arrive, states[job.name]), priority=0)
+        pending = [
+            loop.at(j.arrival_s, functools.partial(arrive, states[j.name]), priority=0)
+            for j in self.jobs
+        ]
 
         def round_() -> None:
             now = loop.now
@@ -195,6 +151,9 @@ class Simulator:
             step = self._next_step(now, arrival, pool)
             if step > 0:
                 loop.at(now + step, round_, priority=1)
+            else:  # the last round: later arrivals change nothing (nor wait on a wall clock)
+                for event in pending:
+                    event.cancel()
 
         loop.at(0.0, round_, priority=1)
         loop.run()
@@ -241,13 +200,14 @@ class Simulator:
                     else:
                         state.restarts += 1
                 state.placement = new
+                self.executor.place(state, now)
             state.waiting_rounds = 0 if new else state.waiting_rounds + 1
             if name in decision.plans:
                 state.plan = _plan_back(decision.plans[name], to_global)
             elif not new:
                 state.plan = None
 
-    def _next_step(self, now: float, arrival: float | None, pool: _Pool | None) -> float:
+    def _next_step(self, now: float, arrival: float | None, pool: InferencePool | None) -> float:
         """Seconds to the next round: one round, or with no job active (``arrival``: the
         next one's) the idle rounds before it skipped; cut at ``max_time_s`` (0: stop)."""
         cfg = self.config
@@ -380,98 +340,3 @@ def _plan_back(plan: SchedulePlan, to_global: tuple[int, ...] | None) -> Schedul
         return plan
     segments = tuple(Segment(g.start, g.end, _back(g.placement, to_global)) for g in plan.segments)
     return SchedulePlan(segments, plan.achievement)
-
-
-class _Pool:
-    """Inference services and FaPES-Manager inside the simulator: every round the services
-    are sized first (SLO first) for the load ``cfg.forecast`` predicts for the coming round
-    (requests above what was provisioned miss the SLO, ``ServiceTally``), the manager moves
-    servers between the virtual clusters, and training sees only the training VC."""
-
-    def __init__(
-        self, cluster: Cluster, services: Sequence[InferenceService], cfg: SimConfig
-    ) -> None:
-        self.cluster = cluster
-        self.services = services
-        self.cfg = cfg
-        reserve = reserve_servers(services, cfg.round_s, cluster.gpus_per_server)
-        self.manager = LoanManager(cluster, reserve, cfg.loaning)
-        self.gpus = [0] * len(services)
-        self.before = [0] * len(services)
-        """Each service's GPUs in the round before (workers added since are starting)."""
-        self.tallies = [ServiceTally() for _ in services]
-        self.loaned = 0
-        self.reclaimed = 0
-        self.preemptions = 0
-        self.lost_gpu_s = 0.0
-        self.inference_gpu_s = 0.0
-        self.first_load = min(float(s.rate.times_s[0]) for s in services)
-        """Before this time no service has any load (rates start at their first point)."""
-
-    def tally(self, t0: float, t1: float) -> None:
-        start = self.cfg.inference_start_s
-        for i, (service, tally) in enumerate(zip(self.services, self.tallies, strict=True)):
-            tally.add(service, self.gpus[i], t0, t1, self.before[i], start)
-        self.inference_gpu_s += sum(self.gpus) * max(t1 - t0, 0.0)
-
-    def rebalance(
-        self,
-        now: float,
-        current: dict[str, Placement],
-        active: Mapping[str, JobState],
-        elastic: bool,
-    ) -> dict[str, Placement]:
-        """Size inference, move servers, and return the training allocation left after any
-        reclaim (a preempted job keeps its GPUs elsewhere if it is elastic)."""
-        cfg = self.cfg
-        rates = [
-            provision_rate(
-                s.rate, now, cfg.round_s, cfg.forecast, cfg.forecast_window, cfg.headroom
-            )
-            for s in self.services
-        ]
-        self.before = self.gpus
-        self.gpus = serve_first(self.services, rates, self.manager.max_inference_gpus())
-        event = self.manager.rebalance(sum(self.gpus), current)
-        self.loaned += len(event.loaned)
-        self.reclaimed += len(event.reclaimed)
-        gone = set(event.reclaimed)
-        out = dict(current)
-        for name in event.preempted:
-            state = active[name]
-            state.reclaim_preemptions += 1
-            self.preemptions += 1
-            self.lost_gpu_s += self.cfg.restart_s * len(state.placement)
-            kept = tuple(s for s in current[name] if s not in gone)
-            if kept and elastic:
-                out[name] = kept
-            else:
-                del out[name]
-        return out
-
-    def training_cluster(self) -> tuple[Cluster | None, tuple[int, ...]]:
-        """The training VC as a cluster of its own (ids 0..n-1) and its servers' pool ids."""
-        ids = tuple(s.id for s in self.cluster.servers if s.id not in self.manager.inference)
-        if not ids:
-            return None, ids
-        servers = tuple(
-            Server(i, self.cluster.servers[g].gpus, self.cluster.servers[g].switch)
-            for i, g in enumerate(ids)
-        )
-        return Cluster(servers), ids
-
-    def summary(self, states: Iterable[JobState]) -> dict[str, float]:
-        requests = sum(t.requests for t in self.tallies)
-        seconds = sum(t.seconds for t in self.tallies)
-        return {
-            "slo_requests": (
-                sum(t.requests_ok for t in self.tallies) / requests if requests else 1.0
-            ),
-            "slo_time": sum(t.seconds_ok for t in self.tallies) / seconds if seconds else 1.0,
-            "inference_reserve_servers": float(self.manager.reserve),
-            "servers_loaned": float(self.loaned),
-            "servers_reclaimed": float(self.reclaimed),
-            "reclaim_preemptions": float(self.preemptions),
-            "reclaim_lost_gpu_s": self.lost_gpu_s,
-            "inference_gpu_s": self.inference_gpu_s,
-        }

@@ -18,10 +18,13 @@ GPU, and a worker takes one unit, so the policy's placement decides the node it 
   requests at the service's trace rate (a trace day compressed into ``day_s`` seconds, rates
   scaled by ``rate_scale``), round-robin over the service's workers, and measures each
   request's latency (send to result) against the SLO.
-- **Driver**: every ``round_s`` seconds of wall time, as the simulator does: arrivals,
-  inference sized first and servers loaned or reclaimed (:mod:`faasml.cluster.loans`), the
-  policy on the training VC, then a single-threaded event loop (``ray.wait``) that keeps one
-  step of every running job in flight and sends the requests when due.
+- **Driver**: the cluster simulator's (:class:`~faasml.cluster.simulator.Simulator`:
+  arrivals, inference sized first and servers loaned or reclaimed, the policy on the
+  training VC, restart accounting), with :class:`RayExecutor` (workers restarted at
+  ``place``, their steps read back at ``advance``), :class:`RayServing` (the services'
+  slots) and :class:`RayClock`, a wall clock that, while it passes, runs a single-threaded
+  event loop (``ray.wait``) keeping one step of every placed job in flight and sending the
+  requests when due.
 
 Differences from real GPUs: the policies plan with the performance model of the job's
 application from the traces (a real deployment would profile the job), so their choices are
@@ -37,9 +40,11 @@ to them and predicts the run (``faasml cluster run --predict``).
 from __future__ import annotations
 
 from faasml.cluster.ray_run.config import DAY_S, RunConfig
+from faasml.cluster.ray_run.executor import RayExecutor
 from faasml.cluster.ray_run.local import run_on_ray
 from faasml.cluster.ray_run.outcomes import Calibration, JobOutcome, RunResult, StepSample
-from faasml.cluster.ray_run.runner import RayRunner
+from faasml.cluster.ray_run.runner import RayClock, RayRunner
+from faasml.cluster.ray_run.serving import RayServing
 from faasml.cluster.ray_run.sizing import InferenceSizer, route
 from faasml.cluster.ray_run.workers import InferenceWorker, TrainWorker
 
@@ -49,7 +54,10 @@ __all__ = [
     "InferenceSizer",
     "InferenceWorker",
     "JobOutcome",
+    "RayClock",
+    "RayExecutor",
     "RayRunner",
+    "RayServing",
     "RunConfig",
     "RunResult",
     "StepSample",

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from faasml.cluster.forecast import check_forecast
+from faasml.cluster.inference import InferenceService, RateTrace
+from faasml.cluster.plain import Job
 from faasml.exceptions import ConfigError
 
 DAY_S = 86400.0
@@ -59,3 +62,23 @@ class RunConfig:
                 f"the value of inference_start_s is {self.inference_start_s}, but must be "
                 f"from 0 to the round ({self.round_s:g} s)"
             )
+
+
+def compress_arrivals(jobs: Sequence[Job], day_s: float) -> list[Job]:
+    """The jobs as the run starts them: arrivals counted from the first job's and compressed
+    like the services' day (a trace day into ``day_s`` wall seconds)."""
+    if not jobs:
+        return []
+    scale = DAY_S / day_s
+    first = min(j.arrival_s for j in jobs)
+    return [replace(j, arrival_s=(j.arrival_s - first) / scale) for j in jobs]
+
+
+def compress_service(service: InferenceService, day_s: float) -> InferenceService:
+    """A service on the run's clock: its rate trace's times compressed (a day into
+    ``day_s`` seconds), its rates kept in the trace's units, as the run sizes it (the
+    requests it really sends are ``rate_scale`` times these, which leaves the share of
+    requests within the SLO unchanged)."""
+    scale = DAY_S / day_s
+    rate = RateTrace(service.rate.times_s / scale, service.rate.rates)
+    return replace(service, rate=rate)

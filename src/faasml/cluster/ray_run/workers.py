@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from faasml._imports import optional_import
-from faasml.cluster.plain import Job, Placement, SchedulePlan
+from faasml.cluster.plain import Job, Placement
 from faasml.cluster.ray_run.outcomes import JobOutcome
 
 
@@ -85,18 +84,9 @@ class RealJob:
         self.placement: Placement = ()
         self.workers: list[Any] = []
         self.inflight: Any = None
+        self.limit = 0
+        """Steps the job may reach this round (``RunConfig.steps_per_round``)."""
         self.outcome = JobOutcome(job.name, job.arrival_s)
-        # What the simulator's driver tracks for the policy (JobView), kept alike here.
-        self.plan: SchedulePlan | None = None
-        self.waiting_rounds = 0
-        self.gpu_s = 0.0
-        self.placed_at: float | None = None
-
-    def unplace(self) -> None:
-        """The job stops holding workers: count the time it held them."""
-        if self.placed_at is not None:
-            self.outcome.running_s += time.monotonic() - self.placed_at
-            self.placed_at = None
 
     def params(self) -> list[Any]:
         return [p.detach().numpy().copy() for p in self.model.parameters()]
