@@ -77,7 +77,8 @@ def register(commands: Any) -> None:
 
 
 def add_platform_options(parser: argparse.ArgumentParser) -> None:
-    """``--platform`` and ``--address``: run the job on another platform than its file names."""
+    """``--platform``, ``--address`` and ``--gpus-per-function``: run the job on another
+    platform than its file names, or with GPUs."""
     parser.add_argument(
         "--platform",
         help="the platform to run on, overriding the job's (local, ray, lithops)",
@@ -85,6 +86,13 @@ def add_platform_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--address",
         help="where the platform runs (ray: 'auto', 'host:6379' or 'ray://host:10001')",
+    )
+    parser.add_argument(
+        "--gpus-per-function",
+        type=float,
+        metavar="G",
+        help="ray: GPUs reserved for each function, so a training loop's ctx.device is a GPU "
+        "(the bill is the catalog's, GPUs unpriced)",
     )
 
 
@@ -100,6 +108,13 @@ def _platform_of(args: argparse.Namespace, job: JobSpec) -> tuple[JobSpec, dict[
         if job.platform == "local":
             raise ConfigError("--address names a cluster, but the platform is 'local'")
         options["address"] = address
+    gpus = getattr(args, "gpus_per_function", None)
+    if gpus is not None:
+        if job.platform != "ray":
+            raise ConfigError(
+                f"--gpus-per-function asks Ray for GPUs, but the platform is {job.platform!r}"
+            )
+        options["gpus_per_function"] = gpus
     return job, options
 
 

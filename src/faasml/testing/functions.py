@@ -8,7 +8,7 @@ from typing import Any
 
 from faasml.runtime.function.echo import echo
 
-__all__ = ["allocate", "echo", "exit_process", "fail", "pid", "sleep", "spin"]
+__all__ = ["allocate", "echo", "exit_process", "fail", "pid", "sleep", "spin", "visible_gpus"]
 
 
 def fail(message: str) -> None:
@@ -54,3 +54,8 @@ def pid(_: Any = None) -> int:
 def exit_process(code: int) -> None:
     """End the instance's process abruptly, as a crashed runtime does."""
     os._exit(code)
+
+
+def visible_gpus(_: Any = None) -> str | None:
+    """The GPUs the instance may use (``CUDA_VISIBLE_DEVICES``, which Ray sets for its GPUs)."""
+    return os.environ.get("CUDA_VISIBLE_DEVICES")

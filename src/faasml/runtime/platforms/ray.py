@@ -181,7 +181,10 @@ class RayPlatform(_common.PooledPlatform):
         idle_timeout_s: float = IDLE_TIMEOUT_S,
         spread: bool = True,
         start_timeout_s: float = START_TIMEOUT_S,
+        gpus_per_function: float = 0.0,
     ) -> None:
+        """``gpus_per_function``: GPUs Ray reserves for each function (0: none), so that a
+        training loop's ``ctx.device`` is a GPU there; the catalog's price is not changed."""
         super().__init__(catalog)
         _common.check_cpu_mode(cpu)
         self._ray = optional_import("ray", "ray")
@@ -197,6 +200,11 @@ class RayPlatform(_common.PooledPlatform):
         if start_timeout_s <= 0:
             raise ConfigError(f"the value of start_timeout_s is {start_timeout_s}, but must be > 0")
         self.start_timeout_s = start_timeout_s
+        if not gpus_per_function >= 0:
+            raise ConfigError(
+                f"the value of gpus_per_function is {gpus_per_function}, but must be >= 0"
+            )
+        self.gpus_per_function = float(gpus_per_function)
         self._owns_session = False
         if not self._ray.is_initialized():
             if address:
@@ -218,6 +226,7 @@ class RayPlatform(_common.PooledPlatform):
                 where = address or "a new local Ray instance"
                 raise ConfigError(f"cannot connect to the Ray cluster at {where}: {err}") from err
             self._owns_session = True
+        self._check_gpus()
         self._host_class = self._ray.remote(_FunctionHost)
         # self._lock (PooledPlatform) serialises invoke/prewarm/close (held across Ray calls).
         self._state = threading.Lock()
@@ -225,6 +234,21 @@ class RayPlatform(_common.PooledPlatform):
         self._actors: list[_Actor] = []
         self._calls = 0
         self._cpu_seen: str | None = None
+
+    def _check_gpus(self) -> None:
+        """ConfigError in one line when functions ask for more GPUs than any node has."""
+        if self.gpus_per_function <= 0:
+            return
+        nodes = [n for n in self._ray.nodes() if n.get("Alive")]
+        most = max((float(n.get("Resources", {}).get("GPU", 0.0)) for n in nodes), default=0.0)
+        if most < self.gpus_per_function:
+            raise ConfigError(
+                f"gpus_per_function is {self.gpus_per_function:g}, but the Ray cluster's "
+                f"nodes have at most {most:g} GPUs each"
+            )
+
+    def _gpus_said(self) -> str:
+        return f", {self.gpus_per_function:g} GPUs" if self.gpus_per_function > 0 else ""
 
     # ----------------------------------------------------------------- contract
 
@@ -326,7 +350,8 @@ class RayPlatform(_common.PooledPlatform):
             if not idle:
                 raise CapacityError(
                     f"the Ray cluster is full: {len(self._actors)} functions are running and "
-                    f"one more of {memory_mb} MB ({vcpus:.3f} CPUs) does not fit its resources "
+                    f"one more of {memory_mb} MB ({vcpus:.3f} CPUs{self._gpus_said()}) does not "
+                    "fit its resources "
                     f"or the concurrency limit of {self.platform.concurrency_limit}"
                 )
             self._discard(min(idle, key=lambda a: a.idle_since))
@@ -336,6 +361,8 @@ class RayPlatform(_common.PooledPlatform):
             "max_concurrency": 2,
             "max_restarts": 0,
         }
+        if self.gpus_per_function > 0:
+            options["num_gpus"] = self.gpus_per_function
         if self._spread:
             options["scheduling_strategy"] = "SPREAD"
         handle = self._host_class.options(**options).remote(self.catalog, memory_mb, self._options)
@@ -354,9 +381,11 @@ class RayPlatform(_common.PooledPlatform):
         total = self._ray.cluster_resources()
         used_cpus = sum(a.vcpus for a in self._actors) + vcpus
         used_bytes = (sum(a.memory_mb for a in self._actors) + memory_mb) * 2**20
+        used_gpus = (len(self._actors) + 1) * self.gpus_per_function
         return bool(
             used_cpus <= float(total.get("CPU", 0.0)) + 1e-9
             and used_bytes <= float(total.get("memory", float("inf")))
+            and (used_gpus == 0 or used_gpus <= float(total.get("GPU", 0.0)) + 1e-9)
         )
 
     # ----------------------------------------------------------------- completion
