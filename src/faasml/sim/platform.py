@@ -180,6 +180,7 @@ class SimulatedPlatform(Platform):
         self._standalone: list[Billed] = []
         self._cold_starts = 0
         self._closed = False
+        self._peak = 0
 
     @property
     def enforcement(self) -> Enforcement:
@@ -207,9 +208,11 @@ class SimulatedPlatform(Platform):
         if outcome.cpu_bound:
             seconds *= self._contention(now, memory_mb)
         bills_cold = float(self.catalog.platform.bills_cold_start)
-        return SimulatedInvocation(
+        invocation = SimulatedInvocation(
             self.clock, instance, outcome, (started, init_s, seconds, limit, bills_cold)
         )
+        self._peak = max(self._peak, self._running(now))
+        return invocation
 
     def prewarm(self, memory_mb: int, count: int) -> int:
         """Start ``count`` instances now: each is ready after its cold start (billed then)."""
@@ -221,7 +224,14 @@ class SimulatedPlatform(Platform):
             self.clock.expect(instance.free_at)
             billed = init_s if self.catalog.platform.bills_cold_start else 0.0
             self._standalone.append(Billed(billed, memory_mb, True, init_s, True))
+        self._peak = max(self._peak, self._running(now))
         return count
+
+    def take_peak(self) -> int:
+        """Most functions running at once since last asked (never above the concurrency
+        limit); the count starts again from those running now."""
+        peak, self._peak = self._peak, self._running(self.clock.monotonic())
+        return peak
 
     def warm_instances(self) -> dict[int, int] | None:
         now = self.clock.monotonic()
