@@ -49,7 +49,7 @@ def _json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--trials", "4"], "the value of --trials is 4, but"),
+        (["--trials", "4"], "--trials set the tuning job, but"),
         (["--memory-step", "128"], "the value of --memory-step is 128, but"),
         (["--seed", "-1"], "the value of --seed is -1"),
         (["--noise", "-1"], "the value of noise is -1"),

@@ -17,7 +17,13 @@ from rich.table import Table
 
 from faasml.catalog import Catalog
 from faasml.cli import _common
-from faasml.cli.plan_tune import add_tune_options, allocation_text, job_from
+from faasml.cli.plan_tune import (
+    JOB_OPTIONS,
+    add_tune_options,
+    allocation_text,
+    job_file,
+    job_from,
+)
 from faasml.planners.tuning import plan_tuning
 from faasml.reports.tune_json import tune_simulation_dict
 from faasml.sim.tuning import TuneSimulation, simulate_tuning
@@ -59,7 +65,7 @@ def register(kinds: Any) -> None:
 
 
 def run_simulate_tune(args: argparse.Namespace) -> int:
-    if is_job_file(args.workload):
+    if job_file(args.workload) is not None:
         return run_simulate_job(args)
     catalog: Catalog = _common.catalog_from(args)
     _common.check_seed(args.seed)  # before planning
@@ -107,32 +113,14 @@ def print_simulation(run: TuneSimulation) -> None:
     )
 
 
-JOB_ONLY = {
-    "trials": "--trials",
-    "hyperband": "--hyperband",
-    "reduction_factor": "--reduction-factor",
-    "stages": "--stages",
-    "epochs_per_stage": "--epochs-per-stage",
+SPACE_OPTIONS = {
     "arch": "--arch",
     "storages": "--storages",
     "memory_step": "--memory-step",
     "max_functions": "--max-functions",
 }
-"""Options of a workload's tuning job and allocation space: a job file sets its own."""
-
-
-def is_job_file(name: str) -> bool:
-    """Whether ``name`` is a job file (a YAML file that is not a workload profile)."""
-    path = Path(name)
-    if path.suffix not in (".yaml", ".yml") or not path.is_file():
-        return False
-    import yaml
-
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError):
-        return True  # load_job says what is wrong with it
-    return not (isinstance(data, dict) and "format" in data)  # profiles have a format
+"""Options that narrow a workload's allocation space: a job's run plans on the job's catalog
+(``--catalog`` may name another)."""
 
 
 def run_simulate_job(args: argparse.Namespace) -> int:
@@ -141,11 +129,18 @@ def run_simulate_job(args: argparse.Namespace) -> int:
     from faasml.job import load_job
     from faasml.sim.run import simulate_tune_job
 
-    for attribute, flag in JOB_ONLY.items():
-        if getattr(args, attribute, None) is not None:
+    given = [f"--{o.replace('_', '-')}" for o in JOB_OPTIONS if getattr(args, o) is not None]
+    if given:
+        raise ConfigError(
+            f"{', '.join(given)} set the tuning job, but {args.workload} is a job file, whose "
+            "tuning section is the job: set tuning.* there (or FAASML_TUNING__* in the "
+            "environment)"
+        )
+    for attribute, flag in SPACE_OPTIONS.items():
+        if getattr(args, attribute) is not None:
             raise ConfigError(
-                f"the value of {flag} is {getattr(args, attribute)}, but {args.workload} is a "
-                f"job file, which sets it itself ({flag} shapes a workload's tuning job)"
+                f"the value of {flag} is {getattr(args, attribute)}, but a job file's run "
+                "plans on its catalog's whole allocation space (--catalog may name another)"
             )
     _common.check_seed(args.seed)
     constraint = _common.constraint_from(args)
