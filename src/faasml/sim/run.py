@@ -59,7 +59,12 @@ def simulated_tune_run(
         callbacks=callbacks,
     )
     # The job as the run sees it before it corrects anything: the truth the workers follow.
-    worker = SimulatedWorker(run.workload, run.catalog, noise=noise, seed=seed)
+    stores = job.sync_stores()  # name -> URL; None: the run's own embedded store
+    default = next((name for name, url in stores.items() if url is None), next(iter(stores)))
+    urls = {url: name for name, url in stores.items() if url is not None}
+    worker = SimulatedWorker(
+        run.workload, run.catalog, noise=noise, seed=seed, storage=default, stores=urls
+    )
     platform.functions[WORKER_FN] = worker
     return run
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import zlib
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -48,16 +49,20 @@ class SimulatedWorker:
         noise: float = 0.1,
         seed: int = 0,
         storage: str | None = None,
+        stores: Mapping[str, str] | None = None,
     ) -> None:
         """``workload`` and ``catalog`` price the segments; ``noise`` is the coefficient of
-        variation of each segment's time; ``storage`` the catalog's storage the workers
-        synchronise through (by default the first the catalog offers)."""
+        variation of each segment's time; ``stores`` maps a task's sync URL to the catalog
+        storage it stands for, ``storage`` names the one of any other URL (by default the
+        first the catalog offers)."""
         if not math.isfinite(noise) or noise < 0:
             raise ConfigError(f"the value of noise is {noise}, but must be a finite number >= 0")
         self.workload, self.catalog, self.noise, self.seed = workload, catalog, noise, seed
         self.storage = storage or sorted(catalog.storages)[0]
+        self.stores = dict(stores or {})
         self._rng = np.random.default_rng([seed, 1])
         self._curves: dict[str, SyntheticCurve] = {}
+        self._rounds: dict[tuple[int, int, str, str], tuple[float, float, float, float]] = {}
 
     def curve(self, task: WorkerTask) -> SyntheticCurve:
         """The loss curve of the task's configuration (the same for every worker and segment
@@ -74,11 +79,17 @@ class SimulatedWorker:
     def _per_round(self, task: WorkerTask, memory_mb: int) -> tuple[float, float, float, float]:
         """Seconds of loading (once a segment), computation and synchronisation (a round's),
         and the invocation's own (once): the performance model's epoch over its rounds."""
-        allocation = Allocation(task.n, memory_mb, self.storage, task.scheme)
+        storage = self.stores.get(task.sync_url, self.storage)
+        key = (task.n, memory_mb, storage, task.scheme)
+        if key not in self._rounds:
+            self._rounds[key] = self._priced(Allocation(task.n, memory_mb, storage, task.scheme))
+        return self._rounds[key]
+
+    def _priced(self, allocation: Allocation) -> tuple[float, float, float, float]:
         table = evaluate_allocation(self.workload, self.catalog, allocation)
         if len(table) == 0:
             raise ConfigError(f"the performance model has no price for {allocation}")
-        k = max(int(self.workload.iterations_per_epoch(task.n)), 1)
+        k = max(int(self.workload.iterations_per_epoch(allocation.n)), 1)
         load, compute = float(table.load_s[0]), float(table.compute_s[0]) / k
         return load, compute, float(table.sync_s[0]) / k, float(table.invoke_s[0])
 
