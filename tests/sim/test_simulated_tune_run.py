@@ -102,3 +102,15 @@ def test_its_record_is_a_run_directory_like_any(tmp_path: Path) -> None:
 def test_bad_noise_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="noise is -1"):
         _run(tmp_path, noise=-1.0)
+
+
+def test_segments_of_several_epochs_record_every_epoch(tmp_path: Path) -> None:
+    from faasml.runtime.coordinator import CoordinatorOptions
+
+    record = _run(tmp_path, options=CoordinatorOptions(epochs_per_segment=2))
+    assert record.status == "finished"
+    trained = [t for t in record.trials if t.epochs_done > 0]
+    assert trained
+    for trial in trained:
+        assert [h["epoch"] for h in trial.history] == list(range(1, trial.epochs_done + 1))
+        assert all(h["val_loss"] is not None and h["loss"] > 0 for h in trial.history)
