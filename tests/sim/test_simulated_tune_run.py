@@ -31,10 +31,12 @@ JOB: dict[str, Any] = {
 }
 
 
-def _run(folder: Path, budget: float = 0.05, **options: Any) -> RunRecord:
+def _run(
+    folder: Path, budget: float = 0.05, job: dict[str, Any] | None = None, **options: Any
+) -> RunRecord:
     folder.mkdir(parents=True, exist_ok=True)
     job_file = folder / "job.yaml"
-    job_file.write_text(yaml.safe_dump(JOB))
+    job_file.write_text(yaml.safe_dump(job or JOB))
     run = simulated_tune_run(
         load_job(job_file), Constraint(budget_usd=budget), folder / "run", **options
     )
@@ -114,3 +116,13 @@ def test_segments_of_several_epochs_record_every_epoch(tmp_path: Path) -> None:
     for trial in trained:
         assert [h["epoch"] for h in trial.history] == list(range(1, trial.epochs_done + 1))
         assert all(h["val_loss"] is not None and h["loss"] > 0 for h in trial.history)
+
+
+def test_a_job_ranked_by_accuracy_gets_an_accuracy_from_every_trial(tmp_path: Path) -> None:
+    job = {**JOB, "tuning": {**JOB["tuning"], "metric": "accuracy"}}
+    record = _run(tmp_path, job=job)
+    assert record.status == "finished"
+    assert not [e.text for e in record.events if "reported no" in e.text]
+    assert record.best is not None and record.best.val_accuracy is not None
+    finals = [t.history[-1]["val_accuracy"] for t in record.trials if t.history]
+    assert record.best.val_accuracy == max(finals)

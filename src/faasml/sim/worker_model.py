@@ -3,10 +3,11 @@
 A worker function given a ``WorkerTask`` trains rounds of an epoch and reports a
 ``SegmentReport``. Its model here reports the same fields: the time from the performance model
 (CE-scaling t'(θ) of the task's allocation, split per round into loading, computation and
-synchronisation, times mean-one log-normal noise), and the losses from a synthetic loss curve
-of the trial's configuration (``sim.synthetic``: each configuration its own curve, drawn from
-the seed and the configuration, so trials differ and ranking them means something). Worker 0
-names the segment's checkpoint and, at an epoch's end, reports the validation loss.
+synchronisation, times mean-one log-normal noise), and the losses (and an accuracy that rises
+as they fall) from a synthetic loss curve of the trial's configuration (``sim.synthetic``: each
+configuration its own curve, drawn from the seed and the configuration, so trials differ and
+ranking them means something). Worker 0 names the segment's checkpoint and, at an epoch's end,
+reports the validation scores.
 """
 
 from __future__ import annotations
@@ -36,6 +37,13 @@ def _lognormal(rng: np.random.Generator, cv: float) -> float:
         return 1.0
     sigma = math.sqrt(math.log1p(cv * cv))
     return float(rng.lognormal(-sigma * sigma / 2, sigma))
+
+
+def _scores(loss: float) -> dict[str, float]:
+    """What worker 0's evaluation reports: the curve's loss, and an accuracy that rises as
+    it falls (exp(−loss): the mean probability of the true class where the loss is a
+    cross-entropy), so a job ranked by accuracy ranks its trials as by loss."""
+    return {"loss": loss, "accuracy": math.exp(-loss)}
 
 
 class SimulatedWorker:
@@ -114,7 +122,7 @@ class SimulatedWorker:
                     "compute_s": rounds * compute,
                     "sync_s": rounds * sync,
                     "elapsed_s": rounds * (compute + sync),
-                    "val": {"loss": loss} if task.worker_id == 0 else {},
+                    "val": _scores(loss) if task.worker_id == 0 else {},
                     "reported": {},
                 }
             )
