@@ -4,7 +4,6 @@ measured round time fed back to the estimator; the run record written after them
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 from faasml.catalog import Catalog
@@ -54,7 +53,7 @@ class Committer:
         """Commit a finished segment's reports to its trial (recorded at the next ``record``)."""
         trial = segment.trial
         lead = reports[0]
-        elapsed = time.monotonic() - segment.started
+        elapsed = self._state.clock.monotonic() - segment.started
         if lead.rounds:
             busy = max(r.compute_s + r.sync_s for r in reports) / lead.rounds
             overhead, epoch_end = self._overhead(segment, busy), None
@@ -85,7 +84,7 @@ class Committer:
         if lost is not None:  # the segment is done, but the next one cannot be
             self._failures.store_lost(segment, lost)
         self._unrecorded.append((trial, segment, previous))
-        self.commits_s.append(time.monotonic() - (segment.started + elapsed))
+        self.commits_s.append(self._state.clock.monotonic() - (segment.started + elapsed))
 
     def record(self) -> None:
         """Write the run record (``on_segment``) for the segments committed since the last
@@ -96,18 +95,18 @@ class Committer:
         if not self._unrecorded:
             return
         pending, self._unrecorded = self._unrecorded, []
-        began = time.monotonic()
+        began = self._state.clock.monotonic()
         timings = self._state.timings
         if self._on_segment is not None:
             trial, segment, _ = pending[-1]
             self._on_segment(trial, segment)
-            timings["record_s"] += time.monotonic() - began
+            timings["record_s"] += self._state.clock.monotonic() - began
         for trial, _, previous in pending:
             if previous is not None and previous != trial.checkpoint:
                 self._replaced.append(previous)
         if self._on_segment is None:  # no record to wait for
             self.release_replaced()
-        timings["commit_s"] += time.monotonic() - began
+        timings["commit_s"] += self._state.clock.monotonic() - began
 
     def release_replaced(self) -> None:
         """Delete the checkpoints replaced by segments the run's record names (the run calls

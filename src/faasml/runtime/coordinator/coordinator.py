@@ -20,7 +20,6 @@ prewarming, the budget guard), ``failures`` (restarts), ``commits`` (trial histo
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable, Mapping
 
 from faasml.catalog import Catalog
@@ -32,9 +31,11 @@ from faasml.runtime.coordinator.launcher import Launcher, LaunchParts, Prewarm
 from faasml.runtime.coordinator.meter import Meter
 from faasml.runtime.coordinator.partitions import Partitions
 from faasml.runtime.coordinator.state import (
+    SYSTEM_CLOCK,
     BudgetExhaustedError,
     CoordinatorOptions,
     CoordinatorState,
+    RunClock,
     Segment,
 )
 from faasml.runtime.coordinator.stores import SyncStores
@@ -65,10 +66,12 @@ class Coordinator:
         on_segment: Callable[[TrialState, Segment | None], None] | None = None,
         clock_origin: float | None = None,
         stores: Mapping[str, str] | None = None,
+        clock: RunClock | None = None,
     ) -> None:
         """``sync_url`` is the store gradients go through; ``stores`` maps catalog storage
         names to the stores of those names, for allocations the planner put on them;
-        ``on_segment`` writes the run record (after committed segments, and failed ones)."""
+        ``on_segment`` writes the run record (after committed segments, and failed ones);
+        ``clock`` is the run's time (a simulator's virtual clock; the machine's by default)."""
         self.platform = platform
         self.catalog = catalog
         self.meter = meter
@@ -76,9 +79,10 @@ class Coordinator:
         self.recipe_of = recipe_of
         self._budget_usd = budget_usd
         self.estimator = SegmentEstimator(catalog.platform)
-        origin = time.monotonic() if clock_origin is None else clock_origin
+        clock = clock or SYSTEM_CLOCK
+        origin = clock.monotonic() if clock_origin is None else clock_origin
         self._state = CoordinatorState(
-            options or CoordinatorOptions(), namespace.rstrip("/"), origin
+            options or CoordinatorOptions(), namespace.rstrip("/"), origin, clock=clock
         )
         state = self._state
         self._partitions = Partitions(objects, state)
@@ -122,11 +126,11 @@ class Coordinator:
         epochs done, running as many at once as the platform's capacity allows. Trials the
         budget cannot pay for are marked 'stopped' and ``stop_reason`` says why. ``then``: the
         next stage's functions, started during this one's last wave (``Launcher.prewarm_next``)."""
-        entered = time.monotonic()
+        entered = self._state.clock.monotonic()
         try:
             self._run(trials, allocation, until_epoch, then)
         finally:
-            self.timings["run_s"] += time.monotonic() - entered
+            self.timings["run_s"] += self._state.clock.monotonic() - entered
 
     def _run(
         self,
@@ -152,14 +156,14 @@ class Coordinator:
                 sized = self._failures.sized(trial, allocation)
                 if self.stop_reason is not None or not self._launcher.fits(running, sized):
                     continue
-                began = time.monotonic()
+                began = self._state.clock.monotonic()
                 try:
                     segment = self._launcher.launch(trial, allocation, running, until_epoch)
                 except BudgetExhaustedError as stop:
                     self.stop_reason = str(stop)
                     continue
                 finally:
-                    self.timings["launch_s"] += time.monotonic() - began
+                    self.timings["launch_s"] += self._state.clock.monotonic() - began
                 if segment is not None:
                     running.append(segment)
                     launched = True
@@ -181,9 +185,9 @@ class Coordinator:
                         "refused its functions (capacity); checkpoints kept"
                     )
                 break
-            beat = time.monotonic()
-            time.sleep(self.options.poll_s)
-            self._count_demand(running, time.monotonic() - beat)
+            beat = self._state.clock.monotonic()
+            self._state.clock.sleep(self.options.poll_s)
+            self._count_demand(running, self._state.clock.monotonic() - beat)
             for segment in list(running):
                 if self._poll(segment):
                     running.remove(segment)
@@ -223,7 +227,7 @@ class Coordinator:
             if segment is None:
                 return False
             while not self._poll(segment):
-                time.sleep(options.poll_s)
+                self._state.clock.sleep(options.poll_s)
             return True
         finally:
             self.options = options
@@ -253,14 +257,14 @@ class Coordinator:
             self._biller.bill(invocation, trial)
         self._account(segment, reports)
         self._biller.bill_requests(segment, reports)
-        began = time.monotonic()
+        began = self._state.clock.monotonic()
         self._committer.commit(segment, reports)
-        self.timings["commit_s"] += time.monotonic() - began
+        self.timings["commit_s"] += self._state.clock.monotonic() - began
         return True
 
     def _account(self, segment: Segment, reports: list[SegmentReport]) -> None:
         """Add a finished segment's parts to ``timings`` (``state.TIMINGS``)."""
-        wall = time.monotonic() - segment.started
+        wall = self._state.clock.monotonic() - segment.started
         bills = [i.billed for i in segment.invocations if i.billed is not None]
         billed = max((b.duration_s for b in bills), default=0.0)
         cold = max((b.init_s for b in bills if b.cold), default=0.0)

@@ -203,16 +203,16 @@ class FailurePolicy:
         """Restart a segment with a worker whose heartbeat is older than the bound, or that
         has not started within its start bound and the silence bound (checked at most once a
         second: each check reads n heartbeat keys)."""
-        if time.monotonic() - self._silent_checked < 1.0:
+        if self._state.clock.monotonic() - self._silent_checked < 1.0:
             return
-        self._silent_checked = time.monotonic()
+        self._silent_checked = self._state.clock.monotonic()
         options = self._state.options
         bound = options.silent_after_s
         for segment in list(running):
-            if time.monotonic() - segment.started < bound:
+            if self._state.clock.monotonic() - segment.started < bound:
                 continue
             prefix = f"{self._state.namespace}/t{segment.trial.trial_id}/{segment.token}/hb/"
-            age = time.monotonic() - segment.started
+            age = self._state.clock.monotonic() - segment.started
             for worker in range(segment.allocation.n):
                 value = self._objects.get(f"{prefix}w{worker}")
                 if value is None:

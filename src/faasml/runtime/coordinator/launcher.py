@@ -5,7 +5,6 @@ injected faults, and prewarming the next allocation's functions."""
 from __future__ import annotations
 
 import math
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -145,7 +144,7 @@ class Launcher:
     ) -> Segment | None:
         """Start the next segment of ``trial`` (whole epochs up to ``until_epoch`` where they
         are short, ``_segment_epochs``); None when it must wait (capacity, budget in use)."""
-        entered = time.monotonic()
+        entered = self._state.clock.monotonic()
         sized = self._failures.sized(trial, allocation)
         if sized.n != allocation.n:  # moved to fewer functions: their partitions
             self._partitions.prepare(sized.n)
@@ -168,7 +167,7 @@ class Launcher:
         if invocations is None:
             return None
         self.segments += 1
-        started = time.monotonic()
+        started = self._state.clock.monotonic()
         self.launches_s.append(started - entered)
         return Segment(
             trial,
@@ -397,7 +396,7 @@ class Launcher:
             return False  # not the last wave (or between its segments)
         memory = then.allocation.memory_mb
         cold = self._estimator.cold_start_s(memory)
-        now = time.monotonic()
+        now = self._state.clock.monotonic()
         if any(self._left_s(segments[id(t)], until, now) > PREWARM_LEAD * cold for t in left):
             return False
         warm = self._platform.warm_instances()

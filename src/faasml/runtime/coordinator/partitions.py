@@ -3,8 +3,6 @@ store, where workers read them."""
 
 from __future__ import annotations
 
-import time
-
 from faasml.runtime.coordinator.state import CoordinatorState
 from faasml.sync.stores import Store
 from faasml.workloads.data import Dataset, dataset_to_bytes, partition
@@ -43,13 +41,13 @@ class Partitions:
         prefix = f"{self.data_prefix}/n{n}"
         if self._objects.get(f"{prefix}/samples") is None:
             assert self._train is not None, "set_data comes first"
-            began = time.monotonic()
+            began = self._state.clock.monotonic()
             for worker in range(n):
                 data = dataset_to_bytes(partition(self._train, worker, n))
                 self._objects.put(f"{prefix}/part-{worker}", data)
                 self.partition_mb += len(data) / 1e6
             self._objects.put(f"{prefix}/samples", str(self.samples).encode())
-            self._state.timings["partition_s"] += time.monotonic() - began
+            self._state.timings["partition_s"] += self._state.clock.monotonic() - began
         self._written_n.add(n)
 
     def write_mbps(self) -> float | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from faasml.exceptions import FaasmlError
 from faasml.runtime.coordinator.trial import TrialState
@@ -84,6 +85,28 @@ TIMINGS = {
 """The parts of a run's time the coordinator adds up (``CoordinatorState.timings``)."""
 
 
+class RunClock(Protocol):
+    """Where a run's time comes from: the machine's, or a simulator's virtual time (where
+    sleeping advances the clock instead of waiting)."""
+
+    def monotonic(self) -> float: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+
+class SystemClock:
+    """The machine's monotonic clock; sleeping waits."""
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+SYSTEM_CLOCK = SystemClock()
+
+
 class BudgetExhaustedError(FaasmlError):
     """Internal: the next segment does not fit the budget."""
 
@@ -96,11 +119,13 @@ class CoordinatorState:
     options: CoordinatorOptions
     namespace: str
     origin: float
-    """``time.monotonic()`` at the run's time zero (``now``)."""
+    """``clock.monotonic()`` at the run's time zero (``now``)."""
     stop_reason: str | None = None
     timings: dict[str, float] = field(default_factory=lambda: dict.fromkeys(TIMINGS, 0.0))
     """Where the run's time went, summed over segments (``TIMINGS``)."""
+    clock: RunClock = SYSTEM_CLOCK
+    """The run's clock: every time the coordinator takes or waits on goes through it."""
 
     def now(self) -> float:
         """Seconds since the run's time zero."""
-        return time.monotonic() - self.origin
+        return self.clock.monotonic() - self.origin

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from faasml.models.space import evaluate_allocation
 from faasml.runtime.coordinator import Coordinator, CoordinatorOptions, TrialFault, TrialState
 from faasml.runtime.coordinator.meter import Meter
 from faasml.runtime.coordinator.ranking import metric_mode
+from faasml.runtime.coordinator.state import SYSTEM_CLOCK, RunClock
 from faasml.runtime.function.worker import ModelRecipe
 from faasml.runtime.platforms.contract import Platform, open_platform
 from faasml.runtime.profile.measure import (
@@ -104,12 +104,16 @@ class BaseRun:
         reprofile: bool = False,
         outputs: Outputs | None = None,
         callbacks: Sequence[RunCallback] = (),
+        platform: Platform | None = None,
+        clock: RunClock | None = None,
     ) -> None:
         """``measure`` plans from the job's measured profile (cached; ``reprofile`` measures
         again); without it the plan uses the named workload profile (``profile:``).
         ``outputs`` writes the report, curves and plots from the record at the end
         (``faasml.reports.run_outputs.write_outputs``); without it the run writes its record
-        only. ``callbacks`` receive the run's typed events (``runtime.events``)."""
+        only. ``callbacks`` receive the run's typed events (``runtime.events``). ``platform``
+        runs the job in place of the one it names (a simulator's); ``clock`` is the run's time
+        (a simulator's virtual clock; the machine's by default)."""
         self.job = job
         self.constraint = constraint
         self.dir = RunDir(run_dir)
@@ -151,8 +155,10 @@ class BaseRun:
         self.options = options or CoordinatorOptions()
         self.platform_options = platform_options_for(job, self.model, platform_options or {})
         self._platform: Platform | None = None
+        self._given_platform = platform
+        self.clock: RunClock = clock or SYSTEM_CLOCK
         self._writer = RecordWriter(self.dir)
-        self._started = time.monotonic()
+        self._started = self.clock.monotonic()
         self._recipes: dict[int, ModelRecipe] = {}
         self.trials: list[TrialState] = [t.state() for t in self.record.trials]
 
@@ -211,12 +217,14 @@ class BaseRun:
         self.record.events.append(Event(round(self._elapsed(), 3), text))
 
     def _elapsed(self) -> float:
-        return self.record.elapsed_s + (time.monotonic() - self._started)
+        return self.record.elapsed_s + (self.clock.monotonic() - self._started)
 
     def platform(self) -> Platform:
         """The run's platform, opened once: the probe's warm functions serve the run."""
         if self._platform is None:
-            self._platform = open_platform(self.job.platform, self.catalog, **self.platform_options)
+            self._platform = self._given_platform or open_platform(
+                self.job.platform, self.catalog, **self.platform_options
+            )
             # Plans and launches within what the back-end really runs at once.
             limit = self._platform.max_concurrency
             self.catalog = self.catalog.with_concurrency(limit)
@@ -320,7 +328,7 @@ class BaseRun:
     def _open(self) -> tuple[Platform, Coordinator]:
         if self.profile is None and self.record.profile is not None:
             self.measured()  # a resumed run plans and guards with the profile it was planned on
-        self._started = time.monotonic()
+        self._started = self.clock.monotonic()
         objects = open_store(f"embedded://{self.dir.path.resolve() / 'objects'}")
         sync_url = "embedded://" + str(self.dir.sync_dir())
         stores = {name: url for name, url in self.stores.items() if url is not None}
@@ -339,6 +347,7 @@ class BaseRun:
             on_segment=self._on_segment,
             clock_origin=self._started - self.record.elapsed_s,
             stores=stores,
+            clock=self.clock,
         )
         coordinator.predicted_round_s = self.predicted_round_s
         # Segment predictions (the budget guard's) start from the measured cold start.

@@ -11,7 +11,6 @@ per stage, the prediction before the run, the re-prediction and the measurement.
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING
@@ -126,7 +125,7 @@ class TuneRun(BaseRun):
         from faasml.planners.tuning import plan_tuning
 
         self.measured()
-        began = time.monotonic()  # planning is what the run does again between its stages
+        began = self.clock.monotonic()  # planning is what the run does again between its stages
         tuning = self.job.require_tuning()
         sha = tuning.plan_job  # one successive halving, or Hyperband's brackets in turn
         try:
@@ -169,7 +168,7 @@ class TuneRun(BaseRun):
         # Between two stages the run ranks, re-calibrates, re-predicts (re-plans where the
         # prediction moved) and writes its record: priced as this plan took (in the time,
         # not billed: no function runs then).
-        between = time.monotonic() - began
+        between = self.clock.monotonic() - began
         record.between_stages_s = between
         assert record.predicted is not None  # set above
         record.predicted = dataclasses.replace(
