@@ -58,6 +58,7 @@ ROOT_UNITS = {
     "api_restore": "api",
     "api_train": "api",
     "api_checks": "api",
+    "api_function": "api",
     "results": "api",
     "samplers": "job",
 }

@@ -56,7 +56,7 @@ def test_a_replan_the_guard_would_refuse_is_not_taken(
         return [*chosen[:-1], dataclasses.replace(chosen[-1], allocation=wide)]
 
     monkeypatch.setattr(
-        "faasml.runtime.runs.tune.keep_warm", widened
+        "faasml.runtime.runs.tune_replan.keep_warm", widened
     )  # the plan is made: only re-plans
     record = run.execute()
     assert record.status == "finished", record.stop_reason

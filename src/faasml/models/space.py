@@ -173,7 +173,51 @@ def evaluate(
     memory = np.asarray(memory_mb, dtype=np.int64)
     shape = np.broadcast_shapes(count.shape, memory.shape)
     out = exclusions if exclusions is not None else Exclusions()
+    keep = _feasible(workload, catalog, storage, scheme, count, memory, out)
+    time = epoch_time(workload, platform, data_store, service, scheme, count, memory)
+    cost = epoch_cost(workload, platform, data_store, service, scheme, count, memory, time)
+    options = catalog.sync_options()
 
+    def rows(values: ArrayLike) -> NDArray[np.generic]:
+        return np.broadcast_to(np.asarray(values), shape)[keep]
+
+    kept_n = rows(count).astype(np.int64)
+    kept_memory = rows(memory).astype(np.int64)
+    # Where warm functions keep their partition, a function's start reads it (billed: it runs
+    # inside the first invocation), and eq. 2's epochs do not.
+    partition_s = rows(time.partition_s).astype(float)
+    partition_usd = kept_n * partition_s * kept_memory / 1024.0 * platform.price_per_gb_s
+    return AllocationTable(
+        n=kept_n,
+        memory_mb=kept_memory,
+        option=np.full(kept_n.shape, options.index((storage, scheme)), dtype=np.int64),
+        options=options,
+        load_s=rows(time.load_s).astype(float),
+        compute_s=rows(time.compute_s).astype(float),
+        sync_s=rows(time.sync_s).astype(float),
+        invoke_s=rows(time.invoke_s).astype(float),
+        function_usd=rows(cost.function_usd).astype(float),
+        invocation_usd=rows(cost.invocation_usd).astype(float),
+        storage_usd=rows(cost.storage_usd).astype(float),
+        startup_usd=startup_cost(platform, kept_n, kept_memory) + partition_usd,
+        startup_s=platform.cold_start_time(kept_memory) + partition_s,
+    )
+
+
+def _feasible(
+    workload: Workload,
+    catalog: Catalog,
+    storage: str,
+    scheme: str,
+    count: IntArray,
+    memory: IntArray,
+    out: Exclusions,
+) -> NDArray[np.bool_]:
+    """Which (n, memory) of the broadcast ``count`` × ``memory`` ``evaluate``'s rules keep;
+    each row left out is counted in ``out`` under the first rule it breaks."""
+    platform = catalog.platform
+    service = catalog.storage(storage)
+    shape = np.broadcast_shapes(count.shape, memory.shape)
     keep = np.ones(shape, dtype=bool)
 
     def rule(reason: str, broken: NDArray[np.bool_]) -> None:
@@ -204,34 +248,7 @@ def evaluate(
             f"{storage}: one round does not fit the node's memory",
             (count + 1) * workload.model_mb > service.node_memory_mb,
         )
-    time = epoch_time(workload, platform, data_store, service, scheme, count, memory)
-    cost = epoch_cost(workload, platform, data_store, service, scheme, count, memory, time)
-    options = catalog.sync_options()
-
-    def rows(values: ArrayLike) -> NDArray[np.generic]:
-        return np.broadcast_to(np.asarray(values), shape)[keep]
-
-    kept_n = rows(count).astype(np.int64)
-    kept_memory = rows(memory).astype(np.int64)
-    # Where warm functions keep their partition, a function's start reads it (billed: it runs
-    # inside the first invocation), and eq. 2's epochs do not.
-    partition_s = rows(time.partition_s).astype(float)
-    partition_usd = kept_n * partition_s * kept_memory / 1024.0 * platform.price_per_gb_s
-    return AllocationTable(
-        n=kept_n,
-        memory_mb=kept_memory,
-        option=np.full(kept_n.shape, options.index((storage, scheme)), dtype=np.int64),
-        options=options,
-        load_s=rows(time.load_s).astype(float),
-        compute_s=rows(time.compute_s).astype(float),
-        sync_s=rows(time.sync_s).astype(float),
-        invoke_s=rows(time.invoke_s).astype(float),
-        function_usd=rows(cost.function_usd).astype(float),
-        invocation_usd=rows(cost.invocation_usd).astype(float),
-        storage_usd=rows(cost.storage_usd).astype(float),
-        startup_usd=startup_cost(platform, kept_n, kept_memory) + partition_usd,
-        startup_s=platform.cold_start_time(kept_memory) + partition_s,
-    )
+    return keep
 
 
 def evaluate_allocation(

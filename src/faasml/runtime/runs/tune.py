@@ -13,13 +13,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING
 
 from faasml.exceptions import InfeasibleConstraintError
 from faasml.models.calibration import REPLAN_DELTA, Calibration, moved, trial_factors
 from faasml.models.config_cost import factor, mean_factor
 from faasml.runtime.coordinator import Coordinator, Prewarm, TrialState
-from faasml.runtime.coordinator.estimates import BUDGET_MARGIN, coordinator_seconds
 from faasml.runtime.coordinator.ranking import (
     diverged_line,
     is_diverged,
@@ -33,39 +31,14 @@ from faasml.runtime.runs.base import BaseRun
 from faasml.runtime.runs.events import StageEnd
 from faasml.runtime.runs.stage_pricing import keep_warm, stage_estimates, warm_after, warm_pool
 from faasml.runtime.runs.tune_draws import Bracket, bracket_of, brackets, draw_bracket
-from faasml.types import Constraint, StagePlan
-
-if TYPE_CHECKING:
-    from faasml.planners.tuning import Stages
-
-REPLAN_TRIES = 3
-"""Plans a re-plan asks for (each within less budget) before the plan stands: one the budget
-guard would refuse is never taken."""
-
-
-def _stage_record(stage: StagePlan) -> StageRecord:
-    """A planner's stage as the run's plan holds it (its prediction set by the run)."""
-    return StageRecord(
-        index=stage.index,
-        trials=stage.trials,
-        epochs=stage.epochs,
-        allocation=stage.allocation,
-        epoch_time_s=stage.epoch.time_s,
-        epoch_cost_usd=stage.epoch.cost_usd,
-        time_s=stage.time_s,
-        cost_usd=stage.cost_usd,
-    )
-
-
-def _run_time(stage: StageRecord) -> float:
-    """The run's prediction of a stage as last (re-)planned (its re-calibration's reference)."""
-    estimate = stage.run_estimate()
-    return stage.time_s if estimate is None else estimate.time_s
-
-
-def _run_cost(stage: StageRecord) -> float:
-    estimate = stage.run_estimate()
-    return stage.cost_usd if estimate is None else estimate.cost_usd
+from faasml.runtime.runs.tune_replan import (
+    Replan,
+    grown,
+    measured_catalog,
+    run_estimate,
+    stage_record,
+)
+from faasml.types import Constraint
 
 
 class TuneRun(BaseRun):
@@ -139,7 +112,7 @@ class TuneRun(BaseRun):
             )
         except InfeasibleConstraintError as err:
             raise self.refused(err) from None
-        stages = [_stage_record(s) for s in plan.stages]
+        stages = [stage_record(s) for s in plan.stages]
         # The planner prices each stage's cold start; a stage on the memory size of the one
         # before starts on the functions it left warm, so the run's prediction leaves it out.
         stages = keep_warm(
@@ -365,32 +338,19 @@ class TuneRun(BaseRun):
         self._check_profile([t.history for t in trials], range(1, last + 1))  # all drawn
         factors = trial_factors(histories, range(1, last + 1), self.workload, self.plan_catalog)
         self.record.calibration = calibration
-        self._grow_footprint(coordinator)
+        self.workload = grown(self.workload, self.trials)
         self.workload, self.plan_catalog = calibration.recalibrated(
             self.workload, self.plan_catalog
         )
-        cold = coordinator.estimator.cold_start_at_one_vcpu()
-        if cold is not None:  # the cold starts this run measured, as the catalog states them
-            # (they started side by side with the stage's first wave: taken back to one alone)
-            allocation = stages[index].allocation
-            functions = warm_after(self.plan_catalog, self.workload, allocation, len(trials))
-            demand = functions * float(self.plan_catalog.platform.vcpus(allocation.memory_mb))
-            cold /= self.plan_catalog.platform.contention(demand)
-            platform = dataclasses.replace(self.plan_catalog.platform, cold_start_s=cold)
-            self.plan_catalog = dataclasses.replace(self.plan_catalog, platform=platform)
-        # The coordinator's own time between a trial's invocations, as this run measured it.
-        between = coordinator_seconds(
-            coordinator.commits_s, coordinator.launches_s, coordinator.options.poll_s
+        self.plan_catalog, self.record.coordinator_s = measured_catalog(
+            self.plan_catalog, self.workload, coordinator, stages[index].allocation, len(trials)
         )
-        self.record.coordinator_s = between
         # How fast this run's coordinator wrote the partitions (a later count's are priced so).
         self.record.partition_write_mbps = coordinator.partition_write_mbps()
-        platform = dataclasses.replace(self.plan_catalog.platform, coordinator_s=between)
-        self.plan_catalog = dataclasses.replace(self.plan_catalog, platform=platform)
         rest = stages[index + 1 :]
         if rest and bracket_of(self.job, index + 1).first_stage != index + 1:
             rest[0].trial_factors = tuple(factors)  # the trials kept: priced as each measured
-        before = (sum(_run_time(s) for s in rest), sum(_run_cost(s) for s in rest))
+        before = run_estimate(rest)
         estimates = self._estimates(stages)[index + 1 :]
         for stage, estimate in zip(rest, estimates, strict=True):
             stage.repredicted = Estimate(*estimate)
@@ -403,76 +363,9 @@ class TuneRun(BaseRun):
         )
         self._replan(index + 1, coordinator, ranked(kept, self.job.require_tuning().metric))
 
-    def _guarded_plan(
-        self,
-        start: int,
-        constraint: Constraint,
-        rest: tuple[Stages, dict[int, int]],
-        coordinator: Coordinator,
-        kept: list[TrialState],
-    ) -> list[StageRecord] | None:
-        """The planner's stages ``start``… for ``rest`` (the stages' shape, the warm pool)
-        within ``constraint``, priced by the budget guard's own pricing before they are
-        taken (``Coordinator.guard_refusal``): a choice the guard would refuse is planned
-        again within BUDGET_MARGIN less budget, REPLAN_TRIES times at most; None (an event
-        says why) where the planner or the guard refuses them all, and the plan stands."""
-        from faasml.planners.tuning import plan_tuning
-
-        assert self.record.plan is not None  # the run follows one
-        stages = self.record.plan.stages
-        job, warm = rest
-        refused = ""
-        for _ in range(REPLAN_TRIES):
-            try:
-                plan = plan_tuning(
-                    self.workload,
-                    self.planner_catalog(),
-                    constraint,
-                    job,
-                    self.record.plan.planner,
-                    warm=warm,
-                )
-            except InfeasibleConstraintError as err:
-                self.event(f"re-plan: {err}; the plan stands (the budget guard still holds)")
-                return None
-            fresh = keep_warm(
-                self.workload,
-                self.plan_catalog,
-                [*stages[:start], *(_stage_record(new) for new in plan.stages)],
-                plan.constraint,
-                self._probe_warm(),
-                start,
-            )[start:]
-            priced = [(s.allocation, s.trials, s.epochs) for s in fresh]
-            refusal = coordinator.guard_refusal(priced, kept)
-            if refusal is None:
-                return fresh
-            onto = ", ".join(
-                f"stage {o.index} on {n.allocation}"
-                for o, n in zip(stages[start:], fresh, strict=True)
-            )
-            refused = f"{onto}: {refusal}"
-            if constraint.budget_usd is None:
-                break
-            constraint = dataclasses.replace(
-                constraint, budget_usd=constraint.budget_usd / BUDGET_MARGIN
-            )
-        self.event(f"re-plan refused by the budget guard's pricing ({refused}); the plan stands")
-        return None
-
-    def _grow_footprint(self, coordinator: Coordinator) -> None:
-        """A function that ran out of memory raises the footprint the planner respects (the
-        trials keep the memory they were moved to in the record, so a resumed run too)."""
-        needed = max((t.memory_mb for t in self.trials), default=0)
-        if needed > self.workload.memory_needed_mb(1):
-            extra = needed - float(self.workload.memory_needed_mb(1))
-            self.workload = dataclasses.replace(
-                self.workload, runtime_mb=self.workload.runtime_mb + extra
-            )
-
     def _replan(self, start: int, coordinator: Coordinator, kept: list[TrialState]) -> None:
         """Plan stages ``start``… again within the budget and deadline left, never onto
-        stages the budget guard would refuse (``_guarded_plan``)."""
+        stages the budget guard would refuse (``Replan.guarded``)."""
         from faasml.planners.tuning import Stages
 
         record = self.record.plan
@@ -494,27 +387,25 @@ class TuneRun(BaseRun):
         for memory, started in self._prewarmed.items():  # started for the stage planned before
             if started:
                 warm[memory] = warm.get(memory, 0) + started
+        replan = Replan(
+            self.workload,
+            self.plan_catalog,
+            self.planner_catalog(),
+            record.planner,
+            self._probe_warm(),
+            stages,
+            start,
+        )
         constraint = Constraint(budget, deadline, c.objective)
-        fresh_stages = self._guarded_plan(start, constraint, (job, warm), coordinator, kept)
-        if fresh_stages is None:
+        fresh = replan.guarded(
+            constraint,
+            (job, warm),
+            lambda priced: coordinator.guard_refusal(priced, kept),
+            self.event,
+        )
+        if fresh is None:
             return
         # The same trials, stage by stage, as the stages they replace.
-        estimates = self._estimates([*stages[:start], *fresh_stages], stages)[start:]
-        for offset, (old, fresh, estimate) in enumerate(
-            zip(rest, fresh_stages, estimates, strict=True)
-        ):
-            if fresh.allocation != old.allocation:
-                self.event(f"stage {old.index} re-planned: {old.allocation} -> {fresh.allocation}")
-            stages[start + offset] = dataclasses.replace(
-                fresh,  # the re-plan's allocation; the plan's figures stay as planned
-                index=old.index,
-                time_s=old.time_s,
-                cost_usd=old.cost_usd,
-                planned_allocation=old.planned_allocation or old.allocation,
-                predicted=old.predicted,  # the prediction before the run stands
-                replanned=Estimate(*estimate),
-                repredicted=Estimate(*estimate),
-                prewarm_usd=old.prewarm_usd,  # already billed
-                trial_factors=old.trial_factors,  # already measured
-            )
+        estimates = self._estimates([*stages[:start], *fresh], stages)[start:]
+        replan.adopt(fresh, estimates, self.event)
         record.replans += 1

@@ -187,28 +187,59 @@ def _text(value: Any) -> str | None:
 
 
 def _patches(source: Path, handle: Variables, limit: int | None) -> WindPatches:
-    def need(name: str, rank: int, units: tuple[str, ...] | None) -> None:
-        if not handle.has(name):
-            raise WorkloadError(
-                f"{source}: variable '{name}' is missing; a WindSR file needs wind_speed, "
-                "wind_speed_lr and terrain (see docs/windsr.md)"
-            )
-        if len(handle.shape(name)) != rank:
-            raise WorkloadError(
-                f"{source}: variable '{name}' has shape {handle.shape(name)}, but must have "
-                f"{rank} dimensions"
-            )
-        if units is not None:
-            found = handle.units(name)
-            if found is None or found.strip().lower() not in units:
-                raise WorkloadError(
-                    f"{source}: variable '{name}' has units {found!r}, but must be "
-                    f"{'m s-1 (wind speed)' if units is SPEED_UNITS else 'm (height)'}"
-                )
+    """The file's patches (the first ``limit``), its layout checked before anything is read."""
+    hr_shape = _grid(source, handle)
+    n, height, _ = hr_shape
+    stations = [handle.has(name) for name in ("station_row", "station_col", "station_speed")]
+    if any(stations) and not all(stations):
+        raise WorkloadError(
+            f"{source}: variables station_row, station_col and station_speed come together; "
+            "some are missing"
+        )
+    count = n if limit is None else min(n, limit)
+    hr = as_float(source, "wind_speed", handle.read("wind_speed", limit), SPEED_BOUNDS)
+    fields = {
+        "lr": as_float(source, "wind_speed_lr", handle.read("wind_speed_lr", limit), SPEED_BOUNDS),
+        "terrain": as_float(source, "terrain", handle.read("terrain", limit), HEIGHT_BOUNDS),
+        "truth": as_float(source, "truth", handle.read("truth", limit), SPEED_BOUNDS)
+        if handle.has("truth")
+        else hr.copy(),
+    }
+    if all(stations):
+        rows, cols, readings = _stations(source, handle, limit, n, height)
+    else:
+        rows = cols = np.zeros((count, 0), dtype=np.int64)
+        readings = np.zeros((count, 0), dtype=np.float32)
+    return WindPatches(hr, fields["lr"], fields["terrain"], fields["truth"], rows, cols, readings)
 
-    need("wind_speed", 3, SPEED_UNITS)
-    need("wind_speed_lr", 3, SPEED_UNITS)
-    need("terrain", 3, HEIGHT_UNITS)
+
+def _need(source: Path, handle: Variables, name: str, rank: int, units: tuple[str, ...]) -> None:
+    """Variable ``name`` is there, of ``rank`` dimensions, in one of ``units``."""
+    if not handle.has(name):
+        raise WorkloadError(
+            f"{source}: variable '{name}' is missing; a WindSR file needs wind_speed, "
+            "wind_speed_lr and terrain (see docs/windsr.md)"
+        )
+    if len(handle.shape(name)) != rank:
+        raise WorkloadError(
+            f"{source}: variable '{name}' has shape {handle.shape(name)}, but must have "
+            f"{rank} dimensions"
+        )
+    found = handle.units(name)
+    if found is None or found.strip().lower() not in units:
+        raise WorkloadError(
+            f"{source}: variable '{name}' has units {found!r}, but must be "
+            f"{'m s-1 (wind speed)' if units is SPEED_UNITS else 'm (height)'}"
+        )
+
+
+def _grid(source: Path, handle: Variables) -> tuple[int, ...]:
+    """The high-resolution shape (sample, y, x), the gridded variables checked against it:
+    square grids, the low resolution dividing the high one at least twice, the same
+    samples in each."""
+    _need(source, handle, "wind_speed", 3, SPEED_UNITS)
+    _need(source, handle, "wind_speed_lr", 3, SPEED_UNITS)
+    _need(source, handle, "terrain", 3, HEIGHT_UNITS)
     hr_shape = handle.shape("wind_speed")
     n, height, width = hr_shape
     if height != width or n < 1:
@@ -230,45 +261,32 @@ def _patches(source: Path, handle: Variables, limit: int | None) -> WindPatches:
     for name in ("terrain", "truth"):
         if name == "truth" and not handle.has(name):
             continue
-        need(name, 3, HEIGHT_UNITS if name == "terrain" else SPEED_UNITS)
+        _need(source, handle, name, 3, HEIGHT_UNITS if name == "terrain" else SPEED_UNITS)
         if handle.shape(name) != hr_shape:
             raise WorkloadError(
                 f"{source}: variable '{name}' has shape {handle.shape(name)}, but must match "
                 f"'wind_speed' {hr_shape}"
             )
-    stations = [handle.has(name) for name in ("station_row", "station_col", "station_speed")]
-    if any(stations) and not all(stations):
-        raise WorkloadError(
-            f"{source}: variables station_row, station_col and station_speed come together; "
-            "some are missing"
-        )
-    count = n if limit is None else min(n, limit)
-    hr = as_float(source, "wind_speed", handle.read("wind_speed", limit), SPEED_BOUNDS)
-    fields = {
-        "lr": as_float(source, "wind_speed_lr", handle.read("wind_speed_lr", limit), SPEED_BOUNDS),
-        "terrain": as_float(source, "terrain", handle.read("terrain", limit), HEIGHT_BOUNDS),
-        "truth": as_float(source, "truth", handle.read("truth", limit), SPEED_BOUNDS)
-        if handle.has("truth")
-        else hr.copy(),
-    }
-    if all(stations):
-        need("station_speed", 2, SPEED_UNITS)
-        k_shape = handle.shape("station_speed")
-        for name in ("station_row", "station_col"):
-            if handle.shape(name) != k_shape or k_shape[0] != n:
-                raise WorkloadError(
-                    f"{source}: variable '{name}' has shape {handle.shape(name)}, but must be "
-                    f"(sample, station) = {k_shape} like 'station_speed' with {n} samples"
-                )
-        rows = as_cells(source, "station_row", handle.read("station_row", limit), height)
-        cols = as_cells(source, "station_col", handle.read("station_col", limit), height)
-        readings = as_float(
-            source, "station_speed", handle.read("station_speed", limit), SPEED_BOUNDS
-        )
-    else:
-        rows = cols = np.zeros((count, 0), dtype=np.int64)
-        readings = np.zeros((count, 0), dtype=np.float32)
-    return WindPatches(hr, fields["lr"], fields["terrain"], fields["truth"], rows, cols, readings)
+    return hr_shape
+
+
+def _stations(
+    source: Path, handle: Variables, limit: int | None, n: int, side: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float32]]:
+    """The station cells (row, column) and readings, (sample, station) each, of ``n``
+    samples on a grid of ``side`` cells."""
+    _need(source, handle, "station_speed", 2, SPEED_UNITS)
+    k_shape = handle.shape("station_speed")
+    for name in ("station_row", "station_col"):
+        if handle.shape(name) != k_shape or k_shape[0] != n:
+            raise WorkloadError(
+                f"{source}: variable '{name}' has shape {handle.shape(name)}, but must be "
+                f"(sample, station) = {k_shape} like 'station_speed' with {n} samples"
+            )
+    rows = as_cells(source, "station_row", handle.read("station_row", limit), side)
+    cols = as_cells(source, "station_col", handle.read("station_col", limit), side)
+    readings = as_float(source, "station_speed", handle.read("station_speed", limit), SPEED_BOUNDS)
+    return rows, cols, readings
 
 
 def as_float(
