@@ -64,3 +64,19 @@ def test_stages_before_start_are_left_as_they_are(workload: Workload, catalog: C
         1024,
         1024,
     ]
+
+
+def test_a_run_of_stages_moves_together_where_one_alone_would_not_pay() -> None:
+    """Stages 2-4 on a cheaper size than stage 1's: moving stage 2 alone onto stage 1's warm
+    size costs more (stage 3 then pays the cold start stage 2 saved); moving all three saves
+    the cheaper size's cold start for good (short epochs: the start is most of the bill)."""
+    catalog = load_catalog("aws-lambda")
+    workload = table_workload(((128.0, 0.00009), (1024.0, 0.00002), (3538.0, 0.00001)))
+    plan = [_stage(2, 1536), _stage(1, 1024), _stage(1, 1024), _stage(1, 1024)]
+    one = [_stage(2, 1536), _stage(1, 1536), _stage(1, 1024), _stage(1, 1024)]
+    every = [_stage(2, 1536), _stage(1, 1536), _stage(1, 1536), _stage(1, 1536)]
+    cost = [_totals(workload, catalog, stages)[1] for stages in (plan, one, every)]
+    assert cost[1] > cost[0] > cost[2]  # one alone is worse; all together better
+    cheapest = Constraint(deadline_s=100.0)
+    kept = keep_warm(workload, catalog, plan, cheapest)
+    assert [s.allocation.memory_mb for s in kept] == [1536, 1536, 1536, 1536]

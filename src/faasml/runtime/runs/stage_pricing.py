@@ -277,12 +277,14 @@ def keep_warm(
     warm: Mapping[int, int] | None = None,
     start: int = 0,
 ) -> list[StageRecord]:
-    """Stages ``start``… moved, one at a time in order, onto the allocation of the stage before
-    where ``stage_estimates`` (which knows the functions each stage leaves warm) says the rest
-    is then no worse for the constraint's goal and still within it. The planner prices every
+    """Stages ``start``… moved onto the allocation of the stage before where
+    ``stage_estimates`` (which knows the functions each stage leaves warm) says the rest is
+    then no worse for the constraint's goal and still within it. The planner prices every
     stage's start on its own (stages are independent in its knapsack); a stage on the size the
-    one before left warm pays no cold start, which only this pass sees. The stages given are
-    not changed (a moved one is a new record)."""
+    one before left warm pays no cold start, which only this pass sees. Each stage in order is
+    tried with every run of the stages after it moved along (moving one stage alone would make
+    the next pay the cold start it saved). The stages given are not changed (a moved one is a
+    new record)."""
     best = list(stages)
 
     def totals(plan: list[StageRecord]) -> tuple[float, float]:
@@ -300,16 +302,25 @@ def keep_warm(
         table = evaluate_allocation(workload, catalog, before)
         if len(table) == 0:
             continue
-        moved_stage = dataclasses.replace(
-            best[index],
-            # The planner's allocation, whose figures time_s and cost_usd still are.
-            planned_allocation=best[index].planned_allocation or best[index].allocation,
-            allocation=before,
-            epoch_time_s=float(table.time_s[0]),
-            epoch_cost_usd=float(table.cost_usd[0]),
-        )
-        candidate = [*best[:index], moved_stage, *best[index + 1 :]]
-        value = totals(candidate)
-        if constraint.admits(*value) and key(value) <= key(current):
-            best, current = candidate, value
+        figures = (float(table.time_s[0]), float(table.cost_usd[0]))
+        for end in range(index + 1, len(best) + 1):
+            moved = [_onto(stage, before, figures) for stage in best[index:end]]
+            candidate = [*best[:index], *moved, *best[end:]]
+            value = totals(candidate)
+            if constraint.admits(*value) and key(value) <= key(current):
+                best, current = candidate, value
     return best
+
+
+def _onto(stage: StageRecord, allocation: Allocation, figures: tuple[float, float]) -> StageRecord:
+    """``stage`` on ``allocation`` (whose epoch takes and costs ``figures``)."""
+    if stage.allocation == allocation:
+        return stage
+    return dataclasses.replace(
+        stage,
+        # The planner's allocation, whose figures time_s and cost_usd still are.
+        planned_allocation=stage.planned_allocation or stage.allocation,
+        allocation=allocation,
+        epoch_time_s=figures[0],
+        epoch_cost_usd=figures[1],
+    )
