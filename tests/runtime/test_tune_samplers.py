@@ -11,6 +11,7 @@ import numpy as np
 import optuna
 import pytest
 import torch
+import yaml
 
 import faasml
 from faasml.exceptions import ConfigError
@@ -218,3 +219,19 @@ def test_a_stage_is_split_into_batches_of_whole_waves() -> None:
     sizes = batch_sizes(32, 1, 6)
     assert sizes[0] == 6 and sum(sizes) == 32 and len(sizes) == MAX_BATCHES
     assert sizes[1:] == sorted(sizes[1:])  # the longer batches later
+
+
+def test_tune_config_hyperband_replaces_the_jobs_successive_halving(tmp_path: Path) -> None:
+    data = tiny_tune_job("api-hyperband")  # successive halving: 2 trials, 1 stage
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(yaml.safe_dump(data))
+    config = faasml.TuneConfig(budget=0.05, hyperband=3, reduction_factor=3)
+    for job in (from_mapping(data), str(job_file)):
+        tuner = faasml.Tuner(job, tune_config=config, run_dir=tmp_path / "run")
+        tuning = tuner.job.require_tuning()
+        assert tuning.hyperband == 3 and tuning.trials_per_stage == (3, 1, 2)
+    with pytest.raises(ConfigError) as caught:
+        faasml.Tuner(from_mapping(data), tune_config=faasml.TuneConfig(hyperband=3, num_samples=8))
+    assert str(caught.value) == (
+        "hyperband=3 sets the brackets' trials, stages and epochs; leave out num_samples"
+    )
