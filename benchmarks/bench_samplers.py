@@ -232,6 +232,7 @@ def ray_run(job: JobSpec, seed: int, max_epochs: int, budget_epochs: int) -> flo
             metric="value",
             mode=mode,
             max_concurrent_trials=1,
+            reuse_actors=True,  # one worker process for every trial, as Optuna in-process
         ),
         run_config=tune.RunConfig(stop=Budget(), verbose=0),
     )
