@@ -5,18 +5,21 @@ Per seed (the job's seed), on one job (default: a small MLP on generated Higgs-l
 a conditional momentum; ``--job`` takes a job file such as examples/tune-digits.yaml):
 
 - faasml ``random`` and ``tpe``: successive halving, ``--trials`` trials, η = 2, one epoch per
-  stage (``tpe`` draws as ``random`` here: a successive-halving run draws once, up front);
+  stage (``tpe``'s first stage runs in batches of whole waves where the plan runs it in more
+  than one: random start-up trials, then each batch drawn from what the batches before
+  measured);
 - faasml ``hyperband`` (random) and ``bohb`` (``tpe``): Hyperband for R = ``--max-epochs``,
   η = 3, later brackets drawn from TPE fitted on the earlier brackets' results;
   every faasml run within ``--budget`` dollars, on the local platform, for real;
 - Optuna: ``TPESampler`` + ``SuccessiveHalvingPruner`` (η = 3, min resource 1 epoch, at most
   R epochs a trial), and Ray Tune: ``ASHAScheduler`` + ``OptunaSearch``; each trains the same
   model, data and configurations in this process (one worker, the job's batch size) until it
-  has trained as many trial-epochs as the largest faasml run of the seed did.
+  has trained as many trial-epochs as the largest faasml run of the seed did, on one torch
+  thread (as a function of one vCPU; Ray started once for every seed).
 
 Prints one row per seed and method (best validation metric, trial-epochs; for faasml the bill
-and the run's own prediction of it; the job's profile is measured once, before the rows) and
-the median over seeds.
+and the run's own prediction of it; the job's profile is measured once, before the rows), the
+median over seeds, and each faasml method's median bill over its prediction.
 
     .venv/bin/python benchmarks/record.py --out benchmarks/results/samplers.md -- \\
         benchmarks/bench_samplers.py --seeds 10
@@ -25,7 +28,9 @@ the median over seeds.
 from __future__ import annotations
 
 import argparse
+import logging
 import math
+import os
 import statistics
 import sys
 import tempfile
@@ -34,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from faasml.job import JobSpec, apply_config, from_mapping, load_job
 from faasml.runtime.runs.session import TuneRun
@@ -177,6 +183,8 @@ class _Define:
 
 def ray_run(job: JobSpec, seed: int, max_epochs: int, budget_epochs: int) -> float:
     """Ray Tune's ASHA + OptunaSearch until ``budget_epochs`` trial-epochs, one trial at once."""
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # verbose=0 is then silent
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")  # no result files
     import ray
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler
@@ -189,6 +197,7 @@ def ray_run(job: JobSpec, seed: int, max_epochs: int, budget_epochs: int) -> flo
     data = load_data(job.dataset)
 
     def trainable(config: dict[str, Any]) -> None:
+        torch.set_num_threads(1)  # one worker, as the in-process baselines
         # Ray hands over Optuna's raw parameters: a choice as its index among the values.
         chosen = {k: _value(space, k, v) for k, v in config.items() if v is not None}
         trainer = Trainer(job, chosen, data)
@@ -207,25 +216,29 @@ def ray_run(job: JobSpec, seed: int, max_epochs: int, budget_epochs: int) -> flo
             return self.used >= budget_epochs
 
     search = OptunaSearch(space=_Define(space), metric="value", mode=mode, seed=seed)
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
-    try:
-        tuner = tune.Tuner(
-            trainable,
-            tune_config=tune.TuneConfig(
-                search_alg=search,
-                scheduler=ASHAScheduler(max_t=max_epochs, grace_period=1, reduction_factor=3),
-                num_samples=budget_epochs,
-                metric="value",
-                mode=mode,
-                max_concurrent_trials=1,
-            ),
-            run_config=tune.RunConfig(stop=Budget(), verbose=0),
+    if not ray.is_initialized():  # once for every seed (``main`` shuts it down)
+        ray.init(
+            num_cpus=1,
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level=logging.ERROR,
         )
-        grid = tuner.fit()
-        results = [grid[i] for i in range(len(grid))]
-        values = [r.metrics.get("value", math.nan) for r in results if r.metrics]
-    finally:
-        ray.shutdown()
+    tuner = tune.Tuner(
+        trainable,
+        tune_config=tune.TuneConfig(
+            search_alg=search,
+            scheduler=ASHAScheduler(max_t=max_epochs, grace_period=1, reduction_factor=3),
+            num_samples=budget_epochs,
+            metric="value",
+            mode=mode,
+            max_concurrent_trials=1,
+            reuse_actors=True,  # one worker process for every trial, as Optuna in-process
+        ),
+        run_config=tune.RunConfig(stop=Budget(), verbose=0),
+    )
+    grid = tuner.fit()
+    results = [grid[i] for i in range(len(grid))]
+    values = [r.metrics.get("value", math.nan) for r in results if r.metrics]
     return _best(values, metric)
 
 
@@ -246,6 +259,7 @@ def main() -> None:
     parser.add_argument("--no-ray", action="store_true", help="skip Ray Tune")
     args = parser.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # rows as they come
+    torch.set_num_threads(1)  # the in-process baselines train as one worker of one vCPU
     base = JOB if args.job is None else load_job(args.job).to_dict(redact=False)
     base = {**base, "tuning": {"metric": base.get("tuning", {}).get("metric", "loss")}}
     metric = base["tuning"]["metric"]
@@ -265,6 +279,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:  # the job's profile, cached for every run
         faasml_run(base, 0, {**sha, "trials": 2, "stages": 1}, args.budget, Path(folder) / "r")
     results: dict[str, list[float]] = {}
+    billed: dict[str, list[float]] = {}
     ray_skipped = "--no-ray" if args.no_ray else None
     for seed in range(args.seeds):
         most = 0
@@ -274,6 +289,7 @@ def main() -> None:
                 value, epochs, usd, predicted = faasml_run(base, seed, tuning, args.budget, run_dir)
             most = max(most, epochs)
             results.setdefault(name, []).append(value)
+            billed.setdefault(name, []).append(usd / predicted if predicted > 0 else math.nan)
             print(f"{seed:>4}  {name:<22}{value:>10.4f}{epochs:>14}{usd:>11.6f}{predicted:>11.6f}")
         job = _job(base, seed, sha)
         value = optuna_run(job, seed, args.max_epochs, most)
@@ -289,11 +305,18 @@ def main() -> None:
             else:
                 results.setdefault("ray asha + optuna", []).append(value)
                 print(f"{seed:>4}  {'ray asha + optuna':<22}{value:>10.4f}{most:>14}{'-':>11}")
-    if ray_skipped is not None:
+    if ray_skipped is None:
+        import ray
+
+        ray.shutdown()
+    else:
         print(f"Ray Tune skipped: {ray_skipped}")
     print(f"\nmedian over {args.seeds} seed(s) of the best validation {metric}:")
     for name, values in results.items():
         print(f"  {name:<22}{statistics.median(values):>10.4f}")
+    print(f"\nmedian over {args.seeds} seed(s) of the bill over the run's prediction:")
+    for name, ratios in billed.items():
+        print(f"  {name:<22}{statistics.median(ratios):>10.2f}")
 
 
 if __name__ == "__main__":

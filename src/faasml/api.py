@@ -45,10 +45,17 @@ from pathlib import Path
 from typing import Any
 
 from faasml._validate import shown
-from faasml.api_checks import check_type, checked_callbacks, search_alg, with_lines
+from faasml.api_checks import (
+    check_type,
+    checked_callbacks,
+    search_alg,
+    tuning_overrides,
+    with_lines,
+)
 from faasml.api_function import function_job
 from faasml.exceptions import ConfigError, DivergedError, TrialsLostError
 from faasml.job import JobSpec, from_mapping
+from faasml.job.layers import set_path
 from faasml.results import Result, ResultGrid, load_checkpoint
 from faasml.runtime.runs.events import RunCallback
 from faasml.types import Constraint, Objective
@@ -80,13 +87,16 @@ class TuneConfig:
     callbacks: Sequence[RunCallback] = ()
     """``faasml.RunCallback`` objects the run calls with its typed events (``runtime.events``):
     trial results, stage ends, the run's end; e.g. ``faasml.tracking.MLflowCallback``."""
+    hyperband: int | None = None
+    """Hyperband's brackets for a largest budget of this many epochs in place of successive
+    halving (a job file's ``tuning.hyperband``): no ``num_samples``, stages or epochs then."""
 
     def __post_init__(self) -> None:
         """Each field of the right type (a number, a whole number, a string or None), so a
         wrong one is named here rather than failing deep inside planning."""
         for name in ("budget", "deadline"):
             check_type(name, getattr(self, name), (numbers.Real,), "a number")
-        for name in ("num_samples", "reduction_factor", "epochs_per_stage"):
+        for name in ("num_samples", "reduction_factor", "epochs_per_stage", "hyperband"):
             check_type(name, getattr(self, name), (numbers.Integral,), "a whole number")
         for name in ("metric", "mode", "minimise"):
             check_type(name, getattr(self, name), (str,), "a string")
@@ -132,22 +142,7 @@ class Tuner:
         config = _merge_bounds(tune_config or TuneConfig(), budget, deadline)
         if config.mode is not None and config.mode not in ("min", "max"):
             raise ConfigError(f"the value of mode is {config.mode!r}, but must be 'min' or 'max'")
-        tuning = {
-            key: value
-            for key, value in (
-                ("tuning.trials", config.num_samples),
-                ("tuning.reduction_factor", config.reduction_factor),
-                ("tuning.epochs_per_stage", config.epochs_per_stage),
-                ("tuning.stages", config.stages),
-                ("tuning.metric", config.metric),
-                ("tuning.mode", config.mode),
-                (
-                    "tuning.sampler",
-                    config.search_alg if isinstance(config.search_alg, str) else None,
-                ),
-            )
-            if value is not None
-        }
+        tuning = tuning_overrides(config, settings or {})
         self._search_alg = search_alg(config.search_alg)
         self._keys: dict[str, str] = {}
         self._constants: dict[str, Any] = {}
@@ -174,7 +169,7 @@ class Tuner:
             if isinstance(job, JobSpec):
                 data = job.to_dict(redact=False)
                 for key, value in overrides.items():
-                    _set(data, key, value)
+                    set_path(data, key, value)
                 self.job = from_mapping(data, source=job.source)
             else:
                 from faasml.runtime.runs.loop_job import loop_job, names_loop, read_job
@@ -308,14 +303,6 @@ def _merge_bounds(config: TuneConfig, budget: float | None, deadline: float | No
         budget=config.budget if budget is None else budget,
         deadline=config.deadline if deadline is None else deadline,
     )
-
-
-def _set(data: dict[str, Any], dotted: str, value: Any) -> None:
-    *parents, last = dotted.split(".")
-    node = data
-    for part in parents:
-        node = node.setdefault(part, {})
-    node[last] = value
 
 
 __all__ = [

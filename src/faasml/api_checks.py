@@ -3,12 +3,16 @@ the wrong kind is refused in one line naming it and the rule."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from faasml._validate import shown
 from faasml.exceptions import ConfigError
+from faasml.job.layers import hyperband_overrides
 from faasml.runtime.runs.events import RunCallback
+
+if TYPE_CHECKING:
+    from faasml.api import TuneConfig
 
 
 def check_type(name: str, value: object, types: tuple[type, ...], what: str) -> None:
@@ -59,3 +63,37 @@ def search_alg(value: Any) -> Any:
 
     ConfigSampler(SearchSpace({}), value)  # one line naming the value when it is no sampler
     return value
+
+
+def tuning_overrides(config: TuneConfig, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The job's ``tuning`` fields ``config`` sets (dotted paths), Hyperband's brackets in place
+    of successive halving with ``hyperband``; ``settings``: the Tuner's other fields."""
+    tuning = {
+        key: value
+        for key, value in (
+            ("tuning.trials", config.num_samples),
+            ("tuning.reduction_factor", config.reduction_factor),
+            ("tuning.epochs_per_stage", config.epochs_per_stage),
+            ("tuning.stages", config.stages),
+            ("tuning.metric", config.metric),
+            ("tuning.mode", config.mode),
+            ("tuning.sampler", config.search_alg if isinstance(config.search_alg, str) else None),
+        )
+        if value is not None
+    }
+    if config.hyperband is None:
+        return tuning
+    given = [
+        name for name in ("num_samples", "stages", "epochs_per_stage") if getattr(config, name)
+    ]
+    given += [
+        key
+        for key in settings
+        if key in ("tuning.trials", "tuning.stages", "tuning.epochs_per_stage", "tuning.hyperband")
+    ]
+    if given:
+        raise ConfigError(
+            f"hyperband={config.hyperband} sets the brackets' trials, stages and epochs; leave "
+            f"out {', '.join(given)}"
+        )
+    return {**tuning, **hyperband_overrides(config.hyperband, {})}

@@ -11,6 +11,7 @@ import numpy as np
 import optuna
 import pytest
 import torch
+import yaml
 
 import faasml
 from faasml.exceptions import ConfigError
@@ -145,3 +146,92 @@ def test_a_training_function_takes_a_conditional_space(tmp_path: Path) -> None:
     assert {c["decay"] for c in configs} == {"none", "momentum"}
     for config in configs:
         assert ("momentum" in config) == (config["decay"] == "momentum")
+
+
+def _two_vcpu_catalog(folder: Path) -> Path:
+    """The local catalog on a machine of two vCPUs, each function one vCPU whatever its
+    memory: a stage runs 2 // n trials of n functions at once, on any machine."""
+    from faasml import catalog
+
+    text = (Path(catalog.__file__).parent / "data" / "local.yaml").read_text()
+    for line, fixed in (
+        ("mb_per_vcpu: 1769", "mb_per_vcpu: 128"),
+        ("max_vcpus: auto ", "max_vcpus: 1 "),
+        ("capacity_vcpus: auto", "capacity_vcpus: 2"),
+    ):
+        assert line in text
+        text = text.replace(line, fixed)
+    path = folder / "two-vcpus.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_tpe_draws_a_stages_later_trials_from_what_its_earlier_trials_measured(
+    tmp_path: Path,
+) -> None:
+    from faasml.runtime.runs.tune_draws import batch_sizes
+
+    data = tiny_tune_job("tpe-within-stage")
+    data["catalog"] = str(_two_vcpu_catalog(tmp_path))
+    data["tuning"] = {"trials": 6, "stages": 1, "epochs_per_stage": 1, "sampler": "tpe"}
+    data["tuning"]["sampler_options"] = {"min_points": 2}
+    job = from_mapping(data)
+    run = TuneRun(job, Constraint(budget_usd=0.05), tmp_path / "run")
+    run.plan()
+    record = record_to_json(run.execute())
+    assert record["status"] == "finished"
+    # The plan's stage stands: its 6 trials of 1 epoch, in waves of 2 // n trials.
+    stage = record["plan"]["stages"]
+    assert [(s["trials"], s["epochs"]) for s in stage] == [(6, 1)]
+    wave = max(1, 2 // stage[0]["allocation"]["n"])
+    trials = record["trials"]
+    assert [len(t["history"]) for t in trials] == [1] * 6
+    events = [e["text"] for e in record["events"]]
+    sizes = batch_sizes(6, wave, 2)
+    assert len(sizes) > 1
+    random = ConfigSampler(job.search_space, "random", job.seed)  # type: ignore[arg-type]
+    assert [t["config"] for t in trials[: sizes[0]]] == random.draw(sizes[0])  # the start-up
+    losses = [t["history"][0]["val_loss"] for t in trials]
+    start = sizes[0]
+    for size in sizes[1:]:
+        # The batch is TPE's draw told the losses the trials before it measured; told other
+        # losses (the same ones, reversed in rank), TPE draws other configurations.
+        which = f"trial {start}" if size == 1 else f"trials {start}-{start + size - 1}"
+        assert f"stage 1: {which} drawn by tpe from {start} results at 1 epoch(s)" in events
+        told = ConfigSampler(job.search_space, "tpe", job.seed, {"min_points": 2})  # type: ignore[arg-type]
+        other = ConfigSampler(job.search_space, "tpe", job.seed, {"min_points": 2})  # type: ignore[arg-type]
+        for trial, loss in zip(trials[:start], losses[:start], strict=True):
+            told.observe(trial["config"], 1, loss)
+            other.observe(trial["config"], 1, -loss)
+        drawn = [t["config"] for t in trials[start : start + size]]
+        assert drawn == told.draw(size, start=start)
+        assert drawn != other.draw(size, start=start)
+        assert drawn != random.draw(size, start=start)
+        start += size
+
+
+def test_a_stage_is_split_into_batches_of_whole_waves() -> None:
+    from faasml.runtime.runs.tune_draws import MAX_BATCHES, batch_sizes
+
+    assert batch_sizes(6, 1, 3) == [3, 1, 1, 1]
+    assert batch_sizes(8, 3, 6) == [6, 2]  # the last wave is what is left
+    assert batch_sizes(4, 2, 1) == [2, 2]
+    sizes = batch_sizes(32, 1, 6)
+    assert sizes[0] == 6 and sum(sizes) == 32 and len(sizes) == MAX_BATCHES
+    assert sizes[1:] == sorted(sizes[1:])  # the longer batches later
+
+
+def test_tune_config_hyperband_replaces_the_jobs_successive_halving(tmp_path: Path) -> None:
+    data = tiny_tune_job("api-hyperband")  # successive halving: 2 trials, 1 stage
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(yaml.safe_dump(data))
+    config = faasml.TuneConfig(budget=0.05, hyperband=3, reduction_factor=3)
+    for job in (from_mapping(data), str(job_file)):
+        tuner = faasml.Tuner(job, tune_config=config, run_dir=tmp_path / "run")
+        tuning = tuner.job.require_tuning()
+        assert tuning.hyperband == 3 and tuning.trials_per_stage == (3, 1, 2)
+    with pytest.raises(ConfigError) as caught:
+        faasml.Tuner(from_mapping(data), tune_config=faasml.TuneConfig(hyperband=3, num_samples=8))
+    assert str(caught.value) == (
+        "hyperband=3 sets the brackets' trials, stages and epochs; leave out num_samples"
+    )

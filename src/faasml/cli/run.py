@@ -18,9 +18,14 @@ from faasml.cli._common import (
     constraint_from,
 )
 from faasml.cli.run_console import PrepareDisplay, RunDisplay
-from faasml.cli.run_options import json_output, print_trial_lines
+from faasml.cli.run_options import (
+    add_hyperband_option,
+    json_output,
+    print_trial_lines,
+    read_run_job,
+)
 from faasml.exceptions import ConfigError
-from faasml.job import JobSpec, parse_assignments
+from faasml.job import JobSpec
 from faasml.reports.run_format import best_value, config, number, run_metric
 from faasml.reports.run_outputs import write_outputs
 from faasml.reports.run_summary import exit_code, summary_lines
@@ -28,7 +33,7 @@ from faasml.runtime.platforms.contract import PLATFORMS
 from faasml.runtime.record.records import PlanRecord, RunRecord
 from faasml.runtime.record.run_dir import RunDir
 from faasml.runtime.record.run_lock import lock_run
-from faasml.runtime.runs.loop_job import loop_job, read_job
+from faasml.runtime.runs.loop_job import loop_job
 from faasml.runtime.runs.session import BaseRun, TrainRun, TuneRun, resume_run
 from faasml.units import format_duration, format_money
 
@@ -56,6 +61,8 @@ def register(commands: Any) -> None:
             help="measure the job again before planning instead of using its cached profile",
         )
         add_set_option(parser)
+        if kind == "tune":
+            add_hyperband_option(parser)
         add_json_option(parser, "the run's record (record.json)")
         add_constraint_options(parser)
         add_platform_options(parser)
@@ -143,7 +150,7 @@ def run_train(args: argparse.Namespace) -> int:
 def _run(kind: type[TuneRun] | type[TrainRun], args: argparse.Namespace) -> int:
     """Check the run directory, read the job, measure and plan it, run it, report."""
     _check_run_dir(args)
-    job, options = _platform_of(args, read_job(args.job, parse_assignments(args.set)))
+    job, options = _platform_of(args, read_run_job(args))
     if kind is TuneRun:
         job.require_tuning()
     elif job.search_workflow() is not None:  # deployed by a search (docs/search.md)

@@ -1,5 +1,6 @@
-"""``--json`` of `faasml tune`, `train` and `resume` (the record alone on stdout), and the line
-per trial result that piped output prints (``reports.trial_lines``)."""
+"""``--json`` of `faasml tune`, `train` and `resume` (the record alone on stdout), the line
+per trial result that piped output prints (``reports.trial_lines``), and the job a run reads
+(``--set``, and ``--hyperband`` on `faasml tune`)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,53 @@ from rich.console import Console
 from rich.markup import escape
 
 from faasml.cli._common import print_json
+from faasml.job import JobSpec, parse_assignments
+from faasml.job.layers import hyperband_overrides
 from faasml.reports.trial_lines import TrialLines
 from faasml.runtime.record.codec import record_to_json
 from faasml.runtime.record.run_dir import RunDir
 from faasml.runtime.record.run_lock import last_run_dir
 from faasml.runtime.runs.base import BaseRun
+from faasml.runtime.runs.loop_job import read_job
+
+DEFAULT_R = 0
+"""``--hyperband`` given alone: the job's own largest budget (``TuningSpec.default_hyperband``)."""
+
+
+def _max_epochs(text: str) -> int:
+    """``--hyperband``'s value: an integer R >= 1."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(
+            f"the value of --hyperband is {text!r}, but must be an integer R >= 1 (the largest "
+            "number of epochs a trial trains); alone, put it after the job file"
+        )
+    return int(text)
+
+
+def add_hyperband_option(parser: argparse.ArgumentParser) -> None:
+    """``--hyperband [R]``: the job's ``tuning.hyperband: R``."""
+    parser.add_argument(
+        "--hyperband",
+        nargs="?",
+        const=DEFAULT_R,
+        type=_max_epochs,
+        metavar="R",
+        help="tune with Hyperband's brackets for a largest budget of R epochs in place of the "
+        "job's successive halving (the job file's tuning.hyperband: R); alone, R is the epochs "
+        "the job's last stage trains its trials to (stages x epochs_per_stage)",
+    )
+
+
+def read_run_job(args: argparse.Namespace) -> JobSpec:
+    """The job file with ``--set``'s fields and, with ``--hyperband``, Hyperband's brackets in
+    place of its successive halving, as ``tuning.hyperband: R`` in the file would run."""
+    sets = parse_assignments(args.set)
+    hyperband = getattr(args, "hyperband", None)
+    if hyperband is None:
+        return read_job(args.job, sets)
+    if hyperband == DEFAULT_R:
+        hyperband = read_job(args.job, sets).require_tuning().default_hyperband
+    return read_job(args.job, {**sets, **hyperband_overrides(hyperband, sets)})
 
 
 def _descriptor(stream: object) -> int | None:

@@ -18,6 +18,37 @@ ENV_SECTIONS = ("model", "dataset", "optimizer", "tuning", "training", "stores")
 _TEXT_FIELDS = frozenset({"name", "platform", "store", "catalog", "profile"})
 
 
+class _Unset:
+    """An override that removes its field (``set_path``): never a value a job file holds."""
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()
+"""The value of an override that leaves its field out of the job, as if never written."""
+
+HYPERBAND_REPLACES = ("trials", "stages", "epochs_per_stage")
+"""The tuning fields of successive halving that Hyperband's brackets set themselves."""
+
+
+def hyperband_overrides(
+    max_epochs: int, given: Mapping[str, Any], flag: str = "--hyperband", via: str = "--set"
+) -> dict[str, Any]:
+    """Overrides that run a job's tuning as Hyperband for a largest budget of ``max_epochs``
+    epochs (``tuning.hyperband``) in place of its successive halving (``flag``); ``given``:
+    the other overrides (``via``), which may not also set what the brackets set."""
+    clash = sorted(
+        f"tuning.{k}" for k in (*HYPERBAND_REPLACES, "hyperband") if f"tuning.{k}" in given
+    )
+    if clash:
+        raise ConfigError(
+            f"{flag} sets the brackets' trials, stages and epochs; leave out {via} "
+            f"{', '.join(clash)}"
+        )
+    return {"tuning.hyperband": max_epochs, **{f"tuning.{k}": UNSET for k in HYPERBAND_REPLACES}}
+
+
 def parse_assignments(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
     """``["tuning.trials=8", "platform=local"]`` (command-line ``--set``) -> overrides mapping.
 
@@ -103,4 +134,7 @@ def set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
                 f"cannot set {dotted}: {part} is {shown(child)}, not a mapping of fields"
             )
         node[part] = node = dict(child)
-    node[leaf] = value
+    if value is UNSET:
+        node.pop(leaf, None)
+    else:
+        node[leaf] = value

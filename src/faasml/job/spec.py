@@ -116,6 +116,15 @@ class TuningSpec:
             )
 
     @property
+    def default_hyperband(self) -> int:
+        """The R ``--hyperband`` takes when given none: the job's own, or the epochs its
+        successive halving trains a trial that survives every stage (the same largest
+        budget)."""
+        if self.hyperband is not None:
+            return self.hyperband
+        return (self.stages or 1) * self.epochs_per_stage
+
+    @property
     def shape(self) -> SuccessiveHalving:
         """The job's stages as the planners see them (checked: ConfigError when impossible);
         with ``hyperband``, its first bracket."""

@@ -30,7 +30,14 @@ from faasml.runtime.record.records import Best, Estimate, PlanRecord, StageRecor
 from faasml.runtime.runs.base import BaseRun
 from faasml.runtime.runs.events import StageEnd
 from faasml.runtime.runs.stage_pricing import keep_warm, stage_estimates, warm_after, warm_pool
-from faasml.runtime.runs.tune_draws import Bracket, bracket_of, brackets, draw_bracket
+from faasml.runtime.runs.tune_draws import (
+    Bracket,
+    bracket_of,
+    brackets,
+    draw_bracket,
+    stage_batches,
+    trials_at_once,
+)
 from faasml.runtime.runs.tune_replan import (
     Replan,
     grown,
@@ -176,7 +183,13 @@ class TuneRun(BaseRun):
                 ahead = following.allocation
                 want = warm_after(self.plan_catalog, self.workload, ahead, following.trials)
                 then = Prewarm(ahead, want)
-            coordinator.run(alive, allocation, until, then)
+            wave = trials_at_once(self.plan_catalog, allocation)  # batches drawn in turn:
+            for batch, last in stage_batches(  # a model-based sampler learns within the stage
+                self.job, bracket, index, self.trials, alive, wave, self.search_alg, self.event
+            ):
+                coordinator.run(batch, allocation, until, then if last else None)
+                if coordinator.stop_reason:
+                    break
             self._send_results()  # every epoch of the stage, before its end
             ended = self._elapsed()
             self._prewarmed = {} if then is None else {then.allocation.memory_mb: then.started}
