@@ -13,6 +13,7 @@ pytest.importorskip("torch")
 
 import faasml
 from faasml.catalog import load_catalog
+from faasml.models.space import evaluate_allocation
 from faasml.runtime.platforms.contract import open_platform
 from faasml.runtime.profile.calls import ProbeCalls, job_recipes
 from faasml.runtime.profile.measure import (
@@ -20,10 +21,14 @@ from faasml.runtime.profile.measure import (
     platform_options_for,
     roomy_memory_mb,
 )
+from faasml.runtime.record.records import StageRecord
 from faasml.runtime.runs.expected_epochs import from_curve
+from faasml.runtime.runs.stage_pricing import stage_estimates
+from faasml.types import Allocation
 from faasml.workloads.build import build_model, load_data
 
 from .prediction_loops import SETUP_S, curve_loop, slow_start_loop
+from .table_workload import table_workload
 
 SPACE = {"lr": {"loguniform": [0.05, 0.1]}}
 
@@ -86,3 +91,25 @@ def test_the_offline_estimate_is_capped_and_falls_back_to_max_epochs() -> None:
     flat = from_curve([1.0, 0.9, 0.85, 0.84, 0.84, 0.84], 0.01, 0.1, 12)
     assert flat.epochs == 12 and "no offline estimate" in flat.line
     assert from_curve([None, None], 0.1, 0.1, 7).epochs == 7
+
+
+def test_survivors_not_known_yet_are_priced_as_drawn_from_the_trials_before() -> None:
+    """Stage 2 keeps 2 of stage 1's 4 trials, two costing 1.5x their mean and two 0.5x, and
+    runs them side by side: it lasts as long as the slower one kept. Of the six pairs, five
+    hold a 1.5x trial (3 epochs of 0.5x more computation) and one two 0.5x trials (as much
+    less): on average 4/6 of that more than the mean trial; its bill, the mean pair's, is
+    the mean trial's (before, both were priced at the mean trial's)."""
+    catalog, workload = load_catalog("aws-lambda"), table_workload()
+    allocation = Allocation(1, 1024, "s3", "allreduce")
+    stages = [
+        StageRecord(1, 4, 1, allocation, 0.0, 0.0, 0.0, 0.0),
+        StageRecord(2, 2, 3, allocation, 0.0, 0.0, 0.0, 0.0),
+    ]
+    compute_s = float(evaluate_allocation(workload, catalog, allocation).compute_s[0])
+    mean = stage_estimates(workload, catalog, stages, factors={0: [1.0] * 4})[1]
+    kept = stage_estimates(workload, catalog, stages, factors={0: [1.5, 1.5, 0.5, 0.5]})[1]
+    assert kept[0] - mean[0] == pytest.approx((5 - 1) / 6 * 3 * 0.5 * compute_s)
+    assert kept[1] == pytest.approx(mean[1])
+    # Once the kept trials are known (a re-prediction), they are priced as they are.
+    known = {0: [1.5, 1.5, 0.5, 0.5], 1: [0.5, 0.5]}
+    assert stage_estimates(workload, catalog, stages, factors=known)[1][0] < mean[0]
