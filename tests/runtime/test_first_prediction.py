@@ -14,7 +14,8 @@ pytest.importorskip("torch")
 import faasml
 from faasml.catalog import load_catalog
 from faasml.models.space import evaluate_allocation
-from faasml.runtime.platforms.contract import open_platform
+from faasml.runtime.coordinator.estimates import SegmentEstimator
+from faasml.runtime.platforms.contract import Billed, open_platform
 from faasml.runtime.profile.calls import ProbeCalls, job_recipes
 from faasml.runtime.profile.measure import (
     model_configs,
@@ -113,3 +114,15 @@ def test_survivors_not_known_yet_are_priced_as_drawn_from_the_trials_before() ->
     # Once the kept trials are known (a re-prediction), they are priced as they are.
     known = {0: [1.5, 1.5, 0.5, 0.5], 1: [0.5, 0.5]}
     assert stage_estimates(workload, catalog, stages, factors=known)[1][0] < mean[0]
+
+
+def test_a_runs_measured_cold_start_holds_the_set_up_as_the_profile_does() -> None:
+    """A tuning run re-calibrates its later stages' cold start from the starts it measured:
+    with the set-up its fresh functions took before their first round (a worker's load),
+    as the profile's cold start holds it (before, the process's start alone)."""
+    platform = load_catalog("aws-lambda").platform
+    estimator = SegmentEstimator(platform)
+    estimator.observe_billed(Billed(3.0, 3584, cold=True, init_s=0.5, ok=True), 2.0)
+    estimator.observe_billed(Billed(1.0, 3584, cold=False, init_s=0.0, ok=True), 0.01)
+    share = min(1.0, float(platform.vcpus(3584)))
+    assert estimator.cold_start_at_one_vcpu() == pytest.approx((0.5 + 2.0) * share)
