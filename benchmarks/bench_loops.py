@@ -159,6 +159,29 @@ def prediction_lines(record: RunRecord) -> list[str]:
     return [*lines, _vs(what, (again[0], done[0]), (again[1], done[1]), RECALIBRATED)]
 
 
+PARTS = (
+    ("cold_start_s", "cold starts"),
+    ("load_s", "set-up before the first epoch"),
+    ("train_s", "training and sync"),
+    ("end_s", "the loop outside ctx.batches"),
+    ("invoke_s", "invocation"),
+    ("notice_s", "noticed"),
+)
+
+
+def parts_line(record: RunRecord) -> str:
+    """Where the run's segments spent their time (each part summed over the segments, the
+    slowest function of each), and the coordinator's commits (its record's writes included):
+    what a prediction that misses has to hold."""
+    timings = record.timings
+    parts = [f"{what} {timings.get(key, 0.0):.1f} s" for key, what in PARTS]
+    return (
+        f"  measured parts ({record.segments} segments, {record.cold_starts} cold starts): "
+        + ", ".join(parts)
+        + f"; coordinator {timings.get('commit_s', 0.0):.1f} s"
+    )
+
+
 def run_job(job: LoopJob, work: Path, quick: bool, budget: float) -> None:
     began = time.monotonic()
     try:
@@ -180,6 +203,7 @@ def run_job(job: LoopJob, work: Path, quick: bool, budget: float) -> None:
     )
     for line in prediction_lines(record):
         print(line)
+    print(parts_line(record))
     plain = min(plain_seconds(job, grid, 0), plain_seconds(job, grid, 1))
     print(
         f"  overhead: faasml run {record.elapsed_s:.1f} s (fit {fit_s:.1f} s with profiling "

@@ -74,12 +74,18 @@ class SegmentBiller:
     def bill(self, invocation: Invocation, trial: TrialState) -> None:
         """Charge ``invocation`` to ``trial`` once it ended (failed or not)."""
         # The platform sets the bill when the invocation ends; wait for that.
+        report = None
         with contextlib.suppress(FunctionError, TimeoutError):
-            invocation.result(timeout=60)
+            report = invocation.result(timeout=60)
         billed = invocation.billed
         if billed is not None:
             self._meter.invocation(billed, self._now(), trial.trial_id)
-            self._estimator.observe_billed(billed)
+            # Its set-up before the first round, where that held no partition's read (priced
+            # apart): a loop's (it brings its data) or a function's that held its partition.
+            setup = 0.0
+            if report is not None and not getattr(report, "cold_load", True):
+                setup = float(getattr(report, "load_s", 0.0) or 0.0)
+            self._estimator.observe_billed(billed, setup)
 
     def bill_requests(self, segment: Segment, reports: list[SegmentReport]) -> None:
         """Charge the store requests the segment's workers report."""

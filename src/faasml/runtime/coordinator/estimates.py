@@ -44,6 +44,8 @@ class SegmentEstimator:
         reservation: the next prediction is at least twice what it was allowed."""
         self._init_s: dict[int, float] = {}
         """Longest cold start measured by memory size."""
+        self._setup_s: dict[int, float] = {}
+        """Longest set-up of a cold function before its first round by memory size."""
         self._started: dict[int, int] = {}
         """Instances started (and not failed) by memory size: the warm pool, approximately."""
 
@@ -101,7 +103,8 @@ class SegmentEstimator:
         self._started[memory_mb] = self._started.get(memory_mb, 0) + count
 
     def cold_start_at_one_vcpu(self) -> float | None:
-        """The longest cold start measured, scaled to one vCPU where starts run under the CPU
+        """The longest cold start measured with its function's set-up before the first round
+        (as the job profile's holds it), scaled to one vCPU where starts run under the CPU
         share (as catalogs state it); None before any."""
         if not self._init_s:
             return None
@@ -110,7 +113,7 @@ class SegmentEstimator:
         for memory, init in self._init_s.items():
             if self.platform.cold_start_scales_with_cpu:
                 share = min(1.0, float(self.platform.vcpus(memory)))
-            scaled.append(init * share)
+            scaled.append((init + self._setup_s.get(memory, 0.0)) * share)
         return max(scaled)
 
     def observe_round(
@@ -140,10 +143,14 @@ class SegmentEstimator:
         measured = self._overhead_s.get((allocation.n, allocation.memory_mb), 0.0)
         return max(measured, self.platform.warm_start_s)
 
-    def observe_billed(self, billed: Billed) -> None:
+    def observe_billed(self, billed: Billed, setup_s: float = 0.0) -> None:
+        """An invocation's bill; ``setup_s``: its seconds before its first round (a cold
+        function's imports and set-up, which the segment's fixed time holds too)."""
         if billed.cold:
             known = self._init_s.get(billed.memory_mb, 0.0)
             self._init_s[billed.memory_mb] = max(known, billed.init_s)
+            setup = self._setup_s.get(billed.memory_mb, 0.0)
+            self._setup_s[billed.memory_mb] = max(setup, setup_s)
             if billed.ok:
                 self._started[billed.memory_mb] = self._started.get(billed.memory_mb, 0) + 1
         elif not billed.ok:  # a failed or stopped function's instance is gone: one less warm

@@ -30,6 +30,9 @@ CHECKPOINT_TIMING_S = 0.3
 WARM_ROUNDS = 2
 """Untimed rounds before the compute measurement (a framework sets up its kernels on the
 first calls, which a real epoch pays once)."""
+_SERVED = [0]
+"""Probe invocations this process has served (0: a fresh function, whose first call pays the
+job's imports and set-up)."""
 
 
 def _reset_peak() -> bool:
@@ -62,7 +65,9 @@ def probe_job(payload: dict[str, Any]) -> dict[str, Any]:
     """Inside a function: build and train every configuration, time their rounds (together
     at least ``measure_s`` of computation) and evaluation and the first one's checkpoint;
     report the peak resident memory of this invocation. In a group (see the module
-    docstring) also the training time per sample with the whole group computing at once."""
+    docstring) also the training time per sample with the whole group computing at once.
+    In a fresh function, ``setup_s``: the seconds before its first round (the job's imports,
+    the model built, the framework's first calls), which a run's fresh function pays too."""
     import numpy as np
 
     from faasml.runtime.function.worker import ModelRecipe, cached_dataset, cached_store
@@ -77,14 +82,19 @@ def probe_job(payload: dict[str, Any]) -> dict[str, Any]:
     rng = np.random.default_rng(0)
     out: dict[str, Any] = {}
     probe = _probe_loops if is_loop(recipes[0].model) else _probe_recipes
+    timed = _timed_loops if probe is _probe_loops else _timed_rounds
+    sampled = recipes[1:] if len(recipes) > 1 else recipes
+    fresh, _SERVED[0] = _SERVED[0] == 0, _SERVED[0] + 1
     context.open_context()  # model code may call faasml.report while it trains, as in a worker
     try:
+        if fresh:  # what a run's fresh function pays before its first round: part of its start
+            began = time.perf_counter()
+            timed(sampled[:1], data, rng, 0.0, 0)
+            out["setup_s"] = time.perf_counter() - began
         if group is None:
             probe(recipes, data, test, store, payload, rng, out)
         else:
             prefix, index, size = str(group["prefix"]), int(group["index"]), int(group["size"])
-            sampled = recipes[1:] if len(recipes) > 1 else recipes
-            timed = _timed_loops if probe is _probe_loops else _timed_rounds
             timed(sampled, data, rng, 0.0, 0)  # set up: models built, kernels warm
             store.put(f"{prefix}/ready/{index}", b"1")
             _wait(store, [f"{prefix}/ready/{i}" for i in range(size)])
@@ -97,6 +107,10 @@ def probe_job(payload: dict[str, Any]) -> dict[str, Any]:
                 probe(recipes, data, test, store, payload, rng, out)
     finally:
         context.close_context()
+    if "setup_s" in out:  # less its untimed rounds, which a run's epoch holds at the steady rate
+        rate = out.get("side_by_side_s_per_sample", out.get("compute_s_per_sample", 0.0))
+        rows = WARM_ROUNDS * min(sampled[0].batch_size, len(data))
+        out["setup_s"] = max(0.0, out["setup_s"] - rows * float(rate))
     out["peak_rss_mb"] = _peak_rss_mb(reset)
     return out
 

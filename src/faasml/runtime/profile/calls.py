@@ -48,6 +48,16 @@ def job_recipes(job: JobSpec, configs: list[dict[str, Any]], train: Any) -> list
     return recipes
 
 
+def setup_s(result: Any) -> float:
+    """The seconds a fresh probe function took before its first round (``setup_s`` of the
+    probe's result; 0 where it has none): a run's fresh function pays them as part of its
+    start, so the profile's cold start holds them."""
+    if not isinstance(result, dict):
+        return 0.0
+    value = result.get("setup_s", 0.0)
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else 0.0
+
+
 class ProbeCalls:
     """The probe's invocations of one measurement: ``payload`` (the job's data in an embedded
     store under ``folder``, its recipes, ``measure_s``), ``spent`` (USD billed as 'profiling'
@@ -137,8 +147,9 @@ class ProbeCalls:
             for invocation in invocations:
                 if not invocation.done():
                     invocation.cancel()
+                result: Any = None
                 with contextlib.suppress(Exception):  # its bill is what is wanted here
-                    invocation.result(timeout=60)
+                    result = invocation.result(timeout=60)
                 billed = invocation.billed
                 if billed is None:
                     continue
@@ -148,7 +159,7 @@ class ProbeCalls:
                     if spec.cold_start_scales_with_cpu:
                         share = min(1.0, float(spec.vcpus(memory_mb)))
                     demand = float(spec.vcpus(memory_mb)) * len(bodies)
-                    self.colds.append((billed.init_s * share, demand))
+                    self.colds.append(((billed.init_s + setup_s(result)) * share, demand))
             self._step(len(bodies), memory_mb, done=True)
 
     def _step(self, functions: int, memory_mb: int, *, done: bool) -> None:
@@ -176,4 +187,4 @@ class ProbeCalls:
         return seconds
 
 
-__all__ = ["MAX_GROUP", "PROBE_FN", "FunctionError", "ProbeCalls", "job_recipes"]
+__all__ = ["MAX_GROUP", "PROBE_FN", "FunctionError", "ProbeCalls", "job_recipes", "setup_s"]

@@ -146,7 +146,7 @@ class JobProfile:
             f"Job profile ({source}): {self.params:,} parameters ({self.model_mb:.3g} MB), "
             f"{self.bytes_per_sample:.0f} B/sample; footprint {self.footprint_mb:.0f} MB "
             f"(plans use >= {self.memory_floor_mb():.0f} MB); compute per sample {points}; "
-            f"cold start {self.cold_start_s:.2f} s at 1 vCPU"
+            f"cold start {self.cold_start_s:.2f} s at 1 vCPU (its set-up included)"
             + (
                 f"; side by side {self.side_by_side_ratio:.2f}x slower "
                 f"({self.delivered_vcpus:.2f} vCPUs delivered)"

@@ -8,6 +8,7 @@ is no worse."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Protocol
@@ -105,7 +106,9 @@ def stage_estimates(
     warm before the first, e.g. the probe's). A stage whose last wave the next stage's
     functions start beside is slowed by them (``overlap_delay``), and their start by it;
     ``beside`` False leaves both out (stages priced apart, as the planners price them).
-    ``factors``: stage index -> its trials' ``stage_estimate`` factors, where known.
+    ``factors``: stage index -> its trials' ``stage_estimate`` factors, where known; a later
+    stage whose trials are not known yet is priced as survivors drawn from the last stage
+    before it whose factors are (``survivors_estimate``), not as trials of the mean cost.
     The first stage on each function count waits for its partitions to be written
     (``partition_write_s``, at ``write_mbps`` where a run measured it), and warm functions
     that an earlier stage left holding another count's partitions read theirs first
@@ -131,15 +134,74 @@ def stage_estimates(
             out[-1] = (out[-1][0] + delay_s, out[-1][1] + delay_usd)
             early = early._replace(hidden_s=early.hidden_s + delay_s)  # a longer wave hides more
         relative = (factors or {}).get(index)
-        time_s, cost_usd = stage_estimate(
-            workload, catalog, allocation, trials, epochs, ready, early, relative, rereads
-        )
+        kept_from = survivor_pool(factors or {}, index) if relative is None else ()
+        if len(kept_from) > trials:  # its trials are survivors not known yet
+            time_s, cost_usd = survivors_estimate(
+                workload, catalog, stage, (ready, early, rereads), kept_from
+            )
+        else:
+            time_s, cost_usd = stage_estimate(
+                workload, catalog, allocation, trials, epochs, ready, early, relative, rereads
+            )
         if not written:  # the coordinator writes this count's partitions before it starts
             time_s += partition_write_s(workload, catalog, allocation.n, write_mbps)
         out.append((time_s, cost_usd))
         pool = warm_pool(workload, catalog, [stage], pool)
         held[allocation.memory_mb] = allocation.n
     return out
+
+
+SURVIVOR_DRAWS = 24
+"""Sets of survivors a stage is priced over at most (all of them where there are fewer)."""
+
+
+def survivor_pool(factors: Mapping[int, Sequence[float]], index: int) -> tuple[float, ...]:
+    """The factors of the last stage before ``index`` whose trials' factors are known (its
+    survivors are some of those trials); none where no stage before has them."""
+    known = [i for i in factors if i < index]
+    return tuple(factors[max(known)]) if known else ()
+
+
+def survivors_estimate(
+    workload: Workload,
+    catalog: Catalog,
+    stage: PlannedStage,
+    found: tuple[int, EarlyStart, bool],
+    pool: Sequence[float],
+) -> tuple[float, float]:
+    """T_i and C_i of a stage whose trials are survivors of ``pool`` (the factors of the
+    trials they are kept from), not known yet: the mean over sets of them drawn evenly
+    (``stage_estimate`` with each set's factors; ``found``: its warm functions, early
+    starts and rereads). Its cost is about the mean trial's, but its time is not: a wave
+    lasts as long as its slowest trial, so pricing survivors at the mean is short."""
+    trials, chosen = stage.trials, range(len(pool))
+    count = math.comb(len(pool), trials)
+    if count <= SURVIVOR_DRAWS:
+        draws = [list(c) for c in itertools.combinations(chosen, trials)]
+    else:  # seeded: the same plan prices the same
+        rng = np.random.default_rng(0)
+        draws = [list(rng.choice(len(pool), trials, replace=False)) for _ in range(SURVIVOR_DRAWS)]
+    warm, early, rereads = found
+    results = []
+    for draw in draws:
+        relative = [pool[i] for i in draw]
+        results.append(
+            stage_estimate(
+                workload,
+                catalog,
+                stage.allocation,
+                trials,
+                stage.epochs,
+                warm,
+                early,
+                relative,
+                rereads,
+            )
+        )
+    return (
+        float(np.mean([t for t, _ in results])),
+        float(np.mean([c for _, c in results])),
+    )
 
 
 def partition_write_s(

@@ -24,6 +24,7 @@ from faasml.models.space import evaluate_allocation
 from faasml.runtime.coordinator import Coordinator, TrialState
 from faasml.runtime.coordinator.estimates import coordinator_seconds
 from faasml.runtime.coordinator.ranking import diverged_at
+from faasml.runtime.profile.measure import roomy_memory_mb
 from faasml.runtime.record.records import (
     AllocationChange,
     Best,
@@ -35,7 +36,7 @@ from faasml.runtime.record.records import (
 )
 from faasml.runtime.runs.base import BaseRun
 from faasml.runtime.runs.stage_pricing import stage_estimate
-from faasml.types import Allocation
+from faasml.types import Allocation, Constraint
 
 if TYPE_CHECKING:
     from faasml.planners.adaptive import AdaptiveScheduler
@@ -50,6 +51,10 @@ class TrainRun(BaseRun):
 
     kind = "train"
     delta = REPLAN_DELTA
+    _sample_s = 0.0
+    """Seconds the sample run of the offline estimate took (of a deadline, as profiling)."""
+    _expected = 0
+    """The epochs expected to the target loss: the offline estimate, then the online fit's."""
 
     def plan(self) -> PlanRecord:
         from faasml.planners.adaptive import AdaptiveScheduler
@@ -57,17 +62,18 @@ class TrainRun(BaseRun):
 
         self.measured()
         training = self.job.training
+        expected = self._expected_epochs()
         constraint = self.planning_constraint()
         try:
             static = plan_training(
-                self.workload, self.planner_catalog(), constraint, epochs=training.max_epochs
+                self.workload, self.planner_catalog(), constraint, epochs=expected
             )
         except InfeasibleConstraintError as err:
             raise self.refused(err) from None
         stage = StageRecord(
             index=1,
             trials=1,
-            epochs=training.max_epochs,
+            epochs=expected,
             allocation=static.choice.allocation,
             epoch_time_s=static.choice.epoch_time_s,
             epoch_cost_usd=static.choice.epoch_cost_usd,
@@ -81,6 +87,7 @@ class TrainRun(BaseRun):
                 self.plan_catalog,
                 constraint,
                 training.target_loss,
+                offline_epochs=expected,
             )
             start = scheduler.start()
             table = evaluate_allocation(self.workload, self.plan_catalog, start)
@@ -89,11 +96,12 @@ class TrainRun(BaseRun):
             stage.epoch_cost_usd = float(table.cost_usd[0])
             plan.planner = "adaptive"
         # The run's prediction: a cold start unless the probe left a function of this size
-        # warm, then the epochs (slower where the machine is shared: contention).
+        # warm, then the epochs it expects to run (slower where the machine is shared:
+        # contention); max_epochs is their cap.
         chosen = stage.allocation
         warm = self._probe_warm().get(chosen.memory_mb, 0)
         stage.time_s, stage.cost_usd = stage_estimate(
-            self.workload, self.plan_catalog, chosen, 1, training.max_epochs, warm
+            self.workload, self.plan_catalog, chosen, 1, expected, warm
         )
         stage.predicted = Estimate(stage.time_s, stage.cost_usd)
         plan.time_s, plan.cost_usd = stage.time_s, stage.cost_usd
@@ -103,6 +111,30 @@ class TrainRun(BaseRun):
         self.trials = [TrialState(0, {})]
         self.save()
         return plan
+
+    def _expected_epochs(self) -> int:
+        """The epochs the run plans and prices (``expected_epochs``: the offline estimate to
+        the target loss from a sample run, at most ``max_epochs``); the line says how found."""
+        from faasml.runtime.runs.expected_epochs import expected_epochs
+
+        # The probe's largest size, where its function is still warm.
+        memory = max((m for m, _ in self.profile.compute_points), default=0) if self.profile else 0
+        memory = memory or roomy_memory_mb(self.catalog)
+        found = expected_epochs(
+            self.job, self.catalog, self.platform(), memory, (self.train, self.test), self.meter
+        )
+        self._sample_s = found.seconds
+        if found.line:
+            self.event(found.line)
+        return found.epochs
+
+    def planning_constraint(self) -> Constraint:
+        """The constraint less what measuring the job took, the sample run included."""
+        constraint = super().planning_constraint()
+        if constraint.deadline_s is None or not self._sample_s:
+            return constraint
+        left = max(constraint.deadline_s - self._sample_s, 1e-3)  # the planner refuses, if so
+        return dataclasses.replace(constraint, deadline_s=left)
 
     def _drive(self, coordinator: Coordinator) -> None:
         plan = self.record.plan if self.record.plan is not None else self.plan()
@@ -134,11 +166,14 @@ class TrainRun(BaseRun):
         if training.target_loss is not None:
             from faasml.planners.adaptive import AdaptiveScheduler
 
+            planned = self.record.plan
+            self._expected = planned.stages[0].epochs if planned else training.max_epochs
             scheduler = AdaptiveScheduler(
                 dataclasses.replace(self.workload, epochs=training.max_epochs),
                 self.plan_catalog,
                 self.planning_constraint(),
                 training.target_loss,
+                offline_epochs=self._expected,
             )
             scheduler.start()
             for record in trial.history:  # replay what a resumed run already saw
@@ -180,6 +215,8 @@ class TrainRun(BaseRun):
             decision = scheduler.observe(
                 trial.epochs_done, _loss(record), self.meter.total_usd, coordinator.now()
             )
+            if decision.prediction is not None:  # the online fit's epochs to the target
+                self._expected = decision.prediction.whole
             if decision.decision.value == "stop":
                 self.event(f"epoch {trial.epochs_done}: stop: {decision.reason}")
                 break
@@ -230,14 +267,16 @@ class TrainRun(BaseRun):
     ) -> None:
         """Correct the model with every epoch run so far, re-predict the rest of the run on
         ``allocation`` (the next epoch's), and where its epoch moved by more than δ give the
-        scheduler the corrected prices. The rest: the epochs left to ``max_epochs`` on warm
-        functions (``stage_estimate``), and between two of them the run's own time (its
-        decision, the record) as measured so far."""
+        scheduler the corrected prices. The rest: the epochs left to those expected to reach
+        the target (the online fit's, else the offline estimate; at most ``max_epochs``, at
+        least one) on warm functions (``stage_estimate``), and between two of them the run's
+        own time (its decision, the record) as measured so far."""
         training = self.job.training
         epoch = trial.epochs_done
-        left = training.max_epochs - epoch
-        if left <= 0:
+        if epoch >= training.max_epochs:
             return
+        # The epochs expected to the target (the last estimate), at least one more.
+        left = max(1, min(training.max_epochs, self._expected) - epoch)
         base_workload, base_catalog = self._planned
         calibration = Calibration()
         calibration.observe([trial.history], range(1, epoch + 1), base_workload, base_catalog)
