@@ -36,3 +36,12 @@ def loss_loop(config: dict[str, Any], ctx: Any) -> None:
 def pair(config: dict[str, Any], ctx: Any) -> int:
     """Takes two arguments, yet is neither a loop nor a model factory."""
     return 3
+
+
+def linear(width: int = 3) -> torch.nn.Module:
+    """A model factory (``factory(**options)``), not a loop."""
+    return torch.nn.Linear(width, 2)
+
+
+def three(a: Any, b: Any, c: Any) -> None:
+    """Neither a loop (config, ctx) nor callable as factory(**options)."""

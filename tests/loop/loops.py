@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -85,3 +86,14 @@ def batchnorm_loop(config: dict[str, Any], ctx: Any) -> None:
         buffers = {k: v.clone() for k, v in model.state_dict().items() if "running" in k}
         torch.save(buffers, Path(config["out"]) / f"e{epoch}-w{ctx.rank}.pt")
         ctx.report({"val_rmse": 0.0}, {"model": model.state_dict(), "opt": opt.state_dict()})
+
+
+def stuck_loop(config: dict[str, Any], ctx: Any) -> None:
+    """Never reaches its first ctx.report (an epoch longer than any time limit)."""
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=config["lr"])
+    model, opt = ctx.prepare(model, opt)
+    ctx.shard((X, Y))
+    for _ in ctx.epochs():
+        while True:
+            time.sleep(0.05)

@@ -4,6 +4,7 @@ depend on how many functions a trial gets; faults, errors and refusals."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -26,7 +27,14 @@ from faasml.workloads.function_model import TrainFunctionError
 
 torch = pytest.importorskip("torch")
 
-from .loops import SETTINGS, SPACE, batchnorm_loop, mlp_loop, unprepared_loop  # noqa: E402
+from .loops import (  # noqa: E402
+    SETTINGS,
+    SPACE,
+    batchnorm_loop,
+    mlp_loop,
+    stuck_loop,
+    unprepared_loop,
+)
 
 
 def _run(
@@ -36,6 +44,7 @@ def _run(
     space: dict[str, Any] | None = None,
     faults: list[TrialFault] | None = None,
     per_segment: int = 1,
+    limit_s: float | None = None,
 ) -> dict[str, Any]:
     """Tune ``loop`` (one trial, three epochs, one epoch per invocation) with its stage forced
     onto ``n`` functions; returns the record. A deadline rather than a budget: a budget caps
@@ -53,6 +62,9 @@ def _run(
         tuner.job, tuner.constraint, tuner.run_dir, faults=faults, options=options, measure=False
     )
     run.plan()
+    if limit_s is not None:  # the functions' time limit (the platform's maximum duration)
+        platform = dataclasses.replace(run.plan_catalog.platform, max_duration_s=limit_s)
+        run.plan_catalog = dataclasses.replace(run.plan_catalog, platform=platform)
     assert run.record.plan is not None
     run.record.plan.stages[0].allocation = Allocation(n, 1024, "embedded", "allreduce")
     return record_to_json(run.execute())
@@ -131,6 +143,17 @@ def test_a_loop_that_raises_fails_its_trial_with_the_traceback(tmp_path: Path) -
     failure = trial["failures"][-1]
     assert "ValueError: boom at epoch 1" in failure and "Traceback" in failure
     assert ", in mlp_loop" in failure  # the loop's own frame
+
+
+def test_a_loop_that_never_reports_within_the_time_limit_fails_its_trial_saying_so(
+    tmp_path: Path,
+) -> None:
+    record = _run(tmp_path, 1, loop=stuck_loop, limit_s=20)
+    trial = record["trials"][0]
+    assert trial["status"] == "failed" and trial["restarts"] == 1  # a rerun would time out too
+    (failure,) = trial["failures"]
+    assert "did not reach ctx.report within the function's time limit of 20 s" in failure
+    assert "make an epoch shorter" in failure and "\n" not in failure
 
 
 def test_a_loop_without_prepare_on_two_functions_is_refused_in_one_line(tmp_path: Path) -> None:

@@ -3,6 +3,8 @@ and the rows of the global batch each function trains."""
 
 from __future__ import annotations
 
+import datetime
+import io
 import itertools
 from typing import Any
 
@@ -10,7 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from faasml.loop.context import LoopContext, LoopPlan  # noqa: E402
+from faasml.loop.context import LoopContext, LoopPlan, checkpoint_bytes  # noqa: E402
 from faasml.loop.segment import call  # noqa: E402
 from faasml.loop.sync import LoopError  # noqa: E402
 
@@ -67,3 +69,25 @@ def test_the_functions_rows_make_up_each_global_batch() -> None:
     assert all(len(r) == 16 for r in rows)  # each round is a whole global batch of 16 rows
     assert sorted(itertools.chain(*rows)) == list(range(96))  # an epoch takes every row once
     assert all(len(p) >= 1 for parts in rounds for p in parts)  # every function, every round
+
+
+def test_a_plain_checkpoint_is_not_loaded_back_to_be_checked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8))
+    opt = torch.optim.AdamW(model.parameters(), lr=0.1)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=3)
+    model(X[:16]).sum().backward()
+    opt.step()
+    sched.step()
+    state = {"model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict()}
+    loads = []
+    real_load = torch.load
+    monkeypatch.setattr(torch, "load", lambda *a, **k: loads.append(1) or real_load(*a, **k))
+    data = checkpoint_bytes(state)
+    assert loads == []  # state_dict() values: their types say weights_only reads them
+    back = real_load(io.BytesIO(data), weights_only=True)
+    assert torch.equal(back["model"]["1.running_mean"], state["model"]["1.running_mean"])
+    with pytest.raises(LoopError, match=r"torch.load\(weights_only=True\) refuses"):
+        checkpoint_bytes({**state, "when": datetime.datetime(2020, 1, 1)})
+    assert loads == [1]  # what is not plain is loaded back, and refused

@@ -187,3 +187,53 @@ def test_faasml_tune_refuses_a_function_neither_loop_nor_factory(tmp_path: Path)
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "returned int" in lines[0]
+
+
+def test_faasml_job_check_says_a_loop_is_a_training_loop(tmp_path: Path) -> None:
+    # Read from its source: job check runs none of the job's code (the module would write
+    # a file as it is imported).
+    (tmp_path / "loud_loops.py").write_text(
+        f"open({str(tmp_path / 'ran')!r}, 'w').close()\n\n"
+        "def train_loop(config, ctx):\n    for _ in ctx.epochs():\n        ctx.report(loss=1.0)\n"
+    )
+    path = _job_file(tmp_path, {"name": "loud_loops:train_loop", "lr": 0.1})
+    done = _faasml(tmp_path, "job", "check", str(path))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "loud_loops:train_loop: your training loop train_loop(config, ctx)" in done.stdout
+    shown = json.loads(_faasml(tmp_path, "job", "check", str(path), "--json").stdout)
+    assert shown["model"]["kind"] == "loop" and "dataset" not in shown["job"]
+    assert not (tmp_path / "ran").exists()
+
+
+def test_faasml_job_check_says_a_factory_is_a_model_factory(tmp_path: Path) -> None:
+    path = _job_file(
+        tmp_path,
+        {"name": "job_loops:linear", "width": 3},
+        dataset={"synthetic": "higgs-like", "samples": 200},
+        optimizer={"name": "sgd", "lr": 0.1},
+    )
+    done = _faasml(tmp_path, "job", "check", str(path), "--json")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["model"]["kind"] == "factory"
+
+
+@pytest.mark.parametrize(
+    ("model", "said"),
+    [
+        ("job_loops:pair", "is pair(config, ctx), which returns a value: a job file's"),
+        ("job_loops:three", "is three(a, b, c): neither a training loop train_loop(config, "),
+    ],
+)
+def test_faasml_job_check_refuses_a_callable_neither_loop_nor_factory_in_one_line(
+    tmp_path: Path, model: str, said: str
+) -> None:
+    written = {
+        "dataset": {"synthetic": "higgs-like", "samples": 200},
+        "optimizer": {"name": "sgd", "lr": 0.1},
+    }
+    path = _job_file(tmp_path, model, **({} if model.endswith("pair") else written))
+    done = _faasml(tmp_path, "job", "check", str(path))
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: the job's model {model!r}")
+    assert said in lines[0]

@@ -148,3 +148,22 @@ def test_instances_of_a_killed_platform_end_quietly(tmp_path: Path) -> None:
         time.sleep(0.05)
     assert _reapable(pid), "the orphaned instance is still running"
     assert err_path.read_text() == ""
+
+
+def test_an_invocation_of_a_starting_function_does_not_wait_for_its_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The function's start holds until the gate file exists, which the test writes only once
+    # invoke has returned: an invoke that waited for the start (its payload over the pipe's
+    # buffer) would return after the gate gave up, and the function would say so.
+    gate = tmp_path / "gate"
+    monkeypatch.setenv("FAASML_TEST_GATE", str(gate))
+    payload = b"x" * (8 * 2**20)
+    with open_platform(
+        "local", load_catalog("local"), cpu="none", preload=("faasml.testing.gate",)
+    ) as platform:
+        invocation = platform.invoke("faasml.testing.gate:opened_by", payload, 512)
+        gate.touch()
+        assert invocation.result(timeout=120) == ("file", len(payload))
+        assert invocation.billed is not None and invocation.billed.cold
+        assert platform.cold_starts == 1

@@ -10,6 +10,7 @@ gradient, do not depend on how many functions train.
 
 from __future__ import annotations
 
+import collections
 import io
 import math
 import numbers
@@ -288,10 +289,13 @@ def seed_step(seed: int, worker_id: int, round_id: int) -> None:
 
 
 def checkpoint_bytes(checkpoint: Mapping[str, Any]) -> bytes:
-    """``torch.save`` of the checkpoint, checked to load with ``weights_only=True``."""
+    """``torch.save`` of the checkpoint, checked to load with ``weights_only=True``: by its
+    values' types where they are plain (``_plain``), else by loading it back."""
     buffer = io.BytesIO()
     torch.save(dict(checkpoint), buffer)
     data = buffer.getvalue()
+    if _plain(checkpoint):
+        return data
     try:
         torch.load(io.BytesIO(data), weights_only=True)
     except Exception as err:
@@ -303,6 +307,27 @@ def checkpoint_bytes(checkpoint: Mapping[str, Any]) -> bytes:
             "dicts/lists of them (state_dict() values)"
         ) from None
     return data
+
+
+_SCALARS = (int, float, bool, str, type(None))
+_CONTAINERS = (dict, collections.OrderedDict, list, tuple)
+
+
+def _plain(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` holds only what ``torch.load(weights_only=True)`` always reads back:
+    dense CPU or CUDA tensors, numbers, strings and dicts/lists/tuples of them (what
+    ``state_dict()`` returns). A check by type, where loading the bytes back costs a
+    ``torch.load`` at every report."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return True
+    if kind is torch.Tensor:
+        plain = value.layout == torch.strided and not value.is_quantized
+        return bool(plain and value.device.type in ("cpu", "cuda"))
+    if kind not in _CONTAINERS or depth > 64:
+        return False
+    items = [*value.keys(), *value.values()] if isinstance(value, dict) else list(value)
+    return all(_plain(item, depth + 1) for item in items)
 
 
 def load_checkpoint_bytes(data: bytes) -> dict[str, Any]:

@@ -23,10 +23,11 @@ import dataclasses
 from collections.abc import Callable, Mapping
 
 from faasml.catalog import Catalog
+from faasml.loop import is_loop
 from faasml.runtime.coordinator.billing import SegmentBiller
 from faasml.runtime.coordinator.commits import Committer
 from faasml.runtime.coordinator.estimates import SegmentEstimator
-from faasml.runtime.coordinator.failures import FailurePolicy, FunctionMove
+from faasml.runtime.coordinator.failures import FailurePolicy, FunctionMove, loop_timeout
 from faasml.runtime.coordinator.launcher import Launcher, LaunchParts, Prewarm
 from faasml.runtime.coordinator.meter import Meter
 from faasml.runtime.coordinator.partitions import Partitions
@@ -248,9 +249,15 @@ class Coordinator:
             return False
         trial = segment.trial
         if failed:
-            self._failures.fail(
-                segment, FailurePolicy.reason(failed[0]), FailurePolicy.kind(failed[0])
-            )
+            reason, kind = FailurePolicy.reason(failed[0]), FailurePolicy.kind(failed[0])
+            if (
+                kind == "timeout"
+                and segment.epochs == 1
+                and not segment.budget_capped
+                and is_loop(self.recipe_of(trial).model)
+            ):  # a loop's one epoch outlasted the limit: a rerun would too
+                reason = loop_timeout(segment.timeout_s)
+            self._failures.fail(segment, reason, kind)
             return True
         reports: list[SegmentReport] = [i.result() for i in segment.invocations]
         for invocation in segment.invocations:

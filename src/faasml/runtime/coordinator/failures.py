@@ -24,6 +24,8 @@ from faasml.types import Allocation
 LOST_STORE = "its store was unavailable"
 LOOP_ERROR = "LoopError: "
 """In a failure's reason: a training loop failed in its own code (``faasml.loop``)."""
+LOOP_UNREPORTED = "did not reach ctx.report within"
+"""In a failure's reason: a loop's epoch ran past its function's time limit."""
 MOVED = "(moved to"
 """Marks a failure after which the trial moved (memory or functions): the failures before a
 move do not count against ``max_restarts`` on the new allocation."""
@@ -41,6 +43,16 @@ class FunctionMove:
     before: Allocation
     after: Allocation
     reason: str
+
+
+def loop_timeout(limit_s: float) -> str:
+    """The reason a loop's one-epoch segment that ran past its functions' time limit fails its
+    trial with: an invocation ends at an epoch's ``ctx.report``, so a rerun would too."""
+    return (
+        f"{LOOP_ERROR}the training loop {LOOP_UNREPORTED} the function's time limit of "
+        f"{limit_s:g} s: one epoch (to its ctx.report) must fit in one invocation; make an "
+        "epoch shorter (fewer rows, a larger batch_size) or faster (more memory or functions)"
+    )
 
 
 def sync_failure(reason: str) -> bool:

@@ -170,6 +170,12 @@ class LocalPlatform(_common.PooledPlatform):
         now = time.monotonic() if since is None else since
         invocation = LocalInvocation(instance.memory_mb, now, now + limit, cold)
         instance.invocation = invocation
+        if instance.ready_at is None:
+            # Still starting (importing its runtime, not reading its pipe): the monitor sends
+            # the message once it is ready, so the caller does not wait out this start (a
+            # payload over the pipe's buffer would block it) and a run's cold starts overlap.
+            instance.pending.append(("run", ref, payload))
+            return invocation
         try:
             instance.conn.send(("run", ref, payload))
         except (OSError, ValueError):
@@ -423,20 +429,7 @@ class LocalPlatform(_common.PooledPlatform):
             return
         tag = message[0]
         if tag == "ready":
-            instance.ready_at = float(message[1])
-            invocation = instance.invocation
-            if invocation is not None and invocation.cold:
-                invocation.init_s = max(0.0, instance.ready_at - invocation.dispatched)
-            if invocation is not None and self._cpu_mode == "duty-cycle":
-                instance.throttle = DutyCycle(instance.pid, instance.vcpus, time.monotonic())
-            if instance.prewarmed and self.platform.bills_cold_start:
-                # An invocation that took it before it was ready bills the rest of its start.
-                end = instance.ready_at if invocation is None else invocation.dispatched
-                init_s = max(0.0, min(end, instance.ready_at) - instance.spawned)
-                with self._lock:  # a prewarmed instance: its start is billed on its own
-                    self._standalone.append(
-                        Billed(init_s, instance.memory_mb, cold=True, init_s=init_s, ok=True)
-                    )
+            self._ready(instance, float(message[1]))
             return
         with self._lock:
             invocation = instance.invocation
@@ -455,6 +448,32 @@ class LocalPlatform(_common.PooledPlatform):
             if kind == "out-of-memory":
                 with self._lock:
                     self._discard(instance)
+
+    def _ready(self, instance: _Instance, ready_at: float) -> None:
+        """The instance has started: its start's figures, then the message it was given while
+        starting (``_dispatch``), sent outside the lock: the instance reads it now."""
+        with self._lock:
+            instance.ready_at = ready_at
+            invocation = instance.invocation
+            pending, instance.pending = instance.pending, []
+            if invocation is not None and invocation.cold:
+                invocation.init_s = max(0.0, ready_at - invocation.dispatched)
+            if invocation is not None and self._cpu_mode == "duty-cycle":
+                instance.throttle = DutyCycle(instance.pid, instance.vcpus, time.monotonic())
+            if instance.prewarmed and self.platform.bills_cold_start:
+                # An invocation that took it before it was ready bills the rest of its start;
+                # a prewarmed instance's start is billed on its own.
+                end = ready_at if invocation is None else invocation.dispatched
+                init_s = max(0.0, min(end, ready_at) - instance.spawned)
+                self._standalone.append(
+                    Billed(init_s, instance.memory_mb, cold=True, init_s=init_s, ok=True)
+                )
+        for message in pending:
+            try:
+                instance.conn.send(message)
+            except (OSError, ValueError):
+                self._stop(instance, "killed", "could not reach a newly started instance")
+                return
 
     def _died(self, instance: _Instance) -> None:
         code = instance.process.poll()

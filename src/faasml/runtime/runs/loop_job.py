@@ -25,15 +25,19 @@ _STAND_IN = {"synthetic": "higgs-like", "samples": 100_000}
 """The data a loop's job is read with until ``loop_job`` puts the loop's own in (never run)."""
 
 
-def read_job(path: str | Path, overrides: Mapping[str, Any] | None = None) -> JobSpec:
-    """``load_job``; a job whose model names a training loop is read without a dataset."""
+def read_job(
+    path: str | Path, overrides: Mapping[str, Any] | None = None, *, run_code: bool = True
+) -> JobSpec:
+    """``load_job``; a job whose model names a training loop is read without a dataset.
+    ``run_code=False`` (``faasml job check``): which model is a loop is read from its source
+    (``job.checks.model_kind``), its module not imported."""
     from faasml._validate import load_yaml
 
     data = load_yaml(Path(path), ConfigError)
     model = data.get("model") if isinstance(data, Mapping) else None
     name = model.get("name") if isinstance(model, Mapping) else model
     given = dict(overrides or {})
-    if isinstance(name, str) and _loop_function(name, model) is not None:
+    if isinstance(name, str) and _names_loop(name, model, run_code):
         for field in ("dataset", "optimizer"):
             if field in data or any(k.split(".")[0] == field for k in given):
                 raise ConfigError(
@@ -42,6 +46,15 @@ def read_job(path: str | Path, overrides: Mapping[str, Any] | None = None) -> Jo
                 )
         given["dataset"], given["optimizer"] = dict(_STAND_IN), {"name": "sgd", "lr": 0.1}
     return load_job(path, given)
+
+
+def _names_loop(name: str, model: object, run_code: bool) -> bool:
+    if run_code:
+        return _loop_function(name, model) is not None
+    from faasml.job.checks import model_kind
+
+    options = {k: v for k, v in model.items() if k != "name"} if isinstance(model, Mapping) else {}
+    return model_kind(name, options).kind == "loop"
 
 
 def _loop_function(name: str, model: object) -> Callable[..., Any] | None:
