@@ -237,3 +237,15 @@ def test_faasml_job_check_refuses_a_callable_neither_loop_nor_factory_in_one_lin
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: the job's model {model!r}")
     assert said in lines[0]
+
+
+def test_a_loops_functions_import_torch_dynamo_as_they_start(tmp_path: Path) -> None:
+    """A loop's first ``torch.optim`` optimiser imports ``torch._dynamo`` (seconds): its
+    functions import it as they start, in the cold start the probe measures, not in the
+    first epoch of each function."""
+    from faasml.runtime.profile.measure import platform_options_for
+
+    path = _job_file(tmp_path, {"name": "loops:mlp_loop", "width": 8, "lr": 0.1})
+    job = loop_job(read_job(path), tmp_path / "run" / "function")
+    preload = platform_options_for(job, None, {})["preload"]
+    assert preload[:2] == ("torch", "torch._dynamo")

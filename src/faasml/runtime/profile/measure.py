@@ -457,12 +457,15 @@ def platform_options_for(job: JobSpec, model: object, options: Mapping[str, Any]
     phase runs the handler module's imports, paid in the cold start the probe measures, not in
     the first invocation), and a PyTorch model's functions import torch too (a deployment
     package's import, outside the address-space cap, counted in resident memory as on a real
-    function)."""
+    function); a training loop's functions import ``torch._dynamo`` too, which its first
+    ``torch.optim`` optimiser would import in its first invocation."""
     out = dict(options)
     if job.platform in ("local", "ray", "lithops") and "preload" not in out:
         from faasml.workloads.torch_model import TorchModel
 
-        uses_torch = isinstance(model, TorchModel) or is_loop(job.model.name)  # a loop too
-        torch = ("torch",) if uses_torch else ()
-        out["preload"] = (*torch, WORKER_MODULE)
+        loop = is_loop(job.model.name)
+        torch = ("torch",) if isinstance(model, TorchModel) or loop else ()
+        # A loop's first torch.optim optimiser imports torch._dynamo (seconds): in the start.
+        dynamo = ("torch._dynamo",) if loop else ()
+        out["preload"] = (*torch, *dynamo, WORKER_MODULE)
     return out
