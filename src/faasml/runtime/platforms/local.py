@@ -20,10 +20,8 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
 from multiprocessing import Pipe
 from multiprocessing.connection import Connection, wait
-from pathlib import Path
 from typing import Any
 
 from faasml.catalog import Catalog
@@ -31,6 +29,8 @@ from faasml.exceptions import ConfigError
 from faasml.runtime.platforms import _common
 from faasml.runtime.platforms._common import CPU_MODES as CPU_MODES
 from faasml.runtime.platforms._cpu import CgroupCpu, DutyCycle
+from faasml.runtime.platforms._instance import Instance, rss_mb
+from faasml.runtime.platforms._instance import LocalInvocation as LocalInvocation
 from faasml.runtime.platforms.contract import (
     Billed,
     CapacityError,
@@ -44,45 +44,6 @@ IDLE_TIMEOUT_S = 120.0
 """A warm instance idle this long is stopped (AWS keeps them minutes)."""
 TICK_S = 0.01
 """Longest the monitor sleeps between checks of deadlines and memory."""
-
-
-class LocalInvocation(_common.SettledInvocation):
-    """An invocation on one local instance; completed by the platform's monitor thread."""
-
-    def __init__(self, memory_mb: int, dispatched: float, deadline: float, cold: bool) -> None:
-        super().__init__(memory_mb, dispatched)
-        self.deadline = deadline
-        self.cold = cold
-        self.init_s = 0.0
-        self._cancel: threading.Event = threading.Event()
-
-    def cancel(self) -> None:
-        if not self._event.is_set():
-            self._cancel.set()
-
-    @property
-    def cancel_requested(self) -> bool:
-        return self._cancel.is_set()
-
-
-@dataclass(eq=False)
-class _Instance:
-    memory_mb: int
-    vcpus: float
-    process: subprocess.Popen[bytes]
-    conn: Connection
-    spawned: float
-    ready_at: float | None = None
-    invocation: LocalInvocation | None = None
-    idle_since: float = 0.0
-    prewarmed: bool = False
-    throttle: DutyCycle | None = None
-    cgroup: Path | None = None
-    pending: list[Any] = field(default_factory=list)
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
 
 
 class LocalPlatform(_common.PooledPlatform):
@@ -115,7 +76,7 @@ class LocalPlatform(_common.PooledPlatform):
             if self._cgroup
             else ("duty-cycle" if cpu in ("auto", "duty-cycle") else "none")
         )
-        self._instances: list[_Instance] = []
+        self._instances: list[Instance] = []
         self._retired: list[Connection] = []
         """Connections of discarded instances: only the monitor closes them, as it may be
         reading one of them at that very moment."""
@@ -157,7 +118,7 @@ class LocalPlatform(_common.PooledPlatform):
 
     def _dispatch(
         self,
-        instance: _Instance,
+        instance: Instance,
         ref: str,
         payload: Any,
         limit: float,
@@ -234,7 +195,7 @@ class LocalPlatform(_common.PooledPlatform):
 
     # ----------------------------------------------------------------- capacity
 
-    def _take_warm(self, memory_mb: int) -> _Instance | None:
+    def _take_warm(self, memory_mb: int) -> Instance | None:
         """An idle, live instance of ``memory_mb`` (dead idle ones are discarded)."""
         for instance in list(self._instances):
             if instance.invocation is None and instance.process.poll() is not None:
@@ -279,7 +240,7 @@ class LocalPlatform(_common.PooledPlatform):
 
     # ----------------------------------------------------------------- instances
 
-    def _spawn(self, memory_mb: int) -> _Instance:
+    def _spawn(self, memory_mb: int) -> Instance:
         vcpus = self.vcpus(memory_mb)
         parent, child = Pipe(duplex=True)
         # Whole vCPUs only: a pool of two threads under a quota of 1.01 vCPU is throttled
@@ -313,7 +274,7 @@ class LocalPlatform(_common.PooledPlatform):
             stdin=subprocess.DEVNULL,
         )
         child.close()
-        instance = _Instance(memory_mb, vcpus, process, parent, spawned)
+        instance = Instance(memory_mb, vcpus, process, parent, spawned)
         if self._cgroup is not None:
             try:
                 instance.cgroup = self._cgroup.attach(process.pid, vcpus)
@@ -323,7 +284,7 @@ class LocalPlatform(_common.PooledPlatform):
         self._cold_starts += 1
         return instance
 
-    def _discard(self, instance: _Instance) -> None:
+    def _discard(self, instance: Instance) -> None:
         """Kill an instance and forget it (lock held by the caller or not needed)."""
         if instance in self._instances:
             self._instances.remove(instance)
@@ -337,7 +298,7 @@ class LocalPlatform(_common.PooledPlatform):
         if instance.cgroup is not None:
             CgroupCpu.detach(instance.cgroup)
 
-    def _stop(self, instance: _Instance, kind: str, message: str) -> None:
+    def _stop(self, instance: Instance, kind: str, message: str) -> None:
         # Billed up to the moment it was stopped, not through the kill and reaping that follow;
         # a timeout is billed up to its limit exactly, as AWS Lambda bills one.
         stopped = time.monotonic()
@@ -421,7 +382,7 @@ class LocalPlatform(_common.PooledPlatform):
                     if not self._instances:
                         return
 
-    def _receive(self, instance: _Instance) -> None:
+    def _receive(self, instance: Instance) -> None:
         try:
             message = instance.conn.recv()
         except (EOFError, OSError):
@@ -449,7 +410,7 @@ class LocalPlatform(_common.PooledPlatform):
                 with self._lock:
                     self._discard(instance)
 
-    def _ready(self, instance: _Instance, ready_at: float) -> None:
+    def _ready(self, instance: Instance, ready_at: float) -> None:
         """The instance has started: its start's figures, then the message it was given while
         starting (``_dispatch``), sent outside the lock: the instance reads it now."""
         with self._lock:
@@ -475,13 +436,13 @@ class LocalPlatform(_common.PooledPlatform):
                 self._stop(instance, "killed", "could not reach a newly started instance")
                 return
 
-    def _died(self, instance: _Instance) -> None:
+    def _died(self, instance: Instance) -> None:
         code = instance.process.poll()
         # Running out of memory is reported by the function (MemoryError) or by the resident
         # memory watch before this; a process that just ended was killed or crashed.
         self._stop(instance, "killed", f"the function's process ended (exit status {code})")
 
-    def _check(self, instances: list[_Instance]) -> None:
+    def _check(self, instances: list[Instance]) -> None:
         now = time.monotonic()
         for instance in instances:
             invocation = instance.invocation
@@ -496,18 +457,9 @@ class LocalPlatform(_common.PooledPlatform):
             elif now > invocation.deadline:
                 limit = invocation.deadline - invocation.dispatched
                 self._stop(instance, "timeout", f"ran past its maximum duration of {limit:g} s")
-            elif self.memory_check and _rss_mb(instance.pid) > instance.memory_mb:
+            elif self.memory_check and rss_mb(instance.pid) > instance.memory_mb:
                 self._stop(
                     instance, "out-of-memory", f"resident memory over {instance.memory_mb} MB"
                 )
             elif instance.process.poll() is not None:
                 self._died(instance)
-
-
-def _rss_mb(pid: int) -> float:
-    """Resident memory of a process in MB (0 when unknown)."""
-    try:
-        with open(f"/proc/{pid}/statm") as handle:
-            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-    except (OSError, ValueError, IndexError):
-        return 0.0
