@@ -162,24 +162,7 @@ class TrainRun(BaseRun):
         if trial.status == "diverged":  # resumed: a NaN model is trained no further
             self._diverged(trial)
             return
-        scheduler = None
-        if training.target_loss is not None:
-            from faasml.planners.adaptive import AdaptiveScheduler
-
-            planned = self.record.plan
-            self._expected = planned.stages[0].epochs if planned else training.max_epochs
-            scheduler = AdaptiveScheduler(
-                dataclasses.replace(self.workload, epochs=training.max_epochs),
-                self.plan_catalog,
-                self.planning_constraint(),
-                training.target_loss,
-                offline_epochs=self._expected,
-            )
-            scheduler.start()
-            for record in trial.history:  # replay what a resumed run already saw
-                scheduler.observe(
-                    record["epoch"], _loss(record), record["spent_usd"], record["t_s"]
-                )
+        scheduler = self._scheduler(trial)
         pending: tuple[int, Allocation] | None = None
         # What the run was planned with: each re-calibration corrects these afresh.
         self._planned = (self.workload, self.plan_catalog)
@@ -227,8 +210,34 @@ class TrainRun(BaseRun):
                 )
                 coordinator.prewarm(decision.allocation)
                 pending = (decision.effective_epoch, decision.allocation)
-        if trial.status == "failed":
-            return
+        if trial.status != "failed":
+            self._finish(trial)
+
+    def _scheduler(self, trial: TrialState) -> AdaptiveScheduler | None:
+        """The adaptive scheduler of a run with a target loss (None without one), told what a
+        resumed run already saw."""
+        training = self.job.training
+        if training.target_loss is None:
+            return None
+        from faasml.planners.adaptive import AdaptiveScheduler
+
+        planned = self.record.plan
+        self._expected = planned.stages[0].epochs if planned else training.max_epochs
+        scheduler = AdaptiveScheduler(
+            dataclasses.replace(self.workload, epochs=training.max_epochs),
+            self.plan_catalog,
+            self.planning_constraint(),
+            training.target_loss,
+            offline_epochs=self._expected,
+        )
+        scheduler.start()
+        for record in trial.history:  # replay what a resumed run already saw
+            scheduler.observe(record["epoch"], _loss(record), record["spent_usd"], record["t_s"])
+        return scheduler
+
+    def _finish(self, trial: TrialState) -> None:
+        """The trial trained to its end: done, the target reached or missed, the best."""
+        training = self.job.training
         trial.status = "done"
         loss = _loss(trial.last) if trial.history else float("inf")
         if training.target_loss is not None:
