@@ -17,7 +17,7 @@ import yaml
 from faasml.exceptions import FaasmlError
 from faasml.runtime.record.codec import record_to_json
 from faasml.runtime.runs.loop_job import loop_job, read_job
-from faasml.runtime.runs.session import TrainRun, TuneRun
+from faasml.runtime.runs.session import TrainRun, TuneRun, resume_run
 from faasml.types import Constraint
 
 pytest.importorskip("torch")
@@ -93,6 +93,21 @@ def test_faasml_resume_continues_a_loop_job_files_train_run(tmp_path: Path) -> N
     record = json.loads((tmp_path / "run" / "record.json").read_text())
     assert record["status"] == "finished"
     assert [h["epoch"] for h in record["trials"][0]["history"]] == [1, 2, 3]
+    # The packed loop is kept beside the record (rewritten after each segment), not in it.
+    assert record["job"]["model"]["function"] == {"file": "function/train_fn.b64"}
+    assert (tmp_path / "run" / "function" / "train_fn.b64").stat().st_size > 1000
+
+
+def test_a_resume_refuses_a_packed_loop_changed_since_the_run_began(tmp_path: Path) -> None:
+    path = _job_file(
+        tmp_path, {"name": "job_loops:loss_loop", "lr": 0.05}, training={"max_epochs": 3}
+    )
+    job = loop_job(read_job(path), tmp_path / "run" / "function")
+    TrainRun(job, DEADLINE, tmp_path / "run", measure=False).plan()  # planned, "interrupted"
+    packed = tmp_path / "run" / "function" / "train_fn.b64"
+    packed.write_text(packed.read_text()[:-8] + "AAAAAAA=")
+    with pytest.raises(FaasmlError, match="does not match the digest its record holds"):
+        resume_run(tmp_path / "run")
 
 
 def test_a_function_neither_loop_nor_factory_is_refused_in_one_line(tmp_path: Path) -> None:

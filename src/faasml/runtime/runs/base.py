@@ -35,6 +35,7 @@ from faasml.runtime.profile.measure import (
 )
 from faasml.runtime.profile.preparing import Planning, PrepareHook
 from faasml.runtime.record.codec import record_to_json
+from faasml.runtime.record.function_file import kept_apart
 from faasml.runtime.record.records import Event, PlanRecord, RunRecord, TrialRecord
 from faasml.runtime.record.run_dir import RunDir
 from faasml.runtime.record.run_lock import interrupting, interruption, lock_run
@@ -139,7 +140,7 @@ class BaseRun:
         is not the mean (one console line; an event in the record)."""
         self.record = record or RunRecord(
             kind=self.kind,
-            job=job.to_dict(redact=True),
+            job=kept_apart(job.to_dict(redact=True), Path(run_dir)),
             job_source=source_path(job.source),
             constraint=constraint,
             catalog=self.catalog.name,

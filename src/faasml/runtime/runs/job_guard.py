@@ -20,6 +20,7 @@ from typing import Any
 from faasml._signing import sign, unsigned_reason
 from faasml.exceptions import ConfigError, FaasmlError
 from faasml.job import JobSpec, from_mapping, load_job
+from faasml.runtime.record.function_file import brought_back
 
 __all__ = [
     "code_named",
@@ -238,6 +239,5 @@ def recorded_job(saved: Mapping[str, Any], run_dir: Path, *, ignore_job_file: bo
                 f"faasml resume {run_dir} --ignore-job-file, or start a new run from the file"
             )
     source = saved.get("job_source")
-    return from_mapping(
-        _with_credentials(saved["job"]), source=source if isinstance(source, str) else None
-    )
+    job = brought_back(_with_credentials(saved["job"]), run_dir)
+    return from_mapping(job, source=source if isinstance(source, str) else None)
