@@ -36,7 +36,12 @@ what-if ``hybrid_reach`` (within, or a good deployment's probe fits: not a bound
 
 Run: .venv/bin/python benchmarks/bench_deployment_search.py [--seeds 5] [--probes 10]
 [--first-seed 0] [--only-warm] [--explain] [--choice likeliest|upper] [--no-bill-share]
-[--repeats N]
+[--repeats N] [--full-probes] [--law scaled|other] [--first-only] [--profiles NAME ...]
+
+A probe is fitted to the dollars left (issue 33): a candidate whose full probe (5 rounds) does
+not fit is probed with as many rounds as fit, at least one, its noise √(5 / rounds) times a
+full probe's; "a good deployment's probe fits" then means its one-round probe does.
+``--full-probes``: every probe full, as before.
 """
 
 from __future__ import annotations
@@ -75,6 +80,9 @@ from faasml.sim.search_misses import (
 from faasml.types import Constraint, Objective
 from faasml.workload import Workload, builtin_workloads, load_workload
 
+PROBE_ROUNDS = 5
+"""Rounds of a full probe (``TrueLandscape.probe_rounds``); a search fits shorter ones to
+its dollars (``DeploymentSearch``'s ``probe_rounds``) unless ``--full-probes``."""
 SEARCHERS = (
     ("gp-ei", True),
     ("gp-ei", False),
@@ -369,7 +377,7 @@ def issue_figures(first: list[Outcome], per_profile: dict[str, list[Outcome]]) -
     )
     print(
         f"search cost, share of the job's bill: median {percentile(shares, 50):.1%}, "
-        f"p90 {percentile(shares, 90):.1%}"
+        f"p90 {percentile(shares, 90):.2%}"
     )
     print(
         f"choice breaks the constraint (truth): {sum(o.broken for o in first)}, by more "
@@ -446,6 +454,11 @@ def main() -> None:
         help="the true jobs: the profile perturbed (scaled), or computation of another law "
         "than the model's (other: sim.deployment.other_law_workload, stragglers)",
     )
+    parser.add_argument(
+        "--full-probes",
+        action="store_true",
+        help="every probe full (the rule before issue 33): no probe fitted to the dollars left",
+    )
     parser.add_argument("--profiles", nargs="*", default=None, help="only these workload profiles")
     parser.add_argument(
         "--repeats",
@@ -491,6 +504,7 @@ def main() -> None:
                         choice=args.choice,
                         bill_share=None if args.no_bill_share else SEARCH_SHARE,
                         repeats=args.repeats,
+                        probe_rounds=None if args.full_probes else PROBE_ROUNDS,
                     )
                     where = f"{name} {constraint_names[which]} seed {seed}"
                     outcome = run_search(search, truth, exact, where)
@@ -531,7 +545,8 @@ def main() -> None:
         f"{SEARCH_SHARE:.0%} of the predicted bill"
         f"{'' if args.no_bill_share else ' (and of the posterior bill after each probe)'}; "
         f"EI threshold {args.threshold:g}; "
-        f"GP + EI's choice: {args.choice}; repeats {args.repeats}"
+        f"GP + EI's choice: {args.choice}; repeats {args.repeats}; "
+        f"{'full probes only' if args.full_probes else 'probes fitted to the dollars left'}"
     )
     print(
         f"'feas.': within, of the {count - infeasible} instances where some deployment of "
