@@ -146,15 +146,11 @@ class DeploymentSearch:
         job's bill as the probes see it, not only of the model's prediction. ``repeats``:
         how many times a warm GP + EI search may measure one deployment (1: never again;
         ``GPEISearcher.unsettled``); kept by its re-triggers. ``probe_rounds``: the rounds
-        of a full probe; given, a probe is fitted to the dollars left (``ProbeFit``): a
-        candidate whose full probe does not fit is probed with fewer rounds (at least one)
-        and observed with the larger noise of fewer rounds, and ``measure`` is then called
-        with the rounds (a ``MeasureRounds``); kept by its re-triggers. None: every probe
-        full, priced by ``probe_costs``."""
+        of a full probe; given, probes are fitted to the dollars left (``ProbeFit``, see
+        ``step``; ``probe_costs`` then unused); kept by its re-triggers."""
         self.choice = check_choice(choice)
         self.fit = None if probe_rounds is None else ProbeFit(space, probe_rounds)
-        if self.fit is not None:
-            probe_costs = self.fit.shortest
+        probe_costs = probe_costs if self.fit is None else self.fit.shortest
         self.repeats = repeats
         self.space, self.goal = space, goal
         self.name = searcher
@@ -233,8 +229,10 @@ class DeploymentSearch:
 
     def step(self, measure: Measure | MeasureRounds) -> Probe | None:
         """Propose, measure and observe one candidate; None when the searcher is done.
-        ``measure`` is a ``MeasureRounds`` when the search fits its probes (``probe_rounds``),
-        else a ``Measure``."""
+        ``measure`` is a ``Measure``, or a ``MeasureRounds`` when the search fits its probes
+        (``probe_rounds``): a candidate whose full probe does not fit the dollars left is
+        then probed with the rounds that fit (at least one) and observed with the larger
+        noise of fewer rounds."""
         index = self.searcher.propose()
         if index is None:
             return None
