@@ -97,6 +97,8 @@ class Searcher(ABC):
         self.seed = seed
         self.rng = np.random.default_rng(seed)
         self.observed: list[tuple[int, float]] = []
+        self.noises: list[float | None] = []
+        """Per observation, its own deviation (None: the searcher's usual)."""
         self.spent_usd = 0.0
         self.stop_reason: str | None = None
         self.allowed = np.ones(x.shape[0], dtype=bool)
@@ -109,13 +111,21 @@ class Searcher(ABC):
     def __len__(self) -> int:
         return int(self.features.shape[0])
 
-    def observe(self, index: int, value: float, cost_usd: float = 0.0) -> None:
-        """Record the measured ``value`` of candidate ``index`` and what measuring it cost."""
+    def observe(
+        self, index: int, value: float, cost_usd: float = 0.0, noise: float | None = None
+    ) -> None:
+        """Record the measured ``value`` of candidate ``index`` and what measuring it cost;
+        ``noise``: this measurement's deviation where it differs from the usual (a shorter
+        probe's is larger; the searchers with a noise model weigh it by that, the others
+        ignore it)."""
         if not 0 <= index < len(self):
             raise ConfigError(f"candidate {index} is not among the {len(self)} candidates")
         if not math.isfinite(value):
             raise ConfigError(f"the measured value of candidate {index} is {value}, not finite")
+        if noise is not None and not (math.isfinite(noise) and noise > 0):
+            raise ConfigError(f"the value of noise is {noise}, but must be positive")
         self.observed.append((int(index), float(value)))
+        self.noises.append(noise)
         self.spent_usd += float(cost_usd)
         self._after_observe()
 

@@ -179,15 +179,21 @@ class GPEISearcher(Searcher):
         result: Array = (part / np.maximum(part.sum(axis=0), 1e-300)).T
         return result
 
+    def _deviations(self) -> Array:
+        """Each observation's noise deviation: its own (a shorter probe's), else ``noise``."""
+        return np.array([self.noise if d is None else max(d, self.noise) for d in self.noises])
+
     def _fit_terms(self, rows: np.ndarray, values: Array) -> None:
-        """MAP of the terms' log scales θ (Gaussian prior, Gaussian noise) by Gauss-Newton,
-        and its Laplace covariance: a calibration of the model from the probes."""
+        """MAP of the terms' log scales θ (Gaussian prior, Gaussian noise of each
+        observation's deviation) by Gauss-Newton, and its Laplace covariance: a calibration
+        of the model from the probes."""
         theta = self.center.copy()
         precision = np.diag(1.0 / self.term_sd**2)
+        noise = self._deviations()[:, None]
         for _ in range(20):
             self.theta = theta
-            jac = self._shares(rows) / self.noise
-            gap = (values - self._structured(rows)) / self.noise
+            jac = self._shares(rows) / noise
+            gap = (values - self._structured(rows)) / noise[:, 0]
             hessian = jac.T @ jac + precision
             gradient = jac.T @ gap - precision @ (theta - self.center)
             step = np.linalg.solve(hessian, gradient)
@@ -195,7 +201,7 @@ class GPEISearcher(Searcher):
             if float(np.max(np.abs(step))) < 1e-6:
                 break
         self.theta = theta
-        jac = self._shares(rows) / self.noise
+        jac = self._shares(rows) / noise
         self._theta_cov = np.asarray(np.linalg.inv(jac.T @ jac + precision), dtype=float)
 
     def _after_observe(self) -> None:
@@ -218,8 +224,14 @@ class GPEISearcher(Searcher):
         kernel = kernels.ConstantKernel(0.25, (1e-4, 1e2)) * kernels.Matern(
             length_scale=np.full(dims, 0.3), length_scale_bounds=(0.03, 10.0), nu=2.5
         ) + kernels.WhiteKernel(self.noise**2, "fixed")
+        # A noisier observation (a shorter probe) adds its excess variance to the white term.
+        extra = np.maximum(self._deviations() ** 2 - self.noise**2, 0.0)
         gp = regressor(
-            kernel=kernel, normalize_y=False, n_restarts_optimizer=1, random_state=self.seed
+            kernel=kernel,
+            alpha=1e-10 + extra,
+            normalize_y=False,
+            n_restarts_optimizer=1,
+            random_state=self.seed,
         )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # bounds reached on a few points: expected

@@ -1,12 +1,10 @@
 """Deployment search (SMLT §3.2): choose functions × memory (× storage) from measured probes.
 
-``DeploymentSpace`` is the candidate set with the analytical model's per-epoch estimates
-(CE-scaling eqs. 1–5, ``models.space.evaluate``) — the prior mean where a profile exists and
-the feasibility rules always. ``DeploymentGoal`` turns a measured time and cost per epoch into
-the scalar the searcher minimises (SMLT eq. 1 and its dual). ``DeploymentSearch`` drives a
-searcher with a caller's ``measure`` function (real billed probes in the runtime, model plus
-noise in the simulator) and, when the job changes, ``retrigger`` starts a new search
-warm-started from the last posterior.
+``DeploymentSearch`` drives a searcher over a ``DeploymentSpace`` for a ``DeploymentGoal``
+(``faasml.search.space``: the candidates and what the model says of them) with a caller's
+``measure`` function (real billed probes in the runtime, model plus noise in the simulator)
+and, when the job changes, ``retrigger`` starts a new search warm-started from the last
+posterior.
 """
 
 from __future__ import annotations
@@ -14,31 +12,31 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
-from numpy.typing import NDArray
 
-from faasml.catalog import Catalog
 from faasml.exceptions import ConfigError
-from faasml.models.space import AllocationTable, Exclusions, evaluate
 from faasml.search import SEARCHERS, SearchBudget, Searcher, check_choice, create_searcher
 from faasml.search._base import Array
-from faasml.search._gp import GPEISearcher, LatentObjective
-from faasml.types import Allocation, Constraint, Objective
-from faasml.workload import Workload
+from faasml.search._gp import NOISE, GPEISearcher
+from faasml.search.space import (
+    COUNT_LEVELS,
+    MEMORY_STEP_MB,
+    PENALTY,
+    DeploymentGoal,
+    DeploymentSpace,
+    ProbeFit,
+    cpu_bound_sizes,
+    features_of,
+)
+from faasml.types import Allocation
 
 SEARCH_SHARE = 0.05
 """Default dollar budget of a search: this share of the job's predicted bill."""
-PENALTY = 10.0
-"""Slope of the score past the constraint, per unit of log overshoot: steep enough that a
-candidate over the limit never beats one within it by more than a sliver."""
-COUNT_LEVELS = 64
-"""Function counts searched: about this many, spaced geometrically from 1 to the most."""
 SCALE_DRIFT = 0.1
 """Deviation added to each learnt log scale at a re-trigger (the change may move them)."""
-MEMORY_STEP_MB = 128
-"""Memory grid of the search (SMLT §3.2 searches 128 MB steps)."""
 MODEL_MARGIN = 1.5
 """A deployment no probe ran is chosen only if its memory holds the model's footprint (its
 copies) this many times as large as the evidence says (the profile's, or more than a probe
@@ -48,222 +46,6 @@ REPEATS = 1
 """How many times a warm GP + EI search may measure one deployment (``GPEISearcher``)."""
 OUT_OF_MEMORY = re.compile(r"out[ -]of[ -]memory|memoryerror", re.IGNORECASE)
 """A probe's failure that says the function ran out of memory (simulator, local platform)."""
-
-
-@dataclass(frozen=True)
-class DeploymentGoal:
-    """Minimise time per epoch within a budget, or cost per epoch within a deadline (SMLT
-    eq. 1 and its dual), over ``epochs`` epochs. The score is log(primary) plus ``PENALTY`` ×
-    the log overshoot of the other quantity past its limit: smooth for the GP, and equal to
-    log(primary) for every candidate that keeps the constraint."""
-
-    objective: Objective
-    epochs: float
-    limit: float | None = None
-    """The budget (USD, MIN_TIME) or deadline (s, MIN_COST) for ``epochs`` epochs."""
-
-    def __post_init__(self) -> None:
-        if not (math.isfinite(self.epochs) and self.epochs > 0):
-            raise ConfigError(f"the value of epochs is {self.epochs}, but must be positive")
-
-    @staticmethod
-    def from_constraint(constraint: Constraint, epochs: float) -> DeploymentGoal:
-        goal = constraint.goal
-        limit = constraint.budget_usd if goal is Objective.MIN_TIME else constraint.deadline_s
-        return DeploymentGoal(goal, epochs, limit)
-
-    def score(self, time_s: Array | float, cost_usd: Array | float) -> Array:
-        time = np.maximum(np.asarray(time_s, dtype=float), 1e-12)
-        cost = np.maximum(np.asarray(cost_usd, dtype=float), 1e-15)
-        primary, secondary = (time, cost) if self.objective is Objective.MIN_TIME else (cost, time)
-        value: Array = np.log(primary)
-        if self.limit is not None:
-            over = np.log(self.epochs * secondary / self.limit)
-            value = value + PENALTY * np.maximum(over, 0.0)
-        return value
-
-    def latent(self, cost_per_s: Array) -> LatentObjective:
-        """The goal on log time per epoch g, with each candidate's dollars per second of
-        epoch: least time → objective g, kept iff g <= log(budget / (epochs · $/s)); least
-        cost → objective g + log($/s), kept iff g <= log(deadline / epochs)."""
-        rate = np.maximum(np.asarray(cost_per_s, dtype=float), 1e-300)
-        inf = np.full(rate.shape, np.inf)
-        if self.objective is Objective.MIN_TIME:
-            offset = np.zeros(rate.shape)
-            limit = inf if self.limit is None else np.log(self.limit / (self.epochs * rate))
-        else:
-            offset = np.log(rate)
-            limit = (
-                inf
-                if self.limit is None
-                else np.full(rate.shape, math.log(self.limit / self.epochs))
-            )
-        return LatentObjective(offset, limit)
-
-    def keeps(self, time_s: float, cost_usd: float) -> bool:
-        """True when ``epochs`` epochs at this time and cost keep the constraint."""
-        if self.limit is None:
-            return True
-        other = cost_usd if self.objective is Objective.MIN_TIME else time_s
-        return self.epochs * other <= self.limit * (1 + 1e-9)
-
-
-def cpu_bound_sizes(
-    memories: NDArray[np.int64], workload: Workload, catalog: Catalog
-) -> NDArray[np.int64]:
-    """``memories`` without the sizes above the first that buys the platform's largest CPU
-    share (``max_vcpus``: on the local platform, the machine's cores): such a function runs
-    no faster and bills more — dominated, a probe of it is money spent on noise. Kept all where
-    the job needs more memory than that size (one function's footprint)."""
-    platform = catalog.platform
-    full = memories[platform.vcpus(memories) >= platform.max_vcpus - 1e-9]
-    if full.size == 0 or float(workload.memory_needed_mb(1)) > float(full[0]):
-        return memories
-    return memories[memories <= full[0]]
-
-
-@dataclass(frozen=True)
-class DeploymentSpace:
-    """The candidates (n on a geometric grid, memory in ``MEMORY_STEP_MB`` steps, every
-    storage and scheme of the catalog) with the model's estimates and the searcher's features:
-    log n and log m scaled by the catalog's bounds (the same for every phase of a job, so a
-    posterior carries over), plus one indicator per storage option where there are several."""
-
-    table: AllocationTable
-    features: Array
-    workload_rounds: NDArray[np.int64]
-    """Rounds per epoch of each candidate (k of the model)."""
-    exclusions: Exclusions = field(default_factory=Exclusions)
-    footprint: Array | None = None
-    """Per candidate, the memory the profile says a function needs (MB): apart from the
-    model (runtime and data partition, row 0) and the model's copies (row 1)."""
-
-    def __len__(self) -> int:
-        return len(self.table)
-
-    @staticmethod
-    def build(
-        workload: Workload,
-        catalog: Catalog,
-        *,
-        memory_step_mb: int | None = None,
-        max_functions: int | None = None,
-        counts: list[int] | None = None,
-    ) -> DeploymentSpace:
-        platform = catalog.platform
-        step = memory_step_mb or max(platform.memory_step_mb, MEMORY_STEP_MB)
-        memories = cpu_bound_sizes(platform.memory_sizes(step), workload, catalog)
-        top = int(platform.max_concurrent(memories).max())
-        if max_functions is not None:
-            top = min(top, max_functions)
-        top = max(1, min(top, workload.max_functions))
-        if counts is None:
-            grid = np.unique(np.round(np.geomspace(1, top, COUNT_LEVELS)).astype(np.int64))
-        else:
-            grid = np.array(sorted({c for c in counts if 1 <= c <= top}), dtype=np.int64)
-            if grid.size == 0:
-                raise ConfigError(f"no function count in {counts} is between 1 and {top}")
-        options = catalog.sync_options()
-        out = Exclusions()
-        parts = [
-            evaluate(
-                workload,
-                catalog,
-                (grid if index == 0 else grid[grid > 1])[:, None],
-                memories[None, :],
-                *option,
-                exclusions=out,
-            )
-            for index, option in enumerate(options)
-        ]
-        table = AllocationTable.concatenate(parts, options)
-        if len(table) == 0:
-            reasons = "; ".join(f"{k} ({v})" for k, v in out.counts.most_common())
-            raise ConfigError(f"no deployment of {catalog.name} can run {workload.name}: {reasons}")
-        rounds = workload.iterations_per_epoch(table.n)
-        footprint = np.stack(
-            [
-                workload.memory_needed_mb(table.n) - workload.model_copies * workload.model_mb,
-                np.full(len(table), workload.model_copies * workload.model_mb),
-            ]
-        )
-        return DeploymentSpace(table, features_of(table, catalog), rounds, out, footprint)
-
-    def model_room(self) -> Array | None:
-        """How many times the profile's model footprint each candidate's memory holds beside
-        the runtime and its data partition (>= 1 where the profile says it fits; inf with
-        no model footprint); None when the space does not know its footprint."""
-        if self.footprint is None:
-            return None
-        rest, model = self.footprint
-        free = self.table.memory_mb - rest
-        with np.errstate(divide="ignore", invalid="ignore"):
-            room = np.where(model > 0, free / np.where(model > 0, model, 1.0), np.inf)
-        result: Array = np.where(free < 0, 0.0, room)
-        return result
-
-    def prior(self, goal: DeploymentGoal) -> Array:
-        """The model's score of every candidate."""
-        return goal.score(self.table.time_s, self.table.cost_usd)
-
-    def predicted_bill(self, goal: DeploymentGoal) -> float:
-        """The model's cost of ``goal.epochs`` epochs on its own best candidate."""
-        best = int(np.argmin(self.prior(goal)))
-        return float(goal.epochs * self.table.cost_usd[best] + self.table.startup_usd[best])
-
-    def log_time(self) -> Array:
-        """log of the model's time per epoch: the GP's prior mean when warm-started."""
-        result: Array = np.log(np.maximum(self.table.time_s, 1e-12))
-        return result
-
-    def terms(self) -> Array:
-        """The model's time per epoch as terms (computation, synchronisation, the rest: load
-        and invocation), whose sum is the time: the scales a search learns from its probes."""
-        t = self.table
-        result: Array = np.stack([t.compute_s, t.sync_s, t.load_s + t.invoke_s])
-        return result
-
-    def probe_cost(self, rounds: int = 5, cap_s: float = 10.0) -> Array:
-        """The model's price of probing each candidate: its cold start plus ``rounds`` rounds
-        (at most ``cap_s`` seconds of them, at least one)."""
-        table = self.table
-        k = self.workload_rounds.astype(float)
-        per_round = table.time_s / np.maximum(k, 1.0)
-        ran = np.minimum(np.minimum(rounds, k), np.maximum(1.0, np.floor(cap_s / per_round)))
-        result: Array = table.startup_usd + ran / np.maximum(k, 1.0) * table.cost_usd
-        return result
-
-    def cost_per_s(self) -> Array:
-        """Dollars per second of epoch of each candidate (its functions' prices and requests,
-        as the model prices them): what turns a measured time into a cost."""
-        result: Array = self.table.cost_usd / np.maximum(self.table.time_s, 1e-12)
-        return result
-
-    def allocation(self, index: int) -> Allocation:
-        return self.table.allocation(index)
-
-    def index_of(self, allocation: Allocation) -> int | None:
-        """The candidate of ``allocation``, or None when it is not in the space."""
-        option = self.table.options.index((allocation.storage, allocation.scheme))
-        rows = np.flatnonzero(
-            (self.table.n == allocation.n)
-            & (self.table.memory_mb == allocation.memory_mb)
-            & (self.table.option == option)
-        )
-        return int(rows[0]) if rows.size else None
-
-
-def features_of(table: AllocationTable, catalog: Catalog) -> Array:
-    """[log n / log N, log(m / m_min) / log(m_max / m_min), one-hot option (if several)]."""
-    platform = catalog.platform
-    most = max(platform.concurrency_limit, 2)
-    n = np.log(table.n.astype(float)) / math.log(most)
-    low, high = float(platform.memory_min_mb), float(max(platform.memory_max_mb, 2 * 128))
-    m = np.log(table.memory_mb / low) / math.log(high / low)
-    columns = [n, m]
-    if len(table.options) > 1:
-        columns += [(table.option == k).astype(float) for k in range(len(table.options))]
-    return np.clip(np.stack(columns, axis=1), 0.0, 1.0)
 
 
 @dataclass(frozen=True)
@@ -286,6 +68,9 @@ class Probe:
     score: float
     predicted_time_s: float
     predicted_cost_usd: float
+    rounds: int | None = None
+    """The rounds of a shortened probe (``DeploymentSearch``'s ``probe_rounds``); None: the
+    full probe."""
 
 
 @dataclass(frozen=True)
@@ -316,6 +101,9 @@ class SearchResult:
 
 
 Measure = Callable[[Allocation], Measurement]
+"""A full probe of a deployment."""
+MeasureRounds = Callable[[Allocation, int], Measurement]
+"""A probe of a deployment that runs the given number of rounds (a shortened probe's fewer)."""
 
 
 class DeploymentSearch:
@@ -338,6 +126,7 @@ class DeploymentSearch:
         choice: str = "likeliest",
         bill_share: float | None = None,
         repeats: int = REPEATS,
+        probe_rounds: int | None = None,
     ) -> None:
         """``warm`` uses the model's prediction as the prior mean (a profile exists), its
         terms' scales learnt from the probes (``scales``: their prior centre and deviation,
@@ -356,8 +145,12 @@ class DeploymentSearch:
         ``budget.max_usd``; kept by its re-triggers. The search cost is then a share of the
         job's bill as the probes see it, not only of the model's prediction. ``repeats``:
         how many times a warm GP + EI search may measure one deployment (1: never again;
-        ``GPEISearcher.unsettled``); kept by its re-triggers."""
+        ``GPEISearcher.unsettled``); kept by its re-triggers. ``probe_rounds``: the rounds
+        of a full probe; given, probes are fitted to the dollars left (``ProbeFit``, see
+        ``step``; ``probe_costs`` then unused); kept by its re-triggers."""
         self.choice = check_choice(choice)
+        self.fit = None if probe_rounds is None else ProbeFit(space, probe_rounds)
+        probe_costs = probe_costs if self.fit is None else self.fit.shortest
         self.repeats = repeats
         self.space, self.goal = space, goal
         self.name = searcher
@@ -434,20 +227,38 @@ class DeploymentSearch:
         enough = min(min(ran, default=math.inf), MODEL_MARGIN * max(1.0, self.model_floor))
         self.searcher.restrict(room > self.model_floor, room >= enough)
 
-    def step(self, measure: Measure) -> Probe | None:
-        """Propose, measure and observe one candidate; None when the searcher is done."""
+    def step(self, measure: Measure | MeasureRounds) -> Probe | None:
+        """Propose, measure and observe one candidate; None when the searcher is done.
+        ``measure`` is a ``Measure``, or a ``MeasureRounds`` when the search fits its probes
+        (``probe_rounds``): a candidate whose full probe does not fit the dollars left is
+        then probed with the rounds that fit (at least one) and observed with the larger
+        noise of fewer rounds."""
         index = self.searcher.propose()
         if index is None:
             return None
         allocation = self.space.allocation(index)
-        return self.record(allocation, measure(allocation))
+        if self.fit is None:
+            return self.record(allocation, cast(Measure, measure)(allocation))
+        left = self.searcher.max_usd()
+        rounds = self.fit.rounds(index, None if left is None else left - self.searcher.spent_usd)
+        measured = cast(MeasureRounds, measure)(allocation, rounds)
+        return self.record(allocation, measured, rounds)
 
-    def record(self, allocation: Allocation, measured: Measurement) -> Probe:
-        """Observe what a probe of ``allocation`` measured: ``step``'s second half, and how a
-        resumed run replays the probes its record holds (nothing is measured again)."""
+    def record(
+        self, allocation: Allocation, measured: Measurement, rounds: int | None = None
+    ) -> Probe:
+        """Observe what a probe of ``allocation`` measured (``rounds``: how many it ran, where
+        the search fits its probes): ``step``'s second half, and how a resumed run replays
+        the probes its record holds (nothing is measured again)."""
         index = self.space.index_of(allocation)
         if index is None:
             raise ConfigError(f"{allocation} is not a candidate of this search")
+        short = noise = None
+        if self.fit is not None and (short := self.fit.shortened(index, rounds)) is not None:
+            # Fewer rounds average out less of the noise: the GP weighs this one less.
+            noise = float(getattr(self.searcher, "noise", NOISE)) * self.fit.noise_factor(
+                index, short
+            )
         if measured.failed is not None:
             worst = max((p.score for p in self.probes if p.measurement.failed is None), default=0)
             score = float(worst) + 2.0
@@ -465,13 +276,14 @@ class DeploymentSearch:
             value = math.log(measured.time_s) if measured.failed is None else slowest + 2.0
         else:
             value = score
-        self.searcher.observe(index, value, measured.probe_usd)
+        self.searcher.observe(index, value, measured.probe_usd, noise)
         probe = Probe(
             allocation,
             measured,
             score,
             float(self.space.table.time_s[index]),
             float(self.space.table.cost_usd[index]),
+            short,
         )
         self.probes.append(probe)
         self._rows.append(index)
@@ -564,4 +376,28 @@ class DeploymentSearch:
             choice=self.choice,
             bill_share=self.bill_share,
             repeats=self.repeats,
+            probe_rounds=None if self.fit is None else self.fit.full_rounds,
         )
+
+
+__all__ = [
+    "COUNT_LEVELS",
+    "MEMORY_STEP_MB",
+    "MODEL_MARGIN",
+    "OUT_OF_MEMORY",
+    "PENALTY",
+    "REPEATS",
+    "SCALE_DRIFT",
+    "SEARCH_SHARE",
+    "DeploymentGoal",
+    "DeploymentSearch",
+    "DeploymentSpace",
+    "Measure",
+    "MeasureRounds",
+    "Measurement",
+    "Probe",
+    "ProbeFit",
+    "SearchResult",
+    "cpu_bound_sizes",
+    "features_of",
+]

@@ -130,8 +130,10 @@ class TrueLandscape:
                 time[rows], cost[rows] = t, c
         return time, cost
 
-    def measure(self, allocation: Allocation) -> Measurement:
-        """One billed probe of ``allocation``: cold start plus ``probe_rounds`` rounds."""
+    def measure(self, allocation: Allocation, rounds: int | None = None) -> Measurement:
+        """One billed probe of ``allocation``: cold start plus ``probe_rounds`` rounds, or
+        ``rounds`` when fewer (a shortened probe: its noise √(full rounds / rounds) times a
+        full probe's, as fewer rounds average out less of it)."""
         self.probes += 1
         n = np.array([allocation.n])
         memory = np.array([allocation.memory_mb])
@@ -143,11 +145,17 @@ class TrueLandscape:
             return Measurement(
                 np.inf, np.inf, float(start_s[0]), float(start_usd[0]), failed="out of memory"
             )
-        rounds = float(self.workload.iterations_per_epoch(allocation.n))
-        factor = float(np.exp(self.rng.normal(0.0, self.noise)))
-        per_round = float(time[0]) * factor / max(rounds, 1.0)
-        ran = min(self.probe_rounds, rounds, max(1.0, self.probe_cap_s // max(per_round, 1e-12)))
-        share = ran / max(rounds, 1.0)
+        per_epoch = float(self.workload.iterations_per_epoch(allocation.n))
+        draw = float(self.rng.normal(0.0, 1.0))
+        factor = float(np.exp(self.noise * draw))
+        per_round = float(time[0]) * factor / max(per_epoch, 1.0)
+        full = min(
+            self.probe_rounds, per_epoch, max(1.0, self.probe_cap_s // max(per_round, 1e-12))
+        )
+        ran = full if rounds is None else max(1.0, min(float(rounds), full))
+        if ran < full:
+            factor = float(np.exp(self.noise * np.sqrt(full / ran) * draw))
+        share = ran / max(per_epoch, 1.0)
         return Measurement(
             time_s=float(time[0]) * factor,
             cost_usd=float(cost[0]) * factor,
