@@ -222,3 +222,20 @@ def test_mutated_records_load_or_fail_in_one_line(name: str, rounds: int, data: 
     summary_lines(record)
     again = record_from_json(json.loads(json.dumps(record_to_json(record))))
     assert record_to_json(again) == record_to_json(record)
+
+
+def test_a_probe_the_search_shortened_keeps_its_rounds() -> None:
+    """A deployment search fits a probe to its dollars by running fewer rounds: the record
+    keeps how many (a resumed search weighs it by them); a full probe's record is as before."""
+    data = _fixture("v0-workflow.json")
+    probes = data["workflow"]["phases"][0]["probes"]
+    probes[0]["rounds"] = 1
+    record = record_from_json(data)
+    assert record.workflow is not None
+    kept = record.workflow.phases[0].probes
+    assert kept[0].rounds == 1 and all(p.rounds is None for p in kept[1:])
+    again = record_to_json(record)["workflow"]["phases"][0]["probes"]
+    assert again[0]["rounds"] == 1 and all("rounds" not in p for p in again[1:])
+    probes[0]["rounds"] = 0
+    with pytest.raises(RecordError, match="rounds"):
+        record_from_json(data)

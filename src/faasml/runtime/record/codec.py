@@ -42,6 +42,7 @@ from faasml.runtime.record.records import (
     Estimate,
     PhaseRecord,
     PlanRecord,
+    ProbeRecord,
     RunRecord,
     StageRecord,
     TrialRecord,
@@ -151,10 +152,7 @@ def _phase_json(phase: PhaseRecord) -> dict[str, Any]:
             "epochs": phase.goal.epochs,
             "limit": phase.goal.limit,
         },
-        "probes": [
-            {**dataclasses.asdict(p), "allocation": dataclasses.asdict(p.allocation)}
-            for p in phase.probes
-        ],
+        "probes": [_probe_json(p) for p in phase.probes],
         "searched": phase.searched,
         "retrigger": phase.retrigger,
         "search_usd": phase.search_usd,
@@ -361,3 +359,12 @@ def _check_together(r: RunRecord) -> None:
         raise RecordError(
             f"the value of record.stage is {r.stage}, but the plan has {len(r.plan.stages)} stages"
         )
+
+
+def _probe_json(probe: ProbeRecord) -> dict[str, Any]:
+    """A probe as JSON; ``rounds`` only where the search shortened it (records before it read
+    the same)."""
+    out = {**dataclasses.asdict(probe), "allocation": dataclasses.asdict(probe.allocation)}
+    if probe.rounds is None:
+        del out["rounds"]
+    return out

@@ -366,6 +366,7 @@ def probe_from(f: Fields) -> ProbeRecord:
         f.number("probe_s", minimum=0),
         f.number("probe_usd", minimum=0),
         failed,
+        maybe(f, "rounds", lambda g, n: g.integer(n, minimum=1)),
     )
     f.finish()
     return probe

@@ -259,6 +259,8 @@ class ProbeRecord:
     probe_s: float
     probe_usd: float
     failed: str | None
+    rounds: int | None = None
+    """The rounds it ran where the search shortened it to fit its dollars (None: in full)."""
 
 
 @dataclass

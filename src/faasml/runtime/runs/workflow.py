@@ -212,6 +212,7 @@ class WorkflowRun(TrainRun):
                 warm=warm,
                 probe_costs=costs,
                 choice=options.choice,
+                probe_rounds=options.probe_rounds,
             )
         return last.retrigger(
             space, goal, budget=budget, seed=self.job.seed, warm=warm, probe_costs=costs

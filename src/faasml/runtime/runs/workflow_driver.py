@@ -280,15 +280,15 @@ class PhaseDriver:
         space: DeploymentSpace,
         record: PhaseRecord,
         candidate: Allocation,
+        rounds: int,
     ) -> Measurement:
-        """One real probe of ``candidate`` (billed as 'search'), as time and cost per epoch:
-        the measured seconds per round × the phase's rounds per epoch, plus the data load;
-        the cost at the candidate's price per second."""
+        """One real probe of ``candidate`` of ``rounds`` rounds (the search's: fewer than
+        ``probe_rounds`` where a full probe does not fit its dollars), billed as 'search', as
+        time and cost per epoch: the measured seconds per round × the phase's rounds per
+        epoch, plus the data load; the cost at the candidate's price per second."""
         self.probes += 1
-        options = self.run.spec.search
-        result = probe_allocation(
-            self.coordinator, trial, candidate, options.probe_rounds, self.probes
-        )
+        full = self.run.spec.search.probe_rounds
+        result = probe_allocation(self.coordinator, trial, candidate, rounds, self.probes)
         index = space.index_of(candidate)
         assert index is not None  # proposed from this space
         rounds = int(space.workload_rounds[index])
@@ -311,6 +311,7 @@ class PhaseDriver:
                 probe_s=result.wall_s,
                 probe_usd=result.usd,
                 failed=out.failed,
+                rounds=rounds if rounds < full else None,
             )
         )
         return out
@@ -321,7 +322,7 @@ class PhaseDriver:
         space = self.run.phase_space(phase)
         search = self.run.search_for(phase, self.search, space, _goal_of(record.goal))
         for probe in record.probes:
-            search.record(probe.allocation, _measurement_of(probe))
+            search.record(probe.allocation, _measurement_of(probe), probe.rounds)
         return search
 
     # ------------------------------------------------------------------ watched chunks
