@@ -152,3 +152,13 @@ def test_every_kind_of_stored_record_has_a_view(stored: Path) -> None:
     assert [t["trial"] for t in data["trials"]] == [t.trial_id for t in record.trials]
     assert len(data["stages"]) == (0 if record.plan is None else len(record.plan.stages))
     assert data["spend"]["total_usd"] == pytest.approx(record.bill_usd())
+
+
+def test_a_train_runs_progress_counts_to_its_expected_epochs_and_its_cap() -> None:
+    """A run to a target loss plans the epochs it expects; it may train past them, up to
+    max_epochs: its progress names both rather than 'epoch 9 of 8'."""
+    data = json.loads((RECORDS[0].parent / "v0-train.json").read_text())
+    data["plan"]["stages"][0]["epochs"] = 2  # expected 2 of at most 3; it trained 3
+    assert run_view(record_from_json(data), "run").progress == "epoch 3 (2 expected, at most 3)"
+    data["plan"]["stages"][0]["epochs"] = 3  # the plan is the cap: as any run
+    assert run_view(record_from_json(data), "run").progress == "epoch 3 of 3"

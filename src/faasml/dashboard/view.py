@@ -359,7 +359,12 @@ def _progress(record: RunRecord) -> str:
     stages = len(plan.stages)
     if record.kind != "tune" or stages <= 1:
         done = max((t.epochs_done for t in record.trials), default=0)
-        return f"epoch {done} of {sum(s.epochs for s in plan.stages)}"
+        planned = sum(s.epochs for s in plan.stages)
+        cap = (record.job.get("training") or {}).get("max_epochs")
+        if record.kind == "train" and isinstance(cap, int) and cap != planned:
+            # A run to a target loss plans the epochs it expects, up to its max_epochs.
+            return f"epoch {done} ({planned} expected, at most {cap})"
+        return f"epoch {done} of {planned}"
     return f"stage {min(record.stage + 1, stages)} of {stages}"
 
 
