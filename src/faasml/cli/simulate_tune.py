@@ -31,7 +31,11 @@ from faasml.units import format_duration, format_money
 from faasml.workload import load_workload
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from faasml.sim.run import TuneRunSimulation
+    from faasml.sim.tuning import SimulatedStage
+    from faasml.types import Allocation
 
 
 def register(kinds: Any) -> None:
@@ -91,19 +95,7 @@ def print_simulation(run: TuneSimulation) -> None:
         f"[bold]{plan.planner}[/] plan, {_common.bounds_text(plan.constraint)} "
         f"(seed {run.seed}, epoch noise {run.noise:g}, cold-start noise {run.cold_start_noise:g})"
     )
-    table = Table(title="Stages: simulated (predicted)", title_justify="left")
-    for column in ("stage", "trials", "θ", "peak functions", "time", "cost"):
-        table.add_column(column, justify="left" if column == "θ" else "right")
-    for stage, planned in zip(run.stages, plan.stages, strict=True):
-        table.add_row(
-            str(stage.index),
-            str(stage.trials),
-            allocation_text(planned.allocation),
-            str(stage.peak_functions),
-            f"{format_duration(stage.time_s)} ({format_duration(stage.predicted_time_s)})",
-            f"{format_money(stage.cost_usd)} ({format_money(stage.predicted_cost_usd)})",
-        )
-    out.print(table)
+    out.print(_stages_table(run.stages, [s.allocation for s in plan.stages]))
     verdict = "within" if run.within_constraint else "[bold red]outside[/]"
     out.print(
         f"Simulated: [bold]{format_duration(run.time_s)}[/] and "
@@ -223,19 +215,7 @@ def print_run(run: TuneRunSimulation) -> None:
         f"(seed {run.seed}, epoch noise {run.noise:g}, cold-start noise "
         f"{run.cold_start_noise:g}): its tuning run on the simulated platform"
     )
-    table = Table(title="Stages: simulated (predicted)", title_justify="left")
-    for column in ("stage", "trials", "θ", "peak functions", "time", "cost"):
-        table.add_column(column, justify="left" if column == "θ" else "right")
-    for stage, planned in zip(run.stages, plan.stages, strict=False):
-        table.add_row(
-            str(stage.index),
-            str(stage.trials),
-            allocation_text(planned.allocation),
-            str(stage.peak_functions),
-            f"{format_duration(stage.time_s)} ({format_duration(stage.predicted_time_s)})",
-            f"{format_money(stage.cost_usd)} ({format_money(stage.predicted_cost_usd)})",
-        )
-    out.print(table)
+    out.print(_stages_table(run.stages, [s.allocation for s in plan.stages]))
     if record.stop_reason:
         out.print(f"Stopped: {record.stop_reason}")
     verdict = "within" if run.within_constraint else "[bold red]outside[/]"
@@ -245,3 +225,20 @@ def print_run(run: TuneRunSimulation) -> None:
         f"{format_duration(run.predicted.time_s)} and {format_money(run.predicted.cost_usd)} "
         f"(time {run.time_error:+.1%}, cost {run.cost_error:+.1%}); {verdict} the constraint."
     )
+
+
+def _stages_table(stages: Sequence[SimulatedStage], allocations: Sequence[Allocation]) -> Table:
+    """The simulated stages beside their predictions, each on its planned allocation."""
+    table = Table(title="Stages: simulated (predicted)", title_justify="left")
+    for column in ("stage", "trials", "θ", "peak functions", "time", "cost"):
+        table.add_column(column, justify="left" if column == "θ" else "right")
+    for stage, allocation in zip(stages, allocations, strict=False):
+        table.add_row(
+            str(stage.index),
+            str(stage.trials),
+            allocation_text(allocation),
+            str(stage.peak_functions),
+            f"{format_duration(stage.time_s)} ({format_duration(stage.predicted_time_s)})",
+            f"{format_money(stage.cost_usd)} ({format_money(stage.predicted_cost_usd)})",
+        )
+    return table
