@@ -134,14 +134,14 @@ def job_set(quick: bool) -> list[Job]:
     return jobs
 
 
-def _profiling(label: str, ran: Ran) -> str:
+def _profiling(label: str, ran: Ran, goal: str = "") -> str:
     record = ran.record
     usd = record.bill_usd() - record.run_usd()
     seconds = profiling_s(record.profile, record)
     cached = "cached" if record.profile_cached else "measured"
     return (
-        f"  {label}: profiling ${usd:.6f}, {seconds:.1f} s ({cached}); "
-        f"{ran.wall_s:.1f} s, {record.status}"
+        f"  {label}: profiling ${usd:.6f} {seconds:.1f} s ({cached}){goal}, "
+        f"command {ran.wall_s:.1f} s, {record.status}"
     )
 
 
@@ -162,8 +162,8 @@ def beside_busy_loops(job: Job, run_dir: Path) -> str:
             hog.wait()
     lost = _lost(ran.record)
     return (
-        f"  2 busy loops: {ran.record.status}, lost {len(lost)} of {len(ran.record.trials)} "
-        f"{lost or ''}(load {load:.1f}) [target 0]"
+        f"  2 busy loops: {ran.record.status}, {len(lost)} of {len(ran.record.trials)} "
+        f"trials lost {f'{lost} ' if lost else ''}[target 0], load {load:.1f} at the end"
     )
 
 
@@ -172,15 +172,15 @@ def measure(job: Job, work: Path) -> None:
     os.environ["FAASML_CACHE"] = str(work / "cache")  # empty: the first run measures the job
     print(f"{job.name} (budget ${job.budget:g})", flush=True)
     cold = job.run(work / "cold")
-    print(_profiling("empty cache", cold), flush=True)
+    print(_profiling("cold", cold), flush=True)
     warm = job.run(work / "warm")
-    print(_profiling("warm cache ", warm) + " [target $0]", flush=True)
+    print(_profiling("warm", warm, " [target $0]"), flush=True)
     plain, epochs = job.plain(warm)
     goal = SHORT if plain < MINUTE else LONG
     ratio = warm.wall_s / plain if plain > 0 else float("nan")
     print(
-        f"  command {warm.wall_s:.1f} s vs plain loop {plain:.1f} s at 1 thread "
-        f"({epochs} epochs): {ratio:.2f}x [target <= {goal}x]",
+        f"  plain loop (1 thread, {epochs} epochs) {plain:.1f} s: warm command {ratio:.2f}x "
+        f"[target <= {goal}x]",
         flush=True,
     )
     print(beside_busy_loops(job, work / "busy"), flush=True)
