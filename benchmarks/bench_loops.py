@@ -215,14 +215,19 @@ def run_job(job: LoopJob, work: Path, quick: bool, budget: float) -> None:
 
 
 def forced(job: LoopJob, n: int, work: Path, quick: bool) -> RunRecord:
-    """``job`` with every stage on n functions of 1024 MB, re-planning off; its record."""
+    """``job`` with every stage on n functions of the largest of 1024, 896, 768, 640 or 512 MB
+    whose n functions fit the platform's vCPUs at once, re-planning off; its record."""
     made = tuner(job, work / f"n{n}", quick, deadline=3600.0)  # a budget caps invocations
     run = TuneRun(made.job, made.constraint, made.run_dir, measure=False)
     run.delta = math.inf
     run.plan()
     assert run.record.plan is not None
+    platform = run.catalog.platform
+    cores = platform.capacity_vcpus or math.inf
+    fits = [m for m in (1024, 896, 768, 640) if n * float(platform.vcpus(m)) <= cores]
+    memory = fits[0] if fits else 512
     for stage in run.record.plan.stages:
-        stage.allocation = Allocation(n, 1024, "embedded", "allreduce")
+        stage.allocation = Allocation(n, memory, "embedded", "allreduce")
     return run.execute()
 
 
@@ -240,7 +245,8 @@ def invariance(job: LoopJob, counts: list[int], work: Path, quick: bool) -> None
         items = sorted(best.config.items()) if best else []
         config = ", ".join(f"{k.split('.')[-1]}={v:.4g}" for k, v in items)
         value = f"{best.metric} {best.value:.6f}" if best and best.value is not None else "none"
-        ran = "/".join(str(m) for m in sorted({h["n"] for t in record.trials for h in t.history}))
+        used = sorted({(h["n"], h["memory_mb"]) for t in record.trials for h in t.history})
+        ran = "/".join(f"{k} x {m} MB" for k, m in used)
         trial = best.trial if best else "-"
         print(f"  n={n} (trained on {ran}): {record.status}, best trial {trial}, {value}, {config}")
     base = curves[counts[0]]
