@@ -19,6 +19,7 @@ import yaml
 
 import faasml
 from faasml.cli.main import main
+from faasml.exceptions import ConfigError
 from faasml.runtime.record.records import RunRecord
 from faasml.runtime.record.run_dir import RunDir
 from faasml.runtime.record.run_lock import LOCK_NAME, RunDirInUseError, lock_run
@@ -238,6 +239,35 @@ def test_two_tunes_started_together_run_once(tmp_path: Path) -> None:
     refused = _one_line(outcomes[1][1])
     assert "is in use by pid" in refused or "already holds a tune run" in refused
     assert _status(run_dir) == "finished"
+
+
+def test_a_folder_a_run_is_filling_is_said_in_use_not_empty(tmp_path: Path) -> None:
+    """A run writes its folder's first files before its record: a second run started then is
+    told the folder is in use (by whom), even with --force, not that it holds no run."""
+    run_dir = tmp_path / "run"
+    script = (
+        "import sys\n"
+        "from faasml.runtime.record.run_lock import lock_run\n"
+        "with lock_run(sys.argv[1]):\n"
+        "    open(sys.argv[1] + '/objects', 'w').close()\n"
+        "    print('held', flush=True)\n"
+        "    sys.stdin.read()\n"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", script, str(run_dir)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        for force in (False, True):
+            with pytest.raises(RunDirInUseError, match=f"is in use by pid {holder.pid} "):
+                RunDir(run_dir).check_new(force=force)
+    finally:
+        holder.communicate(timeout=60)
+    with pytest.raises(ConfigError, match="is not empty and holds no run"):
+        RunDir(run_dir).check_new()
 
 
 def _finished_run(folder: Path) -> Path:

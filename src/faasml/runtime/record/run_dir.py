@@ -24,7 +24,7 @@ from faasml._validate import shown
 from faasml.exceptions import ConfigError, RecordError
 from faasml.runtime.record.codec import record_from_json, record_to_json
 from faasml.runtime.record.records import KINDS, RunRecord
-from faasml.runtime.record.run_lock import LOCK_NAME
+from faasml.runtime.record.run_lock import LOCK_NAME, refuse_if_held
 
 
 class RunDir:
@@ -38,9 +38,10 @@ class RunDir:
         return self.path / "record.json"
 
     def check_new(self, *, force: bool = False) -> None:
-        """Refuse a folder a new run would write over: a file, a folder holding a run (unless
-        ``force``), a non-empty folder that holds none (unless ``force``), or an unwritable
-        place. Called before anything is planned, by ``faasml tune|train`` and ``Tuner.fit``."""
+        """Refuse a folder a new run would write over: a file, a folder another process runs
+        in now (even with ``force``), a folder holding a run (unless ``force``), a non-empty
+        folder that holds none (unless ``force``), or an unwritable place. Called before
+        anything is planned, by ``faasml tune|train`` and ``Tuner.fit``."""
         path = self.path
         if path.exists() and not path.is_dir():
             raise ConfigError(
@@ -52,7 +53,10 @@ class RunDir:
             raise ConfigError(f"the run directory {path} cannot be made: {parent} is a file")
         if not os.access(parent, os.W_OK | os.X_OK):
             raise ConfigError(f"the run directory {path} cannot be written: {parent} is read-only")
-        if force or not path.is_dir():
+        if not path.is_dir():
+            return
+        refuse_if_held(path)  # a run filling it now: say so, even with force
+        if force:
             return
         if self.record_path.exists():
             status, kind = _peek(self.record_path)

@@ -111,6 +111,32 @@ def lock_run(run_dir: str | os.PathLike[str]) -> Iterator[Path]:
             os.close(fd)  # releases the lock
 
 
+def refuse_if_held(run_dir: str | os.PathLike[str]) -> None:
+    """``RunDirInUseError`` where another process holds ``run_dir``'s lock: a run started
+    beside it is told so, not that the folder it is filling holds no run yet."""
+    path = Path(run_dir)
+    lock = path / LOCK_NAME
+    if path.resolve() in _HELD or not lock.is_file():
+        return
+    try:
+        fd = os.open(lock, os.O_RDONLY)
+    except OSError:
+        return  # gone meanwhile: nobody holds it
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise _in_use(path, _holder(fd)) from None
+    finally:
+        os.close(fd)  # releases a lock it took
+
+
+def _in_use(path: Path, holder: str) -> RunDirInUseError:
+    return RunDirInUseError(
+        f"the run directory {path} is in use by {holder}; wait for it to end (or stop "
+        "it), then resume it with 'faasml resume', or choose another --run-dir"
+    )
+
+
 def _acquire(path: Path) -> int:
     """Open, lock and sign ``path``'s lock file (``RunDirInUseError``: another process has it)."""
     try:
@@ -123,10 +149,7 @@ def _acquire(path: Path) -> int:
     except BlockingIOError:
         holder = _holder(fd)
         os.close(fd)
-        raise RunDirInUseError(
-            f"the run directory {path} is in use by {holder}; wait for it to end (or stop "
-            "it), then resume it with 'faasml resume', or choose another --run-dir"
-        ) from None
+        raise _in_use(path, holder) from None
     except BaseException:
         os.close(fd)
         raise
