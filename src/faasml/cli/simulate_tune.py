@@ -25,7 +25,7 @@ from faasml.cli.plan_tune import (
     job_from,
 )
 from faasml.planners.tuning import plan_tuning
-from faasml.reports.tune_json import tune_simulation_dict
+from faasml.reports.tune_json import simulation_fields, tune_simulation_dict
 from faasml.sim.tuning import TuneSimulation, simulate_tuning
 from faasml.units import format_duration, format_money
 from faasml.workload import load_workload
@@ -183,14 +183,7 @@ def tune_run_dict(run: TuneRunSimulation) -> dict[str, Any]:
                 for s in plan.stages
             ],
         },
-        "seed": run.seed,
-        "noise": run.noise,
-        "cold_start_noise": run.cold_start_noise,
-        "time_s": run.time_s,
-        "cost_usd": run.cost_usd,
-        "time_error": run.time_error,
-        "cost_error": run.cost_error,
-        "within_constraint": run.within_constraint,
+        **simulation_fields(run),
         "status": record.status,
         "stop_reason": record.stop_reason,
         "best": None

@@ -89,12 +89,10 @@ def comparison_dict(plan: TunePlan, others: dict[str, TunePlan | str]) -> dict[s
     return result
 
 
-def tune_simulation_dict(run: TuneSimulation) -> dict[str, Any]:
-    """A simulated run beside its prediction."""
+def simulation_fields(run: TuneSimulation | Any) -> dict[str, Any]:
+    """What every simulated tuning run's JSON says of it (a replayed plan's or a real run's on
+    the simulated platform): its seed and noise, time and cost, their errors, the verdict."""
     return {
-        "format": JSON_FORMAT,
-        "kind": "tune-simulation",
-        "plan": tune_plan_dict(run.plan),
         "seed": run.seed,
         "noise": run.noise,
         "cold_start_noise": run.cold_start_noise,
@@ -103,6 +101,16 @@ def tune_simulation_dict(run: TuneSimulation) -> dict[str, Any]:
         "time_error": run.time_error,
         "cost_error": run.cost_error,
         "within_constraint": run.within_constraint,
+    }
+
+
+def tune_simulation_dict(run: TuneSimulation) -> dict[str, Any]:
+    """A simulated run beside its prediction."""
+    return {
+        "format": JSON_FORMAT,
+        "kind": "tune-simulation",
+        "plan": tune_plan_dict(run.plan),
+        **simulation_fields(run),
         "stages": [
             {
                 "index": s.index,
