@@ -101,8 +101,13 @@ def main(argv: list[str]) -> int:
     parent_pid = int(argv[3]) if len(argv) > 3 else 0
     if not _die_with_parent(parent_pid):
         return 0  # the platform is gone: nobody to serve, nothing to say
-    fd, memory_mb = int(argv[0]), int(argv[1])
     preload = [name for name in (argv[2] if len(argv) > 2 else "").split(",") if name]
+    return serve_fd(int(argv[0]), int(argv[1]), preload)
+
+
+def serve_fd(fd: int, memory_mb: int, preload: list[str]) -> int:
+    """Serve invocations on the connection ``fd`` until told to stop; the exit status.
+    (Also the entry of an instance forked from the platform's template, ``_template``.)"""
     conn = Connection(fd)
     try:
         return _serve(conn, memory_mb, preload)

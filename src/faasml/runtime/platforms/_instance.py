@@ -1,15 +1,14 @@
-"""A local function instance (a process of ``_host``) and an invocation on one: the local
-platform's pieces (``local.LocalPlatform`` runs them)."""
+"""A local function instance (a process serving ``_host``'s loop) and an invocation on one: the
+local platform's pieces (``local.LocalPlatform`` runs them)."""
 
 from __future__ import annotations
 
 import os
-import subprocess
 import threading
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from faasml.runtime.platforms import _common
 from faasml.runtime.platforms._cpu import DutyCycle
@@ -34,13 +33,27 @@ class LocalInvocation(_common.SettledInvocation):
         return self._cancel.is_set()
 
 
+class ProcessHandle(Protocol):
+    """An instance's process however it was started: ``subprocess.Popen`` (a new process) or
+    ``_starts.ForkedProcess`` (forked from the template; its ``pid`` is 0 until forked)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    def poll(self) -> int | None: ...
+
+    def kill(self) -> None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
 @dataclass(eq=False)
 class Instance:
     """One function instance: its process, the pipe to it, and what it is doing."""
 
     memory_mb: int
     vcpus: float
-    process: subprocess.Popen[bytes]
+    process: ProcessHandle
     conn: Connection
     spawned: float
     ready_at: float | None = None

@@ -6,9 +6,11 @@ frameworks that map more than they use) and its resident memory is watched, so a
 over its size fails as ``out-of-memory``. Its CPU share is memory / mb_per_vcpu, applied by a
 cgroup quota when one is writable, else by a duty-cycle throttle, else reported as not
 enforced. It is killed at its maximum duration. Idle instances stay warm and are reused by
-invocations of the same size; new instances are real cold starts (a Python process importing
-its runtime), counted. The machine's cores and memory, from the ``local`` catalog, bound how
-many run at once.
+invocations of the same size; new instances are cold starts, counted: forked from the
+platform's template process, which imported the runtime once (``start="template"``, as
+snapshot-based FaaS starts a sandbox), or a new Python process importing it
+(``start="process"``, and the fallback when the template cannot be used: ``_starts``). The
+machine's cores and memory, from the ``local`` catalog, bound how many run at once.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import contextlib
 import math
 import os
 import subprocess
-import sys
 import threading
 import time
 from multiprocessing import Pipe
@@ -31,6 +32,7 @@ from faasml.runtime.platforms._common import CPU_MODES as CPU_MODES
 from faasml.runtime.platforms._cpu import CgroupCpu, DutyCycle
 from faasml.runtime.platforms._instance import Instance, rss_mb
 from faasml.runtime.platforms._instance import LocalInvocation as LocalInvocation
+from faasml.runtime.platforms._starts import START_MODES, Starter
 from faasml.runtime.platforms.contract import (
     Billed,
     CapacityError,
@@ -61,9 +63,12 @@ class LocalPlatform(_common.PooledPlatform):
         memory_check: bool = True,
         address_space_limit: bool = True,
         idle_timeout_s: float = IDLE_TIMEOUT_S,
+        start: str = "template",
     ) -> None:
         super().__init__(catalog)
         _common.check_cpu_mode(cpu)
+        if start not in START_MODES:
+            raise ConfigError(f"start={start!r}: must be one of {', '.join(START_MODES)}")
         self.preload = preload
         self.memory_check = memory_check
         self.address_space_limit = address_space_limit
@@ -76,6 +81,7 @@ class LocalPlatform(_common.PooledPlatform):
             if self._cgroup
             else ("duty-cycle" if cpu in ("auto", "duty-cycle") else "none")
         )
+        self._starts = Starter(start, preload)
         self._instances: list[Instance] = []
         self._retired: list[Connection] = []
         """Connections of discarded instances: only the monitor closes them, as it may be
@@ -84,6 +90,16 @@ class LocalPlatform(_common.PooledPlatform):
         self._wake_r, self._wake_w = Pipe(duplex=False)
         self._monitor = threading.Thread(target=self._watch, name="faasml-local", daemon=True)
         self._monitor.start()
+
+    @property
+    def start(self) -> str:
+        """How new instances start: ``template`` (forked from it) or ``process``."""
+        return self._starts.mode
+
+    @property
+    def start_fallback(self) -> str | None:
+        """Why instances start as new processes although the template was asked for."""
+        return self._starts.fallback
 
     # ----------------------------------------------------------------- contract
 
@@ -190,6 +206,7 @@ class LocalPlatform(_common.PooledPlatform):
             self._stop(instance, "cancelled", "the platform was closed")
         self._wake()
         self._monitor.join(timeout=5)
+        self._starts.close()
         if self._cgroup is not None:
             self._cgroup.close()
 
@@ -259,30 +276,22 @@ class LocalPlatform(_common.PooledPlatform):
             }
         )
         spawned = time.monotonic()
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "faasml.runtime.platforms._host",
-                str(child.fileno()),
-                str(memory_mb),
-                ",".join(self.preload),
-                str(os.getpid()),
-            ],
-            pass_fds=(child.fileno(),),
-            env=env,
-            stdin=subprocess.DEVNULL,
-        )
-        child.close()
+        try:
+            process = self._starts.start(memory_mb, env, child.fileno())
+        finally:
+            child.close()
         instance = Instance(memory_mb, vcpus, process, parent, spawned)
-        if self._cgroup is not None:
-            try:
-                instance.cgroup = self._cgroup.attach(process.pid, vcpus)
-            except OSError:
-                instance.cgroup = None
+        self._attach_cgroup(instance)  # a forked one's pid is known by the time it is ready
         self._instances.append(instance)
         self._cold_starts += 1
         return instance
+
+    def _attach_cgroup(self, instance: Instance) -> None:
+        if self._cgroup is not None and instance.cgroup is None and instance.pid:
+            try:
+                instance.cgroup = self._cgroup.attach(instance.pid, instance.vcpus)
+            except OSError:
+                instance.cgroup = None
 
     def _discard(self, instance: Instance) -> None:
         """Kill an instance and forget it (lock held by the caller or not needed)."""
@@ -415,6 +424,7 @@ class LocalPlatform(_common.PooledPlatform):
         starting (``_dispatch``), sent outside the lock: the instance reads it now."""
         with self._lock:
             instance.ready_at = ready_at
+            self._attach_cgroup(instance)
             invocation = instance.invocation
             pending, instance.pending = instance.pending, []
             if invocation is not None and invocation.cold:
@@ -438,6 +448,9 @@ class LocalPlatform(_common.PooledPlatform):
 
     def _died(self, instance: Instance) -> None:
         code = instance.process.poll()
+        if code is None:  # its end is being reaped (a forked one's, by the template)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                code = instance.process.wait(timeout=2)
         # Running out of memory is reported by the function (MemoryError) or by the resident
         # memory watch before this; a process that just ended was killed or crashed.
         self._stop(instance, "killed", f"the function's process ended (exit status {code})")
