@@ -9,13 +9,17 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from faasml.catalog import load_catalog
 from faasml.exceptions import ConfigError
 from faasml.runtime.platforms.contract import FunctionError, open_platform
+from faasml.runtime.platforms.local import LocalPlatform
 
 pytestmark = pytest.mark.skipif(
     not Path("/proc/self/task").is_dir(), reason="the template needs Linux"
@@ -39,6 +43,15 @@ def probe(_):
 """
 
 
+@contextmanager
+def _local(**options: Any) -> Iterator[LocalPlatform]:
+    platform = LocalPlatform(load_catalog("local"), cpu="none", **options)
+    try:
+        yield platform
+    finally:
+        platform.close()
+
+
 def _on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, text: str) -> None:
     """A module the functions (and the template) can import, through the environment."""
     (tmp_path / f"{name}.py").write_text(text)
@@ -55,7 +68,7 @@ def test_a_forked_function_gets_the_threads_and_memory_of_its_size(
     _on_path(tmp_path, monkeypatch, "template_probe", _PROBE)
     catalog = load_catalog("local")
     one = int(catalog.platform.mb_per_vcpu)
-    with open_platform("local", catalog, cpu="none", preload=("torch",)) as platform:
+    with _local(preload=("torch",)) as platform:
         assert platform.start == "template"
         two_vcpus = platform.invoke("template_probe:probe", None, 2 * one).result(timeout=120)
         one_vcpu = platform.invoke("template_probe:probe", None, one).result(timeout=120)
@@ -69,7 +82,7 @@ def test_a_forked_function_gets_the_threads_and_memory_of_its_size(
 
 
 def test_a_forked_function_ends_and_fails_as_a_process_does() -> None:
-    with open_platform("local", load_catalog("local"), cpu="none") as platform:
+    with _local() as platform:
         crashed = platform.invoke(f"{FN}:exit_process", 3, 256)
         with pytest.raises(FunctionError, match=r"process ended \(exit status 3\)"):
             crashed.result(timeout=120)
@@ -90,7 +103,7 @@ def test_a_forked_function_ends_and_fails_as_a_process_does() -> None:
 
 
 def test_a_forked_function_killed_reports_its_signal() -> None:
-    with open_platform("local", load_catalog("local"), cpu="none") as platform:
+    with _local() as platform:
         pid = platform.invoke(f"{FN}:pid", None, 256).result(timeout=120)
         running = platform.invoke(f"{FN}:sleep", 30.0, 256)
         os.kill(pid, signal.SIGKILL)
@@ -99,9 +112,7 @@ def test_a_forked_function_killed_reports_its_signal() -> None:
 
 
 def test_resident_memory_is_watched_in_a_forked_function() -> None:
-    with open_platform(
-        "local", load_catalog("local"), cpu="none", address_space_limit=False
-    ) as platform:
+    with _local(address_space_limit=False) as platform:
         over = platform.invoke(f"{FN}:allocate", 600, 256)
         with pytest.raises(FunctionError, match="resident memory over 256 MB") as caught:
             over.result(timeout=60)
@@ -116,9 +127,7 @@ def test_a_template_with_threads_is_not_forked_and_functions_still_start(
     thread_module = "import threading, time\n"
     thread_module += "threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()\n"
     _on_path(tmp_path, monkeypatch, "starts_a_thread", thread_module)
-    with open_platform(
-        "local", load_catalog("local"), cpu="none", preload=("starts_a_thread",)
-    ) as platform:
+    with _local(preload=("starts_a_thread",)) as platform:
         first = platform.invoke(f"{FN}:pid", None, 256)
         second = platform.invoke(f"{FN}:pid", None, 320)
         pids = {first.result(timeout=120), second.result(timeout=120)}
@@ -131,7 +140,7 @@ def test_a_template_with_threads_is_not_forked_and_functions_still_start(
 
 def test_a_dead_template_makes_the_platform_start_processes() -> None:
     """Its instances die with it (reported as ended); the next start is a new process."""
-    with open_platform("local", load_catalog("local"), cpu="none") as platform:
+    with _local() as platform:
         platform.invoke(f"{FN}:pid", None, 256).result(timeout=120)
         running = platform.invoke(f"{FN}:sleep", 30.0, 256)  # on the warm forked instance
         template = platform._starts.template
