@@ -30,6 +30,8 @@ FN = "faasml.testing.functions"
 _PROBE = """
 import os
 
+import numpy
+
 def probe(_):
     import threadpoolctl, torch
     blas = [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
@@ -39,6 +41,7 @@ def probe(_):
         "memory": os.environ["FAASML_FUNCTION_MEMORY_MB"],
         "vcpus": float(os.environ["FAASML_FUNCTION_VCPUS"]),
         "parent": os.getppid(),
+        "draw": float(numpy.random.random()),
     }
 """
 
@@ -68,7 +71,7 @@ def test_a_forked_function_gets_the_threads_and_memory_of_its_size(
     _on_path(tmp_path, monkeypatch, "template_probe", _PROBE)
     catalog = load_catalog("local")
     one = int(catalog.platform.mb_per_vcpu)
-    with _local(preload=("torch",)) as platform:
+    with _local(preload=("torch", "numpy.random")) as platform:
         assert platform.start == "template"
         two_vcpus = platform.invoke("template_probe:probe", None, 2 * one).result(timeout=120)
         one_vcpu = platform.invoke("template_probe:probe", None, one).result(timeout=120)
@@ -77,8 +80,9 @@ def test_a_forked_function_gets_the_threads_and_memory_of_its_size(
     assert set(two_vcpus["blas"]) <= {2} and set(one_vcpu["blas"]) <= {1}
     assert two_vcpus["memory"] == str(2 * one) and one_vcpu["memory"] == str(one)
     assert two_vcpus["vcpus"] == pytest.approx(2.0) and one_vcpu["vcpus"] == pytest.approx(1.0)
-    # forked by the template, not started by this process
+    # forked by the template, not started by this process; numpy's generator seeded anew
     assert two_vcpus["parent"] == one_vcpu["parent"] != os.getpid()
+    assert two_vcpus["draw"] != one_vcpu["draw"]
 
 
 def test_a_forked_function_ends_and_fails_as_a_process_does() -> None:

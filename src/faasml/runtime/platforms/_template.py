@@ -15,6 +15,7 @@ ends (status as ``Popen.returncode`` gives it). The template ends when the socke
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib
 import os
@@ -168,7 +169,9 @@ def _child(
     except BaseException:  # an instance that cannot start reports it by its exit status
         status = 1
     finally:
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(BaseException):
+            atexit._run_exitfuncs()  # as a process's own exit runs them (``_as_a_fresh_process``)
+        with contextlib.suppress(BaseException):
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(status)
@@ -177,16 +180,23 @@ def _child(
 def _as_a_fresh_process(threads: int) -> None:
     """What a fresh process would have read at import: the thread counts (the template
     imported the libraries with one thread each) and a seed of numpy's global generator of
-    its own (Python's ``random`` reseeds itself in a forked child; numpy does not)."""
+    its own (Python's ``random`` reseeds itself in a forked child; numpy does not). The exit
+    handlers the template's imports registered are dropped (one could remove what the
+    template made, shared by its children), the logging flush kept, so that at its exit the
+    child runs that and the handlers its functions register."""
+    atexit._clear()
+    logging = sys.modules.get("logging")
+    if logging is not None:
+        atexit.register(logging.shutdown)
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(threads)
     threadpoolctl = sys.modules.get("threadpoolctl")
     if threadpoolctl is not None:
         threadpoolctl.threadpool_limits(threads)
-    numpy = sys.modules.get("numpy")
-    if numpy is not None:
-        numpy.random.seed()
+    numpy_random = sys.modules.get("numpy.random")  # when imported: numpy imports it lazily
+    if numpy_random is not None:
+        numpy_random.seed()
 
 
 if __name__ == "__main__":
