@@ -450,7 +450,7 @@ class LocalPlatform(_common.PooledPlatform):
         code = instance.process.poll()
         if code is None:  # its end is being reaped (a forked one's, by the template)
             with contextlib.suppress(subprocess.TimeoutExpired):
-                code = instance.process.wait(timeout=2)
+                code = instance.process.wait(timeout=5)
         # Running out of memory is reported by the function (MemoryError) or by the resident
         # memory watch before this; a process that just ended was killed or crashed.
         self._stop(instance, "killed", f"the function's process ended (exit status {code})")
