@@ -198,3 +198,23 @@ def _running(pid: int) -> bool:
     except OSError:
         return False
     return state not in ("Z", "X")
+
+
+def test_the_template_start_is_not_a_function_cold_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Importing the runtime once is the platform's start-up (``ready``), not part of the
+    first function's cold start: that one is dispatched, and its start billed, after the
+    template has imported its preloaded modules (a monotonic stamp both processes read)."""
+    stamp = tmp_path / "imported_at"
+    module = "import os, time\ntime.sleep(1.0)\n"
+    module += "open(os.environ['IMPORT_STAMP'], 'w').write(repr(time.monotonic()))\n"
+    monkeypatch.setenv("IMPORT_STAMP", str(stamp))
+    _on_path(tmp_path, monkeypatch, "slow_import", module)
+    with _local(preload=("slow_import",)) as platform:
+        first = platform.invoke(f"{FN}:echo", 1, 256)
+        assert first.result(timeout=120) == 1
+        assert platform.start == "template", platform.start_fallback
+        imported_at = float(stamp.read_text())
+        assert first.dispatched >= imported_at
+        assert first.billed is not None and first.billed.cold

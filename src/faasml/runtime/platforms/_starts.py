@@ -26,6 +26,8 @@ from faasml.runtime.platforms._instance import ProcessHandle
 START_MODES = ("template", "process")
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 """The template's libraries start no thread pool at import; a child sets its own counts."""
+READY_TIMEOUT_S = 300.0
+"""Longest a start waits for the template to import the runtime before starting processes."""
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +175,7 @@ class Starter:
         self._queue: deque[ForkedProcess] = deque()
         self._children: dict[int, ForkedProcess] = {}
         self._closed = threading.Event()
+        self._ready = threading.Event()  # the template can fork, or has been given up
         self._thread: threading.Thread | None = None
         self.template: subprocess.Popen[bytes] | None = None
 
@@ -191,6 +194,22 @@ class Starter:
                 except OSError as err:
                     self._fall_back_for_good(f"the template could not be reached: {err}")
         return start_process(child_fd, memory_mb, self.preload, env)
+
+    def ready(self, env: Mapping[str, str]) -> None:
+        """Start the template (with ``env``, an instance's) if it is not started, and wait
+        until it can fork instances or has been given up for processes."""
+        with self._lock:
+            if self.mode != "template" or self._closed.is_set():
+                return
+            if self._sock is None:
+                self._launch(env)
+        if not self._ready.wait(READY_TIMEOUT_S):
+            with self._lock:
+                self._fall_back_for_good(
+                    f"the template did not import the runtime within {READY_TIMEOUT_S:g} s"
+                )
+                if self.template is not None:
+                    self.template.kill()  # its queued instances then start as processes
 
     def close(self) -> None:
         """Stop the template (its instances were stopped before)."""
@@ -288,9 +307,11 @@ class Starter:
                 return None
             message = pickle.loads(data)
             tag = message[0]
-            if tag == "unusable":
+            if tag == "ready":
+                self._ready.set()
+            elif tag == "unusable":
                 return str(message[1])
-            if tag in ("forked", "failed"):
+            elif tag in ("forked", "failed"):
                 with self._lock:
                     handle = self._queue.popleft()
                     if tag == "forked":
@@ -313,6 +334,7 @@ class Starter:
                 self._fall_back_for_good(reason)
             queued, self._queue = list(self._queue), deque()
             children, self._children = list(self._children.values()), {}
+            self._ready.set()
         for handle in queued:
             handle.fall_back()
         for child in children:

@@ -102,6 +102,10 @@ class Platform(ABC):
         (at most the platform's maximum duration). Raises ConfigError for a memory size the
         catalog does not offer and CapacityError when the platform is full."""
 
+    def ready(self) -> None:  # noqa: B027 - optional hook
+        """Return once the platform can start functions (the local platform's template has
+        imported the runtime): a run's clock starts after it. The default is ready at once."""
+
     def prewarm(self, memory_mb: int, count: int) -> int:
         """Start ``count`` instances of this size ahead of use (delayed restart, CE-scaling
         §III-D); returns how many were started. The default starts none."""

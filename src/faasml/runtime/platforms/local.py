@@ -101,6 +101,11 @@ class LocalPlatform(_common.PooledPlatform):
         """Why instances start as new processes although the template was asked for."""
         return self._starts.fallback
 
+    def ready(self) -> None:
+        """Start the template if it is not, and wait until it can fork instances: its start
+        (importing the runtime once) is the platform's, not a function's cold start."""
+        self._starts.ready(self._env(self.platform.memory_min_mb))
+
     # ----------------------------------------------------------------- contract
 
     @property
@@ -112,6 +117,7 @@ class LocalPlatform(_common.PooledPlatform):
         self, fn: FunctionRef, payload: Any, memory_mb: int, timeout_s: float | None = None
     ) -> Invocation:
         ref, limit = _common.invocation_args(self.platform, fn, memory_mb, timeout_s)
+        self.ready()  # the template's own start is not a function's cold start
         with self._open():
             invocation: LocalInvocation | None = None
             instance = self._take_warm(memory_mb)
@@ -182,6 +188,7 @@ class LocalPlatform(_common.PooledPlatform):
     def prewarm(self, memory_mb: int, count: int) -> int:
         """Start ``count`` idle instances of ``memory_mb`` now (they count as cold starts)."""
         _common.check_memory(self.platform, memory_mb)
+        self.ready()
         started = 0
         with self._lock:
             for _ in range(count):
@@ -257,9 +264,9 @@ class LocalPlatform(_common.PooledPlatform):
 
     # ----------------------------------------------------------------- instances
 
-    def _spawn(self, memory_mb: int) -> Instance:
+    def _env(self, memory_mb: int) -> dict[str, str]:
+        """The environment of an instance of ``memory_mb``: its thread counts and size."""
         vcpus = self.vcpus(memory_mb)
-        parent, child = Pipe(duplex=True)
         # Whole vCPUs only: a pool of two threads under a quota of 1.01 vCPU is throttled
         # every period (measured: a PyTorch step 1.3-3x slower than one thread at 0.98 vCPU).
         threads = str(max(1, math.floor(vcpus + 1e-9)))
@@ -275,6 +282,12 @@ class LocalPlatform(_common.PooledPlatform):
                 "FAASML_RLIMIT_AS": "1" if self.address_space_limit else "0",
             }
         )
+        return env
+
+    def _spawn(self, memory_mb: int) -> Instance:
+        vcpus = self.vcpus(memory_mb)
+        parent, child = Pipe(duplex=True)
+        env = self._env(memory_mb)
         spawned = time.monotonic()
         try:
             process = self._starts.start(memory_mb, env, child.fileno())

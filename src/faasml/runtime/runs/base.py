@@ -329,11 +329,12 @@ class BaseRun:
     def _open(self) -> tuple[Platform, Coordinator]:
         if self.profile is None and self.record.profile is not None:
             self.measured()  # a resumed run plans and guards with the profile it was planned on
+        platform = self.platform()
+        platform.ready()  # the platform's own start-up is before the run's clock
         self._started = self.clock.monotonic()
         objects = open_store(f"embedded://{self.dir.path.resolve() / 'objects'}")
         sync_url = "embedded://" + str(self.dir.sync_dir())
         stores = {name: url for name, url in self.stores.items() if url is not None}
-        platform = self.platform()
         coordinator = Coordinator(
             platform,
             self.catalog,
