@@ -71,7 +71,9 @@ class _FunctionHost:
     def __init__(self, catalog: Catalog, memory_mb: int, options: dict[str, Any]) -> None:
         self.started_wall = time.time()
         self.memory_mb = memory_mb
-        self.platform = LocalPlatform(catalog, **options)
+        # One instance per actor: a template would import the runtime as a process start does,
+        # and leave that import out of the function's measured cold start.
+        self.platform = LocalPlatform(catalog, **{"start": "process", **options})
         self._lock = threading.Lock()
         self._current: tuple[int, Invocation] | None = None
         self._cancelled: set[int] = set()
