@@ -152,9 +152,9 @@ class DeploymentSearch:
         ``GPEISearcher.unsettled``); kept by its re-triggers. ``probe_rounds``: the rounds
         of a full probe; given, probes are fitted to the dollars left (``ProbeFit``, see
         ``step``; ``probe_costs`` then unused); kept by its re-triggers. ``round_parts``
-        (with ``probe_rounds``): where not even one round fits, a probe runs part of one, in
-        steps of 1 / ``round_parts`` (``ProbeFit``; ``measure`` is then a ``MeasureParts``);
-        kept by its re-triggers."""
+        (with ``probe_rounds``): where no candidate's probe of one round fits the dollars
+        left, a probe runs part of one, in steps of 1 / ``round_parts`` (``ProbeFit``;
+        ``measure`` is then a ``MeasureParts``); kept by its re-triggers."""
         self.choice = check_choice(choice)
         if round_parts is not None and probe_rounds is None:
             raise ConfigError("round_parts needs probe_rounds: part rounds fit a probe's dollars")
@@ -242,9 +242,12 @@ class DeploymentSearch:
         """Propose, measure and observe one candidate; None when the searcher is done.
         ``measure`` is a ``Measure``, or a ``MeasureRounds`` when the search fits its probes
         (``probe_rounds``): a candidate whose full probe does not fit the dollars left is
-        then probed with the rounds that fit (at least one, or with ``round_parts`` at least
-        one part of one) and observed with the larger noise of fewer rounds."""
+        then probed with the rounds that fit (at least one; with ``round_parts``, where no
+        candidate's one round fits, the parts of one that fit) and observed with the larger
+        noise of fewer rounds."""
         index = self.searcher.propose()
+        if index is None and self._to_parts():
+            index = self.searcher.propose()
         if index is None:
             return None
         allocation = self.space.allocation(index)
@@ -257,6 +260,19 @@ class DeploymentSearch:
         else:
             measured = cast(MeasureParts, measure)(allocation, rounds)
         return self.record(allocation, measured, rounds)
+
+    def _to_parts(self) -> bool:
+        """With ``round_parts``: where the searcher stopped because no candidate's probe of
+        one round fits the dollars left, it goes on with the price of a part-round probe
+        (``ProbeFit.parts_price``); True when it may propose again."""
+        fit, searcher = self.fit, self.searcher
+        if fit is None or fit.parts is None or searcher.costs is fit.parts_price:
+            return False
+        reason = searcher.stop_reason or ""
+        if not reason.startswith(("no probe fits", "no probe left fits")):
+            return False
+        searcher.costs, searcher.stop_reason = fit.parts_price, None
+        return True
 
     def record(
         self, allocation: Allocation, measured: Measurement, rounds: float | None = None

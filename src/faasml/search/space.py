@@ -279,7 +279,8 @@ class ProbeFit:
     """Probes fitted to the dollars a search has left: the most rounds, up to the full
     probe's (``full_rounds``, at most ``cap_s`` seconds of them), whose price (the model's)
     fits, at least one; with ``parts``, where not even one round fits, the most of one round
-    in steps of 1 / ``parts`` (at least one step; ``DeploymentSpace.part_price``). A probe of
+    in steps of 1 / ``parts`` (at least one step; ``DeploymentSpace.part_price``): a search
+    turns to these where no candidate's one-round probe fits (``parts_price``). A probe of
     r rounds (r < 1 for part of one) where the full one runs R measures with √(R / r) times
     the full probe's noise: its rounds average out less of it."""
 
@@ -305,11 +306,17 @@ class ProbeFit:
 
     @cached_property
     def shortest(self) -> Array:
-        """The price of each candidate's shortest probe: its start and one round, or with
-        ``parts`` one part of one round."""
-        if self.parts is not None:
-            return self.space.part_price(1.0 / self.parts)
+        """The price of each candidate's shortest probe of whole rounds: its start and one
+        round."""
         return self.space.probe_price(np.minimum(self.full, 1.0))
+
+    @cached_property
+    def parts_price(self) -> Array:
+        """The price of each candidate's shortest probe with ``parts``: one part of one
+        round (``shortest`` without)."""
+        if self.parts is None:
+            return self.shortest
+        return self.space.part_price(1.0 / self.parts)
 
     def rounds(self, index: int, left_usd: float | None) -> float:
         """The rounds of a probe of candidate ``index`` with ``left_usd`` dollars left (None:
