@@ -36,14 +36,14 @@ what-if ``hybrid_reach`` (within, or a good deployment's probe fits: not a bound
 
 Run: .venv/bin/python benchmarks/bench_deployment_search.py [--seeds 5] [--probes 10]
 [--first-seed 0] [--only-warm] [--explain] [--choice likeliest|upper] [--no-bill-share]
-[--repeats N] [--full-probes] [--ceiling] [--law scaled|other] [--first-only] [--profiles NAME ...]
+[--repeats N] [--full-probes] [--round-parts N] [--ceiling] [--law scaled|other] [--first-only] [--profiles NAME ...]
 
 A probe is fitted to the dollars left (issue 33): a candidate whose full probe (5 rounds) does
 not fit is probed with as many rounds as fit, at least one, its noise √(5 / rounds) times a
-full probe's; where not even one round fits, part of one round in eighths (each function
-trains that share of its rows, then the round's synchronisation; at least an eighth), its
-noise √(5 / part) times; "a good deployment's probe fits" then means its eighth-of-a-round
-probe does. ``--whole-rounds``: no part rounds (one round at least, the rule before);
+full probe's; "a good deployment's probe fits" then means its one-round probe does. Where no
+candidate's one-round probe fits, the search probes part of one round in eighths (each
+function trains that share of its rows, then the round's synchronisation), its noise
+√(5 / part) times (``--round-parts N``: steps of 1 / N; 0: whole rounds only).
 ``--full-probes``: every probe full, as before.
 """
 
@@ -88,8 +88,8 @@ PROBE_ROUNDS = 5
 """Rounds of a full probe (``TrueLandscape.probe_rounds``); a search fits shorter ones to
 its dollars (``DeploymentSearch``'s ``probe_rounds``) unless ``--full-probes``."""
 ROUND_PARTS = 8
-"""Where not even one round fits, a probe runs part of one, in eighths (``DeploymentSearch``'s
-``round_parts``) unless ``--whole-rounds``."""
+"""Where no candidate's one round fits, a probe runs part of one, in eighths
+(``DeploymentSearch``'s ``round_parts``; ``--round-parts``)."""
 SEARCHERS = (
     ("gp-ei", True),
     ("gp-ei", False),
