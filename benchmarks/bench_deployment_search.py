@@ -36,7 +36,8 @@ what-if ``hybrid_reach`` (within, or a good deployment's probe fits: not a bound
 
 Run: .venv/bin/python benchmarks/bench_deployment_search.py [--seeds 5] [--probes 10]
 [--first-seed 0] [--only-warm] [--explain] [--choice likeliest|upper] [--no-bill-share]
-[--repeats N] [--full-probes] [--round-parts N] [--ceiling] [--law scaled|other] [--first-only] [--profiles NAME ...]
+[--repeats N] [--full-probes] [--round-parts N] [--ceiling] [--law scaled|other] [--first-only]
+[--profiles NAME ...]
 
 A probe is fitted to the dollars left (issue 33): a candidate whose full probe (5 rounds) does
 not fit is probed with as many rounds as fit, at least one, its noise √(5 / rounds) times a
