@@ -36,11 +36,15 @@ what-if ``hybrid_reach`` (within, or a good deployment's probe fits: not a bound
 
 Run: .venv/bin/python benchmarks/bench_deployment_search.py [--seeds 5] [--probes 10]
 [--first-seed 0] [--only-warm] [--explain] [--choice likeliest|upper] [--no-bill-share]
-[--repeats N] [--full-probes] [--ceiling] [--law scaled|other] [--first-only] [--profiles NAME ...]
+[--repeats N] [--full-probes] [--round-parts N] [--ceiling] [--law scaled|other] [--first-only]
+[--profiles NAME ...]
 
 A probe is fitted to the dollars left (issue 33): a candidate whose full probe (5 rounds) does
 not fit is probed with as many rounds as fit, at least one, its noise √(5 / rounds) times a
-full probe's; "a good deployment's probe fits" then means its one-round probe does.
+full probe's; "a good deployment's probe fits" then means its one-round probe does. Where no
+candidate's one-round probe fits, the search probes part of one round in eighths (each
+function trains that share of its rows, then the round's synchronisation), its noise
+√(5 / part) times (``--round-parts N``: steps of 1 / N; 0: whole rounds only).
 ``--full-probes``: every probe full, as before.
 """
 
@@ -84,6 +88,9 @@ from faasml.workload import Workload, builtin_workloads, load_workload
 PROBE_ROUNDS = 5
 """Rounds of a full probe (``TrueLandscape.probe_rounds``); a search fits shorter ones to
 its dollars (``DeploymentSearch``'s ``probe_rounds``) unless ``--full-probes``."""
+ROUND_PARTS = 8
+"""Where no candidate's one round fits, a probe runs part of one, in eighths
+(``DeploymentSearch``'s ``round_parts``; ``--round-parts``)."""
 SEARCHERS = (
     ("gp-ei", True),
     ("gp-ei", False),
@@ -481,6 +488,13 @@ def main() -> None:
         help="every probe full (the rule before issue 33): no probe fitted to the dollars left",
     )
     parser.add_argument(
+        "--round-parts",
+        type=int,
+        default=ROUND_PARTS,
+        help="where not even one round fits, a probe runs part of one in steps of 1 / this "
+        "(0: no probe shorter than one round, the rule before part-round probes)",
+    )
+    parser.add_argument(
         "--ceiling",
         action="store_true",
         help="also: what one affordable probe, calibrating the model's computation exactly "
@@ -538,6 +552,7 @@ def main() -> None:
                         bill_share=None if args.no_bill_share else SEARCH_SHARE,
                         repeats=args.repeats,
                         probe_rounds=None if args.full_probes else PROBE_ROUNDS,
+                        round_parts=None if args.full_probes else args.round_parts or None,
                     )
                     where = f"{name} {constraint_names[which]} seed {seed}"
                     outcome = run_search(search, truth, exact, where)
@@ -571,6 +586,7 @@ def main() -> None:
                     )
     count = len(planner)
     infeasible = sum(not o.feasible for o in results["gp-ei (warm)"])
+    parts = f", to part of a round (steps of 1/{args.round_parts})"
     print(
         f"{count} instances: {len(names)} profiles × 2 constraints × "
         f"{args.seeds} seeds (from {args.first_seed}); AWS Lambda + S3; noise 5 %; "
@@ -580,6 +596,7 @@ def main() -> None:
         f"EI threshold {args.threshold:g}; "
         f"GP + EI's choice: {args.choice}; repeats {args.repeats}; "
         f"{'full probes only' if args.full_probes else 'probes fitted to the dollars left'}"
+        f"{'' if args.full_probes or not args.round_parts else parts}"
     )
     print(
         f"'feas.': within, of the {count - infeasible} instances where some deployment of "

@@ -68,9 +68,9 @@ class Probe:
     score: float
     predicted_time_s: float
     predicted_cost_usd: float
-    rounds: int | None = None
-    """The rounds of a shortened probe (``DeploymentSearch``'s ``probe_rounds``); None: the
-    full probe."""
+    rounds: float | None = None
+    """The rounds of a shortened probe (``DeploymentSearch``'s ``probe_rounds``; below one,
+    part of one round: ``round_parts``); None: the full probe."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +104,9 @@ Measure = Callable[[Allocation], Measurement]
 """A full probe of a deployment."""
 MeasureRounds = Callable[[Allocation, int], Measurement]
 """A probe of a deployment that runs the given number of rounds (a shortened probe's fewer)."""
+MeasureParts = Callable[[Allocation, float], Measurement]
+"""A probe that runs the given rounds, or below one that part of one round (each function
+trains that share of its rows, then the round's synchronisation): ``round_parts``."""
 
 
 class DeploymentSearch:
@@ -127,6 +130,7 @@ class DeploymentSearch:
         bill_share: float | None = None,
         repeats: int = REPEATS,
         probe_rounds: int | None = None,
+        round_parts: int | None = None,
     ) -> None:
         """``warm`` uses the model's prediction as the prior mean (a profile exists), its
         terms' scales learnt from the probes (``scales``: their prior centre and deviation,
@@ -147,9 +151,16 @@ class DeploymentSearch:
         how many times a warm GP + EI search may measure one deployment (1: never again;
         ``GPEISearcher.unsettled``); kept by its re-triggers. ``probe_rounds``: the rounds
         of a full probe; given, probes are fitted to the dollars left (``ProbeFit``, see
-        ``step``; ``probe_costs`` then unused); kept by its re-triggers."""
+        ``step``; ``probe_costs`` then unused); kept by its re-triggers. ``round_parts``
+        (with ``probe_rounds``): where no candidate's probe of one round fits the dollars
+        left, a probe runs part of one, in steps of 1 / ``round_parts`` (``ProbeFit``;
+        ``measure`` is then a ``MeasureParts``); kept by its re-triggers."""
         self.choice = check_choice(choice)
-        self.fit = None if probe_rounds is None else ProbeFit(space, probe_rounds)
+        if round_parts is not None and probe_rounds is None:
+            raise ConfigError("round_parts needs probe_rounds: part rounds fit a probe's dollars")
+        self.fit = (
+            None if probe_rounds is None else ProbeFit(space, probe_rounds, parts=round_parts)
+        )
         probe_costs = probe_costs if self.fit is None else self.fit.shortest
         self.repeats = repeats
         self.space, self.goal = space, goal
@@ -227,13 +238,16 @@ class DeploymentSearch:
         enough = min(min(ran, default=math.inf), MODEL_MARGIN * max(1.0, self.model_floor))
         self.searcher.restrict(room > self.model_floor, room >= enough)
 
-    def step(self, measure: Measure | MeasureRounds) -> Probe | None:
+    def step(self, measure: Measure | MeasureRounds | MeasureParts) -> Probe | None:
         """Propose, measure and observe one candidate; None when the searcher is done.
         ``measure`` is a ``Measure``, or a ``MeasureRounds`` when the search fits its probes
         (``probe_rounds``): a candidate whose full probe does not fit the dollars left is
-        then probed with the rounds that fit (at least one) and observed with the larger
+        then probed with the rounds that fit (at least one; with ``round_parts``, where no
+        candidate's one round fits, the parts of one that fit) and observed with the larger
         noise of fewer rounds."""
         index = self.searcher.propose()
+        if index is None and self._to_parts():
+            index = self.searcher.propose()
         if index is None:
             return None
         allocation = self.space.allocation(index)
@@ -241,11 +255,27 @@ class DeploymentSearch:
             return self.record(allocation, cast(Measure, measure)(allocation))
         left = self.searcher.max_usd()
         rounds = self.fit.rounds(index, None if left is None else left - self.searcher.spent_usd)
-        measured = cast(MeasureRounds, measure)(allocation, rounds)
+        if self.fit.parts is None:
+            measured = cast(MeasureRounds, measure)(allocation, int(rounds))
+        else:
+            measured = cast(MeasureParts, measure)(allocation, rounds)
         return self.record(allocation, measured, rounds)
 
+    def _to_parts(self) -> bool:
+        """With ``round_parts``: where the searcher stopped because no candidate's probe of
+        one round fits the dollars left, it goes on with the price of a part-round probe
+        (``ProbeFit.parts_price``); True when it may propose again."""
+        fit, searcher = self.fit, self.searcher
+        if fit is None or fit.parts is None or searcher.costs is fit.parts_price:
+            return False
+        reason = searcher.stop_reason or ""
+        if not reason.startswith(("no probe fits", "no probe left fits")):
+            return False
+        searcher.costs, searcher.stop_reason = fit.parts_price, None
+        return True
+
     def record(
-        self, allocation: Allocation, measured: Measurement, rounds: int | None = None
+        self, allocation: Allocation, measured: Measurement, rounds: float | None = None
     ) -> Probe:
         """Observe what a probe of ``allocation`` measured (``rounds``: how many it ran, where
         the search fits its probes): ``step``'s second half, and how a resumed run replays
@@ -377,6 +407,7 @@ class DeploymentSearch:
             bill_share=self.bill_share,
             repeats=self.repeats,
             probe_rounds=None if self.fit is None else self.fit.full_rounds,
+            round_parts=None if self.fit is None else self.fit.parts,
         )
 
 
@@ -393,6 +424,7 @@ __all__ = [
     "DeploymentSearch",
     "DeploymentSpace",
     "Measure",
+    "MeasureParts",
     "MeasureRounds",
     "Measurement",
     "Probe",

@@ -228,6 +228,19 @@ class DeploymentSpace:
         result: Array = table.startup_usd + np.asarray(ran, dtype=float) / k * table.cost_usd
         return result
 
+    def part_price(self, fraction: Array | float) -> Array:
+        """The model's price of a probe of each candidate that runs ``fraction`` (at most 1)
+        of one round: each function trains that share of its rows, then the round's
+        synchronisation. The computation's share of the functions' bill scales with it; the
+        rest of the round (synchronisation, load, invocation) and the start do not."""
+        table = self.table
+        k = np.maximum(self.workload_rounds.astype(float), 1.0)
+        compute = table.compute_s / np.maximum(table.time_s, 1e-12)
+        scale = 1.0 - (1.0 - np.asarray(fraction, dtype=float)) * compute
+        per_round = table.function_usd * scale + table.invocation_usd + table.storage_usd
+        result: Array = table.startup_usd + per_round / k
+        return result
+
     def cost_per_s(self) -> Array:
         """Dollars per second of epoch of each candidate (its functions' prices and requests,
         as the model prices them): what turns a measured time into a cost."""
@@ -265,17 +278,25 @@ def features_of(table: AllocationTable, catalog: Catalog) -> Array:
 class ProbeFit:
     """Probes fitted to the dollars a search has left: the most rounds, up to the full
     probe's (``full_rounds``, at most ``cap_s`` seconds of them), whose price (the model's)
-    fits, at least one. A probe of r rounds where the full one runs R measures with
-    √(R / r) times the full probe's noise: its rounds average out less of it."""
+    fits, at least one; with ``parts``, where not even one round fits, the most of one round
+    in steps of 1 / ``parts`` (at least one step; ``DeploymentSpace.part_price``): a search
+    turns to these where no candidate's one-round probe fits (``parts_price``). A probe of
+    r rounds (r < 1 for part of one) where the full one runs R measures with √(R / r) times
+    the full probe's noise: its rounds average out less of it."""
 
     space: DeploymentSpace
     full_rounds: int
     cap_s: float = 10.0
+    parts: int | None = None
 
     def __post_init__(self) -> None:
         if not (isinstance(self.full_rounds, int) and self.full_rounds >= 1):
             raise ConfigError(
                 f"the value of probe_rounds is {self.full_rounds!r}, but must be an integer >= 1"
+            )
+        if self.parts is not None and not (isinstance(self.parts, int) and self.parts >= 2):
+            raise ConfigError(
+                f"the value of round_parts is {self.parts!r}, but must be an integer >= 2"
             )
 
     @cached_property
@@ -285,24 +306,48 @@ class ProbeFit:
 
     @cached_property
     def shortest(self) -> Array:
-        """The price of each candidate's shortest probe: its start and one round."""
+        """The price of each candidate's shortest probe of whole rounds: its start and one
+        round."""
         return self.space.probe_price(np.minimum(self.full, 1.0))
 
-    def rounds(self, index: int, left_usd: float | None) -> int:
+    @cached_property
+    def parts_price(self) -> Array:
+        """The price of each candidate's shortest probe with ``parts``: one part of one
+        round (``shortest`` without)."""
+        if self.parts is None:
+            return self.shortest
+        return self.space.part_price(1.0 / self.parts)
+
+    def rounds(self, index: int, left_usd: float | None) -> float:
         """The rounds of a probe of candidate ``index`` with ``left_usd`` dollars left (None:
-        no dollar cap): the full probe's where it fits, else as many as fit, at least one."""
+        no dollar cap): the full probe's where it fits, else as many as fit, at least one;
+        with ``parts``, where one round does not fit, the parts of one that fit, at least
+        one part."""
         full = int(self.full[index])
         table = self.space.table
         per_round = float(table.cost_usd[index]) / max(int(self.space.workload_rounds[index]), 1)
         if left_usd is None or per_round <= 0:
             return full
         fit = math.floor((left_usd - float(table.startup_usd[index])) / per_round)
-        return max(1, min(full, fit))
+        if fit >= 1 or self.parts is None:
+            return max(1, min(full, fit))
+        return self.part(index, left_usd)
 
-    def shortened(self, index: int, rounds: int | None) -> int | None:
+    def part(self, index: int, left_usd: float) -> float:
+        """The largest multiple of 1 / ``parts`` of one round (below one, at least one part)
+        whose price (``DeploymentSpace.part_price``) fits ``left_usd``."""
+        parts = self.parts or 1
+        start = float(self.space.part_price(0.0)[index])
+        whole = float(self.space.part_price(1.0)[index])
+        share = (left_usd - start) / (whole - start) if whole > start else 1.0
+        steps = math.floor(share * parts + 1e-9)
+        return max(1, min(parts - 1, steps)) / parts
+
+    def shortened(self, index: int, rounds: float | None) -> float | None:
         """``rounds`` where fewer than candidate ``index``'s full probe runs, else None."""
-        return rounds if rounds is not None and rounds < int(self.full[index]) else None
+        return rounds if rounds is not None and rounds < float(self.full[index]) else None
 
-    def noise_factor(self, index: int, rounds: int) -> float:
+    def noise_factor(self, index: int, rounds: float) -> float:
         """How many times the full probe's noise a probe of ``rounds`` rounds measures with."""
-        return math.sqrt(float(self.full[index]) / max(rounds, 1))
+        floor = 1.0 / self.parts if self.parts is not None else 1.0
+        return math.sqrt(float(self.full[index]) / max(rounds, floor))

@@ -16,8 +16,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from faasml.catalog import Catalog
-from faasml.models.cost import epoch_cost, startup_cost
-from faasml.models.perf import epoch_time
+from faasml.exceptions import ConfigError
+from faasml.models.cost import EpochCost, epoch_cost, startup_cost
+from faasml.models.perf import EpochTime, epoch_time
 from faasml.search.deployment import DeploymentSpace, Measurement
 from faasml.types import Allocation
 from faasml.workload import ComputeProfile, Workload
@@ -95,16 +96,8 @@ class TrueLandscape:
     ) -> tuple[Array, Array, Array, Array]:
         """(time per epoch, cost per epoch, start time, start cost); inf where the job does
         not fit the function's memory."""
-        catalog = self.catalog
-        platform = catalog.platform
-        storage, scheme = option
-        data = catalog.storage(platform.data_store)
-        service = catalog.storage(storage)
-        time = epoch_time(self.workload, platform, data, service, scheme, n, memory_mb)
-        if self.straggle:
-            slow = 1.0 + self.straggle * np.log(np.asarray(n, dtype=float))
-            time = dataclasses.replace(time, compute_s=time.compute_s * slow)
-        cost = epoch_cost(self.workload, platform, data, service, scheme, n, memory_mb, time)
+        platform = self.catalog.platform
+        time, cost = self._epoch(n, memory_mb, option)
         total_s = np.asarray(time.load_s + time.compute_s + time.sync_s + time.invoke_s, float)
         total_usd = np.asarray(cost.function_usd + cost.invocation_usd + cost.storage_usd, float)
         fits = self.workload.memory_needed_mb(n) <= memory_mb
@@ -118,6 +111,36 @@ class TrueLandscape:
             start_usd,
         )
 
+    def _epoch(
+        self, n: NDArray[np.int64], memory_mb: NDArray[np.int64], option: tuple[str, str]
+    ) -> tuple[EpochTime, EpochCost]:
+        """The true job's epoch on these deployments, by part (time and cost)."""
+        catalog = self.catalog
+        platform = catalog.platform
+        storage, scheme = option
+        data = catalog.storage(platform.data_store)
+        service = catalog.storage(storage)
+        time = epoch_time(self.workload, platform, data, service, scheme, n, memory_mb)
+        if self.straggle:
+            slow = 1.0 + self.straggle * np.log(np.asarray(n, dtype=float))
+            time = dataclasses.replace(time, compute_s=time.compute_s * slow)
+        cost = epoch_cost(self.workload, platform, data, service, scheme, n, memory_mb, time)
+        return time, cost
+
+    def part_of_round(self, allocation: Allocation, fraction: float) -> tuple[float, float]:
+        """The time and cost of ``fraction`` of one round as shares of a whole round's: the
+        computation scales with it (each function trains that share of its rows), the
+        synchronisation, load and invocation do not (as ``DeploymentSpace.part_price``)."""
+        n = np.array([allocation.n])
+        memory = np.array([allocation.memory_mb])
+        time, cost = self._epoch(n, memory, (allocation.storage, allocation.scheme))
+        total_s = float(time.total_s[0])
+        compute = float(time.compute_s[0]) / total_s if total_s > 0 else 0.0
+        function_usd = float(cost.function_usd[0])
+        total_usd = float(cost.total_usd[0])
+        cost_share = 1.0 - (1.0 - fraction) * compute * function_usd / max(total_usd, 1e-300)
+        return 1.0 - (1.0 - fraction) * compute, cost_share
+
     def exact(self, space: DeploymentSpace) -> tuple[Array, Array]:
         """Noiseless time and cost per epoch of every candidate of ``space`` (inf: no fit)."""
         table = space.table
@@ -130,10 +153,11 @@ class TrueLandscape:
                 time[rows], cost[rows] = t, c
         return time, cost
 
-    def measure(self, allocation: Allocation, rounds: int | None = None) -> Measurement:
+    def measure(self, allocation: Allocation, rounds: float | None = None) -> Measurement:
         """One billed probe of ``allocation``: cold start plus ``probe_rounds`` rounds, or
         ``rounds`` when fewer (a shortened probe: its noise √(full rounds / rounds) times a
-        full probe's, as fewer rounds average out less of it)."""
+        full probe's, as fewer rounds average out less of it); below one, that part of one
+        round (``part_of_round``), extrapolated to a whole one."""
         self.probes += 1
         n = np.array([allocation.n])
         memory = np.array([allocation.memory_mb])
@@ -152,13 +176,23 @@ class TrueLandscape:
         full = min(
             self.probe_rounds, per_epoch, max(1.0, self.probe_cap_s // max(per_round, 1e-12))
         )
-        ran = full if rounds is None else max(1.0, min(float(rounds), full))
+        ran = full if rounds is None else min(float(rounds), full)
+        if ran >= 1.0 or rounds is None:
+            ran = max(1.0, ran)
+            time_share = cost_share = ran / max(per_epoch, 1.0)
+        elif ran > 0:
+            part_s, part_usd = self.part_of_round(allocation, ran)
+            time_share, cost_share = (
+                part_s / max(per_epoch, 1.0),
+                part_usd / max(per_epoch, 1.0),
+            )
+        else:
+            raise ConfigError(f"the value of rounds is {rounds}, but must be positive")
         if ran < full:
             factor = float(np.exp(self.noise * np.sqrt(full / ran) * draw))
-        share = ran / max(per_epoch, 1.0)
         return Measurement(
             time_s=float(time[0]) * factor,
             cost_usd=float(cost[0]) * factor,
-            probe_s=float(start_s[0] + share * time[0] * factor),
-            probe_usd=float(start_usd[0] + share * cost[0] * factor),
+            probe_s=float(start_s[0] + time_share * time[0] * factor),
+            probe_usd=float(start_usd[0] + cost_share * cost[0] * factor),
         )
