@@ -143,3 +143,15 @@ def test_a_nas_model_no_function_can_hold_stops_the_plan_naming_the_phase(
     flow = WorkflowRun(job, Constraint(budget_usd=1.0), tmp_path, catalog=small, measure=False)
     with pytest.raises(ConfigError, match=r"workflow phase 2 .*4096.* cannot run: .*too small"):
         flow.plan()
+
+
+def test_a_full_probe_of_a_phase_with_fewer_rounds_per_epoch_is_not_recorded_short(
+    tmp_path: Path,
+) -> None:
+    """One round per epoch (the whole training set in one global batch), two per probe: the
+    search's dollars fit every full probe, so none is recorded as shortened (a resumed search
+    weighs a shortened one by its larger noise)."""
+    schedule = {"batch_size_schedule": {0: 1600}, "search": SEARCH}
+    record = run(tmp_path, schedule, 1)
+    probes = [q for p in record["workflow"]["phases"] for q in p["probes"]]
+    assert probes and all(q.get("rounds") is None for q in probes), probes

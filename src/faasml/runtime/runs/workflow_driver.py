@@ -287,12 +287,13 @@ class PhaseDriver:
         time and cost per epoch: the measured seconds per round × the phase's rounds per
         epoch, plus the data load; the cost at the candidate's price per second."""
         self.probes += 1
-        full = self.run.spec.search.probe_rounds
         result = probe_allocation(self.coordinator, trial, candidate, rounds, self.probes)
         index = space.index_of(candidate)
         assert index is not None  # proposed from this space
-        rounds = int(space.workload_rounds[index])
-        epoch_s = rounds * result.round_s + result.load_s
+        fit = self.search.fit if self.search is not None else None
+        short = fit.shortened(index, rounds) if fit is not None else None
+        per_epoch = int(space.workload_rounds[index])
+        epoch_s = per_epoch * result.round_s + result.load_s
         ok = result.failed is None and epoch_s > 0
         out = Measurement(
             epoch_s,
@@ -311,7 +312,7 @@ class PhaseDriver:
                 probe_s=result.wall_s,
                 probe_usd=result.usd,
                 failed=out.failed,
-                rounds=rounds if rounds < full else None,
+                rounds=None if short is None else int(short),
             )
         )
         return out
