@@ -218,3 +218,23 @@ def test_the_template_start_is_not_a_function_cold_start(
         imported_at = float(stamp.read_text())
         assert first.dispatched >= imported_at
         assert first.billed is not None and first.billed.cold
+
+
+def test_a_forked_function_sees_the_path_and_folder_of_its_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A module put on ``PYTHONPATH`` and a working directory changed after the template
+    started reach the next instance, as they reach a process started then."""
+    with _local() as platform:
+        platform.invoke(f"{FN}:echo", 1, 256).result(timeout=120)  # the template is up
+        later = tmp_path / "later"
+        later.mkdir()
+        _on_path(
+            later,
+            monkeypatch,
+            "added_later",
+            "import os\n\ndef where(_):\n    return os.getcwd()\n",
+        )
+        monkeypatch.chdir(tmp_path)
+        assert platform.invoke("added_later:where", None, 320).result(timeout=120) == str(tmp_path)
+        assert platform.start == "template", platform.start_fallback

@@ -240,7 +240,7 @@ class Starter:
         handle = ForkedProcess(
             own_fd, release_w, lambda: start_process(own_fd, memory_mb, preload, snapshot)
         )
-        request = pickle.dumps(("fork", memory_mb, threads, env_set, env_unset))
+        request = pickle.dumps(("fork", memory_mb, threads, env_set, env_unset, os.getcwd()))
         try:
             socket.send_fds(self._sock, [request], [child_fd, release_r])
         except OSError:

@@ -7,7 +7,7 @@ Started by ``_starts.Starter`` as
 library (so no library starts a thread pool at import: forking a process with other threads
 is unsafe). Protocol over the SOCK_SEQPACKET socket FD (pickled tuples, one per packet):
 first ``("ready", pid)`` or ``("unusable", reason)`` (and the template exits); then for each
-``("fork", memory_mb, threads, env_set, env_unset)`` that carries two fds (the instance's
+``("fork", memory_mb, threads, env_set, env_unset, cwd)`` that carries two fds (the instance's
 connection, and a pipe's read end the platform closes once it knows the child's pid), one
 ``("forked", pid)`` or ``("failed", reason)``; and ``("exit", pid, status)`` as each child
 ends (status as ``Popen.returncode`` gives it). The template ends when the socket closes.
@@ -154,7 +154,7 @@ def _child(
         sock.close()
         for fd in wake:
             os.close(fd)
-        _, memory_mb, threads, env_set, env_unset = request
+        _, memory_mb, threads, env_set, env_unset, cwd = request
         conn_fd, release_fd = fds
         if not _host._die_with_parent(template):
             status = 0  # the template (and so the platform) is gone
@@ -164,6 +164,7 @@ def _child(
         for name in env_unset:
             os.environ.pop(name, None)
         os.environ.update(env_set)
+        _as_started_now(cwd)
         _as_a_fresh_process(int(threads))
         status = _host.serve_fd(conn_fd, int(memory_mb), preload)
     except BaseException:  # an instance that cannot start reports it by its exit status
@@ -175,6 +176,17 @@ def _child(
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(status)
+
+
+def _as_started_now(cwd: str) -> None:
+    """What a process started now would see that the template read at its own start: the
+    platform's working directory and ``PYTHONPATH`` entries added since (first on the path,
+    as Python puts them)."""
+    os.chdir(cwd)
+    entries = [e for e in os.environ.get("PYTHONPATH", "").split(os.pathsep) if e]
+    for entry in reversed(entries):
+        if entry not in sys.path:
+            sys.path.insert(0, entry)
 
 
 def _as_a_fresh_process(threads: int) -> None:
