@@ -18,7 +18,7 @@ from typing import Any
 
 from faasml.loop.context import LoopContext, LoopPlan, Shard, load_checkpoint_bytes
 from faasml.loop.segment import call, loop_config
-from faasml.workloads.function_model import unpack_function
+from faasml.loop.shipping import shipped_function
 
 
 @dataclass(frozen=True)
@@ -76,9 +76,7 @@ def time_loop(
     (untimed, least timed, most timed (0: no bound)), ``s`` seconds of timed computation."""
     import torch
 
-    function = unpack_function(
-        str(options["function"]), str(options["sha256"]), str(options.get("signature", ""))
-    )
+    function = shipped_function(options)
     plan = LoopPlan(1, 0, batch_size, seed, 0, 1, int(options.get("max_epochs") or 1), 0)
     ctx = _TimedContext(plan, *rounds, s)
     torch.manual_seed(seed)

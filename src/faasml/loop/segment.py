@@ -26,9 +26,9 @@ from faasml.loop.context import (
     checkpoint_bytes,
     load_checkpoint_bytes,
 )
+from faasml.loop.shipping import shipped_function
 from faasml.loop.sync import LoopError, Reduce
 from faasml.sync.stores import Store
-from faasml.workloads.function_model import unpack_function
 
 
 @dataclass(frozen=True)
@@ -80,9 +80,7 @@ def run_loop(
     """Run the epochs of ``plan``; ``keys``: the checkpoint to start from (None: the start)
     and the key worker 0 writes the last reported checkpoint to."""
     started = time.perf_counter()
-    function = unpack_function(
-        str(options["function"]), str(options["sha256"]), str(options.get("signature", ""))
-    )
+    function = shipped_function(options)
     checkpoint_in, checkpoint_out = keys
     saved = objects.get(checkpoint_in) if checkpoint_in is not None else None
     if checkpoint_in is not None and saved is None:

@@ -2,8 +2,9 @@
 
 ``faasml.Tuner(train_fn, param_space, budget=...)`` runs a user's function through the same
 machinery as a job file. The function is pickled by value with cloudpickle (so one defined in
-a script's ``__main__``, a notebook or inside another function works) and travels in the job's
-model options to every worker. There ``function_model`` (the job's model factory, named
+a script's ``__main__``, a notebook or inside another function works) and is kept in the
+job's model options; runs send it to the workers by reference (``faasml.loop.shipping``).
+There ``function_model`` (the job's model factory, named
 ``faasml.workloads.function_model:function_model``) calls it under ``torch.manual_seed(seed)``
 with the trial's configuration and wraps the module it returns in a ``FunctionModel``: a
 ``TorchModel`` (parameters as the flat vector, persistent buffers such as BatchNorm statistics
@@ -249,9 +250,16 @@ def unpack_function(packed: str, sha256: str, signature: str = "") -> TrainFn:
     Unpickling runs code: a function this process did not pack is loaded only with the user's
     signature (``sign_packed``), else refused in one line."""
     if sha256 not in _FUNCTIONS:
+        unpack_blob(base64.b64decode(packed.encode("ascii")), sha256, signature)
+    return _FUNCTIONS[sha256]
+
+
+def unpack_blob(blob: bytes, sha256: str, signature: str = "") -> TrainFn:
+    """``unpack_function`` of the pickle's bytes (not base64): checked against ``sha256`` and
+    ``signature`` before anything is unpickled."""
+    if sha256 not in _FUNCTIONS:
         import cloudpickle
 
-        blob = base64.b64decode(packed.encode("ascii"))
         if hashlib.sha256(blob).hexdigest() != sha256:
             raise TrainFunctionError("the packed train_fn does not match its sha256")
         reason = unsigned_reason(blob, signature)
@@ -263,6 +271,11 @@ def unpack_function(packed: str, sha256: str, signature: str = "") -> TrainFn:
             )
         _FUNCTIONS[sha256] = cloudpickle.loads(blob)
     return _FUNCTIONS[sha256]
+
+
+def loaded_function(sha256: str) -> TrainFn | None:
+    """The function of digest ``sha256`` if this process packed or unpacked it, else None."""
+    return _FUNCTIONS.get(sha256)
 
 
 def call_train_fn(function: TrainFn, config: Mapping[str, Any], seed: int) -> TorchTrainable:
@@ -285,22 +298,34 @@ def _key(sha256: str, config: Mapping[str, Any], seed: int, shape: Sequence[int]
 
 
 def function_model(
-    function: str,
     sha256: str,
     config: Mapping[str, Any],
     seed: int,
     shape: Sequence[int],
     classes: int,
+    function: str | None = None,
     label: str = "train_fn",
     signature: str = "",
     structure: str = "",
+    function_store: str = "",
+    function_key: str = "",
 ) -> Model:
     """The model factory of a function job: ``function`` (packed, signed with ``signature``)
     built for ``config``, for samples of ``shape`` and ``classes`` classes; ``label`` names
-    the model in messages; ``structure`` (``function_structure``) keys its cached profile."""
+    the model in messages; ``structure`` (``function_structure``) keys its cached profile.
+    A function sent by reference (``function_key`` in the object store ``function_store``;
+    ``faasml.loop.shipping``) was fetched and unpacked by the worker before it calls this."""
     key = _key(sha256, config, seed, shape, classes)
     if key not in _MODELS:
-        trainable = call_train_fn(unpack_function(function, sha256, signature), config, seed)
+        loaded = loaded_function(sha256)
+        if loaded is None and function is None:
+            raise TrainFunctionError(
+                f"the train_fn of sha256 {sha256[:12]}... was sent by reference "
+                f"({function_key!r} in {function_store}) and is not loaded in this process"
+            )
+        if loaded is None:
+            loaded = unpack_function(str(function), sha256, signature)
+        trainable = call_train_fn(loaded, config, seed)
         remember(sha256, config, seed, trainable, tuple(shape), classes, label)
     return _MODELS[key]
 
@@ -418,7 +443,9 @@ __all__ = [
     "combine",
     "function_model",
     "function_structure",
+    "loaded_function",
     "pack_function",
     "sign_packed",
+    "unpack_blob",
     "unpack_function",
 ]

@@ -41,6 +41,7 @@ from faasml.runtime.coordinator.state import (
 )
 from faasml.runtime.coordinator.stores import SyncStores
 from faasml.runtime.coordinator.trial import TrialFault, TrialState
+from faasml.runtime.function.task import sent_recipe
 from faasml.runtime.function.worker import ModelRecipe, SegmentReport
 from faasml.runtime.platforms.contract import Platform
 from faasml.sync.stores import Store
@@ -104,17 +105,23 @@ class Coordinator:
             on_segment,
         )
         parts = LaunchParts(self._partitions, sync_stores, self._biller, self._failures)
+        self._shipped: set[str] = set()
         self._launcher = Launcher(
             platform,
             catalog,
             objects.url,
             self.estimator,
             parts,
-            recipe_of,
+            self.sent_recipe,
             state,
             budget_usd=budget_usd,
             faults=faults,
         )
+
+    def sent_recipe(self, trial: TrialState) -> ModelRecipe:
+        """The recipe the trial's workers are sent: a training function in it by reference,
+        put once in the run's object store (``task.sent_recipe``)."""
+        return sent_recipe(self.recipe_of(trial), self.objects, self._shipped)
 
     def run(
         self,

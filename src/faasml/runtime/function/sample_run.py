@@ -82,12 +82,10 @@ def _loop_curve(recipe: Any, share: tuple[float, int], epochs: int, cap: int) ->
 
     from faasml.loop.context import LoopContext, LoopPlan, Shard
     from faasml.loop.segment import call, loop_config
-    from faasml.workloads.function_model import unpack_function
+    from faasml.loop.shipping import shipped_function
 
     options = recipe.model_options
-    function = unpack_function(
-        str(options["function"]), str(options["sha256"]), str(options.get("signature", ""))
-    )
+    function = shipped_function(options)
     fraction, least = share
     plan = LoopPlan(1, 0, recipe.batch_size, recipe.seed, 0, epochs, cap, 0)
     kept: list[tuple[int, int]] = []  # (rows of the sample, rows of the data), per shard

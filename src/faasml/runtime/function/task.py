@@ -3,10 +3,14 @@ worker's task for a segment, and its report (``runtime.worker`` runs the task)."
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from faasml.loop import LOOP_FACTORY
+from faasml.loop.shipping import by_reference
 from faasml.runtime.function.faults import Fault
+from faasml.sync.stores import Store
+from faasml.workloads.function_model import FACTORY
 
 
 @dataclass(frozen=True)
@@ -21,6 +25,15 @@ class ModelRecipe:
     hyperparameters: dict[str, Any]
     batch_size: int
     seed: int
+
+
+def sent_recipe(recipe: ModelRecipe, objects: Store, shipped: set[str]) -> ModelRecipe:
+    """``recipe`` as a function is sent it: a packed training function in its options put in
+    ``objects`` (once per digest: ``shipped`` holds those put) and named by reference
+    (``loop.shipping``), so a request carries no pickle (FaaS requests are capped in size)."""
+    if recipe.model not in (FACTORY, LOOP_FACTORY) or "function" not in recipe.model_options:
+        return recipe
+    return replace(recipe, model_options=by_reference(recipe.model_options, objects, shipped))
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from faasml.loop import is_loop
+from faasml.loop import KEY_OPTION, is_loop
 from faasml.runtime.function.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from faasml.runtime.function.faults import Fault as Fault
 from faasml.runtime.function.faults import inject_fault, start_late
@@ -68,6 +68,11 @@ def _dataset(store: Store, key: str) -> tuple[Dataset, bool]:
 def _model(recipe: ModelRecipe) -> Model:
     key = repr((recipe.model, sorted(recipe.model_options.items()), recipe.input_shape))
     if key not in _MODELS:
+        if KEY_OPTION in recipe.model_options and not is_loop(recipe.model):
+            # a train_fn sent by reference: fetched (once per process) before it is built
+            from faasml.loop.shipping import shipped_function
+
+            shipped_function(recipe.model_options)
         _MODELS[key] = create_model(
             recipe.model, recipe.input_shape, recipe.num_classes, **dict(recipe.model_options)
         )

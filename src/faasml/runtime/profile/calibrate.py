@@ -31,6 +31,7 @@ from faasml.models.sync import item_mb, transfers
 from faasml.runtime.coordinator import WORKER_FN, Coordinator
 from faasml.runtime.coordinator.meter import Meter
 from faasml.runtime.function.echo import ECHO_FN
+from faasml.runtime.function.task import sent_recipe
 from faasml.runtime.function.worker import ModelRecipe, SegmentReport, WorkerTask
 from faasml.runtime.platforms.contract import Platform, open_platform
 from faasml.sync.stores import Store, open_store
@@ -117,7 +118,9 @@ def profile_job(
 
     catalog = stores_catalog(catalog or load_catalog(job.catalog), job.sync_stores())
     train, test = load_data(job.dataset)
-    recipe = ModelRecipe(
+    folder = Path(work_dir)
+    objects = open_store(f"embedded://{folder.resolve() / 'objects'}")
+    made = ModelRecipe(
         job.model.name,
         dict(job.model.options),
         tuple(train.input_shape),
@@ -127,8 +130,7 @@ def profile_job(
         job.batch_size,
         job.seed,
     )
-    folder = Path(work_dir)
-    objects = open_store(f"embedded://{folder.resolve() / 'objects'}")
+    recipe = sent_recipe(made, objects, set())  # a training function by reference
     result = ProfileResult(rounds=rounds)
     mb_per_sample = train.size_mb / len(train)
     low, high = catalog.platform.memory_min_mb, catalog.platform.memory_max_mb

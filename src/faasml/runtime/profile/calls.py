@@ -18,6 +18,7 @@ from faasml.job import JobSpec, apply_config
 from faasml.runtime.coordinator.meter import Meter
 from faasml.runtime.function.echo import ECHO_FN
 from faasml.runtime.function.probe import PEAK_ROUNDS
+from faasml.runtime.function.task import sent_recipe
 from faasml.runtime.platforms.contract import Billed, FunctionError, Platform
 from faasml.runtime.profile.preparing import PrepareHook, ProbeStep
 
@@ -92,6 +93,8 @@ class ProbeCalls:
         self.objects = open_store(f"embedded://{Path(folder).resolve() / 'objects'}")
         self.objects.put("probe/train", dataset_to_bytes(train))
         self.objects.put("probe/test", dataset_to_bytes(test))
+        shipped: set[str] = set()
+        recipes = [sent_recipe(recipe, self.objects, shipped) for recipe in recipes]
         self.payload: dict[str, Any] = {
             "object_url": self.objects.url,
             "train_key": "probe/train",
