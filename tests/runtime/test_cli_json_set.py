@@ -37,9 +37,11 @@ def test_tune_json_prints_the_record_alone_and_set_changes_the_job(tmp_path: Pat
     assert printed["status"] == "finished"
     assert printed["job"]["tuning"]["trials"] == 2 and len(printed["trials"]) == 2  # was 4
     # The progress went to stderr (piped): a line per trial result, none over 80 columns.
-    lines = _trial_lines(done.stderr)
+    # The lines come as the trials report, in whichever order they finish.
+    lines = sorted(_trial_lines(done.stderr), key=lambda line: int(line.split()[1]))
     assert len(lines) == sum(len(t["history"]) for t in printed["trials"]) == 2
-    for line, trial in zip(lines, printed["trials"], strict=True):
+    trials = sorted(printed["trials"], key=lambda t: int(t["trial_id"]))
+    for line, trial in zip(lines, trials, strict=True):
         value = trial["history"][0]["val_loss"]
         assert line.startswith(f"trial {trial['trial_id']}  epoch 1  val_loss {value:.4g}  $")
         assert len(line) <= 80
