@@ -160,11 +160,17 @@ def test_an_invocation_of_a_starting_function_does_not_wait_for_its_start(
     # The function's start holds until the gate file exists, which the test writes only once
     # invoke has returned: an invoke that waited for the start (its payload over the pipe's
     # buffer) would return after the gate gave up, and the function would say so.
+    # New processes: from a template, the gate would hold the template's own start, which
+    # every invoke awaits by design (the platform's start-up, not a function's).
     gate = tmp_path / "gate"
     monkeypatch.setenv("FAASML_TEST_GATE", str(gate))
     payload = b"x" * (8 * 2**20)
     with open_platform(
-        "local", load_catalog("local"), cpu="none", preload=("faasml.testing.gate",)
+        "local",
+        load_catalog("local"),
+        cpu="none",
+        preload=("faasml.testing.gate",),
+        start="process",
     ) as platform:
         invocation = platform.invoke("faasml.testing.gate:opened_by", payload, 512)
         gate.touch()

@@ -25,11 +25,13 @@ LR_RANGE = JOB["search_space"]["optimizer.lr"]["loguniform"]
 
 
 class StoppedRun(TuneRun):
-    """A run stopped as a Ctrl-C stops it, once its first segment is recorded."""
+    """A run stopped as a Ctrl-C stops it, once a segment that trained an epoch is recorded
+    (on a busy machine the first may have been stopped by its budget reservation)."""
 
     def _on_segment(self, trial: Any, segment: object) -> None:
         super()._on_segment(trial, segment)
-        raise KeyboardInterrupt
+        if trial.epochs_done:
+            raise KeyboardInterrupt
 
 
 def _record(run_dir: Path) -> dict[str, Any]:

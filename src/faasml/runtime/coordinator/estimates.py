@@ -24,6 +24,10 @@ RESERVE_FACTOR = 10.0
 """A segment reserves up to this many times its predicted cost."""
 KILL_SLACK_S = 0.05
 """Billed time a killed function may run past its limit (monitor tick and kill)."""
+MIN_LIMIT_S = 1.0
+"""The least time limit a budget sets a segment (within the budget left): a busy machine
+delays a function by this order whatever a tiny segment's prediction, and a stop costs a
+restart."""
 
 
 class SegmentEstimator:
@@ -208,10 +212,11 @@ def reservation(
     """(time limit, whether the budget set it, reservation) of a new segment.
 
     Without a budget (``left`` None): the platform's maximum duration. With one: the segment
-    reserves RESERVE_FACTOR × its prediction, at most ``left`` (the budget less the spend and
-    the running segments' reservations), and its functions are stopped when they would bill
-    more: n functions of m MB for t seconds cannot bill more than n·(t·m·p_f + p_invk)
-    (CE-scaling eq. 4 read backwards), so the budget holds even when a prediction is wrong.
+    reserves RESERVE_FACTOR × its prediction (at least two cold starts and MIN_LIMIT_S), at
+    most ``left`` (the budget less the spend and the running segments' reservations), and
+    its functions are stopped when they would bill more: n functions of m MB for t seconds
+    cannot bill more than n·(t·m·p_f + p_invk) (CE-scaling eq. 4 read backwards), so the
+    budget holds even when a prediction is wrong.
     """
     limit = platform.max_duration_s
     rate = allocation.n * allocation.memory_mb / 1024.0 * platform.price_per_gb_s
@@ -219,9 +224,11 @@ def reservation(
     full = requests + rate * (limit + KILL_SLACK_S)
     if left is None:
         return limit, False, full
-    # Room for at least two cold starts: a function thought warm may have been reclaimed.
-    cold_floor = requests + rate * 2 * float(platform.cold_start_time(allocation.memory_mb))
-    reserve = min(full, left, max(RESERVE_FACTOR * estimate, estimate * BUDGET_MARGIN, cold_floor))
+    # Room for at least two cold starts (a function thought warm may have been reclaimed),
+    # and for a busy machine's delays.
+    cold = 2 * float(platform.cold_start_time(allocation.memory_mb))
+    floor = requests + rate * max(cold, MIN_LIMIT_S)
+    reserve = min(full, left, max(RESERVE_FACTOR * estimate, estimate * BUDGET_MARGIN, floor))
     if rate <= 0:
         return limit, False, reserve
     timeout = (reserve - requests) / rate - KILL_SLACK_S
