@@ -195,14 +195,17 @@ class Starter:
                     self._fall_back_for_good(f"the template could not be reached: {err}")
         return start_process(child_fd, memory_mb, self.preload, env)
 
-    def ready(self, env: Mapping[str, str]) -> None:
-        """Start the template (with ``env``, an instance's) if it is not started, and wait
-        until it can fork instances or has been given up for processes."""
+    def ready(self, env: Callable[[], Mapping[str, str]]) -> None:
+        """Start the template (with ``env()``, an instance's environment) if it is not
+        started, and wait until it can fork instances or has been given up for processes.
+        Called before every invocation: once ready, it only checks an event."""
+        if self._ready.is_set():
+            return
         with self._lock:
             if self.mode != "template" or self._closed.is_set():
                 return
             if self._sock is None:
-                self._launch(env)
+                self._launch(env())
         if not self._ready.wait(READY_TIMEOUT_S):
             with self._lock:
                 self._fall_back_for_good(

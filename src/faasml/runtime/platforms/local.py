@@ -104,7 +104,7 @@ class LocalPlatform(_common.PooledPlatform):
     def ready(self) -> None:
         """Start the template if it is not, and wait until it can fork instances: its start
         (importing the runtime once) is the platform's, not a function's cold start."""
-        self._starts.ready(self._env(self.platform.memory_min_mb))
+        self._starts.ready(lambda: self._env(self.platform.memory_min_mb))
 
     # ----------------------------------------------------------------- contract
 
