@@ -2,6 +2,7 @@
 invariance to the plan.
 
     .venv/bin/python benchmarks/bench_loops.py [--quick] [--budget 0.05] [--counts 1 2 4]
+        [--scale 4]
 
 Three loops as users write them (benchmarks/jobs/own_loops.py, docs/your-own-loop.md), on
 seeded synthetic data, each tuned by ``faasml.Tuner(...).fit()`` on the local platform within
@@ -12,7 +13,9 @@ overhead against the same loop function called in this process with a plain ``ct
 same trials and epochs (the faster of torch's threads as they come and one thread), and the
 trials lost. Then one loop is run with its plan forced to each of ``--counts`` functions per
 trial: the best configuration of each and the largest difference in validation metric.
-``--quick``: the MLP alone, tiny.
+``--quick``: the MLP alone, tiny. ``--scale``: the loops' rows times this (default 4, so that
+each run takes tens of seconds and its figures measure the prediction more than the machine's
+run-to-run noise; ``bench_busy_platform.py`` runs them at 1).
 """
 
 from __future__ import annotations
@@ -64,13 +67,18 @@ def _space(low: float, high: float, name: str, values: Any) -> dict[str, Any]:
     return {"lr": {"loguniform": [low, high]}, name: other}
 
 
-def job_set(quick: bool) -> list[LoopJob]:
+def job_set(quick: bool, scale: int = 1) -> list[LoopJob]:
+    """The three loops (quick: the MLP alone, tiny), with ``scale`` times their rows."""
     if quick:
         return [LoopJob(mlp_loop, 512, _space(1e-3, 3e-2, "width", 16), "val_rmse", 32, 2)]
     return [
-        LoopJob(mlp_loop, 16384, _space(1e-3, 3e-2, "width", [64, 256]), "val_rmse", 128, 8),
-        LoopJob(bn_cnn_loop, 4096, _space(3e-3, 1e-1, "width", [8, 16]), "val_acc", 64, 8),
-        LoopJob(transformer_loop, 8192, _space(3e-4, 3e-3, "layers", [1, 2]), "val_acc", 64, 4),
+        LoopJob(
+            mlp_loop, 16384 * scale, _space(1e-3, 3e-2, "width", [64, 256]), "val_rmse", 128, 8
+        ),
+        LoopJob(bn_cnn_loop, 4096 * scale, _space(3e-3, 1e-1, "width", [8, 16]), "val_acc", 64, 8),
+        LoopJob(
+            transformer_loop, 8192 * scale, _space(3e-4, 3e-3, "layers", [1, 2]), "val_acc", 64, 4
+        ),
     ]
 
 
@@ -267,8 +275,13 @@ def main() -> int:
     parser.add_argument("--budget", type=float, default=0.05, help="USD per job (default 0.05)")
     parser.add_argument("--counts", type=int, nargs="+", help="default 1 2 4 (quick: 1 2)")
     parser.add_argument("--invariance-job", default="loop-mlp", help="default loop-mlp")
+    parser.add_argument(
+        "--scale", type=int, default=4, help="rows times this (default 4: runs of tens of seconds)"
+    )
     args = parser.parse_args()
-    jobs = job_set(args.quick)
+    if args.scale < 1:
+        parser.error(f"--scale {args.scale}: must be a whole number of at least 1")
+    jobs = job_set(args.quick, args.scale)
     chosen = [j for j in jobs if j.name == args.invariance_job]
     if not chosen:
         parser.error(f"--invariance-job {args.invariance_job!r}: one of {[j.name for j in jobs]}")

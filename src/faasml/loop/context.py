@@ -202,7 +202,9 @@ class LoopContext:
                 "optimizer): call it once before the epochs, so that gradients are averaged"
             )
         size = plan.batch_size if batch_size is None else int(batch_size)
-        began = time.perf_counter()
+        # A round's computation runs from the end of the last one's: the order drawn and the
+        # batch gathered are training work that the probe times with the step.
+        began = mark = time.perf_counter()
         sizes = round_sizes(shard.total, size)
         rounds = part_rounds(
             shard.total, size, seed=plan.seed, epoch=figures.epoch, start=shard.lo, stop=shard.hi
@@ -220,15 +222,15 @@ class LoopContext:
             if state.sync is not None:
                 state.sync.begin(len(rows), int(sizes[index]), state.round_id)
                 synced_before = state.sync.sync_s
-            step = time.perf_counter()
             yield batch
-            spent = time.perf_counter() - step
             if state.sync is not None:
                 state.sync.end()
                 sync_s = state.sync.sync_s - synced_before
                 figures.sync_s += sync_s
-                spent -= sync_s
-            figures.compute_s += spent
+                mark += sync_s
+            now = time.perf_counter()
+            figures.compute_s += now - mark
+            mark = now
             figures.rows += len(rows)
             figures.rounds += 1
             state.round_id += 1

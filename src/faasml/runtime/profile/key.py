@@ -20,7 +20,7 @@ from faasml.job import JobSpec
 
 __all__ = ["PROBE_VERSION", "data_digest", "profile_key"]
 
-PROBE_VERSION = 16
+PROBE_VERSION = 17
 """Bumped when the probe measures differently: older cached profiles are then re-measured."""
 
 _PICKLED = ("function", "sha256", "signature", "label")
