@@ -91,3 +91,34 @@ def test_a_plain_checkpoint_is_not_loaded_back_to_be_checked(
     with pytest.raises(LoopError, match=r"torch.load\(weights_only=True\) refuses"):
         checkpoint_bytes({**state, "when": datetime.datetime(2020, 1, 1)})
     assert loads == [1]  # what is not plain is loaded back, and refused
+
+
+class _SlowRows(torch.utils.data.Dataset):  # type: ignore[misc]
+    """Rows that take ``delay_s`` each to read, as a loader that decodes or augments."""
+
+    def __init__(self, rows: int, delay_s: float) -> None:
+        self.rows, self.delay_s = rows, delay_s
+
+    def __len__(self) -> int:
+        return self.rows
+
+    def __getitem__(self, index: int) -> tuple[Any, Any]:
+        import time
+
+        time.sleep(self.delay_s)
+        return torch.zeros(4), torch.zeros(1)
+
+
+def test_a_rounds_computation_includes_reading_its_batch() -> None:
+    """The probe prices an epoch from its rounds' computation: reading the rows is part of it
+    (the loop's step here does nothing, so the reading is all there is)."""
+    rows, delay_s = 32, 0.003
+    ctx = LoopContext(_plan(1, 0), None)
+    shard = ctx.shard(_SlowRows(rows, delay_s))
+    for _ in ctx.epochs():
+        for _batch in ctx.batches(shard):
+            pass
+        ctx.report(val_rmse=1.0)
+    figures = ctx.figures[0]
+    assert figures.rounds == 2 and figures.rows == rows
+    assert figures.compute_s >= rows * delay_s
