@@ -92,6 +92,15 @@ def test_a_real_tune_prints_one_plain_progress_line_a_stage_when_piped(tmp_path:
     assert all(len(line) <= 80 for line in progress)
     assert "━" not in result.stdout and "\x1b" not in result.stdout  # no bar, no escapes
     assert "finished in" in result.stdout
+    # The profile, the plan's stages and the summary against the plan: one fact a line,
+    # each within 80 columns (the profile's first line carries its time and bill besides).
+    lines = result.stdout.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("Job profile ("))
+    facts = [line for line in lines[head + 1 :] if line.startswith("  ")]
+    stages = [line for line in lines if line.startswith("  stage ")]
+    against = [line for line in lines if line.startswith(("planned ", "predicted ", "measured "))]
+    assert len(facts) >= 4 and stages and len(against) == 3
+    assert all(len(line) <= 80 for line in [*facts, *stages, *against]), lines
 
 
 def test_job_check_lines_are_whole_when_piped() -> None:

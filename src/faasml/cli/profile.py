@@ -83,7 +83,8 @@ def run_profile(args: argparse.Namespace) -> int:
         profile = measure_job(
             job, catalog, platform, platform_options=options, refresh=args.reprofile, on_step=shown
         )
-    out.print(escape(profile.summary()))  # wrapped at word boundaries on a terminal
+    for line in profile.summary_lines():
+        out.print(escape(line))
     if profile.check is not None:
         out.print(escape(profile.check.line()))
     floor = profile.memory_floor_mb()

@@ -210,7 +210,9 @@ def _plan(run: TuneRun | TrainRun) -> None:
     if profile is not None:  # lines wrap at word boundaries on a terminal, never piped
         cost = run.meter.by_kind().get("profiling", 0.0)
         how = "cached" if profile.cached else f"{profile.profiling_s:.1f} s, {format_money(cost)}"
-        out.print(escape(f"{profile.summary()} [{how}]"))
+        head, *facts = profile.summary_lines()
+        for line in [f"{head} [{how}]", *facts]:
+            out.print(escape(line))
         if profile.check is not None:
             out.print(escape(profile.check.line()))
         if run.compute_note is not None:
@@ -238,14 +240,24 @@ def print_plan(plan: PlanRecord, job_name: str) -> None:
         run_s = ""
         if beside and stage.predicted is not None:
             run_s = (
-                f" (run: {format_duration(stage.predicted.time_s)}, "
+                f" (the run: {format_duration(stage.predicted.time_s)}, "
                 f"{format_money(stage.predicted.cost_usd)})"
             )
+        # Two lines a stage: what runs, then its time and bill (80 columns hold each).
+        head = f"  stage {stage.index}: "
         out.print(
-            f"  stage {stage.index}: {stage.trials} trial(s) × {stage.epochs} epoch(s) on "
-            f"{a.n} × {a.memory_mb} MB, {a.storage}/{a.scheme} — "
-            f"{format_duration(stage.time_s)}, {format_money(stage.cost_usd)}{run_s}"
+            f"{head}{_count(stage.trials, 'trial')} × {_count(stage.epochs, 'epoch')} on "
+            f"{a.n} × {a.memory_mb} MB, {a.storage}/{a.scheme}"
         )
+        out.print(
+            f"{' ' * len(head)}{format_duration(stage.time_s)}, "
+            f"{format_money(stage.cost_usd)}{run_s}"
+        )
+
+
+def _count(n: int, what: str) -> str:
+    """``n what`` with the plural where n is not 1."""
+    return f"{n} {what}{'' if n == 1 else 's'}"
 
 
 def _unsearched(record: RunRecord) -> list[str]:

@@ -373,7 +373,7 @@ def _summary(record: RunRecord) -> tuple[str, ...]:
     its time and bill so far against the whole plan's (an error only once it has ended)."""
     lines = summary_lines(record)
     if record.status == "running":
-        ends = ("planned ", "predicted ", "re-predicted ")
+        ends = ("planned ", "predicted ", "measured ", "re-predicted ")
         lines = [line for line in lines if not line.startswith(ends)]
     return tuple(lines)
 

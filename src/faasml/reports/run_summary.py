@@ -75,9 +75,10 @@ def exit_code(record: RunRecord) -> int:
     return 0
 
 
-def _plan_line(record: RunRecord, plan: PlanRecord) -> str:
-    """The plan's time and bill against the measured ones: the run's own prediction where it
-    made one beside the planner's (a tuning run), else the plan's."""
+def _plan_lines(record: RunRecord, plan: PlanRecord) -> list[str]:
+    """The plan's time and bill, then the measured ones against it: the run's own prediction
+    where it made one beside the planner's (a tuning run, the planner's on a line before),
+    else the plan's."""
     profiling = record.usd_of("profiling")
     elapsed = record.elapsed_s
     run_bill = record.bill_usd() - profiling
@@ -99,15 +100,13 @@ def _plan_line(record: RunRecord, plan: PlanRecord) -> str:
         billed = (
             f"{money(trained)} training ({_error(trained, cost_usd)}) + {money(searched)} searching"
         )
-    planned = ""
-    if own is not None:
-        planned = (
-            f"planned {seconds(plan.time_s)} and {money(plan.cost_usd)} by the planner; the run "
-        )
-    return (
-        f"{planned}predicted {seconds(time_s)} and {money(cost_usd)};"
-        f" measured {measured} and {billed}"
-    )
+    lines = [
+        f"predicted {seconds(time_s)} and {money(cost_usd)}{'' if own is None else ' by the run'}",
+        f"measured {measured} and {billed}",
+    ]
+    if own is None:
+        return lines
+    return [f"planned {seconds(plan.time_s)} and {money(plan.cost_usd)} by the planner", *lines]
 
 
 def summary_lines(record: RunRecord) -> list[str]:
@@ -122,7 +121,7 @@ def summary_lines(record: RunRecord) -> list[str]:
         + (f" (profiling {money(profiling)})" if profiling else "")
     ]
     if plan is not None:
-        lines.append(_plan_line(record, plan))
+        lines += _plan_lines(record, plan)
     if plan is not None and plan.repredictions:  # re-calibrated: the last whole-run re-prediction
         last = plan.repredictions[-1]
         time_s = last.at_s + last.rest_time_s

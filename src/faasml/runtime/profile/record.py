@@ -140,39 +140,46 @@ class JobProfile:
         return self.footprint_mb * (1.0 + margin)
 
     def summary(self) -> str:
-        points = ", ".join(f"{m} MB {s * 1e3:.3g} ms" for m, s in self.compute_points)
+        """The profile on one line (events, the dashboard): ``summary_lines`` joined."""
+        head, *facts = self.summary_lines()
+        return "; ".join([head, *(fact.strip() for fact in facts)])
+
+    def summary_lines(self) -> list[str]:
+        """The profile as the console prints it: a head line, then one indented fact a line
+        (readable at 80 columns and piped)."""
         source = "cached" if self.cached else "measured"
-        return (
-            f"Job profile ({source}): {self.params:,} parameters ({self.model_mb:.3g} MB), "
-            f"{self.bytes_per_sample:.0f} B/sample; footprint {self.footprint_mb:.0f} MB "
-            f"(plans use >= {self.memory_floor_mb():.0f} MB); compute per sample {points}; "
-            f"cold start {self.cold_start_s:.2f} s at 1 vCPU (its set-up included)"
-            + (
-                f"; side by side {self.side_by_side_ratio:.2f}x slower "
+        points = ", ".join(f"{m} MB {s * 1e3:.3g} ms" for m, s in self.compute_points)
+        facts = [
+            f"footprint {self.footprint_mb:.0f} MB (plans use >= {self.memory_floor_mb():.0f} MB)",
+            f"compute per sample {points}",
+            f"cold start {self.cold_start_s:.2f} s at 1 vCPU (its set-up included)",
+        ]
+        if self.side_by_side_ratio > 0:
+            facts.append(
+                f"side by side {self.side_by_side_ratio:.2f}x slower "
                 f"({self.delivered_vcpus:.2f} vCPUs delivered)"
-                if self.side_by_side_ratio > 0
-                else ""
             )
-            + "".join(
-                f"; {scheme} round of 2 via {self.sync_storage} {transfer * 1e3:.3g} ms "
-                f"+ {wait * 1e3:.3g} ms waiting"
-                for scheme, transfer, wait in self.sync_rounds
+        facts += [
+            f"{scheme} round of 2 via {self.sync_storage} {transfer * 1e3:.3g} ms "
+            f"+ {wait * 1e3:.3g} ms waiting"
+            for scheme, transfer, wait in self.sync_rounds
+        ]
+        if self.sync_rounds:
+            facts.append(f"rounds wait {self.straggler_share:.0%} of a round's computation")
+        if len(self.config_costs) > 1:
+            costs = [c for _, c in self.config_costs]
+            facts.append(
+                f"its {len(costs)} model configurations cost "
+                f"{min(costs):.2f}-{max(costs):.2f}x their mean"
             )
-            + (
-                f" (waits {self.straggler_share:.0%} of a round's computation)"
-                if self.sync_rounds
-                else ""
-            )
-            + (
-                f"; its {len(self.config_costs)} model configurations cost "
-                f"{min(c for _, c in self.config_costs):.2f}-"
-                f"{max(c for _, c in self.config_costs):.2f}x their mean"
-                if len(self.config_costs) > 1
-                else ""
-            )
-            + (f"; load {self.load_avg:.1f}" if self.load_avg is not None else "")
-            + "".join(f"; note: {note}" for note in self.notes)
+        if self.load_avg is not None:
+            facts.append(f"load {self.load_avg:.1f}")
+        facts += [f"note: {note}" for note in self.notes]
+        head = (
+            f"Job profile ({source}): {self.params:,} parameters ({self.model_mb:.3g} MB), "
+            f"{self.bytes_per_sample:.0f} B/sample"
         )
+        return [head, *(f"  {fact}" for fact in facts)]
 
 
 @dataclass(frozen=True)

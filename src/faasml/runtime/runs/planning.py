@@ -44,10 +44,7 @@ def compute_note(profile: JobProfile, cost: float, trained_what: str) -> str | N
     mean, where the probe timed several and ``cost`` is not the mean."""
     if not profile.config_costs or abs(cost - 1.0) < 0.005:
         return None
-    return (
-        f"the {trained_what} at {cost:.2f}x the search space's mean cost per "
-        "sample (the model configurations as the probe timed them)"
-    )
+    return f"the {trained_what} at {cost:.2f}x the probed configurations' mean cost per sample"
 
 
 def coordinator_write_s(run_dir: RunDir, record: RunRecord, poll_s: float) -> float:
