@@ -49,11 +49,10 @@ class EpochFigures:
     rows: int = 0
     rounds: int = 0
     compute_s: float = 0.0
+    """Seconds of the rounds' computation: each round from the end of the last (its batch
+    drawn and gathered, then the loop's step), less its synchronisation."""
     sync_s: float = 0.0
     elapsed_s: float = 0.0
-    batches_s: float = 0.0
-    """Seconds inside ``ctx.batches`` (the rest of the epoch is the loop's own: evaluation,
-    logging, the checkpoint)."""
 
 
 @dataclass
@@ -204,7 +203,7 @@ class LoopContext:
         size = plan.batch_size if batch_size is None else int(batch_size)
         # A round's computation runs from the end of the last one's: the order drawn and the
         # batch gathered are training work that the probe times with the step.
-        began = mark = time.perf_counter()
+        mark = time.perf_counter()
         sizes = round_sizes(shard.total, size)
         rounds = part_rounds(
             shard.total, size, seed=plan.seed, epoch=figures.epoch, start=shard.lo, stop=shard.hi
@@ -234,7 +233,6 @@ class LoopContext:
             figures.rows += len(rows)
             figures.rounds += 1
             state.round_id += 1
-        figures.batches_s += time.perf_counter() - began
 
     def report(
         self,
