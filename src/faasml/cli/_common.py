@@ -5,13 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypedDict
 
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 
 from faasml.catalog import Catalog, load_catalog
 from faasml.exceptions import ConfigError
@@ -128,7 +131,37 @@ def check_seed(seed: int, flag: str = "--seed") -> int:
 
 
 PIPE_WIDTH = 100_000
-"""Width of output that is not a terminal: wider than any line faasml prints."""
+"""Width of output that is not a terminal: wider than any table faasml prints."""
+
+LINE_WIDTH = 80
+"""Piped, a run's running text (profile, plan, events, summary) folds at this width."""
+
+
+def say(out: Console, text: str, *, markup: bool = False, indent: int | None = None) -> None:
+    """Print a line of running text. On a terminal rich wraps it to the terminal; piped, it
+    folds at word boundaries to LINE_WIDTH columns, each later line indented by ``indent``
+    (default: the line's own indentation and two more), so that a CI log reads at 80
+    columns. ``markup``: ``text`` carries rich markup (dropped piped, as colour is)."""
+    if out.is_terminal:
+        out.print(text if markup else escape(text))
+        return
+    plain = Text.from_markup(text).plain if markup else text
+    if indent is None:
+        indent = len(plain) - len(plain.lstrip(" ")) + 2
+    # A number keeps its unit on its line ("332 ms", "768 MB"): the space is held while folding.
+    held = _NUMBER_UNIT.sub("\x1f", plain)
+    folded = textwrap.wrap(
+        held,
+        LINE_WIDTH,
+        subsequent_indent=" " * indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+    for line in folded or [""]:
+        out.print(escape(line.replace("\x1f", " ")))
+
+
+_NUMBER_UNIT = re.compile(r"(?<=\d) (?=[A-Za-z%]+\b)")
 
 
 def console(*, stderr: bool = False) -> Console:

@@ -10,7 +10,7 @@ from typing import Any
 from rich.markup import escape
 
 from faasml.catalog import load_catalog
-from faasml.cli._common import console, output_folder
+from faasml.cli._common import console, output_folder, say
 from faasml.cli.run_console import PrepareDisplay
 from faasml.exceptions import ConfigError
 from faasml.job import load_job
@@ -84,9 +84,9 @@ def run_profile(args: argparse.Namespace) -> int:
             job, catalog, platform, platform_options=options, refresh=args.reprofile, on_step=shown
         )
     for line in profile.summary_lines():
-        out.print(escape(line))
+        say(out, line)
     if profile.check is not None:
-        out.print(escape(profile.check.line()))
+        say(out, profile.check.line())
     floor = profile.memory_floor_mb()
     if asked is None:
         memories = tuple(sorted({fitting_memory_mb(floor, catalog), roomy_memory_mb(catalog)}))

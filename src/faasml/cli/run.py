@@ -16,6 +16,7 @@ from faasml.cli._common import (
     add_set_option,
     console,
     constraint_from,
+    say,
 )
 from faasml.cli.run_console import PrepareDisplay, RunDisplay
 from faasml.cli.run_options import (
@@ -190,16 +191,14 @@ def _resume(args: argparse.Namespace) -> int:
             outputs=write_outputs,
         )
         status = run.record.status
-        console().print(escape(f"Resuming the {run.kind} run in {args.run_dir} (status {status})"))
+        say(console(), f"Resuming the {run.kind} run in {args.run_dir} (status {status})")
         return _execute(run)
 
 
 def _plan(run: TuneRun | TrainRun) -> None:
     """Measure the job (or take its cached profile), then plan from it."""
     out = console()
-    out.print(
-        escape(f"Measuring {run.job.name} on {run.job.platform} (cached per job and platform)")
-    )
+    say(out, f"Measuring {run.job.name} on {run.job.platform} (cached per job and platform)")
     with PrepareDisplay(out) as display:
         run.on_prepare = display
         try:
@@ -207,17 +206,17 @@ def _plan(run: TuneRun | TrainRun) -> None:
         finally:
             run.on_prepare = None
     profile = run.profile
-    if profile is not None:  # lines wrap at word boundaries on a terminal, never piped
-        cost = run.meter.by_kind().get("profiling", 0.0)
-        how = "cached" if profile.cached else f"{profile.profiling_s:.1f} s, {format_money(cost)}"
-        head, *facts = profile.summary_lines()
-        for line in [f"{head} [{how}]", *facts]:
-            out.print(escape(line))
+    if profile is not None:
+        lines = profile.summary_lines()
+        if not profile.cached:  # what measuring it took, billed as 'profiling'
+            cost = run.meter.by_kind().get("profiling", 0.0)
+            lines.insert(1, f"  probed in {profile.profiling_s:.1f} s for {format_money(cost)}")
+        for line in lines:
+            say(out, line)
         if profile.check is not None:
-            out.print(escape(profile.check.line()))
+            say(out, profile.check.line())
         if run.compute_note is not None:
-            note = run.compute_note[0].upper() + run.compute_note[1:]
-            out.print(escape(note))
+            say(out, run.compute_note[0].upper() + run.compute_note[1:])
 
 
 def print_plan(plan: PlanRecord, job_name: str) -> None:
@@ -225,16 +224,17 @@ def print_plan(plan: PlanRecord, job_name: str) -> None:
     # A tuning run predicts beside the planner (``predicted``): both are shown.
     beside = plan.predicted is not None
     what = "planned" if beside else "predicted"
+    say(out, f"[bold]Plan[/] ({escape(plan.planner)}) for {escape(job_name)}", markup=True)
     line = (
-        f"[bold]Plan[/] ({plan.planner}) for {escape(job_name)}: {what} "
-        f"[bold]{format_duration(plan.time_s)}[/] and [bold]{format_money(plan.cost_usd)}[/]"
+        f"  {what} [bold]{format_duration(plan.time_s)}[/] and "
+        f"[bold]{format_money(plan.cost_usd)}[/]"
     )
     if plan.predicted is not None:
         line += (
             f"; the run predicts [bold]{format_duration(plan.predicted.time_s)}[/] and "
             f"[bold]{format_money(plan.predicted.cost_usd)}[/]"
         )
-    out.print(line)
+    say(out, line, markup=True)
     for stage in plan.stages:
         a = stage.allocation
         run_s = ""
@@ -285,20 +285,19 @@ def _execute(run: BaseRun) -> int:
         run.progress = display.tick
         record = run.execute()
     for line in _unsearched(record):
-        out.print(escape(line), soft_wrap=True)
+        say(out, line)
     for line in summary_lines(record):
         style = "bold red" if line.startswith(("LOST", "TARGET MISSED", "NO BEST")) else ""
-        out.print(f"[{style}]{escape(line)}[/]" if style else escape(line))
+        say(out, f"[{style}]{escape(line)}[/]" if style else escape(line), markup=True)
     best = record.best
     if best is not None:  # by the run's metric and mode
         metric = run_metric(record)
         value = best_value(record, metric)
         drawn = f" ({config(best.config)})" if best.config else ""  # a training run: none
-        out.print(
-            escape(
-                f"Best: trial {best.trial}{drawn} — {metric.label} {number(value)}, "
-                f"ranked by {metric.name} ({metric.mode})"
-            )
+        say(
+            out,
+            f"Best: trial {best.trial}{drawn} — {metric.label} {number(value)}, "
+            f"ranked by {metric.name} ({metric.mode})",
         )
-    out.print(escape(f"Report: {run.dir.path / 'report.md'}"))
+    say(out, f"Report: {run.dir.path / 'report.md'}")
     return exit_code(record)

@@ -23,6 +23,7 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
+from faasml.cli._common import say
 from faasml.reports.run_format import money, number, run_metric, trial_usd
 from faasml.runtime.profile.preparing import Planning, Preparing, ProbeStep
 from faasml.runtime.record.records import PlanRecord, StageRecord
@@ -187,7 +188,8 @@ class RunDisplay:
         for event in events[self.events_seen :]:
             if not self.out.is_terminal and STAGE_START.match(event.text):
                 continue  # the stage's line says it
-            self.out.print(escape(f"[{clock(event.t_s)}] {event.text}"))
+            stamp = f"[{clock(event.t_s)}] "
+            say(self.out, stamp + event.text, indent=len(stamp))
         self.events_seen = len(events)
         if stage != self.stage:
             self.stage, self.stage_began_s = stage, self._stage_began(stage, elapsed)
