@@ -253,6 +253,8 @@ class Tuner:
                 "no trial ended with a finite loss: every trial that trained diverged (a NaN or "
                 f"infinite loss); narrow the search space; see {self.run_dir / 'report.md'}"
             )
+        if record.status == "failed" and record.best is None and record.stop_reason:
+            raise ConfigError(f"{record.stop_reason}; see {self.run_dir / 'report.md'}")
         grid = ResultGrid.from_record(record, self.run_dir, self.user_config)
         _raise_lost(grid)
         return grid

@@ -101,6 +101,8 @@ class Trainer:
             run = TrainRun(self.job, self.constraint, self.run_dir, outputs=write_outputs)
             run.plan()
             record = run.execute()
+        if record.status == "failed" and record.stop_reason:  # e.g. a loop without its loss
+            raise ConfigError(f"{record.stop_reason}; see {self.run_dir / 'report.md'}")
         result = ResultGrid.from_record(record, self.run_dir)[0]
         return dataclasses.replace(result, config={**result.config, **self._config})
 

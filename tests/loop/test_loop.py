@@ -53,7 +53,7 @@ def _run(
         loop,
         space or SPACE,
         deadline=3600,
-        tune_config=faasml.TuneConfig(num_samples=1),
+        tune_config=faasml.TuneConfig(num_samples=1, metric="val_rmse", mode="min"),
         settings=SETTINGS,
         run_dir=folder,
     )
@@ -190,7 +190,7 @@ def test_faasml_resume_continues_a_loop_run_without_the_script(tmp_path: Path) -
         mlp_loop,
         SPACE,
         budget=0.05,
-        tune_config=faasml.TuneConfig(num_samples=2),
+        tune_config=faasml.TuneConfig(num_samples=2, metric="val_rmse", mode="min"),
         settings={**SETTINGS, "tuning.epochs_per_stage": 1},
         run_dir=tmp_path / "run",
     )
@@ -262,7 +262,7 @@ def test_the_probe_measures_a_loops_synchronised_round(
         mlp_loop,
         SPACE,
         deadline=3600,
-        tune_config=faasml.TuneConfig(num_samples=1),
+        tune_config=faasml.TuneConfig(num_samples=1, metric="val_rmse", mode="min"),
         settings=SETTINGS,
         run_dir=tmp_path / "run",
     )
@@ -272,3 +272,78 @@ def test_the_probe_measures_a_loops_synchronised_round(
     assert profile is not None
     assert not [note for note in profile.notes if "synchronised round" in note]
     assert profile.sync_rounds  # two functions' rounds of the loop's vector, timed
+
+
+def test_a_run_ranking_by_a_metric_no_loop_reports_fails_after_its_first_stage(
+    tmp_path: Path,
+) -> None:
+    """The loop reports val_rmse only: its training loss is not known (None, never 0), and
+    ranking by 'loss' would prune at random, so the run stops after stage 1, saying why."""
+    tuner = faasml.Tuner(
+        mlp_loop,
+        {"lr": {"loguniform": [0.001, 0.1]}, "width": 8},
+        deadline=3600,
+        tune_config=faasml.TuneConfig(num_samples=3),  # ranks by 'loss' (the default)
+        settings={"batch_size": 16, "tuning.stages": 2, "tuning.epochs_per_stage": 1, "seed": 2},
+        run_dir=tmp_path / "run",
+    )
+    with pytest.raises(faasml.ConfigError) as caught:
+        tuner.fit()
+    assert str(caught.value).startswith(
+        "no trial reported the metric 'loss' the run ranks by (they reported: val_rmse)"
+    )
+    record = json.loads((tmp_path / "run" / "record.json").read_text())
+    assert record["status"] == "failed" and record.get("best") is None
+    assert "no trial reported the metric 'loss'" in record["stop_reason"]
+    histories = [t["history"] for t in record["trials"]]
+    assert [len(h) for h in histories] == [1, 1, 1]  # stage 2 never ran
+    assert all(h[0]["loss"] is None for h in histories)
+    grid = faasml.ResultGrid.from_path(tmp_path / "run")
+    assert all(r.metrics["loss"] is None for r in grid)
+    with pytest.raises(faasml.ConfigError, match=r"the trials reported: val_rmse$"):
+        grid.get_best_result()
+    assert not list((tmp_path / "run").glob("curves/*.csv"))  # no curve of unknown losses
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "None: no trial reported the metric 'loss'" in report
+
+
+def test_training_to_a_target_loss_a_loop_does_not_report_fails_at_its_first_epoch(
+    tmp_path: Path,
+) -> None:
+    trainer = faasml.Trainer(
+        mlp_loop,
+        {"lr": 0.05, "width": 8},
+        deadline=3600,
+        max_epochs=20,
+        target_loss=0.5,
+        settings={"batch_size": 16},
+        run_dir=tmp_path / "run",
+    )
+    with pytest.raises(faasml.ConfigError) as caught:
+        trainer.fit()
+    assert str(caught.value).startswith(
+        "epoch 1 reported no 'loss' (it reported: val_rmse), but target_loss is compared with it"
+    )
+    record = json.loads((tmp_path / "run" / "record.json").read_text())
+    assert record["status"] == "failed" and record.get("target") is None
+    assert len(record["trials"][0]["history"]) == 1  # not 20 epochs it could not judge
+
+
+def test_a_trial_without_the_metric_ranks_last_where_others_have_it(tmp_path: Path) -> None:
+    results = faasml.Tuner(
+        mlp_loop,
+        {"lr": 0.05, "width": 8, "quiet": {"choice": [0, 1]}},  # quiet: reports no val_rmse
+        deadline=3600,
+        tune_config=faasml.TuneConfig(metric="val_rmse", mode="min", search_alg="grid"),
+        settings={"batch_size": 16, "tuning.trials": 2, "tuning.stages": 2, "seed": 2}
+        | {"tuning.epochs_per_stage": 1},
+        run_dir=tmp_path / "run",
+    ).fit()
+    quiet = next(r for r in results if r.config["quiet"] == 1)
+    loud = next(r for r in results if r.config["quiet"] == 0)
+    assert quiet.status == "pruned" and loud.status == "done"
+    assert results.get_best_result().trial_id == loud.trial_id
+    events = [e.text for e in results.record.events if "reported no" in e.text]
+    assert events == [
+        f"trial {quiet.trial_id} reported no 'val_rmse' (it reported: rmse_elsewhere); ranked last"
+    ]

@@ -26,7 +26,7 @@ def _tuner(platform: str, run_dir: Path) -> faasml.Tuner:
         mlp_loop,
         SPACE,
         budget=0.05,
-        tune_config=faasml.TuneConfig(num_samples=2),
+        tune_config=faasml.TuneConfig(num_samples=2, metric="val_rmse", mode="min"),
         settings={"batch_size": 16, "tuning.stages": 1, "platform": platform},
         run_dir=run_dir,
     )

@@ -57,7 +57,7 @@ def test_a_loop_holding_megabytes_runs_with_its_pickle_in_the_store_not_in_reque
         holding(torch.ones(HELD)),
         SPACE,
         deadline=3600,
-        tune_config=faasml.TuneConfig(num_samples=1),
+        tune_config=faasml.TuneConfig(num_samples=1, metric="val_rmse", mode="min"),
         settings={**SETTINGS, "tuning.epochs_per_stage": 2},
         run_dir=tmp_path / "run",
     )

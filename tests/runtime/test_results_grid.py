@@ -113,15 +113,17 @@ def test_get_best_result_takes_any_metric_and_mode(by_mode: dict[str, ResultGrid
     assert reopened.get_best_result().trial_id == grid.get_best_result().trial_id
 
 
-def test_a_metric_no_trial_reports_ranks_each_last_with_the_reason(tmp_path: Path) -> None:
+def test_a_metric_no_trial_reports_fails_the_run_with_what_they_reported(tmp_path: Path) -> None:
     config = faasml.TuneConfig(budget=0.05, num_samples=2, stages=1, metric="f1", mode="max")
-    grid = faasml.Tuner(from_mapping(JOB), tune_config=config, run_dir=tmp_path).fit()
-    events = [e.text for e in grid.record.events if "reported no" in e.text]
-    assert events == [
-        f"trial {i} reported no 'f1' (it reported: accuracy, evaluated_samples, loss, "
-        "val_accuracy, val_loss); ranked last"
-        for i in (0, 1)
-    ]
+    with pytest.raises(ConfigError) as caught:
+        faasml.Tuner(from_mapping(JOB), tune_config=config, run_dir=tmp_path).fit()
+    assert str(caught.value).startswith(
+        "no trial reported the metric 'f1' the run ranks by (they reported: accuracy, "
+        "evaluated_samples, loss, val_accuracy, val_loss): rank by one of those"
+    )
+    grid = ResultGrid.from_path(tmp_path)
+    assert grid.record.status == "failed" and grid.record.best is None
+    assert not [e.text for e in grid.record.events if "ranked last" in e.text]
     with pytest.raises(ConfigError, match="no trial reported the metric 'f1'"):
         grid.get_best_result()
 

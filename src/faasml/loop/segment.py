@@ -133,8 +133,8 @@ def _user_traceback(err: BaseException) -> str:
 def segment_figures(outcome: LoopOutcome, worker_id: int, *, several: bool) -> dict[str, Any]:
     """The ``SegmentReport`` fields of an invocation's figures: worker 0's metrics are the
     trial's (``val`` and ``reported``, per epoch where it ran several); the training loss is
-    the metric ``loss`` where the loop reports one (NaN where a metric is not finite, so the
-    trial counts as diverged)."""
+    the metric ``loss`` where the loop reports one, else unknown (None; NaN where a metric is
+    not finite, so the trial counts as diverged)."""
     epochs: list[dict[str, Any]] = []
     for figures in outcome.epochs:
         metrics = dict(figures.metrics or {}) if worker_id == 0 else {}
@@ -153,7 +153,7 @@ def segment_figures(outcome: LoopOutcome, worker_id: int, *, several: bool) -> d
     return {
         "rounds": sum(f.rounds for f in outcome.epochs),
         "samples": sum(e["samples"] for e in epochs),
-        "loss_sum": sum(e["loss_sum"] for e in epochs),
+        "loss_sum": _total([e["loss_sum"] for e in epochs]),
         "load_s": outcome.load_s,
         "compute_s": sum(e["compute_s"] for e in epochs),
         "sync_s": sum(e["sync_s"] for e in epochs),
@@ -163,11 +163,18 @@ def segment_figures(outcome: LoopOutcome, worker_id: int, *, several: bool) -> d
     }
 
 
-def _loss_sum(figures: EpochFigures) -> float:
+def _loss_sum(figures: EpochFigures) -> float | None:
+    """The epoch's reported ``loss`` times its rows; None where the loop reported none."""
     metrics = figures.metrics or {}
     if "loss" in metrics:
         return metrics["loss"] * figures.rows
-    return 0.0 if all(math.isfinite(v) for v in metrics.values()) else math.nan
+    return None if all(math.isfinite(v) for v in metrics.values()) else math.nan
+
+
+def _total(sums: list[float | None]) -> float | None:
+    """The sum of the epochs' loss sums; None where one is unknown."""
+    known = [s for s in sums if s is not None]
+    return sum(known) if len(known) == len(sums) else None
 
 
 __all__ = [

@@ -40,12 +40,13 @@ def write_outputs(folder: RunDir, record: RunRecord) -> list[Path]:
 
 def _curve(trial: TrialRecord, kind: str) -> tuple[list[CurvePoint], dict[str, str]] | None:
     """A trial's loss curve and its metadata: the epochs before it diverged (a curve holds
-    finite losses; the metadata says where it diverged); None without such an epoch."""
+    finite losses; the metadata says where it diverged), those with a known loss (a loop
+    may report none); None without such an epoch."""
     found = diverged_at(trial.history)
     points = [
         CurvePoint(int(h["epoch"]), float(h["loss"]), float(h["t_s"]), float(h["spent_usd"]))
         for h in trial.history
-        if found is None or h["epoch"] < found[0]
+        if (found is None or h["epoch"] < found[0]) and h.get("loss") is not None
     ]
     if not points:
         return None

@@ -196,6 +196,8 @@ def _best_lines(record: RunRecord) -> list[str]:
     if best is None:
         if any(t.status == "diverged" for t in record.trials):
             return ["None: no trial ended with a finite loss (see the diverged trials below)."]
+        if record.status == "failed" and record.stop_reason:  # e.g. no trial had the metric
+            return [f"None: {record.stop_reason}."]
         return ["None finished."]
     metric = run_metric(record)
     value = best_value(record, metric)

@@ -147,16 +147,18 @@ class Committer:
         self,
         trial: TrialState,
         segment: Segment,
-        parts: list[tuple[float, float, float, float, float]],
+        parts: list[tuple[float | None, float, float, float, float]],
         seconds: float,
         invocations: int,
         share: float = 1.0,
     ) -> None:
         """Add each worker's (loss sum, samples, compute s, sync s, load s), ``seconds`` of
-        the segment's wall time and ``share`` of its vCPU demand to the epoch in progress."""
+        the segment's wall time and ``share`` of its vCPU demand to the epoch in progress (a
+        loss sum of None: the epoch's training loss is not known)."""
         partial = trial.partial
         added = {
-            "loss_sum": sum(p[0] for p in parts),
+            "loss_sum": sum(p[0] for p in parts if p[0] is not None),
+            "loss_unknown": float(any(p[0] is None for p in parts)),
             "samples": sum(p[1] for p in parts),
             "seconds": seconds,
             "demand_vcpu_s": segment.demand_vcpu_s * share,
@@ -183,7 +185,9 @@ class Committer:
         trial.history.append(
             {
                 "epoch": trial.epoch + 1,
-                "loss": trial.partial["loss_sum"] / max(samples, 1.0),
+                "loss": None
+                if trial.partial.get("loss_unknown")
+                else trial.partial["loss_sum"] / max(samples, 1.0),
                 "val_loss": val.get("loss"),
                 "val_accuracy": val.get("accuracy"),
                 "epoch_s": seconds,

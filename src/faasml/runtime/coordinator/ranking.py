@@ -75,6 +75,13 @@ def metric_value(record: Mapping[str, Any], metric: str) -> float | None:
     return _number(record.get(f"val_{metric}"))
 
 
+def loss_of(record: Mapping[str, Any]) -> float:
+    """An epoch's validation loss, else its training loss (``metric_value``'s 'loss'); +inf
+    where it has neither (a training loop that reports no loss)."""
+    value = metric_value(record, "loss")
+    return math.inf if value is None else value
+
+
 def metric_names(record: Mapping[str, Any]) -> list[str]:
     """The metric names an epoch's record can rank by (for a message naming them)."""
     names = {"loss"} if metric_value(record, "loss") is not None else set()

@@ -87,8 +87,9 @@ class SegmentReport:
     epoch: int
     rounds: int
     samples: int
-    loss_sum: float
-    """Sum of minibatch losses × minibatch sizes (the coordinator averages over workers)."""
+    loss_sum: float | None
+    """Sum of minibatch losses × minibatch sizes (the coordinator averages over workers);
+    None where it is not known (a training loop that reports no ``loss``)."""
     load_s: float
     compute_s: float
     sync_s: float

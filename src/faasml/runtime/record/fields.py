@@ -164,7 +164,8 @@ def plan_from(f: Fields) -> PlanRecord:
 def epoch_from(f: Fields) -> dict[str, Any]:
     """An epoch of a trial's history, with the fields the runs and reports read checked."""
     f.integer("epoch", minimum=1)
-    number_of(f, "loss", finite=False)
+    if f.raw("loss") is not None:  # there; null where not known (a loop that reports none)
+        number_of(f, "loss", finite=False)
     for name in ("val_loss", "val_accuracy"):
         if f.raw(name, None) is not None:
             number_of(f, name, finite=False)

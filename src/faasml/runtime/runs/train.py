@@ -16,14 +16,14 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from faasml.exceptions import InfeasibleConstraintError
 from faasml.models.calibration import REPLAN_DELTA, Calibration, moved
 from faasml.models.space import evaluate_allocation
 from faasml.runtime.coordinator import Coordinator, TrialState
 from faasml.runtime.coordinator.estimates import coordinator_seconds
-from faasml.runtime.coordinator.ranking import diverged_at
+from faasml.runtime.coordinator.ranking import diverged_at, loss_of, metric_names, metric_value
 from faasml.runtime.profile.measure import roomy_memory_mb
 from faasml.runtime.record.records import (
     AllocationChange,
@@ -192,11 +192,14 @@ class TrainRun(BaseRun):
                 continue
             record = trial.last
             epoch = trial.epochs_done
+            if metric_value(record, "loss") is None:  # nothing to compare with the target
+                self._no_loss(trial)
+                return
             if epoch >= FIRST_RECALIBRATION_EPOCH and epoch & (epoch - 1) == 0:
                 following = pending[1] if pending is not None else allocation
                 self._recalibrate(trial, coordinator, scheduler, following)
             decision = scheduler.observe(
-                trial.epochs_done, _loss(record), self.meter.total_usd, coordinator.now()
+                trial.epochs_done, loss_of(record), self.meter.total_usd, coordinator.now()
             )
             if decision.prediction is not None:  # the online fit's epochs to the target
                 self._expected = decision.prediction.whole
@@ -232,14 +235,14 @@ class TrainRun(BaseRun):
         )
         scheduler.start()
         for record in trial.history:  # replay what a resumed run already saw
-            scheduler.observe(record["epoch"], _loss(record), record["spent_usd"], record["t_s"])
+            scheduler.observe(record["epoch"], loss_of(record), record["spent_usd"], record["t_s"])
         return scheduler
 
     def _finish(self, trial: TrialState) -> None:
         """The trial trained to its end: done, the target reached or missed, the best."""
         training = self.job.training
         trial.status = "done"
-        loss = _loss(trial.last) if trial.history else float("inf")
+        loss = loss_of(trial.last) if trial.history else float("inf")
         if training.target_loss is not None:
             reached = loss <= training.target_loss
             self.record.target = Target(training.target_loss, reached, loss)
@@ -257,6 +260,18 @@ class TrainRun(BaseRun):
             val_accuracy=trial.last.get("val_accuracy"),
             checkpoint=trial.checkpoint,
         )
+
+    def _no_loss(self, trial: TrialState) -> None:
+        """A training loop reported no loss while the run has a target loss to reach: the
+        run fails at once, saying so, rather than pay for epochs it cannot judge."""
+        self.record.status = "failed"
+        self.record.best = None
+        names = ", ".join(metric_names(trial.last)) or "nothing"
+        self.record.stop_reason = (
+            f"epoch {trial.epochs_done} reported no 'loss' (it reported: {names}), but "
+            "target_loss is compared with it: report it, ctx.report({'loss': ...})"
+        )
+        self.event(self.record.stop_reason)
 
     def _diverged(self, trial: TrialState) -> None:
         """The trial's loss or metric went NaN or infinite: the run failed, with the epoch and
@@ -323,8 +338,3 @@ class TrainRun(BaseRun):
             f"({left} epochs) re-predicted at {rest_s:.1f} s and ${rest_usd:.6f}, and the "
             "scheduler re-priced"
         )
-
-
-def _loss(record: dict[str, Any]) -> float:
-    value = record.get("val_loss")
-    return float(value if value is not None else record["loss"])

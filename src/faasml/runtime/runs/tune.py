@@ -21,6 +21,7 @@ from faasml.runtime.coordinator import Coordinator, Prewarm, TrialState
 from faasml.runtime.coordinator.ranking import (
     diverged_line,
     is_diverged,
+    metric_names,
     metric_value,
     missing_line,
     ranked,
@@ -213,6 +214,8 @@ class TuneRun(BaseRun):
             if coordinator.stop_reason:
                 return
             order = self._ranked_stage(alive)
+            if self._nothing_ranks(order):
+                return
             last_bracket = bracket.first_stage + bracket.stages == len(stages)
             if not order and any(t.status == "diverged" for t in alive) and last_bracket:
                 self._end_diverged()
@@ -301,13 +304,36 @@ class TuneRun(BaseRun):
 
     def _ranked_stage(self, alive: list[TrialState]) -> list[TrialState]:
         """The stage's finished trials best first by the job's metric and mode; one event per
-        trial that lacks the metric (ranked last, after those that have it)."""
+        trial that lacks the metric (ranked last, after those that have it) where others
+        have it."""
         tuning = self.job.require_tuning()
         done = [t for t in alive if t.status == "done"]
-        for trial in done:
-            if metric_value(trial.last, tuning.metric) is None and not is_diverged(trial):
+        lacking = [t for t in _finite(done) if metric_value(t.last, tuning.metric) is None]
+        if len(lacking) < len(_finite(done)):
+            for trial in lacking:
                 self.event(missing_line(trial.trial_id, tuning.metric, trial.last))
         return ranked(done, tuning.metric, tuning.mode)
+
+    def _nothing_ranks(self, order: list[TrialState]) -> bool:
+        """No trial of the stage reported the job's metric: the run fails now, saying what
+        they reported, rather than prune at random and pay for the stages left (Ray Tune
+        also stops at a result without its metric)."""
+        metric = self.job.require_tuning().metric
+        finite = _finite(order)
+        if not finite or any(metric_value(t.last, metric) is not None for t in finite):
+            return False
+        assert self.record.plan is not None  # the run follows one
+        names = sorted({name for t in finite for name in metric_names(t.last)})
+        self.record.stage = len(self.record.plan.stages)
+        self.record.status = "failed"
+        self.record.best = None
+        self.record.stop_reason = (
+            f"no trial reported the metric {metric!r} the run ranks by (they reported: "
+            f"{', '.join(names) or 'nothing'}): rank by one of those, TuneConfig(metric=...) "
+            "or the job's tuning.metric"
+        )
+        self.event(self.record.stop_reason)
+        return True
 
     def _record_best(self) -> None:
         """The best trial so far by the job's metric and mode (also when a budget stop ends
@@ -422,3 +448,8 @@ class TuneRun(BaseRun):
         estimates = self._estimates([*stages[:start], *fresh], stages)[start:]
         replan.adopt(fresh, estimates, self.event)
         record.replans += 1
+
+
+def _finite(trials: list[TrialState]) -> list[TrialState]:
+    """The trials that did not diverge."""
+    return [t for t in trials if not is_diverged(t)]

@@ -13,12 +13,13 @@ import functools
 import math
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from faasml.exceptions import ConfigError, WorkloadError
 from faasml.runtime.coordinator import Coordinator, TrialState
+from faasml.runtime.coordinator.ranking import loss_of
 from faasml.runtime.profile.deployment_probe import probe_allocation
 from faasml.runtime.record.records import (
     AllocationChange,
@@ -257,7 +258,7 @@ class PhaseDriver:
                 t.status = "done"
         best = min(
             (t for t in run.trials if t.history and t.status not in ("failed", "diverged")),
-            key=lambda t: _loss(t.last),
+            key=lambda t: loss_of(t.last),
             default=None,
         )
         if best is not None:
@@ -399,8 +400,3 @@ def _measurement_of(probe: ProbeRecord) -> Measurement:
         probe.probe_usd,
         failed=failed,
     )
-
-
-def _loss(record: dict[str, Any]) -> float:
-    value = record.get("val_loss")
-    return float(value if value is not None else record.get("loss", math.inf))
