@@ -81,7 +81,7 @@ def main() -> None:
     best = results.get_best_result()
     print(f"status: {results.record.status}, trials: {len(results)}, best: trial {best.trial_id}")
     for result in results.results:
-        rmse = result.metrics.get("reported", {}).get("val_rmse")
+        rmse = result.metrics.get("val_rmse")
         shown = f"val_rmse {rmse:.4f}" if rmse is not None else "no epoch"
         print(f"  trial {result.trial_id} {result.status}: {result.config}: {shown}")
     print(f"spent ${results.spent_usd:.6f} of ${args.budget}; run directory {results.run_dir}")

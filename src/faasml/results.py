@@ -90,7 +90,8 @@ class Result:
     trial_id: int
     config: dict[str, Any]
     metrics: dict[str, Any]
-    """The last epoch's record: loss, val_loss, val_accuracy, epoch_s, reported, ..."""
+    """The last epoch's record (loss, val_loss, val_accuracy, epoch_s, reported, ...), and
+    each metric the trial reported under its own name (``metrics["val_rmse"]``)."""
     status: str
     checkpoint: TrialCheckpoint | None
     """The trial's last checkpoint (``load_checkpoint``); None where it never trained."""
@@ -143,10 +144,10 @@ class ResultGrid:
             Result(
                 trial_id=t.trial_id,
                 config=name(t.config),
-                metrics=dict(t.last),
+                metrics=_flat(t.last),
                 status=t.status,
                 checkpoint=None if t.checkpoint is None else TrialCheckpoint(t.checkpoint, folder),
-                history=[dict(h) for h in t.history],
+                history=[_flat(h) for h in t.history],
                 path=folder,
                 cost_usd=costs.get(t.trial_id, 0.0),
                 error=t.failures[-1] if t.status == "failed" and t.failures else None,
@@ -298,6 +299,16 @@ class ResultGrid:
             row.update({f"config/{k}": v for k, v in r.config.items()})
             rows.append(row)
         return pd.DataFrame(rows)
+
+
+def _flat(epoch: Mapping[str, Any]) -> dict[str, Any]:
+    """An epoch's record with what the trial reported beside its own fields, as Ray Tune's
+    results hold them: a reported name the record leaves empty (or lacks) takes its value."""
+    flat = dict(epoch)
+    reported = epoch.get("reported")
+    if isinstance(reported, Mapping):
+        flat.update({k: v for k, v in reported.items() if flat.get(k) is None})
+    return flat
 
 
 def _user_config(job: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:

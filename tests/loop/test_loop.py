@@ -250,6 +250,10 @@ def test_a_loop_ranks_and_prunes_by_its_own_metric(tmp_path: Path) -> None:
     assert len(kept) == 1 and first[kept[0]] == min(first.values())  # pruned by val_rmse
     best = results.get_best_result()
     assert best.trial_id == kept[0] and best.metrics["reported"]["val_rmse"] < first[kept[0]]
+    assert best.metrics["val_rmse"] == best.metrics["reported"]["val_rmse"]  # as Ray has it
+    assert [h["val_rmse"] for h in best.metrics_history] == [
+        h["reported"]["val_rmse"] for h in best.history
+    ]
     state = faasml.load_checkpoint(best)  # the dict its last ctx.report carried
     assert set(state) == {"model", "opt", "sched"} and state["sched"]["last_epoch"] == 2
 
