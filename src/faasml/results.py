@@ -24,7 +24,7 @@ from numpy.typing import NDArray
 from faasml._imports import optional_import
 from faasml._validate import shown
 from faasml.exceptions import ConfigError, FaasmlError
-from faasml.job import MODES, implied_mode
+from faasml.job import MODES, author_names, implied_mode
 from faasml.reports.results_report import run_metric, trial_costs
 from faasml.runtime.coordinator.ranking import (
     divergence,
@@ -312,18 +312,14 @@ def _flat(epoch: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _user_config(job: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
-    """A trial's configuration by the names its author wrote (as ``Tuner.user_config``): a
-    training function's plain names, its constants included; a job's dotted paths."""
-    from faasml.loop import LOOP_FACTORY
-    from faasml.workloads.function_model import FACTORY
-
+    """A trial's configuration by the names its author wrote (``author_names``, as
+    ``Tuner.user_config``), from the record's job."""
     model = job.get("model")
-    if not isinstance(model, Mapping) or model.get("name") not in (FACTORY, LOOP_FACTORY):
+    if not isinstance(model, Mapping):
         return dict(config)
-    prefix = "model.config."
-    named = {k.removeprefix(prefix): v for k, v in config.items()}
     constants = model.get("config")
-    return {**(dict(constants) if isinstance(constants, Mapping) else {}), **named}
+    name = str(model.get("name"))
+    return author_names(name, config, constants if isinstance(constants, Mapping) else None)
 
 
 def load_checkpoint(result: Result | TrialCheckpoint, model: Any = None) -> Any:

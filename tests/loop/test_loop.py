@@ -256,6 +256,8 @@ def test_a_loop_ranks_and_prunes_by_its_own_metric(tmp_path: Path) -> None:
     ]
     state = faasml.load_checkpoint(best)  # the dict its last ctx.report carried
     assert set(state) == {"model", "opt", "sched"} and state["sched"]["last_epoch"] == 2
+    report = (tmp_path / "run" / "report.md").read_text()  # the names the loop's author wrote
+    assert f"`lr={best.config['lr']:.4g}`" in report and "model.config." not in report
 
 
 def test_the_probe_measures_a_loops_synchronised_round(

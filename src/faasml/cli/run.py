@@ -27,7 +27,7 @@ from faasml.cli.run_options import (
 )
 from faasml.exceptions import ConfigError
 from faasml.job import JobSpec
-from faasml.reports.run_format import best_value, config, number, run_metric
+from faasml.reports.run_format import best_value, drawn, number, run_metric
 from faasml.reports.run_outputs import write_outputs
 from faasml.reports.run_summary import exit_code, summary_lines
 from faasml.runtime.platforms.contract import PLATFORMS
@@ -293,10 +293,10 @@ def _execute(run: BaseRun) -> int:
     if best is not None:  # by the run's metric and mode
         metric = run_metric(record)
         value = best_value(record, metric)
-        drawn = f" ({config(best.config)})" if best.config else ""  # a training run: none
+        named = f" ({drawn(record, best.config)})" if best.config else ""  # a training run: none
         say(
             out,
-            f"Best: trial {best.trial}{drawn} — {metric.label} {number(value)}, "
+            f"Best: trial {best.trial}{named} — {metric.label} {number(value)}, "
             f"ranked by {metric.name} ({metric.mode})",
         )
     say(out, f"Report: {run.dir.path / 'report.md'}")

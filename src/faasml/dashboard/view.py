@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from faasml.reports.run_format import RunMetric, run_metric
+from faasml.reports.run_format import RunMetric, named, run_metric
 from faasml.reports.run_series import (
     Curve,
     Series,
@@ -250,7 +250,9 @@ def trial_rows(record: RunRecord, metric: RunMetric) -> tuple[TrialRow, ...]:
         rows.append(
             TrialRow(
                 trial=t.trial_id,
-                config=tuple((str(k), _shown(v)) for k, v in sorted(t.config.items())),
+                config=tuple(
+                    (str(k), _shown(v)) for k, v in sorted(named(record, t.config).items())
+                ),
                 status=t.status,
                 status_text=_status_text(t),
                 metric=value if value is not None and math.isfinite(value) else None,

@@ -30,7 +30,7 @@ from faasml.job.spec import (
     TuningSpec,
     implied_mode,
 )
-from faasml.job.trials import apply_config, resolve_hyperparameter
+from faasml.job.trials import apply_config, author_names, resolve_hyperparameter
 
 __all__ = [
     "ENV_FIELDS",
@@ -46,6 +46,7 @@ __all__ = [
     "TrainingSpec",
     "TuningSpec",
     "apply_config",
+    "author_names",
     "check_data",
     "check_job",
     "environment_overrides",

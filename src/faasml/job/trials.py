@@ -23,6 +23,24 @@ from faasml.workloads.build import build_model
 from faasml.workloads.data import generate_dataset
 from faasml.workloads.optim import OPTIMIZERS
 
+FUNCTION_CONFIG = "model.config."
+"""Where a training function's or loop's own configuration sits in a trial's configuration."""
+
+
+def author_names(
+    model: str, config: Mapping[str, Any], constants: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """A trial's configuration by the names its author wrote: for a training function or
+    loop (``model``: its factory), plain names (``model.config.lr`` -> ``lr``) after its
+    ``constants``; for a job file's model, the dotted paths as they are."""
+    from faasml.loop import LOOP_FACTORY
+    from faasml.workloads.function_model import FACTORY
+
+    if model not in (FACTORY, LOOP_FACTORY):
+        return dict(config)
+    named = {k.removeprefix(FUNCTION_CONFIG): v for k, v in config.items()}
+    return {**dict(constants or {}), **named}
+
 
 def apply_config(job: JobSpec, config: Mapping[str, Any]) -> JobSpec:
     """``job`` with one configuration applied (keys as in ``search_space``), each changed

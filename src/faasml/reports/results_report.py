@@ -4,7 +4,7 @@ and mode, and the Pareto front of that metric against the dollars each trial was
 from __future__ import annotations
 
 from faasml.job import implied_mode
-from faasml.reports.run_format import config, money
+from faasml.reports.run_format import drawn, money
 from faasml.runtime.coordinator.ranking import divergence, metric_value, pareto_ids
 from faasml.runtime.record.records import Best, RunRecord
 
@@ -71,7 +71,7 @@ def pareto_lines(record: RunRecord) -> list[str]:
         t = by_id[trial_id]
         lines.append(
             f"| {trial_id} | {_number(metric_value(t.last, metric))} | "
-            f"{money(costs.get(trial_id, 0.0))} | {t.epochs_done} | `{config(t.config)}` |"
+            f"{money(costs.get(trial_id, 0.0))} | {t.epochs_done} | `{drawn(record, t.config)}` |"
         )
     return lines
 

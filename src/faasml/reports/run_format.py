@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from faasml.job import author_names
 from faasml.runtime.coordinator.ranking import metric_mode, metric_value, rank_key
 from faasml.runtime.record.records import RunRecord, TrialRecord
 from faasml.units import format_duration
@@ -115,6 +116,19 @@ def number(value: float | None) -> str:
 def config(values: Mapping[str, Any]) -> str:
     """A configuration as 'key=value, ...', floats to four significant digits."""
     return ", ".join(f"{k}={number(v) if isinstance(v, float) else v}" for k, v in values.items())
+
+
+def named(record: RunRecord, values: Mapping[str, Any]) -> dict[str, Any]:
+    """A trial's drawn configuration by the names its author wrote (``author_names``): a
+    training function's or loop's plain names (``lr``), a job file's paths."""
+    model = record.job.get("model")
+    name = model.get("name") if isinstance(model, Mapping) else None
+    return author_names(str(name), values)
+
+
+def drawn(record: RunRecord, values: Mapping[str, Any]) -> str:
+    """``named`` as 'key=value, ...' (``config``)."""
+    return config(named(record, values))
 
 
 def trial_usd(record: RunRecord) -> dict[int, float]:

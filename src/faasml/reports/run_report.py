@@ -7,7 +7,7 @@ from pathlib import Path
 from faasml.reports.results_report import pareto_lines
 from faasml.reports.run_format import (
     best_value,
-    config,
+    drawn,
     money,
     number,
     run_metric,
@@ -212,7 +212,7 @@ def _best_lines(record: RunRecord) -> list[str]:
     return [
         f"Trial {best.trial}: {metric.label} **{number(value)}**, ranked by {metric.name} "
         f"({metric.mode}){''.join('; ' + o for o in others)}; "
-        + (f"`{config(best.config)}`; " if best.config else "")
+        + (f"`{drawn(record, best.config)}`; " if best.config else "")
         + f"checkpoint `{best.checkpoint}` in `objects/`."
     ]
 
@@ -234,7 +234,7 @@ def _trial_lines(record: RunRecord) -> list[str]:
     for t in metric.ranked(record.trials):
         lines.append(
             f"| {t.trial_id} | {_status_cell(t)} | {number(metric.last(t))} | "
-            f"{t.epochs_done} | {money(usd.get(t.trial_id, 0.0))} | `{config(t.config)}` |"
+            f"{t.epochs_done} | {money(usd.get(t.trial_id, 0.0))} | `{drawn(record, t.config)}` |"
         )
     return lines
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from faasml.job import JobSpec
+from faasml.job import JobSpec, author_names
 from faasml.runtime.coordinator.meter import Meter
 from faasml.runtime.coordinator.ranking import metric_value
 from faasml.runtime.coordinator.trial import TrialState
@@ -145,16 +145,10 @@ def epoch_metrics(record: Mapping[str, Any]) -> dict[str, float]:
 
 
 def config_names(job: JobSpec) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
-    """A trial's configuration by the names its author wrote: a training function's plain
-    names (``model.config.lr`` -> ``lr``) with its constants; a job file's dotted paths."""
-    from faasml.loop import LOOP_FACTORY
-    from faasml.workloads.function_model import FACTORY
-
-    if job.model.name not in (FACTORY, LOOP_FACTORY):  # a job file's
-        return dict
+    """A trial's configuration by the names its author wrote (``author_names``), with a
+    training function's constants."""
     constants = dict(job.model.options.get("config") or {})
-    prefix = "model.config."
-    return lambda config: {**constants, **{k.removeprefix(prefix): v for k, v in config.items()}}
+    return lambda config: author_names(job.model.name, config, constants)
 
 
 def _warn(text: str) -> None:
