@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -293,13 +294,9 @@ def test_a_run_ranking_by_a_metric_no_loop_reports_fails_after_its_first_stage(
         settings={"batch_size": 16, "tuning.stages": 2, "tuning.epochs_per_stage": 1, "seed": 2},
         run_dir=tmp_path / "run",
     )
-    with pytest.raises(faasml.ConfigError) as caught:
-        tuner.fit()
-    assert str(caught.value).startswith(
-        "no trial reported the metric 'loss' the run ranks by (they reported: val_rmse)"
-    )
-    record = json.loads((tmp_path / "run" / "record.json").read_text())
-    assert record["status"] == "failed" and record.get("best") is None
+    says = "no trial reported the metric 'loss' the run ranks by (they reported: val_rmse)"
+    record = _failed(tuner.fit, tmp_path / "run", says)
+    assert record.get("best") is None
     assert "no trial reported the metric 'loss'" in record["stop_reason"]
     histories = [t["history"] for t in record["trials"]]
     assert [len(h) for h in histories] == [1, 1, 1]  # stage 2 never ran
@@ -325,13 +322,9 @@ def test_training_to_a_target_loss_a_loop_does_not_report_fails_at_its_first_epo
         settings={"batch_size": 16},
         run_dir=tmp_path / "run",
     )
-    with pytest.raises(faasml.ConfigError) as caught:
-        trainer.fit()
-    assert str(caught.value).startswith(
-        "epoch 1 reported no 'loss' (it reported: val_rmse), but target_loss is compared with it"
-    )
-    record = json.loads((tmp_path / "run" / "record.json").read_text())
-    assert record["status"] == "failed" and record.get("target") is None
+    says = "epoch 1 reported no 'loss' (it reported: val_rmse), but target_loss is compared with"
+    record = _failed(trainer.fit, tmp_path / "run", says)
+    assert record.get("target") is None
     assert len(record["trials"][0]["history"]) == 1  # not 20 epochs it could not judge
 
 
@@ -353,3 +346,14 @@ def test_a_trial_without_the_metric_ranks_last_where_others_have_it(tmp_path: Pa
     assert events == [
         f"trial {quiet.trial_id} reported no 'val_rmse' (it reported: rmse_elsewhere); ranked last"
     ]
+
+
+def _failed(fit: Callable[[], object], folder: Path, says: str) -> dict[str, Any]:
+    """Run ``fit``: it raises a ConfigError that starts with ``says``; the run's record, its
+    status 'failed'."""
+    with pytest.raises(faasml.ConfigError) as caught:
+        fit()
+    assert str(caught.value).startswith(says)
+    record: dict[str, Any] = json.loads((folder / "record.json").read_text())
+    assert record["status"] == "failed"
+    return record
