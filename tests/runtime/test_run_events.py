@@ -123,9 +123,9 @@ def test_callbacks_get_typed_events_in_order_and_a_raising_one_does_not_stop_the
 
 
 def faasml_money(usd: float) -> str:
-    from faasml.units import format_money
+    from faasml.reports.run_format import money
 
-    return format_money(usd)
+    return money(usd)
 
 
 def test_fit_prints_nothing_by_default(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -264,4 +264,4 @@ def test_a_reported_ranking_metric_is_the_result_value_and_lines_stay_within_80(
     assert sent[0].cost_usd == 0.25
     line = trial_line(sent[0])
     assert len(line) <= 80
-    assert line.startswith("trial 7  epoch 2  a_metric_name_far_longe… 1.235e+04  $0.2500  div")
+    assert line.startswith("trial 7  epoch 2  a_metric_name_far_longe… 1.235e+04  $0.25  div")

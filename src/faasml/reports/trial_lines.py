@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from faasml.reports.run_format import money
 from faasml.runtime.runs.events import RunCallback, RunEnd, StageEnd, TrialResult
-from faasml.units import format_money
 
 WIDTH = 80
 """The widest line printed: a terminal's default width, and a log's that nothing wraps."""
@@ -31,7 +31,7 @@ def trial_line(result: TrialResult) -> str:
     trial's cost so far, and its status where the epoch ended it (diverged, failed)."""
     metric = f"{_cut(result.metric, _NAME)} {_number(result.value)}"
     parts = [f"trial {result.trial_id}", f"epoch {result.epoch}", metric]
-    parts.append(format_money(result.cost_usd))
+    parts.append(money(result.cost_usd))
     if result.status in ENDED:
         parts.append(result.status)
     return _cut("  ".join(parts), WIDTH)
@@ -41,7 +41,7 @@ def stage_line(event: StageEnd) -> str:
     """``stage 1/2 done: kept 0 2, pruned 1 3; spent $0.0031``, within 80 columns."""
     kept = " ".join(str(t) for t in event.kept) or "none"
     pruned = " ".join(str(t) for t in event.pruned) or "none"
-    spent = format_money(event.spent_usd)
+    spent = money(event.spent_usd)
     head = f"stage {event.stage}/{event.stages} done: "
     tail = f"; spent {spent}"
     body = f"kept {kept}, pruned {pruned}"
@@ -55,7 +55,7 @@ def end_line(event: RunEnd) -> str:
         best = next((t for t in event.trials if t.trial_id == event.best.trial), None)
         value = "" if best is None else f" ({best.metric} {_number(best.value)})"
         text += f": best trial {event.best.trial}{value}"
-    tail = f"; spent {format_money(event.spent_usd)}"
+    tail = f"; spent {money(event.spent_usd)}"
     if event.reason and event.status != "finished":
         tail += f"; {event.reason}"
     return _cut(text + tail, WIDTH)
