@@ -308,6 +308,7 @@ def test_a_run_ranking_by_a_metric_no_loop_reports_fails_after_its_first_stage(
     assert not list((tmp_path / "run").glob("curves/*.csv"))  # no curve of unknown losses
     report = (tmp_path / "run" / "report.md").read_text()
     assert "None: no trial reported the metric 'loss'" in report
+    assert "NO BEST: no trial reported the metric 'loss'" in report  # the summary's line
 
 
 def test_training_to_a_target_loss_a_loop_does_not_report_fails_at_its_first_epoch(

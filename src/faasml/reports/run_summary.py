@@ -159,8 +159,9 @@ def summary_lines(record: RunRecord) -> list[str]:
     target = record.target
     if target is not None and not target.reached:
         lines.append(f"TARGET MISSED: validation loss {target.last:.4g} > target {target.loss:g}")
-    if record.stop_reason:
-        lines.append(f"stopped: {record.stop_reason}")
+    if record.stop_reason:  # a failed run without a best says so first (printed in red)
+        failed = record.status == "failed" and record.best is None
+        lines.append(f"{'NO BEST' if failed else 'stopped'}: {record.stop_reason}")
     return lines
 
 
